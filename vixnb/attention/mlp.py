@@ -1,0 +1,16 @@
+"""MLP-Mixer token mixing (Tolstikhin et al.): an MLP across tokens, shared over channels.
+
+Built, as in the authors' code, from kernel-1 ``Conv1d`` layers that treat the tokens of a (b, n, c)
+input as channels. It is an ``nn.Sequential`` so that, like theirs, it is not itself a hooked module
+in the torchsummary accounting.
+"""
+from torch import nn
+
+
+class TokenMLP(nn.Sequential):
+    def __init__(self, *, seq_len, expansion_factor=4, dropout=0.0, dim=None, heads=None, dim_head=None):
+        if seq_len is None:
+            raise ValueError("the token MLP needs seq_len (the number of tokens)")
+        hidden = seq_len * expansion_factor
+        super().__init__(nn.Conv1d(seq_len, hidden, 1), nn.GELU(), nn.Dropout(dropout),
+                         nn.Conv1d(hidden, seq_len, 1), nn.Dropout(dropout))

@@ -1,0 +1,29 @@
+"""Rotary position embedding (RoPE, Su et al.) for the queries and keys of any mechanism that has them.
+
+Seed 000 (Table 6) swaps ViT's learnable 1-D position embedding for RoPE. ``Rotary(dim_head, seq_len)``
+holds the cos/sin tables (buffers, no parameters); ``apply_rope(t, rotary)`` rotates a (b, h, n, d)
+tensor with them, pairing channel i with channel i + d/2 (the "rotate half" form).
+"""
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim_head, seq_len, *, base=10000.0):
+        super().__init__()
+        if dim_head % 2:
+            raise ValueError(f"RoPE needs an even dim_head, got {dim_head}")
+        inv_freq = base ** (-torch.arange(0, dim_head, 2).float() / dim_head)
+        angles = torch.outer(torch.arange(seq_len).float(), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+
+def apply_rope(t, rotary):
+    n = t.shape[-2]
+    if n > rotary.cos.shape[0]:
+        raise ValueError(f"RoPE tables cover {rotary.cos.shape[0]} tokens, input has {n}: build with seq_len >= {n}")
+    x1, x2 = t.chunk(2, dim=-1)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return t * rotary.cos[:n].to(t.dtype) + rotated * rotary.sin[:n].to(t.dtype)

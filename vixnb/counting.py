@@ -1,0 +1,77 @@
+"""Parameter counts and model size under the papers' convention (torchsummary 1.5.1) and the true one.
+
+torchsummary hooks every module except ``nn.Sequential``, ``nn.ModuleList`` and the model itself, and
+for each *call* adds the module's ``.weight`` and ``.bias`` sizes and records its output shape. So its
+"Total params" leaves out other ``nn.Parameter`` attributes (position embedding, class token, Linformer's
+projections), buffers and modules never called, and counts twice a module called twice. Its "Estimated
+Total Size (MB)" is input bytes + 4 bytes per counted parameter + 2 x 4 bytes per element of every
+hooked output, for one image. Notes section 1 explains the convention; this is our own re-implementation.
+"""
+from contextlib import ExitStack
+
+import torch
+from torch import nn
+
+from .attention import materialized
+
+MB = 1024**2
+
+
+def _trace(model, input_size):
+    """Run one forward on a batch of 2 with torchsummary-style hooks; return (params, output elements)."""
+    records = []
+
+    def hook(module, _inputs, output):
+        params = sum(getattr(module, a).numel() for a in ("weight", "bias")
+                     if isinstance(getattr(module, a, None), torch.Tensor))
+        outs = output if isinstance(output, (list, tuple)) else [output]
+        per_image = sum(o[0].numel() for o in outs if isinstance(o, torch.Tensor))
+        records.append((params, per_image))
+
+    targets = [m for m in model.modules() if m is not model and not isinstance(m, (nn.Sequential, nn.ModuleList))]
+    param = next(model.parameters(), None)
+    x = torch.rand(2, *input_size, device=param.device if param is not None else "cpu")
+    was_training = model.training
+    with ExitStack() as stack:
+        for m in targets:
+            stack.callback(m.register_forward_hook(hook).remove)
+        stack.enter_context(torch.no_grad())
+        model.eval()
+        try:
+            model(x)
+        finally:
+            model.train(was_training)
+    return sum(p for p, _ in records), sum(o for _, o in records)
+
+
+def _input_size(model, input_size):
+    size = input_size or getattr(model, "input_size", None)
+    if size is None:
+        raise ValueError("pass input_size=(channels, height, width); this model was not built by create_model")
+    return tuple(size)
+
+
+def count_params(model, convention="paper", input_size=None):
+    """'true': sum of every parameter's numel. 'paper': torchsummary's "Total params" (see module doc)."""
+    if convention == "true":
+        return sum(p.numel() for p in model.parameters())
+    if convention == "paper":
+        return _trace(model, _input_size(model, input_size))[0]
+    raise ValueError(f"convention must be 'paper' or 'true', got {convention!r}")
+
+
+def summary_size_mb(model, input_size=None, *, path="authors"):
+    """The papers' "Size (MB)": torchsummary's Estimated Total Size for one image.
+
+    ``path="authors"`` measures with materialised softmax attention (the module structure the papers
+    measured); ``path="as-built"`` measures the model as configured (fused attention skips the Softmax module).
+    """
+    size = _input_size(model, input_size)
+    if path not in ("authors", "as-built"):
+        raise ValueError(f"path must be 'authors' or 'as-built', got {path!r}")
+    with materialized(model, True) if path == "authors" else ExitStack():
+        params, outputs = _trace(model, size)
+    input_elems = 1
+    for s in size:
+        input_elems *= s
+    return (input_elems * 4 + params * 4 + 2 * outputs * 4) / MB
