@@ -1,0 +1,33 @@
+import json
+
+import pytest
+import torch
+
+from vixnb.cli import main
+
+
+def test_train_json_last_line(capsys):
+    assert main(["train", "fnet", "--profile", "smoke", "--json", "--quiet", "--seed", "2"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("model", "dataset", "profile", "seed", "top1", "top5", "params_paper", "params_true", "epochs", "seconds"):
+        assert key in record
+    assert (record["model"], record["dataset"], record["profile"], record["seed"]) == ("fnet", "synthetic", "smoke", 2)
+    # the paper count is of the model actually trained (the smoke profile trains one-block models)
+    assert record["params_paper"] < record["params_true"]
+
+
+def test_models_table(capsys):
+    assert main(["models", "hybrid_vi*"]) == 0
+    out = capsys.readouterr().out
+    assert "hybrid_vit" in out and "623,178" in out and "754,506" in out and "hybrid_fnet" not in out
+
+
+def test_errors_are_reported_without_a_traceback(capsys):
+    assert main(["train", "vitt", "--profile", "smoke"]) == 2
+    assert "valid names" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_gpu_profile_on_cpu_says_not_yet_run(capsys):
+    assert main(["train", "vit", "--profile", "paper", "--quiet"]) == 2
+    assert "not yet run" in capsys.readouterr().err

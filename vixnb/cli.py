@@ -1,0 +1,121 @@
+"""Command line: ``vixnb models | train | run | book | bench``."""
+import argparse
+import json
+import sys
+
+import yaml
+
+
+def cmd_models(args):
+    from . import count_params, create_model, list_models
+
+    names = list_models(args.pattern)
+    if not names:
+        raise SystemExit(f"no model matches {args.pattern!r}; try `vixnb models` for the full list")
+    rows = [(n, count_params(m := create_model(n, dataset=args.dataset), "paper"), count_params(m, "true")) for n in names]
+    print(f"{'name':<18}{'paper params':>14}{'true params':>14}")
+    for name, paper, true in rows:
+        print(f"{name:<18}{paper:>14,}{true:>14,}")
+
+
+def cmd_train(args):
+    from .train import run
+
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("batch_size", args.batch_size)) if v is not None}
+    result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, recompute=args.recompute,
+                 progress=not args.quiet, **overrides)
+    if result["status"] != "done":
+        raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
+    summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,
+               "top1": result["top1"], "top5": result["top5"], "best_epoch": result["best_epoch"],
+               "params_paper": result["params_paper"], "params_true": result["params_true"],
+               "epochs": result["config"]["epochs"], "seconds": result["seconds"],
+               "device": result["provenance"]["device"], "commit": result["provenance"]["commit"]}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{args.model} on {summary['dataset']} ({args.profile}, seed {args.seed}): top-1 {summary['top1']:.2f}%, "
+              f"top-5 {summary['top5']:.2f}% (best of {summary['epochs']} epochs at epoch {summary['best_epoch']}), "
+              f"{summary['seconds']:.1f} s")
+
+
+def _parameters(pairs):
+    return {name: yaml.safe_load(value) for name, value in pairs or []}
+
+
+def cmd_run(args):
+    from .notebooks import run_notebook
+
+    out = run_notebook(args.notebook, profile=args.profile, parameters=_parameters(args.parameter))
+    print(f"executed notebook written to {out}")
+
+
+def cmd_book(args):
+    from .notebooks import build_book
+
+    print(f"book built in {build_book(args.profile)}")
+
+
+def cmd_bench(args):
+    from . import bench
+
+    if args.what == "mixers":
+        rows = bench.bench_mixers(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps)
+        print(bench.format_table(rows))
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("models", help="list registered models with their parameter counts")
+    s.add_argument("pattern", nargs="?", default="*", help="glob over model names, e.g. 'hybrid_*'")
+    s.add_argument("--dataset", default="cifar10")
+    s.set_defaults(fn=cmd_models)
+
+    s = sub.add_parser("train", help="train one model (or load its stored result)")
+    s.add_argument("model")
+    s.add_argument("--dataset", default="cifar10")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--epochs", type=int)
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    s.set_defaults(fn=cmd_train)
+
+    s = sub.add_parser("run", help="execute a notebook with papermill after validating its parameters")
+    s.add_argument("notebook", help="notebook stem in notebooks/ (e.g. vix_table1) or a path")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
+    s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("book", help="run every notebook in a profile and build the Jupyter Book")
+    s.add_argument("--profile", default="smoke")
+    s.set_defaults(fn=cmd_book)
+
+    s = sub.add_parser("bench", help="benchmarks that print ratios measured in one run")
+    s.add_argument("what", choices=["mixers"])
+    s.add_argument("--device")
+    s.add_argument("--dtype")
+    s.add_argument("--batch", type=int, default=64)
+    s.add_argument("--tokens", type=int, default=1025)
+    s.add_argument("--steps", type=int, default=5)
+    s.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"vixnb {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

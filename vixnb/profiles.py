@@ -1,0 +1,63 @@
+"""Run profiles (smoke / budget / paper) and the resolved configuration that identifies one training run."""
+from functools import cache
+from importlib import resources
+
+import yaml
+
+from .data import dataset_spec
+from .registry import list_models
+
+
+@cache
+def _profiles_file():
+    return yaml.safe_load(resources.files("vixnb").joinpath("profiles.yaml").read_text())
+
+
+def list_profiles():
+    return sorted(_profiles_file()["profiles"])
+
+
+def get_profile(name):
+    profiles = _profiles_file()["profiles"]
+    if name not in profiles:
+        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(sorted(profiles))}")
+    return dict(profiles[name], name=name)
+
+
+def _per_model(table, model):
+    if isinstance(table, dict):
+        return table.get(model, table.get("default"))
+    return table
+
+
+def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, **model_overrides):
+    """Every setting of one training run, resolved from the profile and the authors' protocol.
+
+    The returned dict is the run's identity: the results store keys on its hash.
+    """
+    if model not in list_models():
+        raise ValueError(f"unknown model {model!r}; valid names: {', '.join(list_models())}")
+    prof, proto = get_profile(profile), _profiles_file()["paper_protocol"]
+    dataset_spec(dataset)
+    used = prof.get("dataset_override") or dataset
+    overrides = {**(_per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
+    return {
+        "model": model,
+        "dataset": used,
+        "requested_dataset": dataset,
+        "profile": profile,
+        "seed": int(seed),
+        "epochs": int(epochs or prof.get("epochs") or _per_model(proto["epochs"], model)),
+        "batch_size": int(batch_size or prof.get("batch_size") or _per_model(proto["batch_size"], model)),
+        "lr": proto["lr"],
+        "weight_decay": proto["weight_decay"],
+        "betas": list(proto["betas"]),
+        "eps": proto["eps"],
+        "precision": prof["precision"],
+        "amp_loss_only": bool(prof["amp_loss_only"]),
+        "eval_mode": bool(prof["eval_mode"]),
+        "train_size": prof.get("train_size"),
+        "test_size": prof.get("test_size"),
+        "device": prof["device"],
+        "model_overrides": overrides,
+    }

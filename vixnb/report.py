@@ -1,0 +1,138 @@
+"""Tables, figures and provenance for the chapters: our numbers beside the papers'."""
+import statistics
+from functools import cache
+from importlib import resources
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import yaml
+from tqdm.auto import tqdm
+
+from .counting import count_params, summary_size_mb
+from .profiles import get_profile
+from .registry import create_model
+from .train import run
+
+
+@cache
+def _paper_file():
+    return yaml.safe_load(resources.files("vixnb").joinpath("paper_results.yaml").read_text())
+
+
+def paper_table(doc, table):
+    """A published table as a DataFrame indexed by our model names (see paper_results.yaml)."""
+    entry = _paper_file()[doc][table]
+    return pd.DataFrame.from_dict(entry["rows"], orient="index")
+
+
+def paper_caption(doc, table):
+    return f"{_paper_file()[doc]['source']}, {_paper_file()[doc][table]['caption']}"
+
+
+def banner(profile):
+    """A markdown banner that says what kind of numbers the page shows."""
+    prof = get_profile(profile)
+    if profile == "smoke":
+        return ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
+                f"{prof['description']} Accuracies below measure nothing about the models.")
+    return f"> **Profile `{profile}`.** {prof['description']}"
+
+
+def collect_runs(models, *, dataset, profile, seeds, recompute=False, progress=True):
+    """One result per (model, seed): stored, freshly trained, or marked "not yet run"."""
+    jobs = [(m, s) for m in models for s in seeds]
+    bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
+    results = []
+    for model, seed in bar:
+        bar.set_postfix(model=model, seed=seed)
+        results.append(run(model, dataset=dataset, profile=profile, seed=seed, recompute=recompute, progress=False))
+    return results
+
+
+def _mean_std(values):
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _fmt(mean, std, n):
+    if mean is None:
+        return "not yet run"
+    return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
+
+
+def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
+    """Ours beside the paper's, one row per model of ``results``.
+
+    Parameter counts and Size (MB) are properties of the paper configuration for ``dataset`` (computed
+    here, not taken from training runs). Accuracies: mean ± std over seeds, and best of the seeds (the
+    paper reports the best of three runs)."""
+    paper = paper_table(doc, table)
+    by_model = {}
+    for r in results:
+        by_model.setdefault(r["config"]["model"], []).append(r)
+    rows = []
+    for model, runs in by_model.items():
+        built = create_model(model, dataset=dataset)
+        done = [r for r in runs if r["status"] == "done"]
+        top1, top5 = [r["top1"] for r in done], [r["top5"] for r in done]
+        gpu = [r["gpu_gb_reserved"] for r in done if "gpu_gb_reserved" in r]
+        p = paper.loc[model] if model in paper.index else {}
+        best = max(done, key=lambda r: r["top1"]) if done else None
+        rows.append({
+            "model": p.get("label", model),
+            "params (paper conv.)": count_params(built, "paper"), "paper params": p.get("params"),
+            "params (true)": count_params(built, "true"),
+            "Size MB": round(summary_size_mb(built), 2), "paper Size MB": p.get("size_mb"),
+            "top-1 (mean ± std)": _fmt(*_mean_std(top1), len(top1)),
+            "top-1 best": round(best["top1"], 2) if best else None, "paper top-1": p.get("top1"),
+            "Δ top-1 (best − paper)": round(best["top1"] - p["top1"], 2) if best and "top1" in p else None,
+            "top-5 (mean ± std)": _fmt(*_mean_std(top5), len(top5)),
+            "top-5 best": round(best["top5"], 2) if best else None, "paper top-5": p.get("top5"),
+            "GPU GB (reserved)": round(max(gpu), 2) if gpu else "not measured",
+            "paper GPU GB": p.get("gpu_gb"),
+            "seeds": f"{len(done)}/{len(runs)}",
+        })
+    return pd.DataFrame(rows).set_index("model")
+
+
+def provenance(results):
+    """One line naming profile, devices, commits, seeds and torch versions behind the numbers."""
+    done = [r for r in results if r["status"] == "done"]
+    if not done:
+        return "No run of this configuration has been made yet."
+    fields = {k: sorted({str(r["provenance"][k]) for r in done}) for k in ("profile", "device", "commit", "torch", "seed")}
+    data = sorted({r["config"]["dataset"] for r in done})
+    missing = len(results) - len(done)
+    line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items())
+    return f"Provenance — {line}; data: {', '.join(data)}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
+
+
+def plot_accuracy_vs_memory(table, *, title="Top-1 accuracy vs GPU memory (batch 64)"):
+    """Figure 4 of seed 000: the paper's points, and ours where GPU memory was measured."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
+    panels = [("paper", "paper GPU GB", "paper top-1"), ("ours", "GPU GB (reserved)", "top-1 best")]
+    for ax, (who, x, y) in zip(axes, panels):
+        pts = table[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+        for label, (gx, gy) in pts.iterrows():
+            hybrid = label.startswith("Hybrid")
+            ax.scatter(gx, gy, marker="^" if hybrid else "s", color="tab:green" if hybrid else "tab:blue")
+            ax.annotate(label.replace("Vision ", "").replace("Hybrid ", "H-"), (gx, gy), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_title(f"{who}")
+        ax.set_xlabel("GPU memory (GB)")
+        ax.set_ylabel("top-1 (%)")
+        if pts.empty:
+            ax.text(0.5, 0.5, "GPU memory not measured\n(no GPU run for this profile)", ha="center", va="center",
+                    transform=ax.transAxes)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def vix_table_for(dataset):
+    """Seed 000's table for a dataset: Table 1 (CIFAR-10) or Table 2 (Tiny ImageNet)."""
+    tables = {"cifar10": "table1", "tiny-imagenet": "table2"}
+    if dataset not in tables:
+        raise ValueError(f"seed 000 reports Tables 1/2 for {', '.join(tables)}; got dataset={dataset!r}")
+    return tables[dataset]

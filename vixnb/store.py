@@ -1,0 +1,60 @@
+"""The results store: one JSON file per training run, keyed by a hash of the run's configuration.
+
+Layout: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``. Results of GPU profiles live in
+the repository's ``results/`` (so the book can be rebuilt on a CPU from them); ``results/smoke/`` is
+git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
+and two processes finishing the same run leave one complete file.
+"""
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def config_key(config):
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def default_root():
+    if "VIXNB_RESULTS" in os.environ:
+        return Path(os.environ["VIXNB_RESULTS"])
+    repo = Path(__file__).resolve().parent.parent
+    return repo / "results" if (repo / "_toc.yml").exists() else Path.cwd() / "results"
+
+
+class ResultsStore:
+    def __init__(self, root=None):
+        self.root = Path(root) if root is not None else default_root()
+
+    def path(self, config):
+        name = f"{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
+        return self.root / config["profile"] / name
+
+    def get(self, config):
+        path = self.path(config)
+        if not path.exists():
+            return None
+        result = json.loads(path.read_text())
+        if result.get("config") != config:
+            raise ValueError(f"{path} holds a different configuration than its name says: delete it and re-run")
+        return result
+
+    def put(self, config, result):
+        path = self.path(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({**result, "config": config}, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def results(self, profile=None):
+        folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
+        return [json.loads(p.read_text()) for folder in folders for p in sorted(folder.glob("*.json"))]
