@@ -67,7 +67,7 @@ def test_training_is_deterministic_on_cpu():
     assert strip(a) == strip(b) and a["top1"] == b["top1"]
     assert a["provenance"]["seed"] == 1 and a["provenance"]["profile"] == "smoke"
     assert len(a["history"]) == config["epochs"]
-    assert a["top1"] == max(h["test_top1"] for h in a["history"])  # best test epoch, authors' protocol
+    assert a["top1"] == max(h["select_top1"] for h in a["history"])  # best test epoch, authors' protocol
 
 
 def test_training_leaves_the_global_rng_alone():
@@ -100,3 +100,66 @@ def test_gpu_profile_on_cpu_is_not_yet_run():
 def test_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="valid profiles: budget, paper, smoke"):
         run_config("vit", profile="full")
+
+
+def _metrics(result):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]], result["top1"], result["top5"]
+
+
+def test_resume_after_kill_gives_identical_metrics(tmp_path):
+    """A run killed (SIGKILL) after its first epoch resumes from the checkpoint and ends exactly as an
+    uninterrupted run."""
+    config = run_config("vit", profile="smoke", epochs=3, **TINY)
+    reference = engine.train(config, progress=False)
+    ckpt = tmp_path / "run.pt"
+    code = (
+        "import os, sys, signal, torch, vixnb.train as t\n"
+        "from vixnb.profiles import run_config\n"
+        f"config = run_config('vit', profile='smoke', epochs=3, **{TINY!r})\n"
+        "real = t._save_checkpoint\n"
+        "def save_then_die(path, state):\n"
+        "    real(path, state)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "t._save_checkpoint = save_then_die\n"
+        "t.train(config, progress=False, checkpoint=sys.argv[1])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(ckpt)])
+    assert proc.returncode == -9 and ckpt.exists()
+    assert len(torch.load(ckpt, weights_only=False)["history"]) == 1
+    resumed = engine.train(config, progress=False, checkpoint=ckpt)
+    assert _metrics(resumed) == _metrics(reference)
+
+
+def test_dualopt_switch_follows_the_rule():
+    switch = engine.DualOptSwitch(patience=3)
+    sequence = [10, 20, 20, 19, 18, 17, 21, 25, 25, 24, 23, 22]
+    actions = [switch.update(a) for a in sequence]
+    # ties (20 after 20, 25 after 25) reset the count; 3 epochs below best -> switch, then -> stop
+    assert actions == ["continue"] * 5 + ["switch"] + ["continue"] * 5 + ["stop"]
+    assert switch.phase == "sgd"
+
+
+def test_dualopt_run_reloads_best_and_continues_with_sgd(monkeypatch):
+    config = run_config("fnet", profile="smoke", epochs=6, optimizer="dualopt", **TINY)
+    config["dualopt"] = {**config["dualopt"], "patience": 1}
+    scores = iter([50.0, 40.0, 45.0, 60.0, 10.0, 10.0])
+    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (next(scores), 90.0))
+    result = engine.train(config, progress=False)
+    phases = [h["phase"] for h in result["history"]]
+    # 40 < 50: patience 1 spent -> reload the best, switch; 45 < 50 (best carries over) -> stop
+    assert phases == ["adamw", "adamw", "sgd"] and result["epochs_run"] == 3
+    assert result["history"][1].get("switched_to_sgd") and result["top1"] == 50.0
+
+
+def test_fixed_protocol_selects_on_validation_and_tests_once(monkeypatch):
+    config = run_config("fnet", profile="smoke", epochs=3, protocol="fixed", **TINY)
+    sizes = []
+
+    def fake_evaluate(model, images, labels, **kwargs):
+        sizes.append(len(images))
+        return [70.0, 80.0, 75.0, 55.0][len(sizes) - 1], 99.0
+
+    monkeypatch.setattr(engine, "evaluate", fake_evaluate)
+    result = engine.train(config, progress=False)
+    # three validation evaluations on the held-out 16 images, then one test evaluation on 32
+    assert sizes == [16, 16, 16, 32]
+    assert result["best_epoch"] == 2 and result["val_top1"] == 80.0 and result["top1"] == 55.0

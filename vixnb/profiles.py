@@ -30,7 +30,11 @@ def _per_model(table, model):
     return table
 
 
-def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, **model_overrides):
+PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
+
+
+def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
+               optimizer=None, val_size=None, precision=None, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash.
@@ -40,6 +44,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     prof, proto = get_profile(profile), _profiles_file()["paper_protocol"]
     dataset_spec(dataset)
     used = prof.get("dataset_override") or dataset
+    protocol, optimizer = protocol or prof["protocol"], optimizer or prof["optimizer"]
+    if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(_per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
     return {
         "model": model,
@@ -53,7 +60,11 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "weight_decay": proto["weight_decay"],
         "betas": list(proto["betas"]),
         "eps": proto["eps"],
-        "precision": prof["precision"],
+        "protocol": protocol,
+        "val_size": (val_size or prof.get("val_size") or 5000) if protocol == "fixed" else None,
+        "optimizer": optimizer,
+        "dualopt": proto["dualopt"] if optimizer == "dualopt" else None,
+        "precision": precision or prof["precision"],
         "amp_loss_only": bool(prof["amp_loss_only"]),
         "eval_mode": bool(prof["eval_mode"]),
         "train_size": prof.get("train_size"),

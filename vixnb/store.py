@@ -31,6 +31,11 @@ class ResultsStore:
         name = f"{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
         return self.root / config["profile"] / name
 
+    def checkpoint_path(self, config):
+        """Where an unfinished run of ``config`` keeps its per-epoch checkpoint (removed when it finishes)."""
+        path = self.path(config)
+        return path.parent / ".checkpoints" / (path.stem + ".pt")
+
     def get(self, config):
         path = self.path(config)
         if not path.exists():

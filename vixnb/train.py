@@ -6,7 +6,12 @@ augmentation, the test set evaluated every epoch, the reported number is the bes
 top-5 are means of per-batch accuracies. Their two quirks are flags in the profile:
 ``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the forward stays fp32) and
 ``eval_mode=False`` (never switching to eval mode for evaluation).
+
+Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
+optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``). Not yet here (issue 5):
+RandAugment with post-training, torch.compile / CUDA graphs, channels-last, and `vixnb bench train`.
 """
+import os
 import platform
 import subprocess
 import time
@@ -61,34 +66,103 @@ def evaluate(model, images, labels, *, batch_size, autocast):
     return sum(top1) / len(top1), sum(top5) / len(top5)
 
 
-def train(config, *, progress=True, device=None):
-    """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict."""
+class DualOptSwitch:
+    """The DualOpT rule: count epochs since the last top-1 >= best (ties reset the count); after
+    ``patience`` such epochs in the AdamW phase say "switch", in the SGD phase say "stop"."""
+
+    def __init__(self, patience=20):
+        self.patience, self.best, self.since, self.phase = patience, float("-inf"), 0, "adamw"
+
+    def update(self, top1):
+        if top1 >= self.best:
+            self.best, self.since = top1, 0
+        else:
+            self.since += 1
+        if self.since < self.patience:
+            return "continue"
+        self.since = 0
+        if self.phase == "adamw":
+            self.phase = "sgd"
+            return "switch"
+        return "stop"
+
+    def state_dict(self):
+        return dict(vars(self))
+
+    def load_state_dict(self, state):
+        vars(self).update(state)
+
+
+def _optimizer(model, config, phase):
+    if phase == "sgd":
+        d = config["dualopt"]
+        return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
+    return torch.optim.AdamW(model.parameters(), lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
+                             weight_decay=config["weight_decay"])
+
+
+def _splits(config, device):
+    """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
+    `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
+    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"])
+    test_x, test_y = load_split(config["dataset"], "test", size=config["test_size"])
+    if config["protocol"] == "fixed":
+        if config["val_size"] >= len(train_x):
+            raise ValueError(f"val_size {config['val_size']} leaves no training images out of {len(train_x)}")
+        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(0))
+        keep, held = order[:-config["val_size"]], order[-config["val_size"]:]
+        (train_x, train_y), select = (train_x[keep], train_y[keep]), (train_x[held], train_y[held])
+    else:
+        select = (test_x, test_y)
+    move = lambda pair: tuple(t.to(device) for t in pair)
+    return move((train_x, train_y)), move(select), move((test_x, test_y))
+
+
+def train(config, *, progress=True, device=None, checkpoint=None):
+    """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
+
+    With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
+    interrupted at any point (even ``kill -9``) resumes from the last saved epoch, ending with the same
+    metrics as an uninterrupted run on the CPU."""
     device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
-    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"])
-    test_x, test_y = load_split(config["dataset"], "test", size=config["test_size"])
-    train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
-
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device)
     seed, bs = config["seed"], config["batch_size"]
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    cuda_rng = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda_rng):
         torch.manual_seed(seed)
         model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
         params_paper, params_true = count_params(model, "paper"), count_params(model, "true")
         size_mb = summary_size_mb(model)
         model.to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], betas=tuple(config["betas"]),
-                                      eps=config["eps"], weight_decay=config["weight_decay"])
+        switch = DualOptSwitch(config["dualopt"]["patience"]) if config["optimizer"] == "dualopt" else None
+        optimizer = _optimizer(model, config, "adamw")
         bf16 = config["precision"] == "bf16"
         autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else nullcontext
-        loss_autocast = (lambda: torch.autocast("cuda")) if config["amp_loss_only"] and device.type == "cuda" else nullcontext
-        scaler = torch.amp.GradScaler("cuda", enabled=config["amp_loss_only"] and device.type == "cuda")
+        amp = config["amp_loss_only"] and device.type == "cuda"
+        loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
+        scaler = torch.amp.GradScaler("cuda", enabled=amp)
         shuffle = torch.Generator(device=device).manual_seed(seed)
+        history, best_state, elapsed, first_epoch = [], None, 0.0, 1
+        if checkpoint is not None and Path(checkpoint).exists():
+            state = torch.load(checkpoint, map_location=device, weights_only=False)
+            if switch is not None:
+                switch.load_state_dict(state["switch"])
+                optimizer = _optimizer(model, config, switch.phase)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scaler.load_state_dict(state["scaler"])
+            shuffle.set_state(state["shuffle"].to(shuffle.get_state().device))
+            torch.random.set_rng_state(state["cpu_rng"])
+            history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
+            first_epoch = history[-1]["epoch"] + 1 if history else 1
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
-        history, start = [], time.perf_counter()
-        epochs = tqdm(range(1, config["epochs"] + 1), desc=f"{config['model']} seed {seed}", disable=not progress, leave=False)
+        start = time.perf_counter() - elapsed
+        epochs = tqdm(range(first_epoch, config["epochs"] + 1), desc=f"{config['model']} seed {seed}",
+                      disable=not progress, leave=False)
         for epoch in epochs:
             t0 = time.perf_counter()
             model.train()
@@ -96,10 +170,14 @@ def train(config, *, progress=True, device=None):
             loss_sum, correct, steps = 0.0, 0.0, 0
             for i in range(0, len(order), bs):
                 idx = order[i:i + bs]
-                with autocast():
-                    logits = model(normalize(train_x[idx]))
-                with loss_autocast():
-                    loss = F.cross_entropy(logits, train_y[idx])
+                try:
+                    with autocast():
+                        logits = model(normalize(train_x[idx]))
+                    with loss_autocast():
+                        loss = F.cross_entropy(logits, train_y[idx])
+                except torch.OutOfMemoryError as e:
+                    raise RuntimeError(f"{config['model']}: out of memory at batch size {bs}; try --batch-size {bs // 2} "
+                                       "or precision bf16") from e
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
                         f"{config['model']}: loss became {loss.item()} at epoch {epoch}, step {steps + 1}; no result stored. "
@@ -113,27 +191,59 @@ def train(config, *, progress=True, device=None):
                 steps += 1
             if config["eval_mode"]:
                 model.eval()
-            top1, top5 = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-            history.append({"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps,
-                            "test_top1": top1, "test_top5": top5, "seconds": time.perf_counter() - t0})
-            epochs.set_postfix(loss=f"{loss_sum / steps:.3f}", top1=f"{top1:.2f}")
+            top1, top5 = evaluate(model, sel_x, sel_y, batch_size=bs, autocast=autocast)
+            entry = {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps,
+                     "select_top1": top1, "select_top5": top5, "phase": switch.phase if switch else "adamw",
+                     "seconds": time.perf_counter() - t0}
+            if not history or top1 >= max(h["select_top1"] for h in history):
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            history.append(entry)
+            epochs.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
+            action = switch.update(top1) if switch else "continue"
+            if action == "switch":
+                model.load_state_dict(best_state)
+                optimizer = _optimizer(model, config, "sgd")
+                entry["switched_to_sgd"] = True
+            if checkpoint is not None:
+                _save_checkpoint(checkpoint, {
+                    "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                    "shuffle": shuffle.get_state(), "cpu_rng": torch.random.get_rng_state(), "history": history,
+                    "best_state": best_state, "elapsed": time.perf_counter() - start,
+                    "switch": switch.state_dict() if switch else None})
+            if action == "stop":
+                break
 
-    best = max(history, key=lambda h: h["test_top1"])
+        best = max(history, key=lambda h: h["select_top1"])
+        if config["protocol"] == "fixed":
+            model.load_state_dict(best_state)
+            model.eval()
+            top1, top5 = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
+            metrics = {"top1": top1, "top5": top5, "val_top1": best["select_top1"], "val_top5": best["select_top5"]}
+        else:
+            metrics = {"top1": best["select_top1"], "top5": best["select_top5"]}
+
     gpu = {}
     if device.type == "cuda":
         gpu = {"gpu_gb_allocated": torch.cuda.max_memory_allocated(device) / 1024**3,
                "gpu_gb_reserved": torch.cuda.max_memory_reserved(device) / 1024**3}
     return {
-        "status": "done",
-        "top1": best["test_top1"], "top5": best["test_top5"], "best_epoch": best["epoch"],
-        "final_top1": history[-1]["test_top1"],
+        "status": "done", **metrics, "best_epoch": best["epoch"], "epochs_run": len(history),
+        "final_top1": history[-1]["select_top1"],
         "params_paper": params_paper, "params_true": params_true, "size_mb": size_mb, **gpu,
         "seconds": time.perf_counter() - start,
         "history": history,
-        "provenance": {"profile": config["profile"], "device": device_name(device), "torch": torch.__version__,
-                       "vixnb": __version__, "commit": git_commit(), "seed": seed,
+        "provenance": {"profile": config["profile"], "protocol": config["protocol"], "device": device_name(device),
+                       "torch": torch.__version__, "vixnb": __version__, "commit": git_commit(), "seed": seed,
                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     }
+
+
+def _save_checkpoint(path, state):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
 
 
 def can_run(config):
@@ -151,6 +261,8 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, s
     if not can_run(config):
         return {"status": "not yet run", "config": config,
                 "reason": f"profile {profile!r} needs a CUDA GPU; no stored result for this configuration"}
-    result = train(config, progress=progress)
+    checkpoint = store.checkpoint_path(config)
+    result = train(config, progress=progress, checkpoint=checkpoint)
     store.put(config, result)
+    checkpoint.unlink(missing_ok=True)
     return {**result, "config": config}
