@@ -163,3 +163,30 @@ def test_fixed_protocol_selects_on_validation_and_tests_once(monkeypatch):
     # three validation evaluations on the held-out 16 images, then one test evaluation on 32
     assert sizes == [16, 16, 16, 32]
     assert result["best_epoch"] == 2 and result["val_top1"] == 80.0 and result["top1"] == 55.0
+
+
+def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch):
+    config = run_config("fnet", profile="smoke", epochs=2, randaugment=[2, 9], post_train_epochs=1, **TINY)
+    from vixnb.data import load_split
+
+    test_images = load_split("synthetic", "test", size=config["test_size"])[0]
+    calls, evaluated = [], []
+    real_augment, real_evaluate = engine.augment_batch, engine.evaluate
+
+    def spy_augment(images, randaugment):
+        out = real_augment(images, randaugment)
+        calls.append((randaugment, torch.equal(out, images)))
+        return out
+
+    def spy_evaluate(model, images, labels, **kwargs):
+        evaluated.append(torch.equal(images, test_images))
+        return real_evaluate(model, images, labels, **kwargs)
+
+    monkeypatch.setattr(engine, "augment_batch", spy_augment)
+    monkeypatch.setattr(engine, "evaluate", spy_evaluate)
+    result = engine.train(config, progress=False)
+    steps_per_epoch = -(-config["train_size"] // config["batch_size"])
+    assert [h["stage"] for h in result["history"]] == ["main", "main", "post"]
+    assert len(calls) == 2 * steps_per_epoch  # augmented batches in the main stage only
+    assert all(ra == [2, 9] for ra, _ in calls) and not all(same for _, same in calls)
+    assert evaluated == [True, True, True]  # evaluation always sees the un-augmented images

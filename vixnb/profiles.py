@@ -34,7 +34,7 @@ PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
 
 
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
-               optimizer=None, val_size=None, precision=None, **model_overrides):
+               optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash.
@@ -63,6 +63,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "protocol": protocol,
         "val_size": (val_size or prof.get("val_size") or 5000) if protocol == "fixed" else None,
         "optimizer": optimizer,
+        "randaugment": list(randaugment) if randaugment else None,
+        "post_train_epochs": int(post_train_epochs),
         "dualopt": proto["dualopt"] if optimizer == "dualopt" else None,
         "precision": precision or prof["precision"],
         "amp_loss_only": bool(prof["amp_loss_only"]),

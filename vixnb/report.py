@@ -93,14 +93,16 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
             "paper GPU GB": p.get("gpu_gb"),
             "seeds": f"{len(done)}/{len(runs)}",
         })
-    return pd.DataFrame(rows).set_index("model")
+    table = pd.DataFrame(rows).set_index("model").astype(object)
+    return table.where(table.notna(), "—")
 
 
 def provenance(results):
     """One line naming profile, devices, commits, seeds and torch versions behind the numbers."""
     done = [r for r in results if r["status"] == "done"]
     if not done:
-        return "No run of this configuration has been made yet."
+        reasons = sorted({r.get("reason", "") for r in results})
+        return f"No run of this configuration has been made yet ({'; '.join(reasons)})."
     fields = {k: sorted({str(r["provenance"][k]) for r in done}) for k in ("profile", "device", "commit", "torch", "seed")}
     data = sorted({r["config"]["dataset"] for r in done})
     missing = len(results) - len(done)

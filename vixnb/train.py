@@ -8,8 +8,9 @@ top-5 are means of per-batch accuracies. Their two quirks are flags in the profi
 ``eval_mode=False`` (never switching to eval mode for evaluation).
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
-optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``). Not yet here (issue 5):
-RandAugment with post-training, torch.compile / CUDA graphs, channels-last, and `vixnb bench train`.
+optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
+training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
+(seed 001, Table 4). Not yet here (issue 5): torch.compile / CUDA graphs and channels-last switches.
 """
 import os
 import platform
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
 from . import __version__
@@ -97,8 +99,18 @@ def _optimizer(model, config, phase):
     if phase == "sgd":
         d = config["dualopt"]
         return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
+    fused = next(model.parameters()).is_cuda
     return torch.optim.AdamW(model.parameters(), lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
-                             weight_decay=config["weight_decay"])
+                             weight_decay=config["weight_decay"], fused=fused)
+
+
+def augment_batch(images, randaugment):
+    """RandAugment (torchvision), drawn independently per image, on uint8 images where they are.
+    ``randaugment`` = [num_ops, magnitude]; seed 001 writes them as M and N, swapped (notes section 3b)."""
+    if not randaugment:
+        return images
+    ra = v2.RandAugment(num_ops=randaugment[0], magnitude=randaugment[1])
+    return torch.stack([ra(img) for img in images])
 
 
 def _splits(config, device):
@@ -116,6 +128,38 @@ def _splits(config, device):
         select = (test_x, test_y)
     move = lambda pair: tuple(t.to(device) for t in pair)
     return move((train_x, train_y)), move(select), move((test_x, test_y))
+
+
+def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch):
+    """One pass over the training tensors in a seeded random order; returns the epoch's history entry."""
+    t0, bs = time.perf_counter(), config["batch_size"]
+    model.train()
+    order = torch.randperm(len(images), device=images.device, generator=order_generator)
+    loss_sum, correct, steps = 0.0, 0.0, 0
+    for i in range(0, len(order), bs):
+        idx = order[i:i + bs]
+        batch = augment_batch(images[idx], config["randaugment"]) if augment else images[idx]
+        try:
+            with autocast():
+                logits = model(normalize(batch))
+            with loss_autocast():
+                loss = F.cross_entropy(logits, labels[idx])
+        except torch.OutOfMemoryError as e:
+            raise RuntimeError(f"{config['model']}: out of memory at batch size {bs}; try --batch-size {bs // 2} "
+                               "or precision bf16") from e
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"{config['model']}: loss became {loss.item()} at epoch {epoch}, step {steps + 1}; no result stored. "
+                "Try a lower lr or fp32 precision.")
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        loss_sum += loss.item()
+        correct += (logits.argmax(dim=1) == labels[idx]).float().mean().item()
+        steps += 1
+    return {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps,
+            "seconds": time.perf_counter() - t0}
 
 
 def train(config, *, progress=True, device=None, checkpoint=None):
@@ -144,7 +188,7 @@ def train(config, *, progress=True, device=None, checkpoint=None):
         loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
         scaler = torch.amp.GradScaler("cuda", enabled=amp)
         shuffle = torch.Generator(device=device).manual_seed(seed)
-        history, best_state, elapsed, first_epoch = [], None, 0.0, 1
+        history, best_state, elapsed = [], None, 0.0
         if checkpoint is not None and Path(checkpoint).exists():
             state = torch.load(checkpoint, map_location=device, weights_only=False)
             if switch is not None:
@@ -156,62 +200,49 @@ def train(config, *, progress=True, device=None, checkpoint=None):
             shuffle.set_state(state["shuffle"].to(shuffle.get_state().device))
             torch.random.set_rng_state(state["cpu_rng"])
             history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
-            first_epoch = history[-1]["epoch"] + 1 if history else 1
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
         start = time.perf_counter() - elapsed
-        epochs = tqdm(range(first_epoch, config["epochs"] + 1), desc=f"{config['model']} seed {seed}",
-                      disable=not progress, leave=False)
-        for epoch in epochs:
-            t0 = time.perf_counter()
-            model.train()
-            order = torch.randperm(len(train_x), device=device, generator=shuffle)
-            loss_sum, correct, steps = 0.0, 0.0, 0
-            for i in range(0, len(order), bs):
-                idx = order[i:i + bs]
-                try:
-                    with autocast():
-                        logits = model(normalize(train_x[idx]))
-                    with loss_autocast():
-                        loss = F.cross_entropy(logits, train_y[idx])
-                except torch.OutOfMemoryError as e:
-                    raise RuntimeError(f"{config['model']}: out of memory at batch size {bs}; try --batch-size {bs // 2} "
-                                       "or precision bf16") from e
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"{config['model']}: loss became {loss.item()} at epoch {epoch}, step {steps + 1}; no result stored. "
-                        "Try a lower lr or fp32 precision.")
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-                loss_sum += loss.item()
-                correct += (logits.argmax(dim=1) == train_y[idx]).float().mean().item()
-                steps += 1
+        limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
+        stage = history[-1]["stage"] if history else "main"
+        bar = tqdm(total=sum(limits.values()), initial=len(history), desc=f"{config['model']} seed {seed}",
+                   disable=not progress, leave=False)
+        while True:
+            done_in_stage = [h for h in history if h["stage"] == stage]
+            if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
+                if stage == "post" or not limits["post"]:
+                    break
+                # post-training (seed 001): from the best weights, un-augmented data, the optimizer rule afresh
+                stage = "post"
+                model.load_state_dict(best_state)
+                switch = DualOptSwitch(config["dualopt"]["patience"]) if switch is not None else None
+                optimizer = _optimizer(model, config, "adamw")
+                continue
+            entry = _train_epoch(model, optimizer, scaler, train_x, train_y, order_generator=shuffle, config=config,
+                                 augment=stage == "main", autocast=autocast, loss_autocast=loss_autocast, epoch=len(history) + 1)
             if config["eval_mode"]:
                 model.eval()
             top1, top5 = evaluate(model, sel_x, sel_y, batch_size=bs, autocast=autocast)
-            entry = {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps,
-                     "select_top1": top1, "select_top5": top5, "phase": switch.phase if switch else "adamw",
-                     "seconds": time.perf_counter() - t0}
+            entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else "adamw")
             if not history or top1 >= max(h["select_top1"] for h in history):
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             history.append(entry)
-            epochs.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
+            bar.update()
+            bar.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
             action = switch.update(top1) if switch else "continue"
             if action == "switch":
                 model.load_state_dict(best_state)
                 optimizer = _optimizer(model, config, "sgd")
                 entry["switched_to_sgd"] = True
+            entry["stop"] = action == "stop"
             if checkpoint is not None:
                 _save_checkpoint(checkpoint, {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
                     "shuffle": shuffle.get_state(), "cpu_rng": torch.random.get_rng_state(), "history": history,
                     "best_state": best_state, "elapsed": time.perf_counter() - start,
                     "switch": switch.state_dict() if switch else None})
-            if action == "stop":
-                break
+        bar.close()
 
         best = max(history, key=lambda h: h["select_top1"])
         if config["protocol"] == "fixed":
