@@ -1,0 +1,521 @@
+"""Run the study's notebooks with papermill and build the Jupyter Book (JB1).
+
+Papermill is the only executor: Jupyter Book is configured with
+``execute_notebooks: off`` and renders the copies papermill writes to
+``book/executed/<stem>.ipynb``.  This module adds the checks papermill itself
+does not make:
+
+* a notebook must have a cell tagged ``parameters`` and every parameter passed
+  in must be declared there (papermill only warns about unknown names);
+* a failing cell, or any error output left in the executed notebook, is an
+  error naming the notebook and the cell (the executed copy is kept so it can
+  be inspected);
+* the kernel runs the same Python interpreter as the caller;
+* the book build fails on any Sphinx warning (``-W --keep-going`` from a clean
+  ``_build``).
+
+``python -m vixnb.notebooks`` offers the same two operations without the
+``vixnb`` console script (the Makefile uses it).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "PROFILES",
+    "repo_root",
+    "notebook_path",
+    "notebook_parameters",
+    "coerce_parameters",
+    "ensure_kernel",
+    "run_notebook",
+    "toc_notebooks",
+    "build_book",
+]
+
+PROFILES = ("smoke", "budget", "paper")
+
+#: Kernel spec name used when papermill runs a notebook (falls back to a
+#: dedicated spec installed into ``sys.prefix`` if ``python3`` would not run
+#: ``sys.executable``; see :func:`ensure_kernel`).
+DEFAULT_KERNEL = "python3"
+FALLBACK_KERNEL = "vixnb-python"
+
+EXECUTED_DIR = Path("book") / "executed"
+NOTEBOOK_DIR = Path("notebooks")
+#: Cells carrying this tag may show an error on purpose (same tag as nbclient/JB).
+ALLOWED_ERROR_TAG = "raises-exception"
+
+
+def _say(msg: str) -> None:
+    print(f"[vixnb] {msg}", flush=True)
+
+
+def _rel(path: Path) -> str:
+    """Path relative to the repository (or cwd) for messages; absolute otherwise."""
+    path = Path(path).resolve()
+    for base in (_root_or_none(), Path.cwd()):
+        if base is not None:
+            try:
+                return str(path.relative_to(base))
+            except ValueError:
+                pass
+    return str(path)
+
+
+# --------------------------------------------------------------------------
+# Repository layout
+# --------------------------------------------------------------------------
+def _root_or_none() -> Path | None:
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent, *here.parent.parents):
+        if (cand / "_toc.yml").is_file() and (cand / "vixnb").is_dir():
+            return cand
+    return None
+
+
+def repo_root() -> Path:
+    """The checkout holding ``_toc.yml`` (found from this package's location).
+
+    Works for an editable install or when running from the checkout.  A
+    regular (non-editable) install has no notebooks or book next to it.
+    """
+    root = _root_or_none()
+    if root is None:
+        raise RuntimeError(
+            "vixnb is not running from a checkout of its repository (no _toc.yml found "
+            f"above {Path(__file__).resolve().parent}). Notebooks and the book live in the "
+            "repository: clone it and install it editable (pip install -e '.[book]'), "
+            "or pass notebook paths explicitly."
+        )
+    return root
+
+
+def notebook_path(notebook: str | os.PathLike) -> Path:
+    """Resolve a notebook stem (``vix_table1``) or a path to an existing file."""
+    text = os.fspath(notebook)
+    is_path = (
+        isinstance(notebook, os.PathLike)
+        or text.endswith(".ipynb")
+        or os.sep in text
+        or "/" in text
+    )
+    if is_path:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"notebook not found: {text}")
+        return path.resolve()
+    nb_dir = repo_root() / NOTEBOOK_DIR
+    path = nb_dir / f"{text}.ipynb"
+    if not path.is_file():
+        avail = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
+        raise FileNotFoundError(
+            f"no notebook named {text!r} in {NOTEBOOK_DIR}/; available: "
+            + (", ".join(avail) if avail else "(none)")
+        )
+    return path
+
+
+# --------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------
+def _has_parameters_cell(path: Path) -> bool:
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    return any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells)
+
+
+def notebook_parameters(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Parameters declared in the notebook's ``parameters`` cell.
+
+    Returns ``{name: {"name", "inferred_type_name", "default", "help"}}`` as
+    :func:`papermill.inspect_notebook` does (``default`` is the source text).
+    Empty when the notebook has no ``parameters`` cell.
+    """
+    import papermill
+
+    path = Path(path)
+    try:
+        return papermill.inspect_notebook(str(path))
+    except ValueError:
+        # The notebook names no kernel: papermill cannot pick a translator.
+        # Our notebooks are Python, so inspect the cell with the Python one.
+        import nbformat
+        from papermill.translators import PythonTranslator
+
+        nb = nbformat.read(str(path), as_version=4)
+        for cell in nb.cells:
+            if "parameters" in cell.get("metadata", {}).get("tags", []):
+                return {p.name: p._asdict() for p in PythonTranslator.inspect(cell)}
+        return {}
+
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def coerce_parameters(
+    parameters: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Convert string values (e.g. from a command line) to the declared default's type.
+
+    Only ``str`` values for parameters whose default is an ``int``, ``float``
+    or ``bool`` literal are converted; a string that does not convert raises
+    ``ValueError``.  Everything else passes through unchanged.
+    """
+    out: dict[str, Any] = {}
+    for name, value in parameters.items():
+        spec = declared.get(name)
+        if isinstance(value, str) and spec is not None:
+            try:
+                default = ast.literal_eval(str(spec.get("default", "")).strip())
+            except (ValueError, SyntaxError):
+                default = None
+            try:
+                if isinstance(default, bool):
+                    low = value.strip().lower()
+                    if low not in _TRUE | _FALSE:
+                        raise ValueError
+                    value = low in _TRUE
+                elif isinstance(default, int):
+                    value = int(value)
+                elif isinstance(default, float):
+                    value = float(value)
+            except ValueError:
+                raise ValueError(
+                    f"parameter {name!r} is declared as {type(default).__name__} "
+                    f"(default {spec.get('default')}), got {value!r}"
+                ) from None
+        out[name] = value
+    return out
+
+
+# --------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------
+def _spec_python(name: str) -> str | None:
+    """The interpreter a kernel spec would launch, as jupyter_client resolves it."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        return None
+    if not spec.argv:
+        return None
+    exe = spec.argv[0]
+    major, minor = sys.version_info[:2]
+    # jupyter_client substitutes sys.executable for these bare names.
+    if exe in {"python", f"python{major}", f"python{major}.{minor}"}:
+        return sys.executable
+    return exe
+
+
+def _same_python(exe: str | None) -> bool:
+    # Compare without resolving symlinks: a venv's python is a symlink to the
+    # base interpreter, but only the venv path gives the venv's packages.
+    return exe is not None and os.path.abspath(exe) == os.path.abspath(sys.executable)
+
+
+def ensure_kernel() -> str:
+    """Name of a kernel spec that runs ``sys.executable`` (installing one if needed).
+
+    ``python3`` normally resolves to the current interpreter (jupyter_client
+    substitutes ``sys.executable`` for a bare ``python``, and a venv's own
+    spec comes first).  If a spec elsewhere shadows it, a spec called
+    ``vixnb-python`` is written into ``sys.prefix`` with ipykernel.
+    """
+    if _same_python(_spec_python(DEFAULT_KERNEL)):
+        return DEFAULT_KERNEL
+    if not _same_python(_spec_python(FALLBACK_KERNEL)):
+        from ipykernel.kernelspec import install
+
+        install(kernel_name=FALLBACK_KERNEL, display_name="Python (vixnb)", prefix=sys.prefix)
+        if not _same_python(_spec_python(FALLBACK_KERNEL)):
+            raise RuntimeError(
+                f"could not set up a Jupyter kernel running {sys.executable}; "
+                f"{FALLBACK_KERNEL!r} resolves to {_spec_python(FALLBACK_KERNEL)}"
+            )
+    return FALLBACK_KERNEL
+
+
+# --------------------------------------------------------------------------
+# Running one notebook
+# --------------------------------------------------------------------------
+def _error_outputs(path: Path) -> list[tuple[int, str]]:
+    """(cell index, 'ename: evalue') for every error output in a notebook."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if ALLOWED_ERROR_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append((i, f"{out.get('ename', '?')}: {out.get('evalue', '')}"))
+    return found
+
+
+def run_notebook(
+    notebook: str | os.PathLike,
+    *,
+    profile: str,
+    parameters: Mapping[str, Any] | None = None,
+    output: str | os.PathLike | None = None,
+    progress: bool = True,
+    log_output: bool = False,
+    kernel_name: str | None = None,
+) -> Path:
+    """Execute ``notebook`` with papermill in ``profile``; return the executed copy's path.
+
+    ``notebook`` is a stem of ``notebooks/<stem>.ipynb`` or a path.  Parameters
+    are validated against the notebook's ``parameters`` cell before anything
+    runs (``ValueError`` for unknown names or a missing cell); string values
+    are converted to the declared type (:func:`coerce_parameters`).  The
+    notebook runs with its own folder as working directory.  The executed copy
+    goes to ``output`` (default ``book/executed/<stem>.ipynb``) and is kept when
+    a cell fails, in which case ``RuntimeError`` names the notebook and cell.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    src = notebook_path(notebook)
+    params = dict(parameters or {})
+    if "profile" in params and params["profile"] != profile:
+        raise ValueError(
+            f"profile given twice: profile={profile!r} and parameters['profile']={params['profile']!r}"
+        )
+    params["profile"] = profile
+
+    if not _has_parameters_cell(src):
+        raise ValueError(
+            f"{_rel(src)} has no cell tagged 'parameters'; papermill would ignore every "
+            "parameter (tag the cell that defines `profile = \"smoke\"` with 'parameters')"
+        )
+    declared = notebook_parameters(src)
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter(s) for {_rel(src)}: {', '.join(unknown)}; "
+            f"declared in its parameters cell: {', '.join(sorted(declared)) or '(none)'}"
+        )
+    params = coerce_parameters(params, declared)
+
+    if output is None:
+        out = repo_root() / EXECUTED_DIR / f"{src.stem}.ipynb"
+    else:
+        out = Path(output).expanduser().resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        out.unlink()  # never leave a stale copy that could pass for this run's
+    kernel = kernel_name or ensure_kernel()
+
+    shown = " ".join(f"{k}={v!r}" for k, v in params.items())
+    _say(f"run {_rel(src)} [{shown}] -> {_rel(out)}")
+    t0 = time.monotonic()
+    try:
+        papermill.execute_notebook(
+            str(src),
+            str(out),
+            parameters=params,
+            kernel_name=kernel,
+            language="python",
+            cwd=str(src.parent),
+            progress_bar=progress,
+            log_output=log_output,
+        )
+    except PapermillExecutionError as exc:
+        where = f"cell {exc.cell_index}" + (
+            f" (In [{exc.exec_count}])" if exc.exec_count is not None else ""
+        )
+        first = (exc.source or "").strip().splitlines()
+        raise RuntimeError(
+            f"notebook {_rel(src)} failed in {where}: {exc.ename}: {exc.evalue}\n"
+            f"  cell starts: {first[0] if first else ''}\n"
+            f"  executed copy kept for inspection: {_rel(out)}"
+        ) from exc
+
+    errors = _error_outputs(out)
+    if errors:
+        idx, msg = errors[0]
+        raise RuntimeError(
+            f"notebook {_rel(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
+            f"  executed copy kept for inspection: {_rel(out)}"
+        )
+    _say(f"done {_rel(src)} in {time.monotonic() - t0:.1f} s")
+    return out
+
+
+# --------------------------------------------------------------------------
+# The book
+# --------------------------------------------------------------------------
+def _toc_files(node: Any) -> Iterable[str]:
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if isinstance(node.get(key), str):
+                yield node[key]
+        for value in node.values():
+            if isinstance(value, (list, dict)):
+                yield from _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _toc_files(item)
+
+
+def toc_notebooks(root: Path | None = None) -> list[str]:
+    """Stems of the executed chapters listed in ``_toc.yml`` (in toc order)."""
+    import yaml
+
+    root = root or repo_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    prefix = EXECUTED_DIR.as_posix() + "/"
+    stems: list[str] = []
+    for entry in _toc_files(toc):
+        entry = entry.strip().lstrip("./")
+        if entry.startswith(prefix):
+            stem = entry[len(prefix):]
+            if stem.endswith(".ipynb"):
+                stem = stem[: -len(".ipynb")]
+            if stem not in stems:
+                stems.append(stem)
+    return stems
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _jupyter_book_cmd() -> list[str]:
+    return [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())"]
+
+
+def build_book(
+    profile: str = "smoke",
+    *,
+    notebooks: Sequence[str] | None = None,
+    clean: bool = True,
+    parameters: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> Path:
+    """Run the book's notebooks in ``profile`` and build the HTML book; return ``_build/html``.
+
+    ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (entries under
+    ``book/executed/`` map to ``notebooks/<stem>.ipynb``); a list runs only
+    those stems (``[]`` rebuilds from the executed copies already there).
+    ``parameters`` are passed to every notebook run.  The build is Jupyter Book
+    1 with ``--warningiserror --keep-going``, from a clean ``_build`` when
+    ``clean``; any notebook error or Sphinx warning raises ``RuntimeError``.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    root = repo_root()
+    chapters = toc_notebooks(root)
+    todo = chapters if notebooks is None else list(notebooks)
+    extra = [s for s in todo if s not in chapters]
+    if extra:
+        raise ValueError(
+            f"not chapters of the book (_toc.yml): {', '.join(extra)}; chapters: {', '.join(chapters)}"
+        )
+    t0 = time.monotonic()
+    _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run in profile {profile!r}")
+    for stem in todo:
+        run_notebook(
+            root / NOTEBOOK_DIR / f"{stem}.ipynb",
+            profile=profile,
+            parameters=parameters,
+            output=root / EXECUTED_DIR / f"{stem}.ipynb",
+            progress=progress,
+        )
+    missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
+    if missing:
+        raise RuntimeError(
+            "no executed copy for chapter(s) " + ", ".join(missing) + f" in {EXECUTED_DIR}/; run them first"
+        )
+    for stem in chapters:  # copies made earlier (notebooks=[...]) get the same check
+        errors = _error_outputs(root / EXECUTED_DIR / f"{stem}.ipynb")
+        if errors:
+            raise RuntimeError(f"executed copy of {stem} holds an error (cell {errors[0][0]}: {errors[0][1]})")
+
+    build_dir = root / "_build"
+    if clean and build_dir.exists():
+        shutil.rmtree(build_dir)
+    cmd = _jupyter_book_cmd() + ["build", str(root), "--builder", "html", "--warningiserror", "--keep-going"]
+    _say("book: jupyter-book build --warningiserror --keep-going" + (" (clean)" if clean else ""))
+    t1 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    warnings: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = _ANSI.sub("", line)  # JB calls Sphinx in-process, which colours its log
+        sys.stdout.write(line)
+        if "WARNING:" in line or "ERROR:" in line or "CRITICAL:" in line:
+            warnings.append(line.rstrip())
+    rc = proc.wait()
+    sys.stdout.flush()
+    if rc != 0 or warnings:
+        detail = "\n  ".join(warnings[:20]) or "(see the log above)"
+        raise RuntimeError(f"jupyter-book build failed (exit {rc}, {len(warnings)} warning/error line(s)):\n  {detail}")
+    html = build_dir / "html"
+    if not (html / "index.html").is_file():
+        raise RuntimeError(f"jupyter-book exited 0 but {_rel(html / 'index.html')} is missing")
+    _say(
+        f"book: built {_rel(html)} in {time.monotonic() - t1:.1f} s "
+        f"(total {time.monotonic() - t0:.1f} s); open {_rel(html / 'index.html')}"
+    )
+    return html
+
+
+# --------------------------------------------------------------------------
+# python -m vixnb.notebooks
+# --------------------------------------------------------------------------
+def _parse_param(pairs: Sequence[Sequence[str]] | None) -> dict[str, str]:
+    return {name: value for name, value in (pairs or [])}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vixnb.notebooks", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("book", help="run the book's notebooks and build _build/html")
+    b.add_argument("--profile", default="smoke", choices=PROFILES)
+    b.add_argument("--notebook", action="append", dest="notebooks", metavar="STEM",
+                   help="run only this chapter (repeatable); others reuse their executed copies")
+    b.add_argument("--no-clean", action="store_true", help="keep _build (incremental; may hide warnings)")
+    b.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    r = sub.add_parser("run", help="run one notebook with papermill")
+    r.add_argument("notebook", help="stem in notebooks/ or a path")
+    r.add_argument("--profile", default="smoke", choices=PROFILES)
+    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    r.add_argument("-o", "--output", help="executed copy (default book/executed/<stem>.ipynb)")
+    r.add_argument("--log-output", action="store_true", help="echo cell output while running")
+    r.add_argument("--inspect", action="store_true", help="list the notebook's parameters and exit")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "book":
+            build_book(args.profile, notebooks=args.notebooks, clean=not args.no_clean,
+                       parameters=_parse_param(args.parameter))
+        elif args.inspect:
+            print(json.dumps(notebook_parameters(notebook_path(args.notebook)), indent=1))
+        else:
+            run_notebook(args.notebook, profile=args.profile, parameters=_parse_param(args.parameter),
+                         output=args.output, log_output=args.log_output)
+    except (ValueError, RuntimeError, FileNotFoundError) as exc:
+        print(f"vixnb: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
