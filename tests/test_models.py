@@ -109,3 +109,9 @@ def test_paper_numbers_match_the_seed_text():
             params, size, top1, top5, gpu = line.group(1).split("\t")
             assert (int(params.replace(",", "")), float(size), float(top1), float(top5), float(gpu)) == (
                 row["params"], row["size_mb"], row["top1"], row["top5"], row["gpu_gb"])
+
+
+def test_authors_repo_hybrid_vil_differs_from_the_paper():
+    """HybridViL.py in the authors' repository sets one_kv_head=False: 557,642, not Table 1's 508,490."""
+    repo_variant = vixnb.create_model("hybrid_vil", mixer_options={"one_kv_head": False})
+    assert vixnb.count_params(repo_variant) == 557642

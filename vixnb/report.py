@@ -61,6 +61,18 @@ def _fmt(mean, std, n):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
+SHORT = {"vit": "ViT", "vip": "ViP", "vil": "ViL", "vin": "ViN", "fnet": "FNet", "mlp_mixer": "MLP Mixer"}
+SIZE_COLUMNS = ["params (paper conv.)", "paper params", "params (true)", "Size MB", "paper Size MB"]
+ACCURACY_COLUMNS = ["top-1 (mean ± std)", "top-1 best", "paper top-1", "Δ top-1", "top-5 (mean ± std)", "top-5 best",
+                    "paper top-5", "GPU GB", "paper GPU GB", "seeds"]
+
+
+def short_name(model):
+    """vit -> ViT, hybrid_vin -> Hybrid ViN."""
+    base = model.removeprefix("hybrid_")
+    return ("Hybrid " if model.startswith("hybrid_") else "") + SHORT.get(base, base)
+
+
 def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
     """Ours beside the paper's, one row per model of ``results``.
 
@@ -80,16 +92,16 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
         p = paper.loc[model] if model in paper.index else {}
         best = max(done, key=lambda r: r["top1"]) if done else None
         rows.append({
-            "model": p.get("label", model),
+            "model": short_name(model),
             "params (paper conv.)": count_params(built, "paper"), "paper params": p.get("params"),
             "params (true)": count_params(built, "true"),
             "Size MB": round(summary_size_mb(built), 2), "paper Size MB": p.get("size_mb"),
             "top-1 (mean ± std)": _fmt(*_mean_std(top1), len(top1)),
             "top-1 best": round(best["top1"], 2) if best else None, "paper top-1": p.get("top1"),
-            "Δ top-1 (best − paper)": round(best["top1"] - p["top1"], 2) if best and "top1" in p else None,
+            "Δ top-1": round(best["top1"] - p["top1"], 2) if best and "top1" in p else None,
             "top-5 (mean ± std)": _fmt(*_mean_std(top5), len(top5)),
             "top-5 best": round(best["top5"], 2) if best else None, "paper top-5": p.get("top5"),
-            "GPU GB (reserved)": round(max(gpu), 2) if gpu else "not measured",
+            "GPU GB": round(max(gpu), 2) if gpu else "not measured",
             "paper GPU GB": p.get("gpu_gb"),
             "seeds": f"{len(done)}/{len(runs)}",
         })
@@ -113,15 +125,15 @@ def provenance(results):
 def plot_accuracy_vs_memory(table, *, title="Top-1 accuracy vs GPU memory (batch 64)"):
     """Figure 4 of seed 000: the paper's points, and ours where GPU memory was measured."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
-    panels = [("paper", "paper GPU GB", "paper top-1"), ("ours", "GPU GB (reserved)", "top-1 best")]
+    panels = [("paper", "paper GPU GB", "paper top-1"), ("ours", "GPU GB", "top-1 best")]
     for ax, (who, x, y) in zip(axes, panels):
         pts = table[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
         for label, (gx, gy) in pts.iterrows():
             hybrid = label.startswith("Hybrid")
             ax.scatter(gx, gy, marker="^" if hybrid else "s", color="tab:green" if hybrid else "tab:blue")
-            ax.annotate(label.replace("Vision ", "").replace("Hybrid ", "H-"), (gx, gy), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(label.replace("Hybrid ", "H-"), (gx, gy), fontsize=7, xytext=(4, 2), textcoords="offset points")
         ax.set_title(f"{who}")
+        ax.margins(x=0.15, y=0.08)
         ax.set_xlabel("GPU memory (GB)")
         ax.set_ylabel("top-1 (%)")
         if pts.empty:
@@ -138,3 +150,9 @@ def vix_table_for(dataset):
     if dataset not in tables:
         raise ValueError(f"seed 000 reports Tables 1/2 for {', '.join(tables)}; got dataset={dataset!r}")
     return tables[dataset]
+
+
+def accuracy_columns(profile):
+    """The accuracy view's columns; the smoke profile leaves out Δ, which would compare a pipeline check
+    with the paper."""
+    return [c for c in ACCURACY_COLUMNS if not (profile == "smoke" and c.startswith("Δ"))]
