@@ -1,5 +1,17 @@
-"""Datasets: specs (image size, classes) now; loaders are added below."""
+"""Datasets: specs (image size, classes) and loaders.
+
+Every loader returns raw pixels: ``images`` uint8 (N, 3, H, W) and ``labels`` int64 (N,), both contiguous
+on the CPU. The training engine moves the whole tensors to the device and calls :func:`normalize` there.
+"""
+import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm import tqdm
 
 
 @dataclass(frozen=True)
@@ -23,3 +35,271 @@ def dataset_spec(name):
         return DATASETS[name]
     except KeyError:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(sorted(DATASETS))}") from None
+
+
+SPLITS = ("train", "test")
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+# CIFAR-100's fine labels; the release lists them in alphabetical order.
+CIFAR100_CLASSES = tuple("""
+apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly camel
+can castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur
+dolphin elephant flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion
+lizard lobster man maple_tree motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree
+pear pickup_truck pine_tree plain plate poppy porcupine possum rabbit raccoon ray road rocket rose sea
+seal shark shrew skunk skyscraper snail snake spider squirrel streetcar sunflower sweet_pepper table
+tank telephone television tiger tractor train trout tulip turtle wardrobe whale willow_tree wolf woman
+worm""".split())
+
+TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
+TINY_IMAGENET_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
+SYNTHETIC_SIZES = {"train": 2048, "test": 512}
+_ROOT_HINT = "Without root=, datasets are looked for under $VIXNB_DATA, else ~/.cache/vixnb/data."
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset is not on disk (and was not, or could not be, downloaded)."""
+
+
+def data_root():
+    """Where datasets live: ``$VIXNB_DATA`` if set, else ``~/.cache/vixnb/data``."""
+    env = os.environ.get("VIXNB_DATA")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
+
+
+def load_split(name, split, *, root=None, download=False, seed=0, size=None):
+    """Load one split of dataset ``name`` as ``(images uint8 (N,3,H,W), labels int64 (N,))``.
+
+    ``split`` is "train" or "test" (for tiny-imagenet, "test" is the labelled val set). ``root``
+    defaults to :func:`data_root`; ``seed`` is used by "synthetic" only. ``size`` keeps the first
+    ``size`` examples (for "synthetic" it sets the number generated; a prefix of a larger set).
+    Image folders are read interleaved across classes (the first file of every class in class order,
+    then the second, ...), so such a prefix holds every class; only the kept files are decoded.
+    """
+    spec = dataset_spec(name)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+    if size is not None and size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    if name == "synthetic":
+        return synthetic_split(split, seed=seed, size=size)
+    root = Path(root).expanduser() if root is not None else data_root()
+    if name == "tiny-imagenet":
+        images, labels = _load_tiny_imagenet(root, split, download, size)
+    else:
+        images, labels = _load_cifar(name, root, split, download, size)
+    assert images.shape[1:] == (spec.channels, spec.image_size, spec.image_size), images.shape
+    return images[:size].contiguous(), labels[:size].contiguous()
+
+
+def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
+    """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel, on the input's device.
+
+    With the defaults this is torchvision's ``ToTensor()`` followed by ``Normalize(0.5, 0.5)``.
+    """
+    mean = torch.as_tensor(mean, dtype=torch.float32, device=images.device).view(-1, 1, 1)
+    std = torch.as_tensor(std, dtype=torch.float32, device=images.device).view(-1, 1, 1)
+    return (images.float() / 255 - mean) / std
+
+
+# ----- synthetic ----------------------------------------------------------------------------------
+# Ten classes of Gabor-like patches: class k is a grating at orientation (k % 5) * 36 degrees with a
+# coarse (k < 5) or fine (k >= 5) spatial frequency. Everything else is per-image noise the model has
+# to see through: orientation jitter, frequency jitter, phase, patch position and width, contrast,
+# background colour and additive pixel noise. Colour carries no information about the class.
+
+_SYNTHETIC_CHUNK = 256
+
+
+def synthetic_split(split, *, seed=0, size=None):
+    """The embedded synthetic dataset: deterministic in ``(seed, split)``; never touches the global RNG.
+
+    Examples are generated in chunks, each from its own generator seeded from ``(seed, split, chunk)``:
+    train and test are different samples of one distribution, and a smaller ``size`` gives a prefix
+    of a larger one.
+    """
+    n = SYNTHETIC_SIZES[split] if size is None else size
+    num_chunks = max(1, -(-n // _SYNTHETIC_CHUNK))
+    images, labels = zip(*(_synthetic_chunk(_chunk_seed(seed, split, i)) for i in range(num_chunks)))
+    return torch.cat(images)[:n].contiguous(), torch.cat(labels)[:n].contiguous()
+
+
+def _chunk_seed(seed, split, chunk):
+    digest = hashlib.sha256(f"vixnb-synthetic/{seed}/{split}/{chunk}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def _synthetic_chunk(generator_seed, n=_SYNTHETIC_CHUNK, image_size=32):
+    g = torch.Generator().manual_seed(generator_seed)
+
+    def uniform(lo, hi, *shape):
+        return lo + (hi - lo) * torch.rand(n, *shape, generator=g)
+
+    labels = torch.randint(0, 10, (n,), generator=g)
+    theta = (labels % 5) * (torch.pi / 5) + uniform(-0.2, 0.2)
+    cycles = torch.where(labels < 5, 3.0, 5.0) * uniform(0.88, 1.12)
+    phase = uniform(0, 2 * torch.pi)
+    centre = uniform(-0.2, 0.2, 2)
+    width = uniform(0.12, 0.3)
+    contrast = uniform(0.08, 0.3)
+    background = uniform(0.2, 0.8, 3)
+
+    coords = (torch.arange(image_size) + 0.5) / image_size - 0.5  # pixel centres in [-0.5, 0.5)
+    y, x = coords.view(1, -1, 1), coords.view(1, 1, -1)
+    along = x * theta.cos().view(-1, 1, 1) + y * theta.sin().view(-1, 1, 1)
+    grating = torch.sin(2 * torch.pi * cycles.view(-1, 1, 1) * along + phase.view(-1, 1, 1))
+    distance2 = (x - centre[:, 0].view(-1, 1, 1)) ** 2 + (y - centre[:, 1].view(-1, 1, 1)) ** 2
+    envelope = torch.exp(-distance2 / (2 * width.view(-1, 1, 1) ** 2))
+    pattern = (contrast.view(-1, 1, 1) * grating * envelope).unsqueeze(1)  # (n, 1, H, W)
+    noise = 0.1 * torch.randn(n, 3, image_size, image_size, generator=g)
+    images = background.view(n, 3, 1, 1) + pattern + noise
+    return (images.clamp(0, 1) * 255).round().to(torch.uint8), labels
+
+
+# ----- image files --------------------------------------------------------------------------------
+
+def _decode_files(paths, image_size, desc):
+    """Decode image files to one uint8 (N, 3, S, S) tensor (grayscale expanded, other sizes resized).
+
+    Uses PIL (what torchvision's ImageFolder uses): torchvision.io's decoders are deprecated since 0.29.
+    """
+    images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
+    for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            if image.size != (image_size, image_size):
+                image = image.resize((image_size, image_size), Image.Resampling.BICUBIC)
+            images[i] = np.asarray(image)
+    return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+
+
+def _is_image(path):
+    return path.suffix.lower() in {".jpg", ".jpeg", ".png"}
+
+
+def _interleaved_files(folders_by_label):
+    """``{label: folder}`` -> (paths, labels): each folder's images sorted by name, interleaved across
+    labels (rank 0 of every label in label order, then rank 1, ...)."""
+    entries = [(rank, label, path)
+               for label, folder in folders_by_label.items()
+               for rank, path in enumerate(sorted(p for p in folder.iterdir() if _is_image(p)))]
+    entries.sort(key=lambda entry: entry[:2])
+    return [path for _, _, path in entries], [label for _, label, _ in entries]
+
+
+def _load_image_folder(split_dir, class_names, image_size, size):
+    """``split_dir/<class>/*`` -> tensors; labels are indices into ``class_names`` (not alphabetical)."""
+    index = {name: i for i, name in enumerate(class_names)}
+    folders = [d for d in split_dir.iterdir() if d.is_dir()]
+    unknown = sorted(d.name for d in folders if d.name not in index)
+    if unknown:
+        raise ValueError(f"{split_dir}: unknown class folder(s) {unknown}; expected names from {list(class_names)}")
+    paths, labels = _interleaved_files({index[d.name]: d for d in folders})
+    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}")
+    return images, torch.tensor(labels[:size], dtype=torch.int64)
+
+
+# ----- CIFAR-10 / CIFAR-100 -----------------------------------------------------------------------
+
+def _load_cifar(name, root, split, download, size):
+    from torchvision import datasets
+
+    folder = root / name
+    torchvision_cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    class_names = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
+    image_folder = folder / split
+    if image_folder.is_dir():
+        return _load_image_folder(image_folder, class_names, image_size=32, size=size)
+    torchvision_files = folder / torchvision_cls.base_folder
+    if torchvision_files.is_dir() or download:
+        try:
+            ds = torchvision_cls(root=str(folder), train=split == "train", download=download)
+        except (OSError, RuntimeError) as e:  # offline download (URLError is an OSError), bad files
+            raise _missing_cifar(name, folder, torchvision_files, image_folder, reason=e) from e
+        images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+        return images, torch.tensor(ds.targets, dtype=torch.int64)
+    raise _missing_cifar(name, folder, torchvision_files, image_folder)
+
+
+def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None):
+    because = f" ({type(reason).__name__}: {reason})" if reason is not None else ""
+    return DatasetNotFoundError(
+        f"{name} not found in {folder}{because}.\n"
+        f"Looked for either layout:\n"
+        f"  1. torchvision's files: {torchvision_files}\n"
+        f"  2. an image-folder copy: {image_folder}/<class>/*.jpg|png (and the other split beside it)\n"
+        f"To get it: when online, call load_split(..., download=True) (or use the vixnb command's download "
+        f"option), which fetches layout 1; or extract an image-folder copy into {folder}. "
+        f"{_ROOT_HINT}"
+    )
+
+
+# ----- Tiny ImageNet ------------------------------------------------------------------------------
+
+def _load_tiny_imagenet(root, split, download, size):
+    """Tiny ImageNet from ``root/tiny-imagenet-200``; labels index the wnids of ``wnids.txt`` sorted
+    alphabetically; the "test" split is the labelled val folder (the official test set has no labels)."""
+    folder = root / "tiny-imagenet-200"
+    if not (folder / "wnids.txt").is_file() and download:
+        from torchvision.datasets.utils import download_and_extract_archive
+
+        try:
+            download_and_extract_archive(TINY_IMAGENET_URL, download_root=str(root), md5=TINY_IMAGENET_MD5)
+        except (OSError, RuntimeError) as e:
+            raise _missing_tiny_imagenet(folder, reason=e) from e
+    if not (folder / "wnids.txt").is_file():
+        raise _missing_tiny_imagenet(folder)
+    wnids = sorted((folder / "wnids.txt").read_text().split())
+    index = {wnid: i for i, wnid in enumerate(wnids)}
+    if split == "train":
+        paths, labels = _interleaved_files({i: folder / "train" / wnid / "images" for i, wnid in enumerate(wnids)})
+    else:
+        rows = [line.split("\t") for line in (folder / "val" / "val_annotations.txt").read_text().splitlines() if line]
+        paths = [folder / "val" / "images" / row[0] for row in rows]
+        labels = [index[row[1]] for row in rows]
+    images = _decode_files(paths[:size], image_size=64, desc=f"decoding tiny-imagenet {split}")
+    return images, torch.tensor(labels[:size], dtype=torch.int64)
+
+
+def _missing_tiny_imagenet(folder, reason=None):
+    because = f" ({type(reason).__name__}: {reason})" if reason is not None else ""
+    return DatasetNotFoundError(
+        f"tiny-imagenet not found in {folder}{because}.\n"
+        f"Looked for {folder / 'wnids.txt'} in the standard layout: wnids.txt, train/<wnid>/images/*.JPEG, "
+        f"val/images/*.JPEG and val/val_annotations.txt.\n"
+        f"To get it: when online, call load_split(..., download=True) (or use the vixnb command's download "
+        f"option), which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
+        f"{_ROOT_HINT}"
+    )
+
+
+def make_tiny_imagenet_miniature(root, *, classes=3, train_per_class=4, val_per_class=2, seed=0):
+    """Write a miniature Tiny ImageNet (real 64x64 JPEG files, one of them grayscale) in the standard
+    layout under ``root/tiny-imagenet-200`` and return that folder; ``load_split("tiny-imagenet", ...,
+    root=root)`` reads it. ``wnids.txt`` is written in reverse order, so loaders must sort it."""
+    folder = Path(root) / "tiny-imagenet-200"
+    g = torch.Generator().manual_seed(seed)
+    wnids = [f"n{9000000 + 17 * i:08d}" for i in range(classes)]
+    (folder / "val" / "images").mkdir(parents=True, exist_ok=True)
+    (folder / "wnids.txt").write_text("".join(f"{w}\n" for w in reversed(wnids)))
+
+    def write_random_jpeg(path, grayscale=False):
+        channels = 1 if grayscale else 3
+        base = torch.randint(0, 256, (1, 1, channels), generator=g)
+        noise = torch.randint(-40, 41, (64, 64, channels), generator=g)
+        pixels = (base + noise).clamp(0, 255).to(torch.uint8).squeeze(-1).numpy()  # (64, 64) is grayscale
+        Image.fromarray(pixels).save(path, format="JPEG", quality=90)
+
+    for c, wnid in enumerate(wnids):
+        images = folder / "train" / wnid / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        for i in range(train_per_class):
+            grayscale = c == 0 and i == 0
+            write_random_jpeg(images / f"{wnid}_{i}.JPEG", grayscale)
+    annotations = []
+    for i in range(classes * val_per_class):
+        wnid = wnids[i % classes]
+        write_random_jpeg(folder / "val" / "images" / f"val_{i}.JPEG")
+        annotations.append(f"val_{i}.JPEG\t{wnid}\t0\t0\t63\t63\n")
+    (folder / "val" / "val_annotations.txt").write_text("".join(annotations))
+    return folder

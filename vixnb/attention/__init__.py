@@ -1,16 +1,26 @@
 """Token mixers: every attention mechanism of the study behind one interface.
 
 ``build(kind, *, dim, heads, dim_head, seq_len=None, **options)`` returns a module mapping
-(batch, tokens, dim) -> (batch, tokens, dim). ``list_kinds()`` names the kinds.
+(batch, tokens, dim) -> (batch, tokens, dim). ``list_kinds()`` names the kinds. ``build_stack`` builds one
+mixer per layer, passing ``layer_index`` (1-based) and ``depth`` to the kinds whose initialisation depends
+on the layer (``LAYERWISE_KINDS``: shaped attention). Every mixer has ``attention_map(x)``
+(see ``maps`` for collecting maps from a model and attention rollout). RoPE: pass ``rope=Rotary(dim_head,
+seq_len)`` to any kind with queries and keys (``ROPE_KINDS``).
+
+The image form of CLTV's linear attention (``ImageLinearAttention``) works on (b, c, h, w) feature maps
+and is exported separately.
 """
 from contextlib import contextmanager
 
 from .fnet import FourierMixer
+from .linear import ImageLinearAttention, LinearAttention, linear_attention
 from .linformer import LinformerAttention
+from .maps import attention_rollout, class_token_map, collect_attention_maps, mixer_attention_map
 from .mlp import TokenMLP
-from .nystrom import NystromAttention
-from .performer import PerformerAttention
+from .nystrom import NystromAttention, moore_penrose_pinv
+from .performer import PerformerAttention, local_window_attention
 from .rope import Rotary, apply_rope
+from .shaped import ShapedAttention, shaped_init
 from .softmax import SoftmaxAttention
 
 MIXERS = {
@@ -18,9 +28,13 @@ MIXERS = {
     "performer": PerformerAttention,
     "linformer": LinformerAttention,
     "nystrom": NystromAttention,
+    "linear": LinearAttention,
+    "shaped": ShapedAttention,
     "fnet": FourierMixer,
     "mlp": TokenMLP,
 }
+ROPE_KINDS = ("softmax", "performer", "linformer", "nystrom", "linear", "shaped")
+LAYERWISE_KINDS = ("shaped",)
 
 
 def list_kinds():
@@ -32,15 +46,25 @@ def build(kind, *, dim, heads, dim_head, seq_len=None, **options):
         cls = MIXERS[kind]
     except KeyError:
         raise ValueError(f"unknown token mixer {kind!r}; valid kinds: {', '.join(list_kinds())}") from None
+    if options.get("rope") is not None and kind not in ROPE_KINDS:
+        raise ValueError(f"{kind!r} has no queries and keys to apply RoPE to; RoPE kinds: {', '.join(ROPE_KINDS)}")
     if cls is TokenMLP:
         return cls(seq_len=seq_len, **options)
     return cls(dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, **options)
 
 
+def build_stack(kind, depth, *, dim, heads, dim_head, seq_len=None, **options):
+    """``depth`` mixers of ``kind``, one per layer; layer-wise kinds get ``layer_index`` = 1..depth and ``depth``."""
+    layerwise = kind in LAYERWISE_KINDS
+    return [build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len,
+                  **({"layer_index": i, "depth": depth} if layerwise else {}), **options)
+            for i in range(1, depth + 1)]
+
+
 @contextmanager
 def materialized(model, value=True):
     """Temporarily switch every softmax mixer in ``model`` to the materialised (authors') path."""
-    mixers = [m for m in model.modules() if isinstance(m, SoftmaxAttention)]
+    mixers = [m for m in model.modules() if isinstance(m, (SoftmaxAttention, ShapedAttention))]
     before = [m.materialize for m in mixers]
     for m in mixers:
         m.materialize = value
@@ -51,4 +75,10 @@ def materialized(model, value=True):
             m.materialize = b
 
 
-__all__ = ["build", "list_kinds", "materialized", "MIXERS", "Rotary", "apply_rope"]
+__all__ = [
+    "build", "build_stack", "list_kinds", "materialized", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
+    "Rotary", "apply_rope", "SoftmaxAttention", "PerformerAttention", "LinformerAttention", "NystromAttention",
+    "LinearAttention", "ImageLinearAttention", "ShapedAttention", "FourierMixer", "TokenMLP", "shaped_init",
+    "linear_attention", "local_window_attention", "moore_penrose_pinv", "attention_rollout",
+    "collect_attention_maps", "mixer_attention_map", "class_token_map",
+]

@@ -2,7 +2,8 @@
 
 Built, as in the authors' code, from kernel-1 ``Conv1d`` layers that treat the tokens of a (b, n, c)
 input as channels. It is an ``nn.Sequential`` so that, like theirs, it is not itself a hooked module
-in the torchsummary accounting.
+in the torchsummary accounting. It has no attention map (a nonlinear MLP over tokens has no
+token-to-token matrix): ``attention_map`` raises.
 """
 from torch import nn
 
@@ -14,3 +15,8 @@ class TokenMLP(nn.Sequential):
         hidden = seq_len * expansion_factor
         super().__init__(nn.Conv1d(seq_len, hidden, 1), nn.GELU(), nn.Dropout(dropout),
                          nn.Conv1d(hidden, seq_len, 1), nn.Dropout(dropout))
+
+    def attention_map(self, x):
+        raise NotImplementedError(
+            "the MLP-Mixer token MLP has no attention map (a nonlinear MLP across tokens, no token-to-token "
+            "matrix); use gradient attributions instead")

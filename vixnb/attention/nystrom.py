@@ -3,34 +3,52 @@
 Landmarks are segment means of queries and keys; the softmax matrix is rebuilt as
 softmax(Q Lk^T) pinv(softmax(Lq Lk^T)) softmax(Lq K^T), the pseudo-inverse by Moore-Penrose iterations;
 a depthwise (kernel x 1) convolution over the values is added as a residual. The sequence is padded at
-the front to a multiple of the landmark count and the padding cut off at the end.
+the front to a multiple of the landmark count and the padding cut off at the end (the padded tokens are
+zero inputs, so their keys and values are zero: they take part in the softmaxes, as in the authors' code).
+
+Two evaluation orders of the same product (``fused=``):
+- ``True`` (default): out = softmax(Q Lk^T) [pinv(A2) (softmax(Lq K^T) V)], both softmax-times-matrix
+  products through ``scaled_dot_product_attention``, so neither n x m factor is materialised (flash /
+  memory-efficient kernels on a GPU);
+- ``False``: the straightforward order of the reference code, (A1 pinv(A2)) (A3 V).
+They agree to float rounding. The pseudo-inverse adds the c*I terms of the iteration on the diagonal
+instead of forming identity matrices. Modules called (and so the paper counts) are the same either way.
 """
 from math import ceil
 
-import torch
 import torch.nn.functional as F
-from einops import rearrange, reduce
+from einops import rearrange
 from torch import nn
 
 from .rope import apply_rope
 
 
+def _c_minus(c, y):
+    """c * I - y for a batch of square matrices, without forming I."""
+    out = y.neg()
+    out.diagonal(dim1=-2, dim2=-1).add_(c)
+    return out
+
+
 def moore_penrose_pinv(x, iters=6):
+    """Iterative Moore-Penrose pseudo-inverse (Razavi et al., as in Nystromformer), batched over leading dims.
+
+    z0 = x^T / (max row sum * max column sum) over the whole batch; z <- z (13I - xz(15I - xz(7I - xz))) / 4.
+    """
     abs_x = x.abs()
     z = x.transpose(-1, -2) / (abs_x.sum(dim=-1).amax() * abs_x.sum(dim=-2).amax())
-    eye = torch.eye(x.shape[-1], device=x.device, dtype=x.dtype)
     for _ in range(iters):
         xz = x @ z
-        z = 0.25 * z @ (13 * eye - xz @ (15 * eye - xz @ (7 * eye - xz)))
+        z = 0.25 * (z @ _c_minus(13, xz @ _c_minus(15, xz @ _c_minus(7, xz))))
     return z
 
 
 class NystromAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
-                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None):
+                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True):
         super().__init__()
         inner = heads * dim_head
-        self.heads, self.scale, self.rope = heads, dim_head**-0.5, rope
+        self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
         self.num_landmarks, self.pinv_iterations = num_landmarks, pinv_iterations
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
@@ -39,33 +57,48 @@ class NystromAttention(nn.Module):
             self.res_conv = nn.Conv2d(heads, heads, (residual_conv_kernel, 1), padding=(residual_conv_kernel // 2, 0),
                                       groups=heads, bias=False)
 
-    def factors(self, x):
-        """Pad, project, and return (attn1, pinv(attn2), attn3, v) for the padded sequence."""
+    def _qkv_landmarks(self, x):
+        """Pad at the front, project; return q (scaled), k, v (b, h, N, d) and the landmarks (b, h, m, d)."""
         n, m = x.shape[1], self.num_landmarks
-        if n % m:
-            x = F.pad(x, (0, 0, m - n % m, 0))
+        pad = -n % m
+        if pad:
+            x = F.pad(x, (0, 0, pad, 0))
         q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
-        if self.rope is not None:
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
+        if self.rope is not None:  # real tokens keep positions 0..n-1; the zero padding stays zero
+            q, k = apply_rope(q, self.rope, start=pad), apply_rope(k, self.rope, start=pad)
         q = q * self.scale
+        b, h, length, d = q.shape
         l = ceil(n / m)
-        q_land = reduce(q, "... (n l) d -> ... n d", "sum", l=l) / l
-        k_land = reduce(k, "... (n l) d -> ... n d", "sum", l=l) / l
+        q_land = q.reshape(b, h, length // l, l, d).mean(dim=-2)
+        k_land = k.reshape(b, h, length // l, l, d).mean(dim=-2)
+        return q, k, v, q_land, k_land
+
+    def factors(self, x):
+        """(attn1, pinv(attn2), attn3, v) for the front-padded sequence."""
+        q, k, v, q_land, k_land = self._qkv_landmarks(x)
         attn1 = (q @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn3 = (q_land @ k.transpose(-1, -2)).softmax(dim=-1)
         return attn1, moore_penrose_pinv(attn2, self.pinv_iterations), attn3, v
 
     def attention_map(self, x):
-        """(b, h, n, n): the product of the three Nystrom factors, padding removed."""
+        """(b, h, n, n): the product of the three Nystrom factors restricted to the real tokens. Because the
+        padded tokens' values are zero, this is exactly the operator applied to the values (the residual
+        conv aside); its rows sum to about 1 over the padded sequence, so slightly less here when padded."""
         n = x.shape[1]
         a1, a2_inv, a3, _ = self.factors(x)
         return (a1 @ a2_inv @ a3)[..., -n:, -n:]
 
     def forward(self, x):
         n = x.shape[1]
-        attn1, attn2_inv, attn3, v = self.factors(x)
-        out = (attn1 @ attn2_inv) @ (attn3 @ v)
+        if self.fused:
+            q, k, v, q_land, k_land = self._qkv_landmarks(x)
+            attn2_inv = moore_penrose_pinv((q_land @ k_land.transpose(-1, -2)).softmax(dim=-1), self.pinv_iterations)
+            context = F.scaled_dot_product_attention(q_land, k, v, scale=1.0)  # softmax(Lq K^T) V: (b, h, m, d)
+            out = F.scaled_dot_product_attention(q, k_land, attn2_inv @ context, scale=1.0)
+        else:
+            attn1, attn2_inv, attn3, v = self.factors(x)
+            out = (attn1 @ attn2_inv) @ (attn3 @ v)
         if self.residual:
             out = out + self.res_conv(v)
         out = self.to_out(rearrange(out, "b h n d -> b n (h d)"))

@@ -1,17 +1,30 @@
-"""Performer attention (FAVOR+, Choromanski et al.) as the ViX authors ran it.
+"""Performer attention (FAVOR+, Choromanski et al.) as the ViX authors ran it, plus the variants the
+documents name.
 
-Kernels:
+Kernels (``kernel=``):
 - ``softmax`` (default, what the authors' scripts run): positive orthogonal random features for the
-  softmax kernel, ``nb_features = int(dim_head * ln(dim_head))`` (110 for dim_head 32).
-- ``relu``: the generalized kernel with random projection and ReLU, as the ViX paper states.
-- ``relu-deterministic`` / ``exp-deterministic``: phi applied to the (scaled) queries and keys with no
-  random projection (seed 002's deterministic ReLU and EXP variants).
+  softmax kernel, ``nb_features = int(dim_head * ln(dim_head))`` (110 for dim_head 32), as in
+  performer-pytorch: phi(x) = m^-1/2 (exp(w.x - |x|^2/2 - c) + 1e-4) on x scaled by d^-1/4, the
+  stabiliser c a (detached) max per query row, and per (batch, head) for the keys.
+- ``relu``: the generalized kernel with random projection and ReLU, as the ViX paper states:
+  phi(x) = ReLU(W x d^-1/4) + 1e-3.
+- ``relu-deterministic`` / ``exp-deterministic``: phi applied to the scaled queries and keys with no
+  random projection (seed 002's deterministic ReLU and EXP variants). The EXP features are stabilised by
+  constants that cancel in the normalisation, so the output is exactly that of exp(q.k / sqrt(d)).
 The projection is a buffer (not a parameter); ``feature_redraw_interval=N`` redraws it every N training
 calls, ``None`` keeps it fixed as in the authors' code.
+
+``local_heads=L`` makes the last L heads local-window heads (as performer-pytorch orders them): exact
+softmax attention of each token over its own window of ``local_window`` tokens and the windows on either
+side (look-around 1 backward, 1 forward), the sequence padded at the end to a multiple of the window and
+the padding masked out. This is the paper's "local window 256" configuration; the authors' scripts set
+``local_attn_heads=0``. (performer-pytorch's local heads also add their own rotary embedding and let
+queries attend to the zero padding; ours do neither: use ``rope=`` for positions.)
 """
 import math
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
@@ -31,12 +44,50 @@ def orthogonal_gaussian(rows, cols, *, generator=None, device=None):
 
 
 def softmax_features(x, projection, *, is_query, eps=1e-4):
-    """phi(x) = exp(w.x - |x|^2/2) / sqrt(m), stabilised by a max (per row for queries, global for keys)."""
+    """phi(x) = exp(w.x - |x|^2/2 - c) / sqrt(m) + eps / sqrt(m), x scaled by d^-1/4.
+
+    c is a detached max: per row for queries, per (batch, head) for keys (it cancels in the
+    normalisation except through ``eps``, exactly as in performer-pytorch).
+    """
     x = x * x.shape[-1] ** -0.25
     dash = x @ projection.T.to(x.dtype)
     diag = (x**2).sum(dim=-1, keepdim=True) / 2
-    shift = dash.amax(dim=-1, keepdim=True) if is_query else dash.amax()
+    dims = (-1,) if is_query else (-1, -2)
+    shift = dash.amax(dim=dims, keepdim=True).detach()
     return projection.shape[0] ** -0.5 * (torch.exp(dash - diag - shift) + eps)
+
+
+def local_window_attention(q, k, v, window, *, scale=None, look_backward=1, look_forward=1, return_map=False):
+    """Exact softmax attention of each token over its window and ``look_backward``/``look_forward``
+    neighbouring windows (non-overlapping windows of ``window`` tokens, sequence padded at the end and
+    the padding masked). q, k, v: (b, h, n, d). Returns (b, h, n, d), or the dense (b, h, n, n) map."""
+    b, h, n, d = q.shape
+    scale = d**-0.5 if scale is None else scale
+    pad = -n % window
+    if pad:
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    w = (n + pad) // window
+    span = look_backward + 1 + look_forward
+    bq = q.reshape(b, h, w, window, d) * scale
+
+    def around(t):  # (b, h, w, window, d) -> (b, h, w, span * window, d), zero-padded at the ends
+        t = F.pad(t.reshape(b, h, w, window, -1), (0, 0, 0, 0, look_backward, look_forward))
+        return torch.cat([t[:, :, i:i + w] for i in range(span)], dim=3)
+
+    bk, bv = around(k), around(v)
+    pos = torch.arange(n + pad, device=q.device)
+    key_pos = F.pad(pos.view(w, window), (0, 0, look_backward, look_forward), value=-1)
+    key_pos = torch.cat([key_pos[i:i + w] for i in range(span)], dim=1)  # (w, span * window)
+    invalid = (key_pos < 0) | (key_pos >= n)
+    sim = (bq @ bk.transpose(-1, -2)).masked_fill(invalid[:, None, :], float("-inf"))
+    attn = sim.softmax(dim=-1)
+    if return_map:
+        dense = attn.new_zeros(b, h, w, window, n + pad + 1)  # last column collects the masked slots
+        index = torch.where(invalid, n + pad, key_pos)[None, None, :, None, :].expand(b, h, w, window, -1)
+        dense.scatter_(-1, index, attn)
+        return dense.reshape(b, h, n + pad, n + pad + 1)[:, :, :n, :n]
+    out = attn @ bv
+    return out.reshape(b, h, n + pad, d)[:, :, :n]
 
 
 class FastAttention(nn.Module):
@@ -63,13 +114,16 @@ class FastAttention(nn.Module):
         if self.kernel == "softmax":
             return softmax_features(q, self.projection, is_query=True), softmax_features(k, self.projection, is_query=False)
         scale = q.shape[-1] ** -0.25
-        if self.kernel == "exp-deterministic":
-            return torch.exp(q * scale), torch.exp(k * scale)
+        q, k = q * scale, k * scale
+        if self.kernel == "exp-deterministic":  # the shifts cancel between numerator and normaliser
+            return (torch.exp(q - q.amax(dim=-1, keepdim=True).detach()),
+                    torch.exp(k - k.amax(dim=(-1, -2), keepdim=True).detach()))
         if self.kernel == "relu":
             q, k = q @ self.projection.T.to(q.dtype), k @ self.projection.T.to(k.dtype)
-        return self.kernel_fn(q * scale) + self.kernel_eps, self.kernel_fn(k * scale) + self.kernel_eps
+        return self.kernel_fn(q) + self.kernel_eps, self.kernel_fn(k) + self.kernel_eps
 
     def attention_map(self, q, k):
+        """(b, h, n, n): phi(Q) phi(K)^T with rows normalised to sum to 1 (the implied attention matrix)."""
         qf, kf = self.features(q, k)
         a = qf @ kf.transpose(-1, -2)
         return a / a.sum(dim=-1, keepdim=True)
@@ -88,10 +142,13 @@ class PerformerAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, nb_features=None, kernel="softmax",
                  feature_redraw_interval=None, local_heads=0, local_window=256, qkv_bias=True, rope=None, seq_len=None):
         super().__init__()
-        if local_heads:
-            raise NotImplementedError("local-window Performer heads are not implemented yet (issue 4); use local_heads=0")
+        if not 0 <= local_heads <= heads:
+            raise ValueError(f"local_heads must be between 0 and heads={heads}, got {local_heads}")
+        if local_heads and local_window < 1:
+            raise ValueError(f"local_window must be positive, got {local_window}")
         inner = heads * dim_head
         self.heads, self.rope = heads, rope
+        self.local_heads, self.local_window = local_heads, local_window
         self.fast_attention = FastAttention(dim_head=dim_head, nb_features=nb_features, kernel=kernel,
                                             feature_redraw_interval=feature_redraw_interval)
         self.to_q = nn.Linear(dim, inner, bias=qkv_bias)
@@ -107,9 +164,24 @@ class PerformerAttention(nn.Module):
         return q, k, v
 
     def attention_map(self, x):
+        """(b, h, n, n), rows summing to 1: global heads phi(Q) phi(K)^T normalised; local heads their exact
+        windowed softmax (zero outside the window)."""
         q, k, _ = self.qkv(x)
-        return self.fast_attention.attention_map(q, k)
+        g = self.heads - self.local_heads
+        maps = []
+        if g:
+            maps.append(self.fast_attention.attention_map(q[:, :g], k[:, :g]))
+        if self.local_heads:
+            maps.append(local_window_attention(q[:, g:], k[:, g:], k[:, g:], self.local_window, return_map=True))
+        return torch.cat(maps, dim=1) if len(maps) > 1 else maps[0]
 
     def forward(self, x):
-        out = self.fast_attention(*self.qkv(x))
+        q, k, v = self.qkv(x)
+        if self.local_heads:
+            g = self.heads - self.local_heads
+            outs = [self.fast_attention(q[:, :g], k[:, :g], v[:, :g])] if g else []
+            outs.append(local_window_attention(q[:, g:], k[:, g:], v[:, g:], self.local_window))
+            out = torch.cat(outs, dim=1) if len(outs) > 1 else outs[0]
+        else:
+            out = self.fast_attention(q, k, v)
         return self.dropout(self.to_out(rearrange(out, "b h n d -> b n (h d)")))

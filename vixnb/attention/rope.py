@@ -2,7 +2,15 @@
 
 Seed 000 (Table 6) swaps ViT's learnable 1-D position embedding for RoPE. ``Rotary(dim_head, seq_len)``
 holds the cos/sin tables (buffers, no parameters); ``apply_rope(t, rotary)`` rotates a (b, h, n, d)
-tensor with them, pairing channel i with channel i + d/2 (the "rotate half" form).
+tensor with them, pairing channel i with channel i + d/2 (the "rotate half" form). One ``Rotary`` may be
+shared by every layer of a model.
+
+Where each mechanism applies it (always to q and k, never to v):
+- softmax, performer (global and local heads), nystrom, shaped: to q and k before the scores;
+- linformer: to q and k before the sequence projection of the keys (positions no longer exist after it);
+- linear (token form): to q and k before the feature map phi.
+Nystrom pads the sequence at the front; ``start`` lets it rotate only the real tokens, which then keep
+positions 0..n-1 (the padding rows are zero and stay unrotated).
 """
 import torch
 from torch import nn
@@ -20,7 +28,10 @@ class Rotary(nn.Module):
         self.register_buffer("sin", angles.sin(), persistent=False)
 
 
-def apply_rope(t, rotary):
+def apply_rope(t, rotary, *, start=0):
+    """Rotate (..., n, d) ``t``; tokens before index ``start`` are left as they are (front padding)."""
+    if start:
+        return torch.cat((t[..., :start, :], apply_rope(t[..., start:, :], rotary)), dim=-2)
     n = t.shape[-2]
     if n > rotary.cos.shape[0]:
         raise ValueError(f"RoPE tables cover {rotary.cos.shape[0]} tokens, input has {n}: build with seq_len >= {n}")

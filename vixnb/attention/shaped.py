@@ -1,0 +1,90 @@
+"""Shaped attention of the simplified transformer block (He & Hofmann 2023), as seed 004 uses it.
+
+The attention matrix is reshaped to alpha * I + beta * softmax(Q K^T / sqrt(d)) and applied directly to
+the input: there are no value or output projections (W_V = W_O = I), so the values of head j are the
+input channels j*dim/heads .. (j+1)*dim/heads and the heads' outputs are concatenated back to dim
+channels. alpha and beta are learnable scalars (shared by the heads of a layer), initialised by a named
+scheme (``init=``):
+
+- ``uniform``: alpha = beta = 0.5 (seed 004's experiments 1-3)
+- ``identity``: alpha = 1, beta = 0 (He & Hofmann's initialisation)
+- ``attention``: alpha = 0, beta = 1
+- ``dynamic``: alpha_i = 1/i, beta_i = 1 - 1/i for layer i = 1..L (seed 004, experiment 5)
+- ``inverse-dynamic``: alpha_i = 1 - 1/i, beta_i = 1/i (experiment 6)
+
+The layer-wise schemes need ``layer_index`` (1-based) and accept ``depth`` (checked: 1 <= i <= depth);
+``build_stack`` in ``vixnb.attention`` passes both. Explicit ``alpha=``/``beta=`` override the scheme.
+``centering=True`` adds He & Hofmann's third term, - gamma * C with C the uniform 1/T matrix and gamma
+initialised to beta (seed 004 leaves it out; off by default).
+
+Departures from the blog's snippet, which is a sketch: it scales the scores by sqrt(d) instead of
+1/sqrt(d) and returns the T x T matrix; we scale by 1/sqrt(d_head) and return the mixed tokens.
+"""
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .rope import apply_rope
+
+INIT_SCHEMES = ("uniform", "identity", "attention", "dynamic", "inverse-dynamic")
+
+
+def shaped_init(scheme, *, layer_index=None, depth=None):
+    """(alpha, beta) at initialisation for ``scheme``; ``layer_index`` is 1-based."""
+    if scheme not in INIT_SCHEMES:
+        raise ValueError(f"unknown shaped-attention init {scheme!r}; choose one of {INIT_SCHEMES}")
+    fixed = {"uniform": (0.5, 0.5), "identity": (1.0, 0.0), "attention": (0.0, 1.0)}
+    if scheme in fixed:
+        return fixed[scheme]
+    if layer_index is None:
+        raise ValueError(f"init {scheme!r} depends on the layer: pass layer_index (1-based) and depth")
+    if layer_index < 1 or (depth is not None and layer_index > depth):
+        raise ValueError(f"layer_index must be in 1..depth, got layer_index={layer_index}, depth={depth}")
+    a = 1.0 / layer_index
+    return (a, 1.0 - a) if scheme == "dynamic" else (1.0 - a, a)
+
+
+class ShapedAttention(nn.Module):
+    def __init__(self, *, dim, heads=4, dim_head=32, init="uniform", layer_index=None, depth=None, alpha=None,
+                 beta=None, qk_bias=True, centering=False, materialize=False, rope=None, seq_len=None):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"shaped attention applies each head to dim/heads input channels: dim={dim} is not divisible by heads={heads}")
+        a, b = shaped_init(init, layer_index=layer_index, depth=depth)
+        a, b = a if alpha is None else alpha, b if beta is None else beta
+        inner = heads * dim_head
+        self.heads, self.scale, self.rope, self.materialize = heads, dim_head**-0.5, rope, materialize
+        self.init, self.layer_index, self.depth = init, layer_index, depth
+        self.to_q = nn.Linear(dim, inner, bias=qk_bias)
+        self.to_k = nn.Linear(dim, inner, bias=qk_bias)
+        self.alpha = nn.Parameter(torch.tensor(float(a)))
+        self.beta = nn.Parameter(torch.tensor(float(b)))
+        self.gamma = nn.Parameter(torch.tensor(float(b))) if centering else None
+
+    def qk(self, x):
+        q, k = (rearrange(f(x), "b n (h d) -> b h n d", h=self.heads) for f in (self.to_q, self.to_k))
+        if self.rope is not None:
+            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
+        return q, k
+
+    def softmax_map(self, x):
+        """(b, h, n, n): softmax(Q K^T / sqrt(d)), the learnable part of the map."""
+        q, k = self.qk(x)
+        return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
+
+    def attention_map(self, x):
+        """(b, h, n, n): alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta [- gamma]."""
+        a = self.beta * self.softmax_map(x)
+        a = a + self.alpha * torch.eye(x.shape[1], device=x.device, dtype=a.dtype)
+        return a - self.gamma / x.shape[1] if self.gamma is not None else a
+
+    def forward(self, x):
+        q, k = self.qk(x)
+        v = rearrange(x, "b n (h d) -> b h n d", h=self.heads)
+        if self.materialize:
+            mixed = (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1) @ v
+        else:
+            mixed = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        out = self.alpha * x + self.beta * rearrange(mixed, "b h n d -> b n (h d)")
+        return out - self.gamma * x.mean(dim=1, keepdim=True) if self.gamma is not None else out
