@@ -31,3 +31,22 @@ def test_errors_are_reported_without_a_traceback(capsys):
 def test_gpu_profile_on_cpu_says_not_yet_run(capsys):
     assert main(["train", "vit", "--profile", "paper", "--quiet"]) == 2
     assert "not yet run" in capsys.readouterr().err
+
+
+def test_bench_train_prints_ratios_measured_in_one_run(capsys):
+    assert main(["bench", "train", "fnet", "--batch", "4", "--steps", "1", "--warmup", "0", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    rows = json.loads(out[-1])
+    assert [r["model"] for r in rows] == ["fnet"]
+    row = rows[0]
+    assert row["ratio"] == row["ours_images_per_s"] / row["reference_images_per_s"]
+    assert "projected Table 1 total" in "\n".join(out)
+
+
+def test_missing_data_error_names_the_download_flag(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "nothing"))
+    assert main(["train", "vit", "--profile", "smoke", "--dataset", "cifar10", "--quiet"]) == 0  # smoke: synthetic
+    from vixnb.data import load_split
+
+    with pytest.raises(FileNotFoundError, match="--download"):
+        load_split("cifar10", "train")

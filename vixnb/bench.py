@@ -241,3 +241,126 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+# ----- training throughput: the engine's path against a straightforward reference loop -----------------
+
+TABLE1_MODELS = ("vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
+                 "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin", "hybrid_fnet", "hybrid_mlp_mixer")
+
+
+def _reference_loader(images, labels, batch_size, workers):
+    """What the authors' scripts do: a torchvision-style dataset (PIL image -> ToTensor -> Normalize per
+    item) behind a shuffling DataLoader."""
+    from PIL import Image
+    from torchvision import transforms
+
+    to_tensor = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    pil = [Image.fromarray(img.permute(1, 2, 0).numpy()) for img in images]
+
+    class PILDataset(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(pil)
+
+        def __getitem__(self, i):
+            return to_tensor(pil[i]), int(labels[i])
+
+    return torch.utils.data.DataLoader(PILDataset(), batch_size=batch_size, shuffle=True, num_workers=workers,
+                                       drop_last=True, persistent_workers=workers > 0)
+
+
+def _time_steps(step, steps, warmup, device):
+    for _ in range(warmup):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) / steps
+
+
+def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, steps=10, warmup=3, workers=None):
+    """Training images/s of each model at its paper batch size: the engine's path (uint8 data resident on
+    the device, normalised there, fused attention, ``dtype`` autocast, fused AdamW on a GPU) against a
+    reference loop (DataLoader over PIL images, materialised softmax, fp32 forward, eager), both measured
+    here in the same run. Includes data handling; ``ratio`` = ours / reference."""
+    from .data import load_split, normalize
+    from .profiles import run_config
+    from .registry import create_model
+    from .attention import materialized
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dt = _dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
+    workers = (4 if device.type == "cuda" else 0) if workers is None else workers
+    rows = []
+    for name in models:
+        bs = batch or run_config(name, profile="paper")["batch_size"]
+        images, labels = load_split("synthetic", "train", size=max(bs * (steps + warmup), bs))
+        row = {"model": name, "batch_size": bs, "device": str(device), "dtype": str(dt).removeprefix("torch."),
+               "steps": steps, "torch": torch.__version__}
+        for path in ("reference", "ours"):
+            torch.manual_seed(0)
+            model = create_model(name).to(device)
+            fused = device.type == "cuda" and path == "ours"
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
+            if path == "ours":
+                x_all, y_all = images.to(device), labels.to(device)
+                cast = torch.autocast(device.type, dtype=dt, enabled=dt != torch.float32)
+
+                def step():
+                    idx = torch.randint(len(x_all), (bs,), device=device)
+                    with cast:
+                        loss = torch.nn.functional.cross_entropy(model(normalize(x_all[idx])), y_all[idx])
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+            else:
+                loader = _reference_loader(images, labels, bs, workers)
+                batches = iter(())
+
+                def step():
+                    nonlocal batches
+                    try:
+                        x, y = next(batches)
+                    except StopIteration:
+                        batches = iter(loader)
+                        x, y = next(batches)
+                    with materialized(model):
+                        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+            try:
+                seconds = _time_steps(step, steps, warmup, device)
+                row[f"{path}_images_per_s"] = bs / seconds
+            except torch.OutOfMemoryError:
+                row[f"{path}_images_per_s"] = None
+                row[f"{path}_status"] = "oom"
+            del model, opt
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        ours, ref = row.get("ours_images_per_s"), row.get("reference_images_per_s")
+        row["ratio"] = ours / ref if ours and ref else None
+        config = run_config(name, profile="paper")
+        if ours:  # projected paper-protocol time: training images + one test pass (~1/3 of a step) per epoch
+            row["projected_paper_minutes"] = config["epochs"] * (50000 + 10000 / 3) / ours / 60
+        rows.append(row)
+    return rows
+
+
+def format_train_table(rows):
+    head = f"{'model':<18}{'batch':>6}{'reference img/s':>17}{'ours img/s':>12}{'ratio':>8}{'paper protocol (min, projected)':>33}"
+    lines = [head, "-" * len(head)]
+    fmt = lambda v, f: format(v, f) if v is not None else "—"
+    for r in rows:
+        lines.append(f"{r['model']:<18}{r['batch_size']:>6}{fmt(r.get('reference_images_per_s'), '.1f'):>17}"
+                     f"{fmt(r.get('ours_images_per_s'), '.1f'):>12}{fmt(r.get('ratio'), '.2f'):>8}"
+                     f"{fmt(r.get('projected_paper_minutes'), '.1f'):>33}")
+    total = [r["projected_paper_minutes"] for r in rows if r.get("projected_paper_minutes")]
+    if rows:
+        lines.append(f"device {rows[0]['device']}, dtype {rows[0]['dtype']}, torch {rows[0]['torch']}; "
+                     f"projected Table 1 total at the paper protocol: {sum(total):.1f} min over {len(total)} models")
+    return "\n".join(lines)

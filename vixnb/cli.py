@@ -23,7 +23,7 @@ def cmd_train(args):
 
     overrides = {k: v for k, v in (("epochs", args.epochs), ("batch_size", args.batch_size)) if v is not None}
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, recompute=args.recompute,
-                 progress=not args.quiet, **overrides)
+                 progress=not args.quiet, download=args.download, **overrides)
     if result["status"] != "done":
         raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
     summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,
@@ -56,12 +56,21 @@ def cmd_book(args):
     print(f"book built in {build_book(args.profile)}")
 
 
-def cmd_bench(args):
+def cmd_bench_mixers(args):
     from . import bench
 
-    if args.what == "mixers":
-        rows = bench.bench_mixers(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps)
-        print(bench.format_table(rows))
+    bench.run(args)
+
+
+def cmd_bench_train(args):
+    from . import bench
+
+    models = args.models or bench.TABLE1_MODELS
+    rows = bench.bench_train(models, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
+                             warmup=args.warmup, workers=args.workers)
+    print(bench.format_train_table(rows))
+    if args.json:
+        print(json.dumps(rows))
 
 
 def parser():
@@ -81,6 +90,7 @@ def parser():
     s.add_argument("--epochs", type=int)
     s.add_argument("--batch-size", type=int)
     s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
+    s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     s.set_defaults(fn=cmd_train)
@@ -96,14 +106,22 @@ def parser():
     s.add_argument("--profile", default="smoke")
     s.set_defaults(fn=cmd_book)
 
-    s = sub.add_parser("bench", help="benchmarks that print ratios measured in one run")
-    s.add_argument("what", choices=["mixers"])
+    bench = sub.add_parser("bench", help="benchmarks that print ratios measured in one run").add_subparsers(
+        dest="what", required=True)
+    from .bench import add_arguments
+
+    s = add_arguments(bench.add_parser("mixers", help="forward+backward time and memory of every token mixer"))
+    s.set_defaults(fn=cmd_bench_mixers)
+    s = bench.add_parser("train", help="training images/s of the Table 1 models, ours vs a straightforward loop")
+    s.add_argument("models", nargs="*", help="default: the twelve Table 1 models")
     s.add_argument("--device")
-    s.add_argument("--dtype")
-    s.add_argument("--batch", type=int, default=64)
-    s.add_argument("--tokens", type=int, default=1025)
-    s.add_argument("--steps", type=int, default=5)
-    s.set_defaults(fn=cmd_bench)
+    s.add_argument("--dtype", help="autocast dtype for our path (default bf16 on a GPU, fp32 on a CPU)")
+    s.add_argument("--batch", type=int, help="default: each model's paper batch size")
+    s.add_argument("--steps", type=int, default=10)
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--workers", type=int, help="DataLoader workers of the reference loop")
+    s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    s.set_defaults(fn=cmd_bench_train)
     return p
 
 

@@ -228,8 +228,7 @@ def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None):
         f"Looked for either layout:\n"
         f"  1. torchvision's files: {torchvision_files}\n"
         f"  2. an image-folder copy: {image_folder}/<class>/*.jpg|png (and the other split beside it)\n"
-        f"To get it: when online, call load_split(..., download=True) (or use the vixnb command's download "
-        f"option), which fetches layout 1; or extract an image-folder copy into {folder}. "
+        f"To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), which fetches layout 1; or extract an image-folder copy into {folder}. "
         f"{_ROOT_HINT}"
     )
 
@@ -267,8 +266,7 @@ def _missing_tiny_imagenet(folder, reason=None):
         f"tiny-imagenet not found in {folder}{because}.\n"
         f"Looked for {folder / 'wnids.txt'} in the standard layout: wnids.txt, train/<wnid>/images/*.JPEG, "
         f"val/images/*.JPEG and val/val_annotations.txt.\n"
-        f"To get it: when online, call load_split(..., download=True) (or use the vixnb command's download "
-        f"option), which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
+        f"To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
         f"{_ROOT_HINT}"
     )
 

@@ -113,11 +113,11 @@ def augment_batch(images, randaugment):
     return torch.stack([ra(img) for img in images])
 
 
-def _splits(config, device):
+def _splits(config, device, download=False):
     """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
     `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
-    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"])
-    test_x, test_y = load_split(config["dataset"], "test", size=config["test_size"])
+    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], download=download)
+    test_x, test_y = load_split(config["dataset"], "test", size=config["test_size"], download=download)
     if config["protocol"] == "fixed":
         if config["val_size"] >= len(train_x):
             raise ValueError(f"val_size {config['val_size']} leaves no training images out of {len(train_x)}")
@@ -162,7 +162,7 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
             "seconds": time.perf_counter() - t0}
 
 
-def train(config, *, progress=True, device=None, checkpoint=None):
+def train(config, *, progress=True, device=None, checkpoint=None, download=False):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
@@ -171,7 +171,7 @@ def train(config, *, progress=True, device=None, checkpoint=None):
     device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
-    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device)
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
     cuda_rng = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda_rng):
@@ -281,7 +281,8 @@ def can_run(config):
     return config["device"] != "cuda" or torch.cuda.is_available()
 
 
-def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, store=None, progress=True, **overrides):
+def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, store=None, progress=True,
+        download=False, **overrides):
     """The stored result for this run if there is one, else train it (where the profile can run here),
     else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training."""
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
@@ -293,7 +294,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, s
         return {"status": "not yet run", "config": config,
                 "reason": f"profile {profile!r} needs a CUDA GPU; no stored result for this configuration"}
     checkpoint = store.checkpoint_path(config)
-    result = train(config, progress=progress, checkpoint=checkpoint)
+    result = train(config, progress=progress, checkpoint=checkpoint, download=download)
     store.put(config, result)
     checkpoint.unlink(missing_ok=True)
     return {**result, "config": config}
