@@ -28,15 +28,14 @@ import time
 
 import torch
 
+from .models import VIX_MIXERS
+
 # (label, kind, options): the ViX paper configurations (vixnb.models.VIX_MIXERS), plus the other kinds.
 MECHANISMS = (
     ("softmax-materialized", "softmax", {"materialize": True}),
     ("softmax-fused", "softmax", {}),
-    ("performer", "performer", {"kernel": "softmax", "qkv_bias": True}),
-    ("linformer", "linformer", {"k": 64, "share_kv": True, "one_kv_head": True}),
-    ("nystrom", "nystrom", {"num_landmarks": 64, "pinv_iterations": 6, "residual_conv_kernel": 33}),
-    ("nystrom-unfused", "nystrom", {"num_landmarks": 64, "pinv_iterations": 6, "residual_conv_kernel": 33,
-                                    "fused": False}),
+    *((VIX_MIXERS[m][0], *VIX_MIXERS[m]) for m in ("vip", "vil", "vin")),
+    ("nystrom-unfused", "nystrom", {**VIX_MIXERS["vin"][1], "fused": False}),
     ("linear", "linear", {}),
     ("shaped", "shaped", {}),
     ("fnet", "fnet", {}),

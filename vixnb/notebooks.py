@@ -14,14 +14,11 @@ does not make:
 * the book build fails on any Sphinx warning (``-W --keep-going`` from a clean
   ``_build``).
 
-``python -m vixnb.notebooks`` offers the same two operations without the
-``vixnb`` console script (the Makefile uses it).
+The command line is ``vixnb run`` / ``vixnb book`` (``vixnb.cli``).
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import os
 import re
 import shutil
@@ -31,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .profiles import get_profile
+
 __all__ = [
-    "PROFILES",
     "repo_root",
     "notebook_path",
     "notebook_parameters",
@@ -42,8 +40,6 @@ __all__ = [
     "toc_notebooks",
     "build_book",
 ]
-
-PROFILES = ("smoke", "budget", "paper")
 
 #: Kernel spec name used when papermill runs a notebook (falls back to a
 #: dedicated spec installed into ``sys.prefix`` if ``python3`` would not run
@@ -417,8 +413,7 @@ def build_book(
     1 with ``--warningiserror --keep-going``, from a clean ``_build`` when
     ``clean``; any notebook error or Sphinx warning raises ``RuntimeError``.
     """
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    get_profile(profile)  # unknown names are refused with the list of valid ones
     root = repo_root()
     chapters = toc_notebooks(root)
     todo = chapters if notebooks is None else list(notebooks)
@@ -476,46 +471,3 @@ def build_book(
         f"(total {time.monotonic() - t0:.1f} s); open {_rel(html / 'index.html')}"
     )
     return html
-
-
-# --------------------------------------------------------------------------
-# python -m vixnb.notebooks
-# --------------------------------------------------------------------------
-def _parse_param(pairs: Sequence[Sequence[str]] | None) -> dict[str, str]:
-    return {name: value for name, value in (pairs or [])}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vixnb.notebooks", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("book", help="run the book's notebooks and build _build/html")
-    b.add_argument("--profile", default="smoke", choices=PROFILES)
-    b.add_argument("--notebook", action="append", dest="notebooks", metavar="STEM",
-                   help="run only this chapter (repeatable); others reuse their executed copies")
-    b.add_argument("--no-clean", action="store_true", help="keep _build (incremental; may hide warnings)")
-    b.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
-    r = sub.add_parser("run", help="run one notebook with papermill")
-    r.add_argument("notebook", help="stem in notebooks/ or a path")
-    r.add_argument("--profile", default="smoke", choices=PROFILES)
-    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
-    r.add_argument("-o", "--output", help="executed copy (default book/executed/<stem>.ipynb)")
-    r.add_argument("--log-output", action="store_true", help="echo cell output while running")
-    r.add_argument("--inspect", action="store_true", help="list the notebook's parameters and exit")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "book":
-            build_book(args.profile, notebooks=args.notebooks, clean=not args.no_clean,
-                       parameters=_parse_param(args.parameter))
-        elif args.inspect:
-            print(json.dumps(notebook_parameters(notebook_path(args.notebook)), indent=1))
-        else:
-            run_notebook(args.notebook, profile=args.profile, parameters=_parse_param(args.parameter),
-                         output=args.output, log_output=args.log_output)
-    except (ValueError, RuntimeError, FileNotFoundError) as exc:
-        print(f"vixnb: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
