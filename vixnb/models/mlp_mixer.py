@@ -1,11 +1,11 @@
 """MLP-Mixer (Tolstikhin et al.) in the ViX configuration: token MLP by kernel-1 Conv1d, channel MLP by
 Linear, no class token, final LayerNorm, mean over tokens, Linear head. Hybrid: the 3-conv stem."""
-from einops.layers.torch import Rearrange, Reduce
+from einops.layers.torch import Reduce
 from torch import nn
 
 from .. import attention
 from .blocks import PreNorm, mlp, residual_stack
-from .vix import conv_stem
+from .vix import embedding
 
 
 class MLPMixer(nn.Module):
@@ -14,12 +14,7 @@ class MLPMixer(nn.Module):
         super().__init__()
         side = image_size // (stem_stride if hybrid else patch_size)
         tokens = side * side
-        if hybrid:
-            embed = conv_stem(channels, dim, stride=stem_stride) + [Rearrange("b c h w -> b (h w) c")]
-        else:
-            embed = [Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size),
-                     nn.Linear(channels * patch_size * patch_size, dim)]
-        self.to_patch_embedding = nn.Sequential(*embed)
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         self.layers = nn.ModuleList(
             nn.ModuleList([
                 PreNorm(dim, attention.build("mlp", dim=dim, heads=None, dim_head=None, seq_len=tokens,

@@ -13,10 +13,14 @@ from .. import attention
 from .blocks import Transformer
 
 
-def conv_stem(channels, dim, *, stride=1):
-    """Hybrid embedding: three 3x3 convs 3->32->64->dim, padding 1, no activation or norm (as in ViX)."""
-    return [nn.Conv2d(channels, 32, 3, stride=stride, padding=1), nn.Conv2d(32, 64, 3, padding=1),
-            nn.Conv2d(64, dim, 3, padding=1)]
+def embedding(channels, dim, *, hybrid=False, patch_size=1, stem_stride=1):
+    """Image -> token sequence. Linear: patches (1x1 pixels for CIFAR) through one Linear. Hybrid: three
+    3x3 convs channels->32->64->dim, padding 1, no activation or norm between them (as in ViX)."""
+    if hybrid:
+        return nn.Sequential(nn.Conv2d(channels, 32, 3, stride=stem_stride, padding=1), nn.Conv2d(32, 64, 3, padding=1),
+                             nn.Conv2d(64, dim, 3, padding=1), Rearrange("b c h w -> b (h w) c"))
+    return nn.Sequential(Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size),
+                         nn.Linear(channels * patch_size * patch_size, dim))
 
 
 class ViX(nn.Module):
@@ -28,12 +32,7 @@ class ViX(nn.Module):
             raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
         side = image_size // (stem_stride if hybrid else patch_size)
         num_patches = side * side
-        if hybrid:
-            layers = conv_stem(channels, dim, stride=stem_stride) + [Rearrange("b c h w -> b (h w) c")]
-        else:
-            layers = [Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size),
-                      nn.Linear(channels * patch_size * patch_size, dim)]
-        self.to_patch_embedding = nn.Sequential(*layers)
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         if pos_embedding not in ("learned", "rope"):
             raise ValueError(f"pos_embedding must be 'learned' or 'rope', got {pos_embedding!r}")
         self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim)) if pos_embedding == "learned" else None
