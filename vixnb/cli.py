@@ -73,6 +73,12 @@ def cmd_bench_train(args):
         print(json.dumps(rows))
 
 
+def cmd_measure(args):
+    from . import measure
+
+    measure.run(args)
+
+
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -105,6 +111,11 @@ def parser():
     s = sub.add_parser("book", help="run every notebook in a profile and build the Jupyter Book")
     s.add_argument("--profile", default="smoke")
     s.set_defaults(fn=cmd_book)
+
+    from .measure import add_arguments as measure_arguments
+
+    s = measure_arguments(sub.add_parser("measure", help="efficiency figures of models by seed 003's protocol"))
+    s.set_defaults(fn=cmd_measure)
 
     bench = sub.add_parser("bench", help="benchmarks that print ratios measured in one run").add_subparsers(
         dest="what", required=True)

@@ -156,3 +156,30 @@ def accuracy_columns(profile):
     """The accuracy view's columns; the smoke profile leaves out Δ, which would compare a pipeline check
     with the paper."""
     return [c for c in ACCURACY_COLUMNS if not (profile == "smoke" and c.startswith("Δ"))]
+
+
+def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=64, table="table1"):
+    """The paper's "GPU (GB)" column beside ours: peak memory of one training step at ``batch_size`` on the
+    authors' path (materialised softmax, fp32) and ours (fused), from ``vixnb.measure``. Measured when this
+    profile runs on a GPU here (and saved with the results), else read from a saved measurement, else
+    marked as not measured."""
+    import torch
+
+    from . import measure
+
+    name = f"vix-gpu-memory-{dataset}-b{batch_size}"
+    if get_profile(profile)["device"] == "cuda" and torch.cuda.is_available():
+        frame = measure.gpu_memory_column(models, dataset=dataset, batch_size=batch_size)
+        measure.save_measurements({"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]},
+                                  profile, name)
+        rows, source = frame.to_dict(orient="index"), frame.attrs["provenance"]
+    elif (saved := measure.load_measurements(profile, name)) is not None:
+        rows, source = saved["rows"], saved["provenance"]
+    else:
+        rows, source = {m: {"ours": "not measured (needs a GPU run of this profile)"} for m in models}, None
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    paper = paper_table("vix", table)
+    frame.insert(0, "paper GPU GB", [paper.loc[m, "gpu_gb"] if m in paper.index else "—" for m in frame.index])
+    frame.index = [short_name(m) for m in frame.index]
+    frame.attrs["provenance"] = source
+    return frame
