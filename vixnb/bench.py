@@ -47,7 +47,7 @@ DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat1
 MiB = 1024**2
 
 
-def _dtype(dtype):
+def as_dtype(dtype):
     if dtype is None:
         return torch.float32
     if isinstance(dtype, torch.dtype):
@@ -58,8 +58,27 @@ def _dtype(dtype):
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}") from None
 
 
-def _dtype_name(dtype):
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+def dtype_name(dtype):
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[as_dtype(dtype)]
+
+
+def time_calls_ms(fn, device, calls):
+    """Milliseconds of each of ``calls`` calls of ``fn``: CUDA events on a GPU (each call synchronised),
+    ``time.perf_counter`` on a CPU."""
+    times = []
+    for _ in range(calls):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
 
 
 def _rss_bytes():
@@ -96,19 +115,7 @@ def _measure(label, kind, options, *, device, dtype, tokens, dim, heads, dim_hea
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-    times = []
-    for _ in range(steps):
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            torch.cuda.synchronize(device)
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t0) * 1e3)
+    times = time_calls_ms(step, device, steps)
     if cuda:
         memory, memory_kind = (torch.cuda.max_memory_allocated(device) - base) / MiB, "cuda max_memory_allocated"
     elif cpu_memory:
@@ -124,13 +131,13 @@ def _measure(label, kind, options, *, device, dtype, tokens, dim, heads, dim_hea
 def _worker():
     """Subprocess entry point: one measurement, config as JSON on stdin, result as JSON on stdout."""
     cfg = json.load(sys.stdin)
-    cfg["dtype"] = _dtype(cfg["dtype"])
+    cfg["dtype"] = as_dtype(cfg["dtype"])
     row = _measure(cfg.pop("label"), cfg.pop("kind"), cfg.pop("options"), cpu_memory=True, **cfg)
     print("@@BENCH@@" + json.dumps(row))
 
 
 def _measure_isolated(label, kind, options, **cfg):
-    payload = json.dumps({"label": label, "kind": kind, "options": options, **cfg, "dtype": _dtype_name(cfg["dtype"])})
+    payload = json.dumps({"label": label, "kind": kind, "options": options, **cfg, "dtype": dtype_name(cfg["dtype"])})
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -155,7 +162,7 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     memory_ratio_vs_materialized_softmax, error (only when the mechanism failed, e.g. out of memory).
     """
     device = str(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = _dtype(dtype)
+    dtype = as_dtype(dtype)
     isolate = torch.device(device).type == "cpu" if isolate is None else isolate
     labels = [m[0] for m in MECHANISMS]
     wanted = labels if kinds is None else [REFERENCE] + [k for k in kinds if k != REFERENCE]
@@ -179,7 +186,7 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
         finally:
             if torch.device(device).type == "cuda":
                 torch.cuda.empty_cache()
-        row.update(device=device, dtype=_dtype_name(dtype), tokens=tokens, dim=dim, heads=heads, dim_head=dim_head,
+        row.update(device=device, dtype=dtype_name(dtype), tokens=tokens, dim=dim, heads=heads, dim_head=dim_head,
                    batch=batch)
         rows.append(row)
     ref = next(r for r in rows if r["mixer"] == REFERENCE)
@@ -292,7 +299,7 @@ def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, st
     from .attention import materialized
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dt = _dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
+    dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
     workers = (4 if device.type == "cuda" else 0) if workers is None else workers
     rows = []
     for name in models:
@@ -338,7 +345,7 @@ def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, st
             except torch.OutOfMemoryError:
                 row[f"{path}_images_per_s"] = None
                 row[f"{path}_status"] = "oom"
-            del model, opt
+            model = opt = step = None  # free this path's memory before the next
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         ours, ref = row.get("ours_images_per_s"), row.get("reference_images_per_s")

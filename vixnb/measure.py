@@ -64,6 +64,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
+from .bench import DTYPES, as_dtype, dtype_name, time_calls_ms
 
 GB = 1024**3
 MB = 1024**2
@@ -72,9 +73,6 @@ CPU_BUDGET_GB = float(os.environ.get("VIXNB_CPU_BUDGET_GB", 4.0))
 CPU_BUDGET_GFLOP = float(os.environ.get("VIXNB_CPU_BUDGET_GFLOP", 100.0))
 CPU_MEMORY_NOTE = "skipped: CUDA memory statistics need a GPU"
 PATHS = ("authors", "fused")
-DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-          "fp16": torch.float16, "float16": torch.float16}
-
 # Seed 003's published numbers (transcribed from the paper text; see the efficiency chapter).
 SEED003_RAM_FIT = {"slope_gb_per_gflop": 25.43, "intercept_gb": 25.50,
                    "source": "Nauen et al., 'Which Transformer to Favor': RAM[GB] ~ 25.43 * GFLOPs + 25.50"}
@@ -112,28 +110,13 @@ def resolve_device(device=None):
     return torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
-def _dtype(dtype):
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    try:
-        return DTYPES[str(dtype).lower()]
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}") from None
-
-
-def _dtype_name(dtype):
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[_dtype(dtype)]
-
-
 def provenance(device, *, dtype=None, batch_size=None):
     """Device name, dtype, batch size, torch / CUDA / vixnb versions, commit and time of a measurement."""
     from .train import device_name
 
     device = resolve_device(device)
     return {"device": device_name(device), "device_type": device.type,
-            "dtype": _dtype_name(dtype) if dtype is not None else None, "batch_size": batch_size,
+            "dtype": dtype_name(dtype) if dtype is not None else None, "batch_size": batch_size,
             "torch": torch.__version__, "cuda": torch.version.cuda if device.type == "cuda" else None,
             "vixnb": __version__, "commit": _commit(),
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if device.type == "cuda" else None,
@@ -175,7 +158,7 @@ def _jsonable(obj):
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, torch.dtype):
-        return _dtype_name(obj)
+        return dtype_name(obj)
     if isinstance(obj, torch.device):
         return str(obj)
     if hasattr(obj, "item"):  # numpy / torch scalars
@@ -407,20 +390,7 @@ def _time_ms(fn, device, *, warmup=1, iters=3):
         fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    times = []
-    for _ in range(iters):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize(device)
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return times
+    return time_calls_ms(fn, device, iters)
 
 
 def _timing_label(device):
@@ -458,10 +428,10 @@ def training_memory(model, *, batch_size, device=None, path="authors", dtype="fp
     statistics need a GPU"`` with the step still timed (``step_ms``), unless the shape-based estimate is over
     the CPU budget (then nothing runs). Out of memory: ``status == "oom"``."""
     device = resolve_device(device)
-    dt = _dtype(dtype)
+    dt = as_dtype(dtype)
     size = _input_size(model, input_size)
     classes = num_classes or _num_classes(model, size)
-    record = {"measurement": "training_memory", "path": path, "batch_size": batch_size, "dtype": _dtype_name(dt),
+    record = {"measurement": "training_memory", "path": path, "batch_size": batch_size, "dtype": dtype_name(dt),
               "device": str(device), "steps": steps, "protocol": "one forward + backward + AdamW step; peak over "
               f"{steps} steps from a reset, weights on the device", "timing": _timing_label(device),
               "optimizer": "AdamW (fused)" if path == "fused" and device.type == "cuda" else "AdamW",
@@ -529,9 +499,9 @@ def inference_memory(model, *, batch_sizes=(1, 32, 64, 128), device=None, path="
     forward; peak allocated and reserved GB (weights included). On a CPU every batch size is recorded as
     ``"skipped: CUDA memory statistics need a GPU"``. A batch size that runs out of memory is ``"oom"``."""
     device = resolve_device(device)
-    dt = _dtype(dtype)
+    dt = as_dtype(dtype)
     size = _input_size(model, input_size)
-    record = {"measurement": "inference_memory", "path": path, "dtype": _dtype_name(dt), "device": str(device),
+    record = {"measurement": "inference_memory", "path": path, "dtype": dtype_name(dt), "device": str(device),
               "protocol": "peak after a reset, one no-grad forward per batch size (seed 003)",
               "provenance": provenance(device, dtype=dt, batch_size=list(batch_sizes)), "batches": []}
     if device.type != "cuda":
@@ -602,10 +572,10 @@ def throughput(model, *, device=None, path="fused", dtype="fp32", iters=None, wa
     its batch size. CPU: a fixed batch of ``cpu_batch``, ``iters`` (default 3) forwards timed with
     ``time.perf_counter``, labelled as not seed 003's protocol."""
     device = resolve_device(device)
-    dt = _dtype(dtype)
+    dt = as_dtype(dtype)
     size = _input_size(model, input_size)
     autocast = (lambda: torch.autocast(device.type, dtype=dt)) if dt != torch.float32 else nullcontext
-    record = {"measurement": "throughput", "path": path, "dtype": _dtype_name(dt), "device": str(device),
+    record = {"measurement": "throughput", "path": path, "dtype": dtype_name(dt), "device": str(device),
               "timing": _timing_label(device)}
     work = copy.deepcopy(model).eval()
     with execution_path(work, path):
@@ -726,7 +696,7 @@ def measure_model(model, *, name, input_size=None, device=None, batch_size=None,
     size = _input_size(model, input_size)
     record = {
         "model": name, "dataset": dataset, "overrides": dict(overrides or {}), "input_size": list(size),
-        "batch_size": batch_size, "dtype": {p: ("fp32" if p == "authors" else _dtype_name(dtype)) for p in paths},
+        "batch_size": batch_size, "dtype": {p: ("fp32" if p == "authors" else dtype_name(dtype)) for p in paths},
         "device": str(device), "protocol": PROTOCOL,
         "params_paper": count_params(model, "paper", input_size=size), "params_true": count_params(model, "true"),
         "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
@@ -778,7 +748,7 @@ def gpu_memory_column(models, *, dataset="cifar10", batch_size=64, device=None, 
         for path, dt in (("authors", "fp32"), ("fused", dtype)):
             rec = training_memory(model, batch_size=batch_size, device=device, path=path, dtype=dt)
             ok = rec["status"] == "ok"
-            label = f"{path} ({_dtype_name(dt)})"
+            label = f"{path} ({dtype_name(dt)})"
             row[f"GPU GB reserved, {label}"] = round(rec["peak_reserved_gb"], 2) if ok else rec["status"]
             row[f"GPU GB allocated, {label}"] = round(rec["peak_allocated_gb"], 2) if ok else rec["status"]
             row[f"step ms, {label}"] = round(rec["step_ms"], 1) if rec.get("step_ms") is not None else None
@@ -821,7 +791,7 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
     from .attention import build
 
     row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
-           "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": _dtype_name(dt),
+           "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": dtype_name(dt),
            "mode": "forward+backward" if backward else "forward", "ms": None, "peak_mb": None,
            "peak_reserved_mb": None, "timing": _timing_label(device)}
     def make_mixer(on):
@@ -902,7 +872,7 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
     ``estimate_gb`` (shape-based upper bound), ``status`` ("ok", "oom", "skipped: ..."), provenance.
     ``batch`` defaults to 8 on a GPU, 1 on a CPU."""
     device = resolve_device(device)
-    dt = _dtype(dtype)
+    dt = as_dtype(dtype)
     batch = batch or (8 if device.type == "cuda" else 1)
     mechs = sweep_mechanisms(include_materialized)
     if kinds is not None:

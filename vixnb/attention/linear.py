@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .rope import qkv_heads
 
 FEATURE_MAPS = ("elu", "softmax")
 
@@ -64,10 +64,7 @@ class LinearAttention(nn.Module):
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
 
     def qkv(self, x):
-        q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
-        if self.rope is not None:
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
-        return q, k, v
+        return qkv_heads(self.to_qkv(x), self.heads, self.rope)
 
     def attention_map(self, x):
         """(b, h, n, n): phi(Q) phi(K)^T, rows normalised to sum to 1."""

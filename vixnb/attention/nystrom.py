@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .rope import qkv_heads
 
 
 def _c_minus(c, y):
@@ -63,9 +63,8 @@ class NystromAttention(nn.Module):
         pad = -n % m
         if pad:
             x = F.pad(x, (0, 0, pad, 0))
-        q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
-        if self.rope is not None:  # real tokens keep positions 0..n-1; the zero padding stays zero
-            q, k = apply_rope(q, self.rope, start=pad), apply_rope(k, self.rope, start=pad)
+        # real tokens keep positions 0..n-1 under RoPE; the zero padding stays zero
+        q, k, v = qkv_heads(self.to_qkv(x), self.heads, self.rope, start=pad)
         q = q * self.scale
         b, h, length, d = q.shape
         l = ceil(n / m)

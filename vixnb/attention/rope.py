@@ -13,6 +13,7 @@ Nystrom pads the sequence at the front; ``start`` lets it rotate only the real t
 positions 0..n-1 (the padding rows are zero and stay unrotated).
 """
 import torch
+from einops import rearrange
 from torch import nn
 
 
@@ -38,3 +39,12 @@ def apply_rope(t, rotary, *, start=0):
     x1, x2 = t.chunk(2, dim=-1)
     rotated = torch.cat((-x2, x1), dim=-1)
     return t * rotary.cos[:n].to(t.dtype) + rotated * rotary.sin[:n].to(t.dtype)
+
+
+def qkv_heads(qkv, heads, rope=None, *, start=0):
+    """Split a fused (b, n, 3 * h * d) projection into q, k, v of shape (b, h, n, d); rotate q and k when
+    ``rope`` is given (from position ``start`` on, see ``apply_rope``)."""
+    q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=heads) for t in qkv.chunk(3, dim=-1))
+    if rope is not None:
+        q, k = apply_rope(q, rope, start=start), apply_rope(k, rope, start=start)
+    return q, k, v

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .rope import qkv_heads
 
 
 class SoftmaxAttention(nn.Module):
@@ -23,10 +23,7 @@ class SoftmaxAttention(nn.Module):
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout)) if project_out else nn.Identity()
 
     def qkv(self, x):
-        q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
-        if self.rope is not None:
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
-        return q, k, v
+        return qkv_heads(self.to_qkv(x), self.heads, self.rope)
 
     def attention_map(self, x):
         q, k, _ = self.qkv(x)
