@@ -134,9 +134,11 @@ def plot_accuracy_vs_memory(table, *, title="Top-1 accuracy vs GPU memory (batch
             ax.annotate(label.replace("Hybrid ", "H-"), (gx, gy), fontsize=7, xytext=(4, 2), textcoords="offset points")
         ax.set_title(f"{who}")
         ax.margins(x=0.15, y=0.08)
-        ax.set_xlabel("GPU memory (GB)")
+        ax.set_xlabel("GPU memory (GB)" if who == "paper" else "GPU memory (GB), peak reserved over the training run")
         ax.set_ylabel("top-1 (%)")
         if pts.empty:
+            ax.set_xticks([])
+            ax.set_yticks([])
             ax.text(0.5, 0.5, "GPU memory not measured\n(no GPU run for this profile)", ha="center", va="center",
                     transform=ax.transAxes)
     fig.suptitle(title)
@@ -183,3 +185,8 @@ def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=6
     frame.index = [short_name(m) for m in frame.index]
     frame.attrs["provenance"] = source
     return frame
+
+
+def show(table):
+    """A table for the page: thousands separators for counts, two decimals for measurements."""
+    return table.style.format(precision=2, thousands=",")
