@@ -190,3 +190,34 @@ def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch)
     assert len(calls) == 2 * steps_per_epoch  # augmented batches in the main stage only
     assert all(ra == [2, 9] for ra, _ in calls) and not all(same for _, same in calls)
     assert evaluated == [True, True, True]  # evaluation always sees the un-augmented images
+
+
+def test_authors_quirks_and_speed_switches_are_explicit_config():
+    default = run_config("vit", profile="paper")
+    assert (default["amp_loss_only"], default["eval_mode"], default["compile"], default["precision"]) == (False, True, False, "fp32")
+    quirks = run_config("vit", profile="paper", amp_loss_only=True, eval_mode=False)
+    assert (quirks["amp_loss_only"], quirks["eval_mode"]) == (True, False)
+    assert run_config("vit", profile="paper", protocol="fixed")["precision"] == "bf16"
+    assert run_config("vit", profile="smoke", protocol="fixed")["precision"] == "fp32"
+    assert len({engine.ResultsStore().path(c).name for c in (default, quirks)}) == 2
+
+
+def test_without_eval_mode_dropout_stays_on_during_evaluation(monkeypatch):
+    seen = []
+    real = engine.evaluate
+
+    def spy(model, *args, **kwargs):
+        seen.append(model.training)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", spy)
+    engine.train(run_config("fnet", profile="smoke", eval_mode=False, **TINY), progress=False)
+    engine.train(run_config("fnet", profile="smoke", **TINY), progress=False)
+    assert seen == [True, True, False, False]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU to compare with the CPU path")
+def test_cpu_and_gpu_paths_agree_on_a_tiny_model():
+    config = run_config("fnet", profile="smoke", epochs=1, batch_size=32, **TINY)  # one batch: the order cannot differ
+    cpu, gpu = engine.train(config, progress=False, device="cpu"), engine.train(config, progress=False, device="cuda")
+    assert abs(cpu["history"][0]["train_loss"] - gpu["history"][0]["train_loss"]) < 1e-3

@@ -21,7 +21,11 @@ def cmd_models(args):
 def cmd_train(args):
     from .train import run
 
-    overrides = {k: v for k, v in (("epochs", args.epochs), ("batch_size", args.batch_size)) if v is not None}
+    options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
+               "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
+               "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
+               "compile": args.compile, "channels_last": args.channels_last}
+    overrides = {k: v for k, v in options.items() if v not in (None, False)}
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, recompute=args.recompute,
                  progress=not args.quiet, download=args.download, **overrides)
     if result["status"] != "done":
@@ -95,6 +99,15 @@ def parser():
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--epochs", type=int)
     s.add_argument("--batch-size", type=int)
+    s.add_argument("--protocol", choices=["paper", "fixed"], help="paper: best test epoch (authors); fixed: validation split")
+    s.add_argument("--optimizer", choices=["adamw", "dualopt"], help="dualopt: seed 001's AdamW-then-SGD rule")
+    s.add_argument("--precision", choices=["fp32", "bf16"])
+    s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
+    s.add_argument("--post-train-epochs", type=int, help="then train on un-augmented data from the best weights")
+    s.add_argument("--authors-amp", action="store_true", help="the authors' AMP: autocast around the loss only")
+    s.add_argument("--no-eval-mode", action="store_true", help="the authors' scripts' missing model.eval()")
+    s.add_argument("--compile", action="store_true", help="torch.compile the model")
+    s.add_argument("--channels-last", action="store_true")
     s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
     s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
     s.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -34,10 +34,13 @@ PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
 
 
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
-               optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, **model_overrides):
+               optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
+               eval_mode=None, compile=False, channels_last=False, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
-    The returned dict is the run's identity: the results store keys on its hash.
+    The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
+    defaults to bf16 autocast on a GPU profile; ``amp_loss_only`` / ``eval_mode`` reproduce the authors'
+    quirks when set to True / False; ``compile`` (torch.compile) and ``channels_last`` are speed switches.
     """
     if model not in list_models():
         raise ValueError(f"unknown model {model!r}; valid names: {', '.join(list_models())}")
@@ -66,9 +69,11 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "randaugment": list(randaugment) if randaugment else None,
         "post_train_epochs": int(post_train_epochs),
         "dualopt": proto["dualopt"] if optimizer == "dualopt" else None,
-        "precision": precision or prof["precision"],
-        "amp_loss_only": bool(prof["amp_loss_only"]),
-        "eval_mode": bool(prof["eval_mode"]),
+        "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
+        "amp_loss_only": bool(prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only),
+        "eval_mode": bool(prof["eval_mode"] if eval_mode is None else eval_mode),
+        "compile": bool(compile),
+        "channels_last": bool(channels_last),
         "train_size": prof.get("train_size"),
         "test_size": prof.get("test_size"),
         "device": prof["device"],

@@ -179,7 +179,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
         params_paper, params_true = count_params(model, "paper"), count_params(model, "true")
         size_mb = summary_size_mb(model)
-        model.to(device)
+        model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
         switch = DualOptSwitch(config["dualopt"]["patience"]) if config["optimizer"] == "dualopt" else None
         optimizer = _optimizer(model, config, "adamw")
         bf16 = config["precision"] == "bf16"
@@ -202,6 +202,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
+        forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
 
         start = time.perf_counter() - elapsed
         limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
@@ -219,11 +220,11 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 switch = DualOptSwitch(config["dualopt"]["patience"]) if switch is not None else None
                 optimizer = _optimizer(model, config, "adamw")
                 continue
-            entry = _train_epoch(model, optimizer, scaler, train_x, train_y, order_generator=shuffle, config=config,
+            entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle, config=config,
                                  augment=stage == "main", autocast=autocast, loss_autocast=loss_autocast, epoch=len(history) + 1)
             if config["eval_mode"]:
                 model.eval()
-            top1, top5 = evaluate(model, sel_x, sel_y, batch_size=bs, autocast=autocast)
+            top1, top5 = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast)
             entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else "adamw")
             if not history or top1 >= max(h["select_top1"] for h in history):
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
