@@ -221,3 +221,10 @@ def test_cpu_and_gpu_paths_agree_on_a_tiny_model():
     config = run_config("fnet", profile="smoke", epochs=1, batch_size=32, **TINY)  # one batch: the order cannot differ
     cpu, gpu = engine.train(config, progress=False, device="cpu"), engine.train(config, progress=False, device="cuda")
     assert abs(cpu["history"][0]["train_loss"] - gpu["history"][0]["train_loss"]) < 1e-3
+
+
+def test_channels_last_switch_keeps_the_math():
+    config = run_config("hybrid_fnet", profile="smoke", epochs=1, **TINY)
+    plain = engine.train(config, progress=False)
+    fast = engine.train({**config, "channels_last": True}, progress=False)
+    assert abs(plain["history"][0]["train_loss"] - fast["history"][0]["train_loss"]) < 1e-4
