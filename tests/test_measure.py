@@ -299,3 +299,196 @@ def test_gpu_memory_column_says_what_it_could_not_measure():
     assert row["GPU GB reserved, authors (fp32)"] == "skipped: CUDA memory statistics need a GPU"
     assert row["step ms, fused (fp32)"] > 0
     assert frame.attrs["provenance"]["batch_size"] == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# the efficiency chapter's bookkeeping: settings, load-or-measure, display-ready tables and notes
+
+def test_chapter_settings_follow_the_profile():
+    smoke = M.efficiency_chapter_settings("smoke", gpu=True)
+    assert smoke["device"] == "cpu" and smoke["overrides"] == {"depth": 1} and smoke["batch_size"] == 2
+    assert smoke["tokens"] == (256, 1024) and smoke["iters"] == 2 and smoke["accuracy_models"] == ["vit", "fnet"]
+    assert smoke["models"] == vixnb.list_models()
+    gpu = M.efficiency_chapter_settings("budget", gpu=True)
+    assert gpu["device"] == "cuda" and gpu["overrides"] == {} and gpu["batch_size"] == 64
+    assert gpu["tokens"] == (256, 1024, 4096, 16384) and gpu["iters"] is None
+    assert gpu["accuracy_models"] == gpu["models"]
+    cpu = M.efficiency_chapter_settings("paper", models=["vit"], batch_size=8, tokens=[64], iters=5, gpu=False)
+    assert (cpu["device"], cpu["models"], cpu["batch_size"]) == ("cpu", ["vit"], 8)
+    assert (cpu["tokens"], cpu["iters"]) == ((64,), 5)
+    assert cpu["accuracy_models"] == ["vit"]
+
+
+def _fake_record(name, gb=None):
+    prov = {"device": "fake GPU", "commit": "abc", "torch": torch.__version__}
+    tr = {"status": "ok", "peak_reserved_gb": gb, "peak_allocated_gb": gb, "step_ms": 5.0} if gb else \
+         {"status": M.CPU_MEMORY_NOTE, "step_ms": 5.0}
+    inf = {"batches": [{"batch_size": 64, "status": "ok", "peak_allocated_gb": gb} if gb else
+                       {"batch_size": 64, "status": M.CPU_MEMORY_NOTE}]}
+    tp = {"images_per_s": 1000.0, "batch_size": 256}
+    return {"model": name, "params_paper": 1234, "params_true": 2345, "size_mb": 1.5, "batch_size": 64,
+            "flops": {"gmacs": 0.0123, "gflops": 0.0250, "seed003_gflops": 0.0130},
+            "training": {p: tr for p in M.PATHS}, "inference": {p: inf for p in M.PATHS},
+            "throughput": {p: tp for p in M.PATHS}, "provenance": prov}
+
+
+def _fake_sweep(device="fake GPU"):
+    rows = []
+    for n, ms in ((256, 1.0), (1024, 16.0)):
+        for mech, scale in (("softmax (fused)", 1.0), ("softmax (materialised)", 2.0), ("linear", 0.5)):
+            rows.append({"mechanism": mech, "tokens": n, "ms": ms * scale, "peak_mb": 10.0 * n * scale / 256,
+                         "gflops": 0.01 * n, "estimate_gb": 0.001 * n * scale, "status": "ok", "batch": 8,
+                         "dim": 128, "mode": "forward+backward", "dtype": "fp32", "provenance": {"device": device}})
+    rows.append({**rows[-1], "tokens": 4096, "ms": None, "peak_mb": None, "gflops": 40.96, "status": "oom"})
+    return rows
+
+
+@pytest.fixture()
+def fake_measuring(monkeypatch):
+    calls = []
+
+    def measure_many(models, **kwargs):
+        calls.append(("models", kwargs))
+        return [_fake_record(m, gb=0.5 + i) for i, m in enumerate(models)]
+
+    def scaling_sweep(**kwargs):
+        calls.append(("sweep", kwargs))
+        return _fake_sweep()
+
+    monkeypatch.setattr(M, "measure_many", measure_many)
+    monkeypatch.setattr(M, "scaling_sweep", scaling_sweep)
+    return calls
+
+
+def test_load_or_measure_saves_on_a_gpu_and_reads_back_on_a_cpu(fake_measuring, tmp_path):
+    gpu = M.efficiency_chapter_settings("budget", models=["vit", "fnet"], gpu=True)
+    run = M.load_or_measure(gpu, root=tmp_path)
+    assert run["source"] == "measured in this run" and [r["model"] for r in run["records"]] == ["vit", "fnet"]
+    assert [c[0] for c in fake_measuring] == ["models", "sweep"]
+    assert fake_measuring[0][1]["device"] == "cuda" and fake_measuring[0][1]["steps"] == 2
+    assert M.measurement_path("budget", "efficiency", tmp_path).exists()
+    # rebuilt on a CPU: the stored measurements, with their device and sweep sizes; nothing measured again
+    cpu = M.efficiency_chapter_settings("budget", models=["vit", "fnet"], gpu=False)
+    back = M.load_or_measure(cpu, root=tmp_path)
+    assert len(fake_measuring) == 2 and back["source"].startswith("stored measurements")
+    assert back["device"] == "cuda" and back["tokens"] == (256, 1024, 4096) and back["frame"].shape[0] == 2
+    assert "device: **fake GPU**" in M.measurement_note(back)
+    # remeasure on a CPU has no GPU to measure on: not yet run
+    assert M.load_or_measure(cpu, root=tmp_path, remeasure=True)["source"].startswith("not yet run")
+
+
+def test_gpu_profile_on_a_cpu_without_measurements_is_not_yet_run(fake_measuring, tmp_path):
+    run = M.load_or_measure(M.efficiency_chapter_settings("paper", gpu=False), root=tmp_path)
+    assert run["records"] == run["sweep"] == [] and run["frame"].empty and not fake_measuring
+    assert run["source"].startswith("not yet run")
+    for view in ("size", "memory", "speed", "paths"):
+        assert M.efficiency_table(run, view).data == M.NOT_YET_RUN
+    assert M.sweep_table(run).data == M.crossover_table(run).data == M.fused_memory_table(run).data == M.NOT_YET_RUN
+    assert M.our_correlation_table(run).data == M.NOT_YET_RUN
+    nothing = "No measurement was made for this section."
+    for note in (M.provenance_note, M.memory_note, M.fused_memory_note, M.correlation_note):
+        assert note(run) == nothing
+    assert M.memory_fit_note(run, None).startswith(M.NOT_YET_RUN)
+    assert M.plot_pareto_fronts(run["frame"], []) is None and M.plot_scaling(run["sweep"]) is None
+    assert M.plot_memory_fit(run["frame"]) == (None, None)
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_smoke_measures_on_the_cpu_and_saves_nothing(fake_measuring, tmp_path):
+    run = M.load_or_measure(M.efficiency_chapter_settings("smoke", models=["vit"], gpu=True), root=tmp_path)
+    assert fake_measuring[0][1]["device"] == "cpu" and fake_measuring[0][1]["depth"] == 1
+    assert fake_measuring[0][1]["cpu_batch"] == 2 and fake_measuring[1][1]["tokens"] == (256, 1024)
+    assert run["source"] == "measured in this run" and not list(tmp_path.rglob("*.json"))
+    assert "one-block models" in M.measurement_note(run)
+
+
+def _run(records, sweep=(), device="cuda"):
+    return {"profile": "budget", "smoke": False, "device": device, "batch_size": 64, "tokens": (256, 1024, 4096),
+            "overrides": {}, "records": records, "sweep": list(sweep), "frame": M.records_frame(records),
+            "source": "measured in this run"}
+
+
+def test_efficiency_views_are_narrow_with_short_names():
+    run = _run([_fake_record("vit", gb=1.0), _fake_record("hybrid_vin", gb=2.0)])
+    size = M.efficiency_view(run, "size")
+    assert list(size.index) == ["ViT", "Hybrid ViN"] and size.shape[1] == 6
+    assert size.loc["ViT", "params (true)"] == 2345
+    memory = M.efficiency_view(run, "memory")
+    assert memory.shape[1] == 6 and memory.loc["Hybrid ViN", ("fused", "train GB")] == 2.0
+    paths = M.efficiency_view(run, "paths")
+    assert list(paths.columns)[:2] == [("train GB", "authors"), ("train GB", "fused")]
+    assert M.efficiency_view(run, "all").T.shape == (6 + 6 + 6, 2)
+    html = M.efficiency_table(run, "size").to_html()
+    assert "2,345" in html and "0.0123" in html and "nan" not in html.lower()
+
+
+def test_cpu_memory_is_a_note_not_a_table_of_na():
+    run = _run([_fake_record("vit")], device="cpu")
+    assert "not measured on this device" in M.efficiency_table(run, "memory").data
+    speed = M.efficiency_table(run, "speed")
+    assert "1,000" in speed.to_html()
+    assert "n/a (cpu)" in M.efficiency_table(run, "paths").to_html()
+    assert "not measured on this device" in M.memory_note(run)
+    assert "not measured on this device" in M.memory_fit_note(run, None)
+
+
+def test_page_table_formats_and_blanks():
+    import pandas as pd
+
+    frame = pd.DataFrame({"n": [1234567, 3], "x": [0.012345, None], "y": [123.456, 1.23456], "s": ["oom", None]},
+                         index=["a", "b"])
+    html = M.page_table(frame, caption="cap").to_html()
+    for cell in ("1,234,567", "0.0123", "123", "1.23", "oom", "—", "cap"):
+        assert cell in html
+    assert "nan" not in html.lower() and "None" not in html
+    assert "0.50" in M.page_table(pd.DataFrame({"r": [0.5]}), decimals=2).to_html()
+    assert M.page_table(pd.DataFrame(), empty="nothing").data == "nothing"
+
+
+def test_sweep_crossover_and_fused_memory_tables():
+    run = _run([_fake_record("vit", gb=1.0)], sweep=_fake_sweep())
+    measured = M.sweep_table(run, ["ms", "peak_mb"]).data
+    assert measured.loc["linear", ("ms per step", 4096)] == "oom"
+    assert measured.loc["linear", ("peak MB", 1024)] == pytest.approx(20.0)
+    shapes = M.sweep_table(run, ["gflops", "estimate_gb"]).data
+    assert shapes.loc["linear", ("GFLOPs", 4096)] == pytest.approx(40.96)  # shapes: known even when out of memory
+    cpu_run = _run([], sweep=[{**r, "peak_mb": None} for r in _fake_sweep()], device="cpu")
+    assert "peak MB" not in M.sweep_table(cpu_run, ["ms", "peak_mb"]).data.columns.get_level_values(0)
+    cross = M.crossover_table(run, "softmax (fused)").data
+    assert cross.loc["linear", "ms per step"] == "all sizes" and "peak MB" in cross.columns
+    fused = M.fused_memory_table(run).data
+    assert fused.loc["softmax (materialised)", "× fused softmax"] == pytest.approx(2.0)
+    assert fused.loc["linear", "× materialised softmax"] == pytest.approx(0.25)
+    assert "2.0× the memory of the fused one" in M.fused_memory_note(run)
+
+
+def test_notes_and_references_without_timm(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
+    settings = M.efficiency_chapter_settings("smoke")
+    refs = M.measure_references(["resnet50"], settings)
+    assert refs["records"] == [] and "not installed" in refs["source"]
+    assert "**not measured**" in M.efficiency_table(refs, "all", transpose=True).data
+    run = _run([_fake_record("vit", gb=1.0)])
+    note = M.accuracy_note(run, [{"model": "vit", "top1": 50.0, "status": "done"},
+                                 {"model": "hybrid_vit", "top1": None, "status": "not yet run"}])
+    assert note.startswith("Accuracy: 1 of 2 models") and "not yet run: Hybrid ViT" in note and "fake GPU" in note
+    fit = {"slope_gb_per_gflop": 2.0, "intercept_gb": 0.5, "pearson_r": 0.9, "points": 3}
+    assert "RAM[GB] ≈ 2.00 · GFLOPs + 0.50, Pearson r = 0.90" in M.memory_fit_note(run, fit)
+
+
+def test_chapter_figures_take_accuracy_records(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    run = _run([_fake_record("vit", gb=1.0), _fake_record("fnet", gb=2.0), _fake_record("vip", gb=3.0)],
+               sweep=_fake_sweep())
+    accuracy = [{"model": m, "top1": a, "status": "done"} for m, a in (("vit", 60.0), ("fnet", 50.0), ("vip", 55.0))]
+    fig = M.plot_pareto_fronts(run["frame"], accuracy)
+    labels = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"ViT", "FNet", "ViP"} <= labels and len(fig.axes) == 4
+    fig, fit = M.plot_memory_fit(run["frame"])
+    assert fit["points"] == 3 and "3 models" in M.memory_fit_note(run, fit)
+    assert len(M.plot_scaling(run["sweep"]).axes) == 3
