@@ -37,7 +37,7 @@ def test_table1_size_mb(name):
     assert round(vixnb.summary_size_mb(vixnb.create_model(name)), 2) == TABLE1.loc[name, "size_mb"]
 
 
-@pytest.mark.parametrize("name", ["vit", "fnet", "hybrid_vit"])
+@pytest.mark.parametrize("name", NAMES)
 def test_table2_size_mb(name):
     model = vixnb.create_model(name, dataset="tiny-imagenet")
     assert round(vixnb.summary_size_mb(model), 2) == TABLE2.loc[name, "size_mb"]

@@ -106,6 +106,44 @@ def _metrics(result):
     return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]], result["top1"], result["top5"]
 
 
+def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypatch):
+    """Stop after every epoch (a crash), resume from the checkpoint, and end exactly as an uninterrupted run:
+    through the AdamW -> SGD switch and into the post-training stage. Loaded RNG states stay on the CPU."""
+    config = run_config("vit", profile="smoke", epochs=3, optimizer="dualopt", randaugment=[1, 5],
+                        post_train_epochs=2, **TINY)
+    config["dualopt"] = {**config["dualopt"], "patience": 1}
+    scores = [50.0, 40.0, 45.0, 55.0, 30.0]
+
+    def scripted(model, *a, **k):
+        return scripted.values.pop(0), 90.0
+
+    monkeypatch.setattr(engine, "evaluate", scripted)
+    scripted.values = list(scores)
+    reference = engine.train(config, progress=False)
+
+    class Crash(Exception):
+        pass
+
+    real = engine._save_checkpoint
+
+    def save_then_crash(path, state):
+        real(path, state)
+        raise Crash
+
+    ckpt, result = tmp_path / "run.pt", None
+    monkeypatch.setattr(engine, "_save_checkpoint", save_then_crash)
+    for _ in range(len(scores) + 1):  # five crashes, one per epoch, then a run that only finishes
+        scripted.values = list(scores[len(torch.load(ckpt, weights_only=False)["history"]):] if ckpt.exists() else scores)
+        try:
+            result = engine.train(config, progress=False, checkpoint=ckpt)
+        except Crash:
+            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+            assert state["cpu_rng"].device.type == "cpu" and state["cpu_rng"].dtype == torch.uint8
+    stages = [(h["stage"], h["phase"]) for h in reference["history"]]
+    assert stages == [("main", "adamw"), ("main", "adamw"), ("main", "sgd"), ("post", "sgd"), ("post", "sgd")]
+    assert result is not None and _metrics(result) == _metrics(reference)
+
+
 def test_resume_after_kill_gives_identical_metrics(tmp_path):
     """A run killed (SIGKILL) after its first epoch resumes from the checkpoint and ends exactly as an
     uninterrupted run."""
@@ -142,8 +180,26 @@ def test_dualopt_run_reloads_best_and_continues_with_sgd(monkeypatch):
     config = run_config("fnet", profile="smoke", epochs=6, optimizer="dualopt", **TINY)
     config["dualopt"] = {**config["dualopt"], "patience": 1}
     scores = iter([50.0, 40.0, 45.0, 60.0, 10.0, 10.0])
-    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (next(scores), 90.0))
+    snapshots, optimizers = [], []
+
+    def fake_evaluate(model, *a, **k):
+        snapshots.append({n: p.detach().clone() for n, p in model.state_dict().items()})
+        return next(scores), 90.0
+
+    real_optimizer = engine._optimizer
+
+    def spy_optimizer(model, config, phase):
+        optimizers.append(phase)
+        opt = real_optimizer(model, config, phase)
+        # the moment SGD is built, the model must hold the best (epoch-1) weights again
+        if phase == "sgd":
+            assert all(torch.equal(v, snapshots[0][n]) for n, v in model.state_dict().items())
+        return opt
+
+    monkeypatch.setattr(engine, "evaluate", fake_evaluate)
+    monkeypatch.setattr(engine, "_optimizer", spy_optimizer)
     result = engine.train(config, progress=False)
+    assert optimizers == ["adamw", "sgd"]
     phases = [h["phase"] for h in result["history"]]
     # 40 < 50: patience 1 spent -> reload the best, switch; 45 < 50 (best carries over) -> stop
     assert phases == ["adamw", "adamw", "sgd"] and result["epochs_run"] == 3
@@ -203,17 +259,22 @@ def test_authors_quirks_and_speed_switches_are_explicit_config():
 
 
 def test_without_eval_mode_dropout_stays_on_during_evaluation(monkeypatch):
+    """ViT carries the authors' dropout 0.25; without eval mode two evaluations of the same weights differ."""
     seen = []
     real = engine.evaluate
 
-    def spy(model, *args, **kwargs):
-        seen.append(model.training)
-        return real(model, *args, **kwargs)
+    def spy(model, images, labels, **kwargs):
+        with torch.no_grad():
+            first, second = (model(engine.normalize(images[:4])) for _ in range(2))
+        seen.append((model.training, torch.equal(first, second)))
+        return real(model, images, labels, **kwargs)
 
     monkeypatch.setattr(engine, "evaluate", spy)
-    engine.train(run_config("fnet", profile="smoke", eval_mode=False, **TINY), progress=False)
-    engine.train(run_config("fnet", profile="smoke", **TINY), progress=False)
-    assert seen == [True, True, False, False]
+    config = run_config("vit", profile="smoke", epochs=1, **TINY)
+    assert config["model_overrides"]["dropout"] == 0.25 and config["model_overrides"]["mixer_options"]["dropout"] == 0.25
+    engine.train({**config, "eval_mode": False}, progress=False)
+    engine.train(config, progress=False)
+    assert seen == [(True, False), (False, True)]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU to compare with the CPU path")

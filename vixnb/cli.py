@@ -84,6 +84,8 @@ def cmd_measure(args):
 
 
 def parser():
+    from .profiles import OPTIMIZERS, PROTOCOLS
+
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -99,8 +101,8 @@ def parser():
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--epochs", type=int)
     s.add_argument("--batch-size", type=int)
-    s.add_argument("--protocol", choices=["paper", "fixed"], help="paper: best test epoch (authors); fixed: validation split")
-    s.add_argument("--optimizer", choices=["adamw", "dualopt"], help="dualopt: seed 001's AdamW-then-SGD rule")
+    s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
+    s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: seed 001's AdamW-then-SGD rule")
     s.add_argument("--precision", choices=["fp32", "bf16"])
     s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
     s.add_argument("--post-train-epochs", type=int, help="then train on un-augmented data from the best weights")
@@ -153,7 +155,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         args.fn(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError, ArithmeticError) as e:
         print(f"vixnb {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -44,11 +44,12 @@ def _trace(model, input_size):
     return sum(p for p, _ in records), sum(o for _, o in records)
 
 
-def _input_size(model, input_size):
+def input_size_of(model, input_size=None):
+    """``input_size`` if given, else the (channels, height, width) that ``create_model`` recorded."""
     size = input_size or getattr(model, "input_size", None)
     if size is None:
         raise ValueError("pass input_size=(channels, height, width); this model was not built by create_model")
-    return tuple(size)
+    return tuple(int(s) for s in size)
 
 
 def count_params(model, convention="paper", input_size=None):
@@ -56,7 +57,7 @@ def count_params(model, convention="paper", input_size=None):
     if convention == "true":
         return sum(p.numel() for p in model.parameters())
     if convention == "paper":
-        return _trace(model, _input_size(model, input_size))[0]
+        return _trace(model, input_size_of(model, input_size))[0]
     raise ValueError(f"convention must be 'paper' or 'true', got {convention!r}")
 
 
@@ -66,7 +67,7 @@ def summary_size_mb(model, input_size=None, *, path="authors"):
     ``path="authors"`` measures with materialised softmax attention (the module structure the papers
     measured); ``path="as-built"`` measures the model as configured (fused attention skips the Softmax module).
     """
-    size = _input_size(model, input_size)
+    size = input_size_of(model, input_size)
     if path not in ("authors", "as-built"):
         raise ValueError(f"path must be 'authors' or 'as-built', got {path!r}")
     with materialized(model, True) if path == "authors" else ExitStack():

@@ -92,6 +92,29 @@ def load_split(name, split, *, root=None, download=False, seed=0, size=None):
     return images[:size].contiguous(), labels[:size].contiguous()
 
 
+def describe_source(name, split="train", *, root=None):
+    """Which copy of a dataset ``load_split`` reads, in words, for a result's provenance."""
+    if name == "synthetic":
+        return "synthetic (embedded, generated from a seed)"
+    root = Path(root).expanduser() if root is not None else data_root()
+    if name == "tiny-imagenet":
+        return f"tiny-imagenet-200 folder under {_shown(root)}"
+    folder = root / name / split
+    if folder.is_dir():
+        suffixes = sorted({p.suffix.lower() for p in next((d for d in folder.iterdir() if d.is_dir()), folder).iterdir()})
+        return f"{name} image-folder copy ({', '.join(suffixes) or 'empty'}) under {_shown(root)}"
+    return f"{name} torchvision files under {_shown(root)}"
+
+
+def _shown(root):
+    """$VIXNB_DATA or ~ instead of this machine's absolute path."""
+    env = os.environ.get("VIXNB_DATA")
+    if env and Path(env).expanduser() == root:
+        return "$VIXNB_DATA"
+    home = Path.home()
+    return f"~/{root.relative_to(home)}" if root.is_relative_to(home) else root.name
+
+
 def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
     """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel, on the input's device.
 

@@ -65,6 +65,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
+from .counting import input_size_of as _input_size
+from .store import atomic_write
 from .bench import DTYPES, as_dtype, dtype_name, time_calls_ms
 
 GB = 1024**3
@@ -74,16 +76,16 @@ CPU_BUDGET_GB = float(os.environ.get("VIXNB_CPU_BUDGET_GB", 4.0))
 CPU_BUDGET_GFLOP = float(os.environ.get("VIXNB_CPU_BUDGET_GFLOP", 100.0))
 CPU_MEMORY_NOTE = "skipped: CUDA memory statistics need a GPU"
 PATHS = ("authors", "fused")
-# Seed 003's published numbers (transcribed from the paper text; see the efficiency chapter).
-SEED003_RAM_FIT = {"slope_gb_per_gflop": 25.43, "intercept_gb": 25.50,
+# Seed 003's published numbers live in vixnb/paper_results.yaml (key `favor`), as seed 000's do.
+def _favor():
+    from .report import _paper_file
+    return _paper_file()["favor"]
+
+
+SEED003_RAM_FIT = {**_favor()["ram_fit"],
                    "source": "Nauen et al., 'Which Transformer to Favor': RAM[GB] ~ 25.43 * GFLOPs + 25.50"}
-SEED003_TABLE2 = {  # corr(row, column); upper triangle as printed
-    "FLOPS": {"θ": 0.30, "FT Time": 0.72, "FFwd Time": 0.48, "FFwd Mem": 0.42, "Train Mem": 0.85},
-    "θ": {"FT Time": 0.05, "FFwd Time": 0.02, "FFwd Mem": 0.40, "Train Mem": 0.18},
-    "FT Time": {"FFwd Time": 0.81, "FFwd Mem": 0.17, "Train Mem": 0.89},
-    "FFwd Time": {"FFwd Mem": 0.13, "Train Mem": 0.71},
-    "FFwd Mem": {"Train Mem": 0.48},
-}
+SEED003_TABLE2 = {row: {c: v for c, v in zip(_favor()["table2"]["columns"], values) if v is not None}
+                  for row, values in _favor()["table2"]["rows"].items()}
 
 CONVENTIONS = {
     "matmul_flops": "torch.utils.flop_counter: matrix products and convolutions, FLOPs = 2 x MACs",
@@ -139,13 +141,6 @@ def _free(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
-
-
-def _input_size(model, input_size):
-    size = input_size or getattr(model, "input_size", None)
-    if size is None:
-        raise ValueError("pass input_size=(channels, height, width); this model was not built by create_model")
-    return tuple(int(s) for s in size)
 
 
 def _jsonable(obj):
@@ -1301,12 +1296,8 @@ def measurement_path(profile, name, root=None):
 
 
 def save_measurements(obj, profile, name, root=None):
-    path = measurement_path(profile, name, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_jsonable(obj), indent=1, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+    data = json.dumps(_jsonable(obj), indent=1, sort_keys=True)
+    return atomic_write(measurement_path(profile, name, root), lambda f: f.write(data))
 
 
 def load_measurements(profile, name, root=None):

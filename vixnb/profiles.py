@@ -13,10 +13,6 @@ def _profiles_file():
     return yaml.safe_load(resources.files("vixnb").joinpath("profiles.yaml").read_text())
 
 
-def list_profiles():
-    return sorted(_profiles_file()["profiles"])
-
-
 def get_profile(name):
     profiles = _profiles_file()["profiles"]
     if name not in profiles:
@@ -31,6 +27,9 @@ def _per_model(table, model):
 
 
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
+# Part of every run's identity: bump it when a change to the engine or the models changes what a stored
+# result means, so that stale results and checkpoints are not reused.
+ENGINE_VERSION = 1
 
 
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
@@ -51,13 +50,15 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(_per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
+    dualopt = optimizer == "dualopt"
     return {
+        "engine_version": ENGINE_VERSION,
         "model": model,
         "dataset": used,
-        "requested_dataset": dataset,
         "profile": profile,
         "seed": int(seed),
-        "epochs": int(epochs or prof.get("epochs") or _per_model(proto["epochs"], model)),
+        # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it
+        "epochs": int(epochs or prof.get("epochs") or (proto["dualopt"]["max_epochs"] if dualopt else _per_model(proto["epochs"], model))),
         "batch_size": int(batch_size or prof.get("batch_size") or _per_model(proto["batch_size"], model)),
         "lr": proto["lr"],
         "weight_decay": proto["weight_decay"],
@@ -68,7 +69,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "optimizer": optimizer,
         "randaugment": list(randaugment) if randaugment else None,
         "post_train_epochs": int(post_train_epochs),
-        "dualopt": proto["dualopt"] if optimizer == "dualopt" else None,
+        "dualopt": proto["dualopt"] if dualopt or post_train_epochs else None,
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
         "amp_loss_only": bool(prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only),
         "eval_mode": bool(prof["eval_mode"] if eval_mode is None else eval_mode),

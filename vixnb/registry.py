@@ -32,7 +32,9 @@ def create_model(name, *, dataset="cifar10", **overrides):
     try:
         model = _MODELS[name](spec=spec, **overrides)
     except TypeError as e:
-        raise TypeError(f"bad override for model {name!r}: {e}") from None
+        if "unexpected keyword argument" not in str(e):
+            raise
+        raise TypeError(f"bad override for model {name!r}: {e}") from e
     model.input_size = (spec.channels, spec.image_size, spec.image_size)
     model.model_name, model.dataset = name, spec.name
     return model

@@ -12,6 +12,24 @@ import tempfile
 from pathlib import Path
 
 
+def atomic_write(path, write, *, binary=False):
+    """Write ``path`` through ``write(file)`` into a temporary file beside it, then ``os.replace``: readers
+    see the old file or the whole new one, never a part; concurrent writers each finish their own file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def config_key(config):
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -46,19 +64,7 @@ class ResultsStore:
         return result
 
     def put(self, config, result):
-        path = self.path(config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({**result, "config": config}, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write(self.path(config), lambda f: json.dump({**result, "config": config}, f, indent=1, sort_keys=True))
 
     def results(self, profile=None):
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())

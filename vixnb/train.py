@@ -10,9 +10,8 @@ top-5 are means of per-batch accuracies. Their two quirks are flags in the profi
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
 optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
-(seed 001, Table 4). Not yet here (issue 5): torch.compile / CUDA graphs and channels-last switches.
+(seed 001, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 """
-import os
 import platform
 import subprocess
 import time
@@ -26,10 +25,10 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .counting import count_params, summary_size_mb
-from .data import load_split, normalize
+from .data import describe_source, load_split, normalize
 from .profiles import run_config
 from .registry import create_model
-from .store import ResultsStore
+from .store import ResultsStore, atomic_write
 
 
 def device_name(device):
@@ -72,8 +71,8 @@ class DualOptSwitch:
     """The DualOpT rule: count epochs since the last top-1 >= best (ties reset the count); after
     ``patience`` such epochs in the AdamW phase say "switch", in the SGD phase say "stop"."""
 
-    def __init__(self, patience=20):
-        self.patience, self.best, self.since, self.phase = patience, float("-inf"), 0, "adamw"
+    def __init__(self, patience=20, *, phase="adamw", best=float("-inf")):
+        self.patience, self.best, self.since, self.phase = patience, best, 0, phase
 
     def update(self, top1):
         if top1 >= self.best:
@@ -190,15 +189,19 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         shuffle = torch.Generator(device=device).manual_seed(seed)
         history, best_state, elapsed = [], None, 0.0
         if checkpoint is not None and Path(checkpoint).exists():
-            state = torch.load(checkpoint, map_location=device, weights_only=False)
-            if switch is not None:
+            # RNG states must stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
+            state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+            if state["switch"] is not None:
+                switch = DualOptSwitch(config["dualopt"]["patience"])
                 switch.load_state_dict(state["switch"])
-                optimizer = _optimizer(model, config, switch.phase)
             model.load_state_dict(state["model"])
+            optimizer = _optimizer(model, config, switch.phase if switch else "adamw")
             optimizer.load_state_dict(state["optimizer"])
             scaler.load_state_dict(state["scaler"])
-            shuffle.set_state(state["shuffle"].to(shuffle.get_state().device))
+            shuffle.set_state(state["shuffle"])
             torch.random.set_rng_state(state["cpu_rng"])
+            if device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
             history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -214,11 +217,13 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
                 if stage == "post" or not limits["post"]:
                     break
-                # post-training (seed 001): from the best weights, un-augmented data, the optimizer rule afresh
+                # post-training (seed 001; DualOpt's post_train): from the best weights, on un-augmented data,
+                # with SGD, until `patience` epochs pass without a top-1 >= the best of the whole run
                 stage = "post"
                 model.load_state_dict(best_state)
-                switch = DualOptSwitch(config["dualopt"]["patience"]) if switch is not None else None
-                optimizer = _optimizer(model, config, "adamw")
+                switch = DualOptSwitch(config["dualopt"]["patience"], phase="sgd",
+                                       best=max(h["select_top1"] for h in history))
+                optimizer = _optimizer(model, config, "sgd")
                 continue
             entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle, config=config,
                                  augment=stage == "main", autocast=autocast, loss_autocast=loss_autocast, epoch=len(history) + 1)
@@ -240,12 +245,15 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if checkpoint is not None:
                 _save_checkpoint(checkpoint, {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                    "shuffle": shuffle.get_state(), "cpu_rng": torch.random.get_rng_state(), "history": history,
-                    "best_state": best_state, "elapsed": time.perf_counter() - start,
+                    "shuffle": shuffle.get_state().cpu(), "cpu_rng": torch.random.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
                     "switch": switch.state_dict() if switch else None})
         bar.close()
 
-        best = max(history, key=lambda h: h["select_top1"])
+        # the last epoch reaching the best top-1: the one whose weights best_state holds (ties saved, as in
+        # the authors' scripts, which checkpoint on top-1 >= best)
+        best = max(reversed(history), key=lambda h: h["select_top1"])
         if config["protocol"] == "fixed":
             model.load_state_dict(best_state)
             model.eval()
@@ -265,17 +273,14 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         "seconds": time.perf_counter() - start,
         "history": history,
         "provenance": {"profile": config["profile"], "protocol": config["protocol"], "device": device_name(device),
+                       "data": describe_source(config["dataset"]),
                        "torch": torch.__version__, "vixnb": __version__, "commit": git_commit(), "seed": seed,
                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     }
 
 
 def _save_checkpoint(path, state):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save(state, f), binary=True)
 
 
 def can_run(config):

@@ -14,9 +14,11 @@ Two evaluation orders of the same product (``fused=``):
 They agree to float rounding. The pseudo-inverse adds the c*I terms of the iteration on the diagonal
 instead of forming identity matrices. Modules called (and so the paper counts) are the same either way.
 """
+from contextlib import nullcontext
 from math import ceil
 
 import torch.nn.functional as F
+import torch
 from einops import rearrange
 from torch import nn
 
@@ -34,7 +36,15 @@ def moore_penrose_pinv(x, iters=6):
     """Iterative Moore-Penrose pseudo-inverse (Razavi et al., as in Nystromformer), batched over leading dims.
 
     z0 = x^T / (max row sum * max column sum) over the whole batch; z <- z (13I - xz(15I - xz(7I - xz))) / 4.
+    The iteration runs in at least fp32, also under bf16/fp16 autocast (it amplifies rounding), and the
+    result is cast back to the input's dtype.
     """
+    dtype, kind = x.dtype, x.device.type
+    with torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext():  # not on "meta"
+        return _pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
+
+
+def _pinv(x, iters):
     abs_x = x.abs()
     z = x.transpose(-1, -2) / (abs_x.sum(dim=-1).amax() * abs_x.sum(dim=-2).amax())
     for _ in range(iters):
