@@ -629,15 +629,16 @@ def test_vix_counts_unchanged():
 
 
 def test_bench_mixers_small():
-    from vixnb.bench import MECHANISMS, bench_mixers, format_table
+    from vixnb.bench import bench_mixers, format_table
+    from vixnb.measure import sweep_mechanisms
 
     rows = bench_mixers(device="cpu", tokens=33, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
                         isolate=False, kinds=["nystrom", "fnet"])
-    assert [r["mixer"] for r in rows] == ["softmax-materialized", "nystrom", "fnet"]
+    assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "nystrom", "fnet"]
     assert rows[0]["ratio_vs_materialized_softmax"] == 1.0
-    assert all(r["ms"] > 0 and r["peak_mib"] is None for r in rows)
+    assert all(r["ms"] > 0 and r["peak_mb"] is None for r in rows)
     assert "nystrom" in format_table(rows)
-    assert {m[1] for m in MECHANISMS} == set(A.list_kinds())
+    assert {m[1] for m in sweep_mechanisms()} == set(A.list_kinds())
     iso = bench_mixers(device="cpu", tokens=33, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
-                       kinds=["softmax-fused"])
-    assert iso[0]["peak_mib"] is not None and iso[1]["ratio_vs_materialized_softmax"] > 0
+                       kinds=["softmax (fused)"])
+    assert iso[0]["peak_mb"] is not None and iso[1]["ratio_vs_materialized_softmax"] > 0

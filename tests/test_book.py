@@ -1,28 +1,45 @@
-"""Build the real book in the smoke profile (slow-ish: runs the chapters on CPU)."""
+"""Build the real book in the smoke profile (slow-ish: runs the chapters on CPU), in a temporary book root
+with a temporary results store: the checkout's own ``_build/``, ``book/executed/`` and ``results/`` are left alone."""
 import re
 
 import pytest
 
-from vixnb.notebooks import build_book, repo_root, toc_notebooks
+from vixnb.notebooks import EXECUTED_DIR, build_book, copy_book_sources, repo_root, toc_notebooks
 
 ROOT = repo_root()
 CHAPTER = "vix_table1"
 
 
+def _checkout_book_files():
+    """(path, mtime) of the checkout's built book and executed chapters, to check that a test build leaves them alone."""
+    files = [*(ROOT / "_build").rglob("*.html"), *(ROOT / EXECUTED_DIR).glob("*.ipynb")]
+    return sorted((p, p.stat().st_mtime_ns) for p in files if p.is_file())
+
+
 @pytest.fixture(scope="module")
-def html():
+def book(tmp_path_factory):
     if not (ROOT / "notebooks" / f"{CHAPTER}.ipynb").is_file():
         pytest.skip(f"notebooks/{CHAPTER}.ipynb does not exist yet (the first chapter is being written)")
-    return build_book("smoke", clean=True)
+    before = _checkout_book_files()
+    root = copy_book_sources(tmp_path_factory.mktemp("book"))
+    with pytest.MonkeyPatch.context() as mp:  # the chapters' smoke runs go to a temporary results store too
+        mp.setenv("VIXNB_RESULTS", str(tmp_path_factory.mktemp("results")))
+        html = build_book("smoke", clean=True, book_root=root)
+    return {"root": root, "html": html, "checkout_before": before}
+
+
+@pytest.fixture(scope="module")
+def html(book):
+    return book["html"]
 
 
 def test_toc_lists_the_chapter():
     assert CHAPTER in toc_notebooks(ROOT)
 
 
-def test_book_builds_in_smoke_profile(html, monkeypatch, tmp_path):
+def test_book_builds_in_smoke_profile(book, html, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # nothing below may depend on the cwd
-    assert html == ROOT / "_build" / "html"
+    assert html == book["root"] / "_build" / "html"
     assert (html / "index.html").is_file() and (html / "book" / "intro.html").is_file()
     page = html / "book" / "executed" / f"{CHAPTER}.html"
     assert page.is_file(), sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html"))
@@ -36,3 +53,7 @@ def test_book_builds_in_smoke_profile(html, monkeypatch, tmp_path):
 def test_intro_links_the_chapter(html):
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
     assert f'href="executed/{CHAPTER}.html"' in intro
+
+
+def test_build_leaves_the_checkout_alone(book):
+    assert _checkout_book_files() == book["checkout_before"]

@@ -16,17 +16,24 @@ from tqdm import tqdm
 
 @dataclass(frozen=True)
 class DatasetSpec:
+    """A dataset's image size, classes, and the number of images in its full train and test splits."""
     name: str
     image_size: int
     num_classes: int
+    train_images: int
+    test_images: int
     channels: int = 3
+
+    def split_images(self, split):
+        return {"train": self.train_images, "test": self.test_images}[split]
 
 
 DATASETS = {
-    "cifar10": DatasetSpec("cifar10", 32, 10),
-    "cifar100": DatasetSpec("cifar100", 32, 100),
-    "tiny-imagenet": DatasetSpec("tiny-imagenet", 64, 200),
-    "synthetic": DatasetSpec("synthetic", 32, 10),
+    "cifar10": DatasetSpec("cifar10", 32, 10, train_images=50_000, test_images=10_000),
+    "cifar100": DatasetSpec("cifar100", 32, 100, train_images=50_000, test_images=10_000),
+    # the "test" split is the labelled val folder (the official test set has no labels)
+    "tiny-imagenet": DatasetSpec("tiny-imagenet", 64, 200, train_images=100_000, test_images=10_000),
+    "synthetic": DatasetSpec("synthetic", 32, 10, train_images=2048, test_images=512),
 }
 
 
@@ -53,7 +60,6 @@ worm""".split())
 
 TINY_IMAGENET_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 TINY_IMAGENET_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
-SYNTHETIC_SIZES = {"train": 2048, "test": 512}
 _ROOT_HINT = "Without root=, datasets are looked for under $VIXNB_DATA, else ~/.cache/vixnb/data."
 
 
@@ -141,7 +147,7 @@ def synthetic_split(split, *, seed=0, size=None):
     train and test are different samples of one distribution, and a smaller ``size`` gives a prefix
     of a larger one.
     """
-    n = SYNTHETIC_SIZES[split] if size is None else size
+    n = dataset_spec("synthetic").split_images(split) if size is None else size
     num_chunks = max(1, -(-n // _SYNTHETIC_CHUNK))
     images, labels = zip(*(_synthetic_chunk(_chunk_seed(seed, split, i)) for i in range(num_chunks)))
     return torch.cat(images)[:n].contiguous(), torch.cat(labels)[:n].contiguous()

@@ -48,7 +48,6 @@ import argparse
 import copy
 import json
 import math
-import numbers
 import os
 import statistics
 import time
@@ -66,8 +65,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
 from .counting import input_size_of as _input_size
+from .report import NOT_YET_RUN, _paper_file, page_table, provenance_line, short_name, text_cell
 from .store import atomic_write
-from .bench import DTYPES, as_dtype, dtype_name, time_calls_ms
 
 GB = 1024**3
 MB = 1024**2
@@ -78,7 +77,6 @@ CPU_MEMORY_NOTE = "skipped: CUDA memory statistics need a GPU"
 PATHS = ("authors", "fused")
 # Seed 003's published numbers live in vixnb/paper_results.yaml (key `favor`), as seed 000's do.
 def _favor():
-    from .report import _paper_file
     return _paper_file()["favor"]
 
 
@@ -102,6 +100,26 @@ CONVENTIONS = {
 
 # --------------------------------------------------------------------------------------------------
 # provenance and helpers
+
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+          "fp16": torch.float16, "float16": torch.float16}
+
+
+def as_dtype(dtype):
+    """A torch dtype from a name of ``DTYPES`` (or a torch dtype); None is fp32."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[str(dtype).lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}") from None
+
+
+def dtype_name(dtype):
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[as_dtype(dtype)]
+
 
 @lru_cache(maxsize=1)
 def _commit():
@@ -381,16 +399,43 @@ def _budget_status(est, *, budget_gb=None, budget_gflop=None):
 # timing
 
 def _time_ms(fn, device, *, warmup=1, iters=3):
-    """Per-call times in ms: CUDA events on a GPU (each call synchronised), perf_counter on a CPU."""
+    """Per-call times in ms of ``iters`` calls of ``fn`` after ``warmup`` untimed ones: CUDA events on a GPU
+    (each call synchronised), ``time.perf_counter`` on a CPU."""
     for _ in range(warmup):
         fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time_calls_ms(fn, device, iters)
+    times = []
+    for _ in range(iters):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
 
 
 def _timing_label(device):
     return "CUDA events" if device.type == "cuda" else "CPU time.perf_counter (not comparable to GPU figures)"
+
+
+def _resident_bytes():
+    """This process's resident set size now (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_resident_bytes():
+    """This process's peak resident set size so far (``ru_maxrss``, KiB on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # --------------------------------------------------------------------------------------------------
@@ -782,13 +827,22 @@ def sweep_mechanisms(include_materialized=True):
     return out
 
 
+MATERIALISED_SOFTMAX = "softmax (materialised)"  # the reference of ``vixnb bench mixers`` (vixnb.bench)
+
+
 def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
-               budget_gb, budget_gflop):
+               budget_gb, budget_gflop, cpu_memory=False):
+    """Time and memory of ``steps`` steps (after ``warmup``) of one mechanism at ``n`` tokens: one row of
+    ``scaling_sweep``, and of ``vixnb bench mixers``. Memory (``peak_mb``, what it is in ``memory``): on CUDA
+    the peak allocated during the timed steps less what was allocated before them; on a CPU, with
+    ``cpu_memory``, the growth of the process's peak resident set size over its size before the first step
+    (meaningful only in a fresh process, see ``vixnb.bench``), else not measured (``estimate_gb`` is the
+    shape-based estimate). The CPU budget guard (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
     from .attention import build
 
     row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
            "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": dtype_name(dt),
-           "mode": "forward+backward" if backward else "forward", "ms": None, "peak_mb": None,
+           "mode": "forward+backward" if backward else "forward", "ms": None, "ms_min": None, "peak_mb": None,
            "peak_reserved_mb": None, "timing": _timing_label(device)}
     def make_mixer(on):
         torch.manual_seed(0)
@@ -802,9 +856,16 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
     make = lambda d: torch.zeros(batch, n, dim, device=d)  # noqa: E731
     est = estimate(shapes, make, training=backward, optimizer_states=0)
     by_op, costs = _count(shapes, lambda d: torch.zeros(1, n, dim, device=d))
+    row["params"] = sum(p.numel() for p in shapes.parameters())
     shapes = None
     row["gflops"] = (sum(by_op.values()) + sum(costs.extra.values())) * batch / 1e9  # forward, flops convention
     row["estimate_gb"] = est["gb"]
+    if device.type == "cuda":
+        row["memory"] = "cuda max_memory_allocated during the timed steps, less what was allocated before them"
+    elif cpu_memory:
+        row["memory"] = "cpu peak RSS growth (fresh process)"
+    else:
+        row["memory"] = "not measured on cpu (estimate_gb: shape-based estimate)"
     if device.type == "cpu":
         skip = _budget_status(est, budget_gb=budget_gb, budget_gflop=budget_gflop)
         if skip:
@@ -841,10 +902,15 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
             row["peak_mb"] = (torch.cuda.max_memory_allocated(device) - base) / MB
             row["peak_reserved_mb"] = torch.cuda.max_memory_reserved(device) / MB
             row["status"] = "ok"
+        elif cpu_memory:
+            resident = _resident_bytes()
+            times = _time_ms(step, device, warmup=warmup, iters=steps)
+            row["peak_mb"] = max(0, _peak_resident_bytes() - resident) / MB
+            row["status"] = "ok (cpu: time, and peak RSS growth as memory)"
         else:
             times = _time_ms(step, device, warmup=warmup, iters=steps)
             row["status"] = "ok (cpu: time only; memory is the shape-based estimate)"
-        row["ms"] = statistics.median(times)
+        row["ms"], row["ms_min"] = statistics.median(times), min(times)
     except Exception as err:  # noqa: BLE001
         if not _is_oom(err):
             raise
@@ -997,14 +1063,6 @@ def crossover_frame(xs, *, metrics=None):
 # --------------------------------------------------------------------------------------------------
 # tables, analysis and figures for the chapter
 
-def _fmt(v, spec):
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    return format(v, spec)
-
-
 def _short_status(status):
     if status is None:
         return "-"
@@ -1054,16 +1112,16 @@ def format_table(records):
     if "metric" in first and "reference" in first:
         lines = [f"{'mechanism':<24}{'reference':<24}{'metric':<13}{'cheaper from':>13}{'crossover':>11}  status"]
         for r in records:
-            lines.append(f"{r['mechanism']:<24}{r['reference']:<24}{r['metric']:<13}{_fmt(r['cheaper_from'], 'd'):>13}"
-                         f"{_fmt(r['crossover_tokens'], '.0f'):>11}  {r['status']}")
+            lines.append(f"{r['mechanism']:<24}{r['reference']:<24}{r['metric']:<13}{text_cell(r['cheaper_from'], 'd'):>13}"
+                         f"{text_cell(r['crossover_tokens'], '.0f'):>11}  {r['status']}")
         return "\n".join(lines)
     if "tokens" in first and "mechanism" in first:
         lines = [f"scaling sweep: batch {first['batch']}, dim {first['dim']}, {first['heads']} heads x {first['dim_head']}, "
                  f"{first['mode']}, {first['device']} {first['dtype']} ({first['provenance']['device']})",
                  f"{'mechanism':<24}{'tokens':>7}{'ms':>10}{'peak MB':>10}{'est GB':>9}{'GFLOPs':>10}  status"]
         for r in records:
-            lines.append(f"{r['mechanism']:<24}{r['tokens']:>7}{_fmt(r['ms'], '.2f'):>10}{_fmt(r['peak_mb'], '.1f'):>10}"
-                         f"{_fmt(r['estimate_gb'], '.3f'):>9}{_fmt(r['gflops'], '.2f'):>10}  {r['status']}")
+            lines.append(f"{r['mechanism']:<24}{r['tokens']:>7}{text_cell(r['ms'], '.2f'):>10}{text_cell(r['peak_mb'], '.1f'):>10}"
+                         f"{text_cell(r['estimate_gb'], '.3f'):>9}{text_cell(r['gflops'], '.2f'):>10}  {r['status']}")
         return "\n".join(lines)
     rows = [summary_row(r) for r in records]
     paths = [p for p in PATHS if any(f"train GB ({p})" in r for r in rows)]
@@ -1079,8 +1137,8 @@ def format_table(records):
                 f"{r['GMACs']:>8.3f}{r['GFLOPs']:>8.3f}{r['GFLOPs (seed 003 conv.)']:>8.3f}")
         for p in paths:
             gb = r[f"train GB ({p})"]
-            line += (f"{_fmt(gb, '.2f'):>19}{_fmt(r[f'train step ms ({p})'], '.1f'):>9}"
-                     f"{_fmt(r[f'img/s ({p})'], '.1f'):>9}")
+            line += (f"{text_cell(gb, '.2f'):>19}{text_cell(r[f'train step ms ({p})'], '.1f'):>9}"
+                     f"{text_cell(r[f'img/s ({p})'], '.1f'):>9}")
         lines.append(line)
     prov = records[0].get("provenance", {})
     lines.append(f"batch {rows[0].get('batch')}; device {prov.get('device')}; torch {prov.get('torch')}; "
@@ -1110,16 +1168,6 @@ def seed003_table2():
     cols = ["θ", "FT Time", "FFwd Time", "FFwd Mem", "Train Mem"]
     return pd.DataFrame([[SEED003_TABLE2[r].get(c) for c in cols] for r in SEED003_TABLE2],
                         index=list(SEED003_TABLE2), columns=cols)
-
-
-def provenance_line(records, *, profile=None):
-    """One line naming profile, devices, commits and torch versions behind a list of records or rows."""
-    provs = [r["provenance"] for r in records if isinstance(r, dict) and r.get("provenance")]
-    if not provs:
-        return "No measurement was made for this section."
-    fields = {k: sorted({str(p.get(k)) for p in provs}) for k in ("device", "commit", "torch")}
-    head = f"profile: {profile}; " if profile else ""
-    return "Provenance: " + head + "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items()) + "."
 
 
 CORRELATION_COLUMNS = {  # seed 003's Table 2 label -> our column (training-step time stands in for FT Time)
@@ -1153,8 +1201,6 @@ def correlation_table(frame, *, path="fused", min_points=3):
 
 def _label(name):
     """The short model name of a figure or table (ViT, Hybrid ViN); reference architectures keep theirs."""
-    from .report import short_name
-
     return short_name(str(name))
 
 
@@ -1305,21 +1351,18 @@ def load_measurements(profile, name, root=None):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def accuracy_records(models, *, dataset="cifar10", profile="smoke", seed=0, train=False):
-    """Top-1 of each model from the results store: ``{"model", "top1", "status"}``. Missing runs are trained
-    only when ``train`` (and the profile can run here); otherwise they are "not yet run"."""
-    from .profiles import run_config
+def accuracy_records(models, *, dataset="cifar10", profile="smoke", seed=0, train=False, root=None):
+    """Top-1 of each model from the results store at ``root`` (default: ``store.default_root``), looked up by
+    ``train.run``: ``{"model", "top1", "status"}``. Missing runs are trained only when ``train`` (and the
+    profile can run here); otherwise they are "not yet run"."""
     from .store import ResultsStore
-    from .train import can_run, run
+    from .train import run
 
-    store = ResultsStore()
+    store = ResultsStore(root)
     out = []
     for name in models:
-        config = run_config(name, dataset=dataset, profile=profile, seed=seed)
-        res = store.get(config)
-        if res is None and train and can_run(config):
-            res = run(name, dataset=dataset, profile=profile, seed=seed, store=store, progress=False)
-        if res is None or res.get("status") != "done":
+        res = run(name, dataset=dataset, profile=profile, seed=seed, store=store, progress=False, train_missing=train)
+        if res.get("status") != "done":
             out.append({"model": name, "top1": None, "status": "not yet run"})
         else:
             out.append({"model": name, "top1": res["top1"], "status": "done", "dataset": res["config"]["dataset"],
@@ -1330,7 +1373,6 @@ def accuracy_records(models, *, dataset="cifar10", profile="smoke", seed=0, trai
 # --------------------------------------------------------------------------------------------------
 # the efficiency chapter (notebooks/efficiency.ipynb): settings, measurements and display-ready tables
 
-NOT_YET_RUN = "**Not yet run** for this profile on this machine."
 NOT_ON_CPU = "**not measured on this device** (CUDA memory statistics need a GPU)"
 # Efficiency views: (column label on the page, column of ``records_frame``); "{path}" columns come once per path.
 EFFICIENCY_VIEWS = {
@@ -1342,17 +1384,6 @@ EFFICIENCY_VIEWS = {
               ("img/s batch", "img/s batch ({path})")],
     "paths": [("train GB", "train GB ({path})"), ("train step ms", "train step ms ({path})")],
 }
-# Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler).
-PAGE_TABLE_STYLE = [
-    {"selector": "", "props": "border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0;"},
-    {"selector": "th, td", "props": "padding: 0.2em 0.75em; text-align: right;"},
-    {"selector": "td, th.row_heading", "props": "white-space: nowrap;"},
-    {"selector": "th.row_heading", "props": "text-align: left;"},
-    {"selector": "thead tr:last-child th", "props": "border-bottom: 1px solid currentColor;"},
-    {"selector": "thead tr:not(:last-child) th", "props": "text-align: center;"},
-    {"selector": "tbody tr:nth-child(even)", "props": "background: rgba(127, 127, 127, 0.08);"},
-    {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: bold; padding: 0.3em 0;"},
-]
 SWEEP_LABELS = {"ms": "ms per step", "peak_mb": "peak MB", "gflops": "GFLOPs", "estimate_gb": "estimate GB"}
 
 
@@ -1382,7 +1413,8 @@ def efficiency_chapter_settings(profile="smoke", *, models=None, batch_size=None
 
 def load_or_measure(settings, *, dataset="cifar10", remeasure=False, name="efficiency", root=None):
     """The chapter's measurements: ``settings`` (``efficiency_chapter_settings``) plus ``records``
-    (``measure_many``), ``sweep`` (``scaling_sweep``), ``frame`` (``records_frame``) and ``source``.
+    (``measure_many``), ``sweep`` (``scaling_sweep``), ``frame`` (``records_frame``), ``source``, and ``root``
+    (the results store the measurements, and ``chapter_accuracy``'s training runs, are read from).
 
     A GPU profile reads its stored measurements (``load_measurements``) unless ``remeasure``; without them
     it measures when it runs on a GPU and saves them (``save_measurements``), and on a CPU it measures
@@ -1409,7 +1441,7 @@ def load_or_measure(settings, *, dataset="cifar10", remeasure=False, name="effic
     else:
         records, sweep = [], []
         run["source"] = "not yet run: this profile needs a GPU and no stored measurements exist"
-    run.update(records=records, sweep=sweep, frame=records_frame(records))
+    run.update(records=records, sweep=sweep, frame=records_frame(records), root=root)
     return run
 
 
@@ -1455,38 +1487,9 @@ def measurement_note(run):
 
 
 def provenance_note(run, part="records"):
-    """Markdown: ``provenance_line`` of a run's ``records`` or ``sweep`` (it says so when nothing was measured)."""
+    """Markdown: ``report.provenance_line`` of a run's ``records`` or ``sweep`` (it says so when nothing was
+    measured)."""
     return provenance_line(run[part], profile=run["profile"])
-
-
-def _number(v):
-    """A cell for the page: thousands separators, about three significant digits, text as it is."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return str(v)
-    if isinstance(v, numbers.Integral) or (abs(v) >= 1000 and float(v).is_integer()):
-        return f"{v:,.0f}"
-    if not math.isfinite(v):
-        return "oom" if v > 0 else str(v)
-    a = abs(v)
-    if a == 0:
-        return "0"
-    return f"{v:,.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:#.3g}"
-
-
-def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=None):
-    """A DataFrame ready for the page: a ``Styler`` with thousands separators, about three significant
-    digits (``report.show`` fixes two decimals, which loses small GFLOPs and GB; ``decimals`` fixes them
-    instead), ``blank`` for NaN/None, and ``caption`` above it; an empty ``frame`` gives the markdown
-    ``empty`` instead."""
-    from IPython.display import Markdown
-
-    if frame is None or frame.empty:
-        return Markdown(empty)
-    frame = frame.copy()
-    frame.index.name = None
-    fixed = (lambda v: f"{v:.{decimals}f}" if isinstance(v, numbers.Real) else str(v)) if decimals is not None else None
-    styler = frame.style.format(fixed or _number, na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
-    return styler.set_caption(caption) if caption else styler
 
 
 def _has_number(frame):
@@ -1548,9 +1551,11 @@ def memory_note(run):
 
 
 def chapter_accuracy(run, *, dataset="cifar10"):
-    """``accuracy_records`` of ``run["accuracy_models"]``: stored runs of the profile; the smoke profile trains
-    the missing ones (a few batches of synthetic data), other profiles mark them "not yet run"."""
-    return accuracy_records(run["accuracy_models"], dataset=dataset, profile=run["profile"], train=run["smoke"])
+    """``accuracy_records`` of ``run["accuracy_models"]`` in the run's results store: stored runs of the profile;
+    the smoke profile trains the missing ones (a few batches of synthetic data), other profiles mark them
+    "not yet run"."""
+    return accuracy_records(run["accuracy_models"], dataset=dataset, profile=run["profile"], train=run["smoke"],
+                            root=run.get("root"))
 
 
 def accuracy_note(run, accuracy):

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .paths import checkout_root
 from .profiles import get_profile
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ensure_kernel",
     "run_notebook",
     "toc_notebooks",
+    "copy_book_sources",
     "build_book",
 ]
 
@@ -49,6 +51,8 @@ FALLBACK_KERNEL = "vixnb-python"
 
 EXECUTED_DIR = Path("book") / "executed"
 NOTEBOOK_DIR = Path("notebooks")
+#: What Jupyter Book reads from the book root, besides the executed chapters in ``EXECUTED_DIR``.
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 #: Cells carrying this tag may show an error on purpose (same tag as nbclient/JB).
 ALLOWED_ERROR_TAG = "raises-exception"
 
@@ -60,7 +64,7 @@ def _say(msg: str) -> None:
 def _rel(path: Path) -> str:
     """Path relative to the repository (or cwd) for messages; absolute otherwise."""
     path = Path(path).resolve()
-    for base in (_root_or_none(), Path.cwd()):
+    for base in (checkout_root(), Path.cwd()):
         if base is not None:
             try:
                 return str(path.relative_to(base))
@@ -72,21 +76,13 @@ def _rel(path: Path) -> str:
 # --------------------------------------------------------------------------
 # Repository layout
 # --------------------------------------------------------------------------
-def _root_or_none() -> Path | None:
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent, *here.parent.parents):
-        if (cand / "_toc.yml").is_file() and (cand / "vixnb").is_dir():
-            return cand
-    return None
-
-
 def repo_root() -> Path:
     """The checkout holding ``_toc.yml`` (found from this package's location).
 
     Works for an editable install or when running from the checkout.  A
     regular (non-editable) install has no notebooks or book next to it.
     """
-    root = _root_or_none()
+    root = checkout_root()
     if root is None:
         raise RuntimeError(
             "vixnb is not running from a checkout of its repository (no _toc.yml found "
@@ -396,6 +392,20 @@ def _jupyter_book_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())"]
 
 
+def copy_book_sources(dest: str | os.PathLike) -> Path:
+    """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without executed chapters) into ``dest``:
+    a book root for ``build_book(..., book_root=dest)`` that leaves the checkout's book alone."""
+    src, dest = repo_root(), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in BOOK_SOURCES:
+        if (src / name).is_dir():
+            skip = shutil.ignore_patterns(EXECUTED_DIR.name, ".*") if name == EXECUTED_DIR.parent.name else None
+            shutil.copytree(src / name, dest / name, ignore=skip, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src / name, dest / name)
+    return dest
+
+
 def build_book(
     profile: str = "smoke",
     *,
@@ -403,8 +413,9 @@ def build_book(
     clean: bool = True,
     parameters: Mapping[str, Any] | None = None,
     progress: bool = False,
+    book_root: str | os.PathLike | None = None,
 ) -> Path:
-    """Run the book's notebooks in ``profile`` and build the HTML book; return ``_build/html``.
+    """Run the book's notebooks in ``profile`` and build the HTML book; return ``<book_root>/_build/html``.
 
     ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (entries under
     ``book/executed/`` map to ``notebooks/<stem>.ipynb``); a list runs only
@@ -412,9 +423,14 @@ def build_book(
     ``parameters`` are passed to every notebook run.  The build is Jupyter Book
     1 with ``--warningiserror --keep-going``, from a clean ``_build`` when
     ``clean``; any notebook error or Sphinx warning raises ``RuntimeError``.
+    ``book_root`` is the folder holding the book's sources (default: the
+    checkout; elsewhere, see :func:`copy_book_sources`): the executed copies go
+    to its ``book/executed/`` and the HTML to its ``_build/html``; the
+    notebooks are always the checkout's.
     """
     get_profile(profile)  # unknown names are refused with the list of valid ones
-    root = repo_root()
+    root = Path(book_root).resolve() if book_root is not None else repo_root()
+    sources = repo_root() / NOTEBOOK_DIR
     chapters = toc_notebooks(root)
     todo = chapters if notebooks is None else list(notebooks)
     extra = [s for s in todo if s not in chapters]
@@ -426,7 +442,7 @@ def build_book(
     _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run in profile {profile!r}")
     for stem in todo:
         run_notebook(
-            root / NOTEBOOK_DIR / f"{stem}.ipynb",
+            sources / f"{stem}.ipynb",
             profile=profile,
             parameters=parameters,
             output=root / EXECUTED_DIR / f"{stem}.ipynb",

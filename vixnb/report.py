@@ -1,4 +1,6 @@
 """Tables, figures and provenance for the chapters: our numbers beside the papers'."""
+import math
+import numbers
 import statistics
 from functools import cache
 from importlib import resources
@@ -55,7 +57,8 @@ def _mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def _fmt(mean, std, n):
+def _mean_std_cell(mean, std, n):
+    """Mean ± std over ``n`` seeds as text, two decimals ("12.34" for one seed, "not yet run" for none)."""
     if mean is None:
         return "not yet run"
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
@@ -96,10 +99,10 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
             "params (paper conv.)": count_params(built, "paper"), "paper params": p.get("params"),
             "params (true)": count_params(built, "true"),
             "Size MB": round(summary_size_mb(built), 2), "paper Size MB": p.get("size_mb"),
-            "top-1 (mean ± std)": _fmt(*_mean_std(top1), len(top1)),
+            "top-1 (mean ± std)": _mean_std_cell(*_mean_std(top1), len(top1)),
             "top-1 best": round(best["top1"], 2) if best else None, "paper top-1": p.get("top1"),
             "Δ top-1": round(best["top1"] - p["top1"], 2) if best and "top1" in p else None,
-            "top-5 (mean ± std)": _fmt(*_mean_std(top5), len(top5)),
+            "top-5 (mean ± std)": _mean_std_cell(*_mean_std(top5), len(top5)),
             "top-5 (best seed)": round(best["top5"], 2) if best else None, "paper top-5": p.get("top5"),
             "GPU GB": round(max(gpu), 2) if gpu else "not measured",
             "paper GPU GB": p.get("gpu_gb"),
@@ -109,17 +112,25 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
     return table.where(table.notna(), "—")
 
 
-def provenance(results):
-    """One line naming profile, devices, commits, seeds and torch versions behind the numbers."""
-    done = [r for r in results if r["status"] == "done"]
-    if not done:
-        reasons = sorted({r.get("reason", "") for r in results})
-        return f"No run of this configuration has been made yet ({'; '.join(reasons)})."
-    fields = {k: sorted({str(r["provenance"][k]) for r in done}) for k in ("profile", "device", "commit", "torch", "seed")}
-    data = sorted({r["provenance"].get("data", r["config"]["dataset"]) for r in done})
-    missing = len(results) - len(done)
-    line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items())
-    return f"Provenance — {line}; data: {', '.join(data)}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
+def provenance_line(records, *, profile=None):
+    """One line naming the profile, devices, commits and torch versions behind ``records``: training results
+    (``train.run``; their seeds and data too) or ``vixnb.measure`` records and sweep rows. ``profile`` names
+    the profile where the records do not; records without provenance that are "not yet run" are counted."""
+    made = [r for r in records if isinstance(r, dict) and r.get("provenance")]
+    if not made:
+        reasons = sorted({r["reason"] for r in records if isinstance(r, dict) and r.get("reason")})
+        if reasons:
+            return f"No run of this configuration has been made yet ({'; '.join(reasons)})."
+        return "No measurement was made for this section."
+    provs = [r["provenance"] for r in made]
+    fields = {k: sorted({str(p[k]) for p in provs if k in p}) for k in ("profile", "device", "commit", "torch", "seed")}
+    if profile is not None:
+        fields["profile"] = [str(profile)]
+    fields["data"] = sorted({str(r["provenance"].get("data", r["config"]["dataset"])) for r in made
+                             if "data" in r["provenance"] or "config" in r})
+    missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
+    line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items() if v)
+    return f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
 
 
 BATCH64_COLUMN = "GPU GB reserved, authors (fp32)"
@@ -201,6 +212,59 @@ def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=6
     return frame
 
 
-def show(table):
-    """A table for the page: thousands separators for counts, two decimals for measurements."""
-    return table.style.format(precision=2, thousands=",")
+# --------------------------------------------------------------------------------------------------
+# formatting: plain-text cells (command-line tables) and tables for the page
+
+NOT_YET_RUN = "**Not yet run** for this profile on this machine."
+# Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler).
+PAGE_TABLE_STYLE = [
+    {"selector": "", "props": "border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0;"},
+    {"selector": "th, td", "props": "padding: 0.2em 0.75em; text-align: right;"},
+    {"selector": "td, th.row_heading", "props": "white-space: nowrap;"},
+    {"selector": "th.row_heading", "props": "text-align: left;"},
+    {"selector": "thead tr:last-child th", "props": "border-bottom: 1px solid currentColor;"},
+    {"selector": "thead tr:not(:last-child) th", "props": "text-align: center;"},
+    {"selector": "tbody tr:nth-child(even)", "props": "background: rgba(127, 127, 127, 0.08);"},
+    {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: bold; padding: 0.3em 0;"},
+]
+
+
+def text_cell(value, spec, *, blank="-"):
+    """A cell of a plain-text table: ``blank`` for None, text as it is, a number formatted by ``spec``."""
+    if value is None:
+        return blank
+    if isinstance(value, str):
+        return value
+    return format(value, spec)
+
+
+def _number(v, decimals=None):
+    """A cell for the page: thousands separators, about three significant digits (``decimals`` fixed
+    decimals instead, for numbers that are not whole), text as it is."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return str(v)
+    if isinstance(v, numbers.Integral) or (abs(v) >= 1000 and float(v).is_integer()):
+        return f"{v:,.0f}"
+    if not math.isfinite(v):
+        return "oom" if v > 0 else str(v)
+    if decimals is not None:
+        return f"{v:,.{decimals}f}"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    return f"{v:,.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:#.3g}"
+
+
+def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=None):
+    """A DataFrame ready for the page: a ``Styler`` with thousands separators, about three significant
+    digits (``decimals`` fixes the decimals of numbers that are not whole instead, e.g. 2 beside a paper's
+    two-decimal numbers), ``blank`` for NaN/None, and ``caption`` above it; an empty ``frame`` gives the
+    markdown ``empty`` instead."""
+    from IPython.display import Markdown
+
+    if frame is None or frame.empty:
+        return Markdown(empty)
+    frame = frame.copy()
+    frame.index.name = None
+    styler = frame.style.format(lambda v: _number(v, decimals), na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
+    return styler.set_caption(caption) if caption else styler

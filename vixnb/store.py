@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .paths import checkout_root
+
 
 def atomic_write(path, write, *, binary=False):
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then ``os.replace``: readers
@@ -35,10 +37,11 @@ def config_key(config):
 
 
 def default_root():
+    """``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd."""
     if "VIXNB_RESULTS" in os.environ:
         return Path(os.environ["VIXNB_RESULTS"])
-    repo = Path(__file__).resolve().parent.parent
-    return repo / "results" if (repo / "_toc.yml").exists() else Path.cwd() / "results"
+    repo = checkout_root()
+    return (repo if repo is not None else Path.cwd()) / "results"
 
 
 class ResultsStore:

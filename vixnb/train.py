@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .counting import count_params, summary_size_mb
 from .data import describe_source, load_split, normalize
+from .paths import checkout_root
 from .profiles import run_config
 from .registry import create_model
 from .store import ResultsStore, atomic_write
@@ -39,7 +40,10 @@ def device_name(device):
 
 
 def git_commit():
-    repo = Path(__file__).resolve().parent.parent
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one."""
+    repo = checkout_root()
+    if repo is None:
+        return "unknown"
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
@@ -288,14 +292,16 @@ def can_run(config):
 
 
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, store=None, progress=True,
-        download=False, **overrides):
-    """The stored result for this run if there is one, else train it (where the profile can run here),
-    else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training."""
+        download=False, train_missing=True, **overrides):
+    """The stored result for this run if there is one, else train it (where the profile can run here and
+    ``train_missing``), else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training."""
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
     stored = None if recompute else store.get(config)
     if stored is not None:
         return stored
+    if not train_missing:
+        return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
     if not can_run(config):
         return {"status": "not yet run", "config": config,
                 "reason": f"profile {profile!r} needs a CUDA GPU; no stored result for this configuration"}
