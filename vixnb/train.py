@@ -119,18 +119,16 @@ def augment_batch(images, randaugment):
 def _splits(config, device, download=False):
     """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
     `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
-    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], download=download)
-    test_x, test_y = load_split(config["dataset"], "test", size=config["test_size"], download=download)
-    if config["protocol"] == "fixed":
-        if config["val_size"] >= len(train_x):
-            raise ValueError(f"val_size {config['val_size']} leaves no training images out of {len(train_x)}")
-        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(0))
-        keep, held = order[:-config["val_size"]], order[-config["val_size"]:]
-        (train_x, train_y), select = (train_x[keep], train_y[keep]), (train_x[held], train_y[held])
-    else:
-        select = (test_x, test_y)
     move = lambda pair: tuple(t.to(device) for t in pair)
-    return move((train_x, train_y)), move(select), move((test_x, test_y))
+    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], download=download)
+    test = move(load_split(config["dataset"], "test", size=config["test_size"], download=download))
+    if config["protocol"] != "fixed":
+        return move((train_x, train_y)), test, test  # selection on the test set itself, one copy on the device
+    if config["val_size"] >= len(train_x):
+        raise ValueError(f"val_size {config['val_size']} leaves no training images out of {len(train_x)}")
+    order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(0))
+    keep, held = order[:-config["val_size"]], order[-config["val_size"]:]
+    return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
 def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch):
