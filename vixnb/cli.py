@@ -1,4 +1,4 @@
-"""Command line: ``vixnb models | train | run | book | bench``."""
+"""Command line: ``vixnb models | train | run | book | measure | bench``."""
 import argparse
 import json
 import sys
