@@ -187,16 +187,42 @@ def reference_nystrom(m, x):
     a3 = torch.softmax(ql @ k.transpose(-1, -2), -1)
     out = a1 @ reference_pinv(a2, m.pinv_iterations) @ a3 @ v
     if m.residual:
-        out = out + m.res_conv(v)
+        w = m.res_conv.weight
+        out = out + torch.nn.functional.conv2d(v, w, padding=(w.shape[2] // 2, 0), groups=w.shape[0])
     return m.to_out(heads_merge(out))[:, -n:]
 
 
-@pytest.mark.parametrize("n,landmarks,fused", [(65, 16, True), (65, 16, False), (64, 16, True), (33, 8, True)])
-def test_nystrom_matches_straightforward_reference(n, landmarks, fused):
+@pytest.mark.parametrize("n,landmarks,fused,impl", [(65, 16, True, "conv"), (65, 16, False, "conv"), (64, 16, True, "conv"),
+                                                    (33, 8, True, "conv"), (65, 16, True, "toeplitz"),
+                                                    (65, 16, False, "toeplitz")])
+def test_nystrom_matches_straightforward_reference(n, landmarks, fused, impl):
     m = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=landmarks, residual_conv_kernel=5,
-                fused=fused)
+                fused=fused, res_conv_impl=impl)
     x = x_input(n)
     torch.testing.assert_close(m(x), reference_nystrom(m, x), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel,n", [(33, 70), (5, 9), (1, 4), (33, 10)])
+def test_nystrom_residual_as_banded_matrix_equals_the_convolution(kernel, n):
+    """The Toeplitz evaluation of the residual conv is the same linear map, values and gradients (float64)."""
+    from vixnb.attention.nystrom import TokenConv
+
+    torch.manual_seed(0)
+    conv, band = TokenConv(3, kernel, impl="conv").double(), TokenConv(3, kernel, impl="toeplitz").double()
+    band.load_state_dict(conv.state_dict())
+    v = torch.randn(2, 3, n, 4, dtype=torch.float64, requires_grad=True)
+    a, b = conv(v), band(v)
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    g = torch.randn_like(a)
+    for ga, gb in zip(torch.autograd.grad(a, [v, conv.weight], g), torch.autograd.grad(b, [v, band.weight], g)):
+        torch.testing.assert_close(ga, gb, atol=1e-10, rtol=0)
+
+
+def test_nystrom_residual_impl_is_checked():
+    with pytest.raises(ValueError, match="'auto', 'conv' or 'toeplitz'"):
+        A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, res_conv_impl="fft")
+    with pytest.raises(ValueError, match="odd residual_conv_kernel"):
+        A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, residual_conv_kernel=4, res_conv_impl="toeplitz")
 
 
 def test_pinv_without_identity_matches_reference():
@@ -464,6 +490,7 @@ GRIDS = {
                        rope=[None, ROPE]),
     "linformer": _grid(k=[8, N], share_kv=[True, False], one_kv_head=[True, False], rope=[None, ROPE]),
     "nystrom": _grid(num_landmarks=[8, 13, N], residual=[True, False], fused=[True, False], pinv_iterations=[1, 6],
+                     res_conv_impl=["auto", "toeplitz"],
                      rope=[None, ROPE]),
     "linear": _grid(feature_map=["elu", "softmax"], qkv_bias=[False, True], rope=[None, ROPE]),
     "shaped": _grid(init=["uniform", "identity", "attention", "dynamic", "inverse-dynamic"], centering=[False, True],

@@ -255,6 +255,7 @@ def test_authors_quirks_and_speed_switches_are_explicit_config():
     assert (quirks["amp_loss_only"], quirks["eval_mode"]) == (True, False)
     assert run_config("vit", profile="paper", protocol="fixed")["precision"] == "bf16"
     assert run_config("vit", profile="smoke", protocol="fixed")["precision"] == "fp32"
+    assert run_config("vit", profile="budget")["precision"] == "bf16"  # the cheap GPU look; the paper profile is fp32
     assert len({engine.ResultsStore().path(c).name for c in (default, quirks)}) == 2
 
 

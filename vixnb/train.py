@@ -12,6 +12,7 @@ optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``); ``r
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
 (seed 001, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 """
+import os
 import platform
 import subprocess
 import time
@@ -40,7 +41,11 @@ def device_name(device):
 
 
 def git_commit():
-    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one."""
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one.
+    ``$VIXNB_COMMIT``, when set, is used instead: a copy of the tree without its git history (a lent GPU
+    machine, see tools/gpu_session.sh) is told the commit it was copied from."""
+    if os.environ.get("VIXNB_COMMIT"):
+        return os.environ["VIXNB_COMMIT"]
     repo = checkout_root()
     if repo is None:
         return "unknown"

@@ -11,8 +11,16 @@ Two evaluation orders of the same product (``fused=``):
   products through ``scaled_dot_product_attention``, so neither n x m factor is materialised (flash /
   memory-efficient kernels on a GPU);
 - ``False``: the straightforward order of the reference code, (A1 pinv(A2)) (A3 V).
-They agree to float rounding. The pseudo-inverse adds the c*I terms of the iteration on the diagonal
-instead of forming identity matrices. Modules called (and so the paper counts) are the same either way.
+They agree to float rounding. Modules called (and so the paper counts) are the same either way.
+
+The residual convolution (``TokenConv``, an ``nn.Conv2d``) can be evaluated two ways (``res_conv_impl=``),
+with the same weights: ``"conv"`` runs it as a convolution,
+``"toeplitz"`` multiplies the values by the banded n x n matrix that the filter defines, one per head
+(T[i, j] = w[j - i + k // 2] for |j - i| <= k // 2, else 0), a plain matrix product that is exactly the
+same linear map (odd k). ``"auto"`` (default) picks ``"toeplitz"`` on a GPU (odd k) and ``"conv"`` elsewhere:
+on a GPU the n x n product costs less time than the depthwise convolution kernel (``vixnb bench mixers``),
+on a CPU it costs n / k times the convolution's arithmetic.
+The pseudo-inverse iteration's c*I - Y steps are fused into batched matrix products (``baddbmm``).
 """
 from contextlib import nullcontext
 from math import ceil
@@ -23,13 +31,6 @@ from einops import rearrange
 from torch import nn
 
 from .rope import qkv_heads
-
-
-def _c_minus(c, y):
-    """c * I - y for a batch of square matrices, without forming I."""
-    out = y.neg()
-    out.diagonal(dim1=-2, dim2=-1).add_(c)
-    return out
 
 
 def moore_penrose_pinv(x, iters=6):
@@ -45,17 +46,59 @@ def moore_penrose_pinv(x, iters=6):
 
 
 def _pinv(x, iters):
+    shape, m = x.shape, x.shape[-1]
+    x = x.reshape(-1, m, m)
     abs_x = x.abs()
     z = x.transpose(-1, -2) / (abs_x.sum(dim=-1).amax() * abs_x.sum(dim=-2).amax())
+    eye = torch.eye(m, dtype=x.dtype, device=x.device)
     for _ in range(iters):
-        xz = x @ z
-        z = 0.25 * (z @ _c_minus(13, xz @ _c_minus(15, xz @ _c_minus(7, xz))))
-    return z
+        xz = torch.bmm(x, z)
+        inner = torch.baddbmm(15 * eye, xz, 7 * eye - xz, alpha=-1)  # 15I - xz (7I - xz)
+        outer = torch.baddbmm(13 * eye, xz, inner, alpha=-1)  # 13I - xz (...)
+        z = torch.baddbmm(z, z, outer, beta=0, alpha=0.25)  # z (...) / 4
+    return z.reshape(shape)
+
+
+def banded_toeplitz(weight, n):
+    """(heads, n, n) matrices T with T[i, j] = weight[h, j - i + k // 2] inside the band, 0 outside: T @ v is
+    the zero-padded cross-correlation of v with ``weight`` (heads, k), odd k, along the token axis."""
+    heads, k = weight.shape
+    offsets = torch.arange(n, device=weight.device)
+    index = offsets[None, :] - offsets[:, None] + k // 2  # (n, n): which tap links token i to token j
+    index = torch.where((index >= 0) & (index < k), index, k)  # k: a zero tap appended below
+    taps = torch.cat([weight, weight.new_zeros(heads, 1)], dim=1)
+    return taps[:, index]
+
+
+class TokenConv(nn.Conv2d):
+    """The depthwise (k x 1) convolution over the tokens of (b, heads, n, d) values, as ``nn.Conv2d`` (same
+    weights, same module for counting hooks), evaluated as a convolution or as a banded matrix product
+    (``impl``: "conv", "toeplitz", or "auto" = "toeplitz" on a GPU, else "conv")."""
+
+    def __init__(self, heads, kernel, *, impl="auto"):
+        if impl not in ("auto", "conv", "toeplitz"):
+            raise ValueError(f"res_conv_impl={impl!r}: use 'auto', 'conv' or 'toeplitz'")
+        if impl == "toeplitz" and kernel % 2 == 0:
+            raise ValueError(f"res_conv_impl='toeplitz' needs an odd residual_conv_kernel (got {kernel}); use 'conv'")
+        super().__init__(heads, heads, (kernel, 1), padding=(kernel // 2, 0), groups=heads, bias=False)
+        self.impl = impl
+
+    def forward(self, v):
+        impl = self.impl
+        if impl == "auto":
+            impl = "toeplitz" if v.device.type == "cuda" and self.kernel_size[0] % 2 else "conv"
+        if impl == "conv":
+            return super().forward(v)
+        b, _, n, _ = v.shape
+        band = banded_toeplitz(self.weight[:, 0, :, 0], n).to(v.dtype)
+        # one (n x n) @ (n x b*d) product per head: the band's gradient is summed over the batch inside it
+        out = band @ rearrange(v, "b h n d -> h n (b d)")
+        return rearrange(out, "h n (b d) -> b h n d", b=b)
 
 
 class NystromAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
-                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True):
+                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto"):
         super().__init__()
         inner = heads * dim_head
         self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
@@ -64,8 +107,7 @@ class NystromAttention(nn.Module):
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
         self.residual = residual
         if residual:
-            self.res_conv = nn.Conv2d(heads, heads, (residual_conv_kernel, 1), padding=(residual_conv_kernel // 2, 0),
-                                      groups=heads, bias=False)
+            self.res_conv = TokenConv(heads, residual_conv_kernel, impl=res_conv_impl)
 
     def _qkv_landmarks(self, x):
         """Pad at the front, project; return q (scaled), k, v (b, h, N, d) and the landmarks (b, h, m, d)."""

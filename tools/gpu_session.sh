@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# What a session with a lent GPU machine runs there, from a copy of the checkout's root (no git history):
+#   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
+# Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
+#   bench     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32), `vixnb bench train`       -> $OUT/*.json
+#   train     `vixnb train MODEL --profile budget` for every Table 1 model, PARALLEL (default 6) at a time on
+#             the one GPU (small models leave it mostly idle); per-epoch checkpoints let a cut-off run resume
+#   measure   the efficiency chapter's and the ViX chapter's GPU measurements in the budget profile
+# The results store (results/budget/, checkpoints included) comes back as $OUT/results-budget.tar.gz, and is
+# unpacked into the checkout by the session: results/budget/*.json is committed (provenance inside each file).
+# The CIFAR-10 copy is read from data/cifar10/{train,test}/ (extracted from data/cifar10-jpeg.tar.gz if needed).
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 VIXNB_DATA=${VIXNB_DATA:-$PWD/data}
+deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
+left() { echo $(( deadline - $(date +%s) )); }
+log() { echo "[gpu_session $(date -u +%H:%M:%S), $(left) s left] $*"; }
+pack() { [ -d results/budget ] && tar czf "$OUT/results-budget.tar.gz" results/budget && log "packed results/budget"; }
+trap pack EXIT
+
+if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
+  mkdir -p "$VIXNB_DATA/cifar10" && tar xzf data/cifar10-jpeg.tar.gz -C "$VIXNB_DATA/cifar10"
+fi
+[ -f results-budget.tar.gz ] && tar xzf results-budget.tar.gz && log "resumed from results-budget.tar.gz"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+bench() {
+  log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/profile_nystrom.json"
+  for dt in bf16 fp32; do
+    log "bench mixers $dt"
+    timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype $dt --warmup 10 --steps 30 --json "$OUT/bench_mixers_$dt.json"
+  done
+  log "bench train"; timeout $(( $(left) - 10 )) python3 -m vixnb bench train --json > "$OUT/bench_train.txt"
+  cat "$OUT/bench_train.txt" | grep -v '^\[{'
+}
+
+train() {
+  local models=${MODELS:-"vin hybrid_vin vit hybrid_vit vip hybrid_vip vil hybrid_vil mlp_mixer hybrid_mlp_mixer fnet hybrid_fnet"}
+  log "train (budget) $models, ${PARALLEL:-6} at a time"
+  printf '%s\n' $models | timeout $(( $(left) - 20 )) xargs -P "${PARALLEL:-6}" -I{} \
+    sh -c 'python3 -m vixnb train {} --profile budget --quiet --json > "$0/train-{}.log" 2>&1; echo "{}: $(tail -n 1 "$0/train-{}.log")"' "$OUT"
+  pkill -TERM -f "vixnb train" && sleep 3  # runs cut off by the time limit: their last epoch checkpoint stays
+  mkdir -p "$OUT/train" && mv "$OUT"/train-*.log "$OUT/train/" 2>/dev/null
+  (cd "$OUT/train" && tar czf ../train-logs.tar.gz . ) && rm -rf "$OUT/train"
+}
+
+measure() {
+  log "measure (budget)"
+  timeout $(( $(left) - 15 )) python3 - <<'PY'
+from vixnb import measure, report, list_models
+settings = measure.efficiency_chapter_settings("budget", iters=10)
+run = measure.load_or_measure(settings, dataset="cifar10", remeasure=True)
+print(measure.measurement_note(run))
+print(report.gpu_memory_table(list_models(), dataset="cifar10", profile="budget").to_string())
+PY
+}
+
+for step in "$@"; do
+  case $step in
+    bench|train|measure) [ "$(left)" -gt 30 ] && $step || log "skipped $step: no time left" ;;
+    *) echo "unknown step $step (bench, train, measure)" >&2; exit 2 ;;
+  esac
+done
+log "done"
