@@ -3,20 +3,22 @@
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
 # Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
 #   bench     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32), `vixnb bench train`       -> $OUT/*.json
-#   train     `vixnb train MODEL --profile budget` for every Table 1 model, PARALLEL (default 6) at a time on
-#             the one GPU (small models leave it mostly idle); per-epoch checkpoints let a cut-off run resume
+#   train     `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
+#             (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
 #   measure   the efficiency chapter's and the ViX chapter's GPU measurements in the budget profile
-# The results store (results/budget/, checkpoints included) comes back as $OUT/results-budget.tar.gz, and is
-# unpacked into the checkout by the session: results/budget/*.json is committed (provenance inside each file).
+# The results store (results/budget/*.json, without checkpoints) comes back as $OUT/results-budget.tar.gz; the
+# session unpacks it into the checkout and commits it (provenance inside each file). A run cut off by the time
+# limit is lost with its machine, so give each call runs that finish inside it.
 # The CIFAR-10 copy is read from data/cifar10/{train,test}/ (extracted from data/cifar10-jpeg.tar.gz if needed).
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 VIXNB_DATA=${VIXNB_DATA:-$PWD/data}
+export PYTHONUNBUFFERED=1 VIXNB_DATA=${VIXNB_DATA:-$PWD/data} PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
 left() { echo $(( deadline - $(date +%s) )); }
 log() { echo "[gpu_session $(date -u +%H:%M:%S), $(left) s left] $*"; }
-pack() { [ -d results/budget ] && tar czf "$OUT/results-budget.tar.gz" results/budget && log "packed results/budget"; }
+# results only: checkpoints (up to ~130 MB for the MLP Mixers) exceed what a lent machine may send back
+pack() { [ -d results/budget ] && tar czf "$OUT/results-budget.tar.gz" --exclude=.checkpoints results/budget && log "packed results/budget"; }
 trap pack EXIT
 
 if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
@@ -40,7 +42,7 @@ train() {
   local models=${MODELS:-"vin hybrid_vin vit hybrid_vit vip hybrid_vip vil hybrid_vil mlp_mixer hybrid_mlp_mixer fnet hybrid_fnet"}
   log "train (budget) $models, ${PARALLEL:-6} at a time"
   printf '%s\n' $models | timeout $(( $(left) - 20 )) xargs -P "${PARALLEL:-6}" -I{} \
-    sh -c 'python3 -m vixnb train {} --profile budget --quiet --json > "$0/train-{}.log" 2>&1; echo "{}: $(tail -n 1 "$0/train-{}.log")"' "$OUT"
+    sh -c 'python3 -m vixnb train {} --profile budget --json > "$0/train-{}.log" 2>&1; echo "{}: $(tail -n 1 "$0/train-{}.log")"' "$OUT"
   pkill -TERM -f "vixnb train" && sleep 3  # runs cut off by the time limit: their last epoch checkpoint stays
   mkdir -p "$OUT/train" && mv "$OUT"/train-*.log "$OUT/train/" 2>/dev/null
   (cd "$OUT/train" && tar czf ../train-logs.tar.gz . ) && rm -rf "$OUT/train"

@@ -61,13 +61,17 @@ def _pinv(x, iters):
 
 def banded_toeplitz(weight, n):
     """(heads, n, n) matrices T with T[i, j] = weight[h, j - i + k // 2] inside the band, 0 outside: T @ v is
-    the zero-padded cross-correlation of v with ``weight`` (heads, k), odd k, along the token axis."""
-    heads, k = weight.shape
-    offsets = torch.arange(n, device=weight.device)
-    index = offsets[None, :] - offsets[:, None] + k // 2  # (n, n): which tap links token i to token j
-    index = torch.where((index >= 0) & (index < k), index, k)  # k: a zero tap appended below
-    taps = torch.cat([weight, weight.new_zeros(heads, 1)], dim=1)
-    return taps[:, index]
+    the zero-padded cross-correlation of v with ``weight`` (heads, k), odd k, along the token axis.
+
+    Built as sliding windows over the zero-padded taps (a strided view, then one copy), so the backward pass
+    sums windows (``unfold``'s gather kernel) instead of scattering n^2 gradients onto k taps with atomics."""
+    k = weight.shape[-1]
+    side = n - 1 - k // 2
+    if side >= 0:
+        line = F.pad(weight, (side, side))  # (heads, 2n - 1): line[n - 1 + t] = weight[t + k // 2]
+    else:  # fewer tokens than the kernel reaches: only the central 2n - 1 taps touch them
+        line = weight[:, -side:k + side]
+    return line.unfold(-1, n, 1).flip(-2)  # window a holds line[a .. a + n - 1]; row i is window n - 1 - i
 
 
 class TokenConv(nn.Conv2d):
