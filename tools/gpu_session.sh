@@ -2,10 +2,12 @@
 # What a session with a lent GPU machine runs there, from a copy of the checkout's root (no git history):
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
 # Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
-#   bench     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32), `vixnb bench train`       -> $OUT/*.json
-#   train     `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
-#             (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
-#   measure   the efficiency chapter's and the ViX chapter's GPU measurements in the budget profile
+#   nystrom     tools/profile_nystrom.py and `vixnb bench mixers` (bf16, fp32)                        -> $OUT/*.json
+#   benchtrain  `vixnb bench train`                                                                  -> $OUT/bench_train.txt
+#   train       `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
+#               (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
+#   gpumem      the ViX chapter's GPU-memory column (batch 64, both paths); WITH_GPUMEM=1 runs it beside `train`
+#   measure     the efficiency chapter's GPU measurements in the budget profile (timings: run it alone)
 # The results store (results/budget/*.json, without checkpoints) comes back as $OUT/results-budget.tar.gz; the
 # session unpacks it into the checkout and commits it (provenance inside each file). A run cut off by the time
 # limit is lost with its machine, so give each call runs that finish inside it.
@@ -24,26 +26,37 @@ trap pack EXIT
 if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
   mkdir -p "$VIXNB_DATA/cifar10" && tar xzf data/cifar10-jpeg.tar.gz -C "$VIXNB_DATA/cifar10"
 fi
-[ -f results-budget.tar.gz ] && tar xzf results-budget.tar.gz && log "resumed from results-budget.tar.gz"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
-bench() {
+nystrom() {
   log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/profile_nystrom.json"
   for dt in bf16 fp32; do
     log "bench mixers $dt"
     timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype $dt --warmup 10 --steps 30 --json "$OUT/bench_mixers_$dt.json"
   done
+}
+
+benchtrain() {
   log "bench train"; timeout $(( $(left) - 10 )) python3 -m vixnb bench train --json > "$OUT/bench_train.txt"
-  cat "$OUT/bench_train.txt" | grep -v '^\[{'
+  grep -v '^\[{' "$OUT/bench_train.txt"
+}
+
+gpumem() {  # memory only (per-process allocator statistics): may share the GPU with training runs
+  log "ViX chapter: training memory at batch 64, every model, both paths"
+  timeout $(( $(left) - 15 )) python3 -c '
+from vixnb import list_models, report
+print(report.gpu_memory_table(list_models(), dataset="cifar10", profile="budget").to_string())'
 }
 
 train() {
   local models=${MODELS:-"vin hybrid_vin vit hybrid_vit vip hybrid_vip vil hybrid_vil mlp_mixer hybrid_mlp_mixer fnet hybrid_fnet"}
   log "train (budget) $models, ${PARALLEL:-6} at a time"
+  [ -n "${WITH_GPUMEM:-}" ] && { gpumem > "$OUT/gpumem.txt" 2>&1 & }
   printf '%s\n' $models | timeout $(( $(left) - 20 )) xargs -P "${PARALLEL:-6}" -I{} \
     sh -c 'python3 -m vixnb train {} --profile budget --json > "$0/train-{}.log" 2>&1; echo "{}: $(tail -n 1 "$0/train-{}.log")"' "$OUT"
-  pkill -TERM -f "vixnb train" && sleep 3  # runs cut off by the time limit: their last epoch checkpoint stays
+  pkill -TERM -f "vixnb train" && sleep 3  # runs cut off by the time limit
+  wait  # the background gpumem step, if any
   mkdir -p "$OUT/train" && mv "$OUT"/train-*.log "$OUT/train/" 2>/dev/null
   (cd "$OUT/train" && tar czf ../train-logs.tar.gz . ) && rm -rf "$OUT/train"
 }
@@ -55,14 +68,13 @@ from vixnb import measure, report, list_models
 settings = measure.efficiency_chapter_settings("budget", iters=10)
 run = measure.load_or_measure(settings, dataset="cifar10", remeasure=True)
 print(measure.measurement_note(run))
-print(report.gpu_memory_table(list_models(), dataset="cifar10", profile="budget").to_string())
 PY
 }
 
 for step in "$@"; do
   case $step in
-    bench|train|measure) [ "$(left)" -gt 30 ] && $step || log "skipped $step: no time left" ;;
-    *) echo "unknown step $step (bench, train, measure)" >&2; exit 2 ;;
+    nystrom|benchtrain|train|gpumem|measure) [ "$(left)" -gt 30 ] && $step || log "skipped $step: no time left" ;;
+    *) echo "unknown step $step (nystrom, benchtrain, train, gpumem, measure)" >&2; exit 2 ;;
   esac
 done
 log "done"
