@@ -4,7 +4,7 @@ no slower than 2x the fused softmax, forward + backward, 64 x 1025 tokens, dim 1
 Times every variant with the timing code of ``vixnb bench mixers`` (``vixnb.bench._measure_mixer``), checks
 that the variants compute the same function as the reference convolution path (fp32, fresh random input),
 and prints the CUDA kernels that take the most time for the conv and toeplitz residual paths (bf16).
-Usage: ``python tools/profile_nystrom.py [out.json]`` on a machine with a GPU."""
+Usage: ``python tools/profile_nystrom.py [out.json] [--kernels]`` on a machine with a GPU."""
 import json
 import sys
 
@@ -22,6 +22,8 @@ VARIANTS = [
     ("nystrom: conv residual", "nystrom", {**PAPER, "res_conv_impl": "conv"}),
     ("nystrom: no residual (lower bound)", "nystrom", {**PAPER, "residual": False}),
     ("nystrom: unfused order, toeplitz", "nystrom", {**PAPER, "fused": False}),
+    ("nystrom: compiled pinv", "nystrom", {**PAPER, "compile_pinv": True}),
+    ("nystrom: compiled pinv, conv residual", "nystrom", {**PAPER, "compile_pinv": True, "res_conv_impl": "conv"}),
 ]
 CFG = dict(tokens=1025, dim=128, heads=4, dim_head=32, batch=64)
 
@@ -78,12 +80,14 @@ def main():
             print(f"{r['mechanism']:<44}{r['ms'] or float('nan'):>9.3f} ms{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
                   f"{r['peak_mb'] or float('nan'):>10.1f} MiB")
     print("relative error vs conv path (fp32):", out["relative_error_vs_conv_path_fp32"])
-    for impl in ("conv", "toeplitz"):
-        table = kernel_table({**PAPER, "res_conv_impl": impl}, device)
-        out[f"kernels_{impl}_bf16"] = table
-        print(f"--- CUDA kernels, nystrom res_conv_impl={impl}, bf16, 5 steps\n{table}")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
+    if "--kernels" in sys.argv:
+        for impl in ("conv", "toeplitz"):
+            table = kernel_table({**PAPER, "res_conv_impl": impl}, device)
+            out[f"kernels_{impl}_bf16"] = table
+            print(f"--- CUDA kernels, nystrom res_conv_impl={impl}, bf16, 5 steps\n{table}")
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if paths:
+        with open(paths[0], "w") as f:
             json.dump(out, f, indent=1)
 
 

@@ -23,6 +23,7 @@ on a CPU it costs n / k times the convolution's arithmetic.
 The pseudo-inverse iteration's c*I - Y steps are fused into batched matrix products (``baddbmm``).
 """
 from contextlib import nullcontext
+from functools import cache
 from math import ceil
 
 import torch.nn.functional as F
@@ -33,16 +34,19 @@ from torch import nn
 from .rope import qkv_heads
 
 
-def moore_penrose_pinv(x, iters=6):
+def moore_penrose_pinv(x, iters=6, *, compiled=False):
     """Iterative Moore-Penrose pseudo-inverse (Razavi et al., as in Nystromformer), batched over leading dims.
 
     z0 = x^T / (max row sum * max column sum) over the whole batch; z <- z (13I - xz(15I - xz(7I - xz))) / 4.
     The iteration runs in at least fp32, also under bf16/fp16 autocast (it amplifies rounding), and the
-    result is cast back to the input's dtype.
+    result is cast back to the input's dtype. ``compiled``: on a GPU, run the iteration through
+    ``torch.compile`` (the same arithmetic in fewer kernel launches: its 6 iterations are about 30 small
+    products and additions, each costing more to launch than to compute); elsewhere it is ignored.
     """
     dtype, kind = x.dtype, x.device.type
+    pinv = _compiled_pinv() if compiled and kind == "cuda" else _pinv
     with torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext():  # not on "meta"
-        return _pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
+        return pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
 
 
 def _pinv(x, iters):
@@ -51,12 +55,18 @@ def _pinv(x, iters):
     abs_x = x.abs()
     z = x.transpose(-1, -2) / (abs_x.sum(dim=-1).amax() * abs_x.sum(dim=-2).amax())
     eye = torch.eye(m, dtype=x.dtype, device=x.device)
+    eye7, eye13, eye15 = 7 * eye, 13 * eye, 15 * eye
     for _ in range(iters):
         xz = torch.bmm(x, z)
-        inner = torch.baddbmm(15 * eye, xz, 7 * eye - xz, alpha=-1)  # 15I - xz (7I - xz)
-        outer = torch.baddbmm(13 * eye, xz, inner, alpha=-1)  # 13I - xz (...)
+        inner = torch.baddbmm(eye15, xz, eye7 - xz, alpha=-1)  # 15I - xz (7I - xz)
+        outer = torch.baddbmm(eye13, xz, inner, alpha=-1)  # 13I - xz (...)
         z = torch.baddbmm(z, z, outer, beta=0, alpha=0.25)  # z (...) / 4
     return z.reshape(shape)
+
+
+@cache
+def _compiled_pinv():
+    return torch.compile(_pinv, dynamic=False, fullgraph=True)
 
 
 def banded_toeplitz(weight, n):
@@ -102,11 +112,12 @@ class TokenConv(nn.Conv2d):
 
 class NystromAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
-                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto"):
+                 residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto",
+                 compile_pinv=False):
         super().__init__()
         inner = heads * dim_head
         self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
-        self.num_landmarks, self.pinv_iterations = num_landmarks, pinv_iterations
+        self.num_landmarks, self.pinv_iterations, self.compile_pinv = num_landmarks, pinv_iterations, compile_pinv
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
         self.residual = residual
@@ -134,7 +145,7 @@ class NystromAttention(nn.Module):
         attn1 = (q @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn3 = (q_land @ k.transpose(-1, -2)).softmax(dim=-1)
-        return attn1, moore_penrose_pinv(attn2, self.pinv_iterations), attn3, v
+        return attn1, moore_penrose_pinv(attn2, self.pinv_iterations, compiled=self.compile_pinv), attn3, v
 
     def attention_map(self, x):
         """(b, h, n, n): the product of the three Nystrom factors restricted to the real tokens. Because the
@@ -148,7 +159,8 @@ class NystromAttention(nn.Module):
         n = x.shape[1]
         if self.fused:
             q, k, v, q_land, k_land = self._qkv_landmarks(x)
-            attn2_inv = moore_penrose_pinv((q_land @ k_land.transpose(-1, -2)).softmax(dim=-1), self.pinv_iterations)
+            attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
+            attn2_inv = moore_penrose_pinv(attn2, self.pinv_iterations, compiled=self.compile_pinv)
             context = F.scaled_dot_product_attention(q_land, k, v, scale=1.0)  # softmax(Lq K^T) V: (b, h, m, d)
             out = F.scaled_dot_product_attention(q, k_land, attn2_inv @ context, scale=1.0)
         else:
