@@ -1,5 +1,6 @@
 # Two entry points that work on a fresh machine (needs only python3 >= 3.10 with venv):
-#   make book   install into .venv, run every notebook (smoke profile), build _build/html
+#   make book   install into .venv, run every notebook (smoke profile; the GPU-result pages from the
+#               committed results store, nothing trained or measured), build _build/html
 #   make test   install into .venv, run the test suite
 # The install runs once and again whenever pyproject.toml changes (stamp file in .venv).
 

@@ -8,11 +8,12 @@ from vixnb.notebooks import EXECUTED_DIR, build_book, copy_book_sources, repo_ro
 
 ROOT = repo_root()
 CHAPTER = "vix_table1"
+STORED = f"budget/{CHAPTER}"  # the same chapter in the budget profile, rendered from the (here empty) results store
 
 
 def _checkout_book_files():
     """(path, mtime) of the checkout's built book and executed chapters, to check that a test build leaves them alone."""
-    files = [*(ROOT / "_build").rglob("*.html"), *(ROOT / EXECUTED_DIR).glob("*.ipynb")]
+    files = [*(ROOT / "_build").rglob("*.html"), *(ROOT / EXECUTED_DIR).rglob("*.ipynb")]
     return sorted((p, p.stat().st_mtime_ns) for p in files if p.is_file())
 
 
@@ -34,7 +35,7 @@ def html(book):
 
 
 def test_toc_lists_the_chapter():
-    assert CHAPTER in toc_notebooks(ROOT)
+    assert CHAPTER in toc_notebooks(ROOT) and STORED in toc_notebooks(ROOT)
 
 
 def test_book_builds_in_smoke_profile(book, html, monkeypatch, tmp_path):
@@ -50,9 +51,18 @@ def test_book_builds_in_smoke_profile(book, html, monkeypatch, tmp_path):
     assert 'class="output traceback' not in text and "Traceback (most recent call last)" not in plain
 
 
+def test_stored_results_page_says_where_its_numbers_come_from(html):
+    text = (html / "book" / "executed" / f"{STORED}.html").read_text(encoding="utf-8")
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+    assert "Rendered from the results store ( results/budget/ ): nothing was trained or measured" in plain
+    assert "holds no budget result yet" in plain and "not yet run" in plain
+    assert "pipeline check on synthetic data" not in plain
+    assert 'class="output traceback' not in text and "Traceback (most recent call last)" not in plain
+
+
 def test_intro_links_the_chapter(html):
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
-    assert f'href="executed/{CHAPTER}.html"' in intro
+    assert f'href="executed/{CHAPTER}.html"' in intro and f'href="executed/{STORED}.html"' in intro
 
 
 def test_build_leaves_the_checkout_alone(book):

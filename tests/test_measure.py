@@ -408,6 +408,57 @@ def test_gpu_profile_on_a_cpu_without_measurements_is_not_yet_run(fake_measuring
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.fixture()
+def no_measuring(monkeypatch):
+    def fail(*a, **k):
+        pytest.fail("measured or trained although measure_missing=False")
+
+    for name in ("measure_many", "scaling_sweep", "measure_model", "save_measurements"):
+        monkeypatch.setattr(M, name, fail)
+    monkeypatch.setattr(vixnb.train, "train", fail)
+
+
+@pytest.mark.parametrize("profile", ["budget", "smoke"])
+def test_load_or_measure_without_measure_missing_measures_nothing_even_on_a_gpu(no_measuring, tmp_path, profile):
+    settings = M.efficiency_chapter_settings(profile, models=["vit"], accuracy_models=["vit"], gpu=True)
+    assert settings["device"] == ("cpu" if profile == "smoke" else "cuda")
+    for remeasure in (False, True):
+        run = M.load_or_measure(settings, root=tmp_path, remeasure=remeasure, measure_missing=False)
+        assert run["records"] == run["sweep"] == [] and run["source"].startswith("not yet run")
+        assert "measures nothing" in M.measurement_note(run)
+    assert [a["status"] for a in M.chapter_accuracy(run)] == ["not yet run"]  # smoke: not trained either
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_load_or_measure_without_measure_missing_reads_stored_measurements(tmp_path, monkeypatch):
+    M.save_measurements({"records": [_fake_record("vit", gb=1.0)], "sweep": _fake_sweep(), "device": "cuda",
+                         "batch_size": 64}, "budget", "efficiency", tmp_path)
+    monkeypatch.setattr(M, "measure_many", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr(M, "scaling_sweep", lambda *a, **k: pytest.fail("measured"))
+    settings = M.efficiency_chapter_settings("budget", models=["vit"], gpu=True)
+    run = M.load_or_measure(settings, root=tmp_path, remeasure=True, measure_missing=False)
+    assert run["source"].startswith("stored measurements") and run["frame"].shape[0] == 1
+
+
+def test_references_cpu_only_never_measure_on_the_gpu(monkeypatch):
+    import importlib.machinery
+    import sys
+    import types
+
+    timm = types.ModuleType("timm")
+    timm.__spec__ = importlib.machinery.ModuleSpec("timm", None)
+    timm.create_model = lambda name, pretrained: torch.nn.Identity()
+    monkeypatch.setitem(sys.modules, "timm", timm)
+    calls = []
+    monkeypatch.setattr(M, "measure_model", lambda model, **k: calls.append(k) or {"model": k["name"]})
+    settings = M.efficiency_chapter_settings("budget", gpu=True)
+    refs = M.measure_references(["resnet50"], settings, cpu_only=True)
+    assert (calls[-1]["device"], calls[-1]["paths"]) == ("cpu", ()) and refs["device"] == "cpu"
+    assert "on a CPU only parameters and FLOPs" in refs["source"]
+    M.measure_references(["resnet50"], settings)
+    assert (calls[-1]["device"], calls[-1]["paths"]) == ("cuda", ("fused",))
+
+
 def test_smoke_measures_on_the_cpu_and_saves_nothing(fake_measuring, tmp_path):
     run = M.load_or_measure(M.efficiency_chapter_settings("smoke", models=["vit"], gpu=True), root=tmp_path)
     assert fake_measuring[0][1]["device"] == "cpu" and fake_measuring[0][1]["depth"] == 1

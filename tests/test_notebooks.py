@@ -136,3 +136,118 @@ def test_notebook_without_kernelspec_runs(tmp_path):
 def test_unknown_stem_lists_available():
     with pytest.raises(FileNotFoundError, match="no notebook named"):
         run_notebook("no_such_notebook_xyz", profile="smoke", progress=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# the book's chapters: _toc.yml entries in the book's profile and in a fixed profile (stored results)
+
+from vixnb import notebooks as nbmod  # noqa: E402
+
+TOC = """format: jb-book
+root: book/intro
+parts:
+  - caption: GPU results (budget profile)
+    chapters:
+      - file: book/executed/budget/vix_table1
+      - file: book/executed/budget/efficiency.ipynb
+  - caption: Pipeline check (smoke profile, CPU)
+    chapters:
+      - file: book/executed/vix_table1
+      - file: ./book/executed/efficiency
+"""
+
+
+def book_root(folder, toc=TOC):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_toc.yml").write_text(toc, encoding="utf-8")
+    return folder
+
+
+def test_toc_lists_chapters_in_the_books_profile_and_in_fixed_profiles(tmp_path):
+    names = nbmod.toc_notebooks(book_root(tmp_path))
+    assert names == ["budget/vix_table1", "budget/efficiency", "vix_table1", "efficiency"]
+    assert nbmod.chapter_run("budget/efficiency", "smoke") == ("efficiency", "budget", {"stored_only": True})
+    assert nbmod.chapter_run("efficiency", "paper") == ("efficiency", "paper", {})
+
+
+@pytest.mark.parametrize("entry", ["book/executed/gpu/vix_table1", "book/executed/budget/x/vix_table1"])
+def test_toc_refuses_a_folder_that_is_not_a_profile(tmp_path, entry):
+    root = book_root(tmp_path, f"format: jb-book\nroot: book/intro\nchapters:\n  - file: {entry}\n")
+    with pytest.raises(ValueError) as err:
+        nbmod.toc_notebooks(root)
+    msg = str(err.value)
+    assert entry in msg and "is not a profile" in msg
+    assert all(p in msg for p in ("smoke", "budget", "paper")) and "<profile>/<stem>" in msg
+
+
+@pytest.fixture
+def fake_book(tmp_path, monkeypatch):
+    """build_book with run_notebook and the jupyter-book subprocess replaced: returns (root, calls)."""
+    root = book_root(tmp_path / "book")
+    calls = []
+
+    def run_notebook(notebook, *, profile, parameters=None, output=None, progress=True):
+        calls.append({"notebook": Path(notebook).name, "profile": profile, "parameters": dict(parameters or {}),
+                      "output": Path(output).relative_to(root).as_posix()})
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        write_nb(Path(output), [(["parameters"], f"profile = {profile!r}")])
+
+    class Build:  # jupyter-book build: writes index.html, prints nothing, exits 0
+        def __init__(self, cmd, cwd, **kwargs):
+            (Path(cwd) / "_build" / "html").mkdir(parents=True, exist_ok=True)
+            (Path(cwd) / "_build" / "html" / "index.html").write_text("<html></html>")
+            self.stdout = iter(())
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(nbmod, "run_notebook", run_notebook)
+    monkeypatch.setattr(nbmod.subprocess, "Popen", Build)
+    return root, calls
+
+
+def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
+    root, calls = fake_book
+    html = nbmod.build_book("smoke", book_root=root, parameters={"dataset": "cifar10"})
+    assert html == root / "_build" / "html"
+    assert calls == [
+        {"notebook": "vix_table1.ipynb", "profile": "budget", "output": "book/executed/budget/vix_table1.ipynb",
+         "parameters": {"dataset": "cifar10", "stored_only": True}},
+        {"notebook": "efficiency.ipynb", "profile": "budget", "output": "book/executed/budget/efficiency.ipynb",
+         "parameters": {"dataset": "cifar10", "stored_only": True}},
+        {"notebook": "vix_table1.ipynb", "profile": "smoke", "output": "book/executed/vix_table1.ipynb",
+         "parameters": {"dataset": "cifar10"}},
+        {"notebook": "efficiency.ipynb", "profile": "smoke", "output": "book/executed/efficiency.ipynb",
+         "parameters": {"dataset": "cifar10"}},
+    ]
+    # a fixed-profile chapter stays stored-only whatever the caller passes
+    calls.clear()
+    nbmod.build_book("paper", book_root=root, notebooks=["budget/efficiency", "efficiency"],
+                     parameters={"stored_only": False})
+    assert [(c["output"], c["profile"], c["parameters"]) for c in calls] == [
+        ("book/executed/budget/efficiency.ipynb", "budget", {"stored_only": True}),
+        ("book/executed/efficiency.ipynb", "paper", {"stored_only": False}),
+    ]
+
+
+def test_build_book_selection_and_checks_cover_fixed_profile_chapters(fake_book):
+    root, calls = fake_book
+    with pytest.raises(ValueError) as err:
+        nbmod.build_book("smoke", book_root=root, notebooks=["paper/efficiency"])
+    assert "paper/efficiency" in str(err.value) and "budget/vix_table1" in str(err.value) and not calls
+    with pytest.raises(RuntimeError, match="no executed copy for chapter.*budget/vix_table1"):
+        nbmod.build_book("smoke", book_root=root, notebooks=["vix_table1"])
+    nbmod.build_book("smoke", book_root=root)
+    broken = root / "book" / "executed" / "budget" / "efficiency.ipynb"
+    write_nb(broken, [(["parameters"], 'profile = "budget"')])
+    nb = nbformat.read(str(broken), as_version=4)
+    nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="x", traceback=[])]
+    nbformat.write(nb, str(broken))
+    with pytest.raises(RuntimeError, match="executed copy of budget/efficiency holds an error"):
+        nbmod.build_book("smoke", book_root=root, notebooks=[])
+
+
+def test_book_sources_leave_executed_copies_behind(tmp_path):
+    dest = nbmod.copy_book_sources(tmp_path / "copy")
+    assert (dest / "_toc.yml").is_file() and (dest / "book" / "intro.md").is_file()
+    assert not (dest / nbmod.EXECUTED_DIR).exists()

@@ -123,8 +123,10 @@ def parser():
                    help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
     s.set_defaults(fn=cmd_run)
 
-    s = sub.add_parser("book", help="run every notebook in a profile and build the Jupyter Book")
-    s.add_argument("--profile", default="smoke")
+    s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")
+    s.add_argument("--profile", default="smoke",
+                   help="profile of the book/executed/<stem> chapters (book/executed/<profile>/<stem> "
+                        "chapters run in their own profile, from stored results)")
     s.set_defaults(fn=cmd_book)
 
     from .measure import add_arguments as measure_arguments

@@ -1411,24 +1411,28 @@ def efficiency_chapter_settings(profile="smoke", *, models=None, batch_size=None
             "accuracy_models": list(accuracy_models or (["vit", "fnet"] if smoke else models))}
 
 
-def load_or_measure(settings, *, dataset="cifar10", remeasure=False, name="efficiency", root=None):
+def load_or_measure(settings, *, dataset="cifar10", remeasure=False, measure_missing=True, name="efficiency",
+                    root=None):
     """The chapter's measurements: ``settings`` (``efficiency_chapter_settings``) plus ``records``
-    (``measure_many``), ``sweep`` (``scaling_sweep``), ``frame`` (``records_frame``), ``source``, and ``root``
-    (the results store the measurements, and ``chapter_accuracy``'s training runs, are read from).
+    (``measure_many``), ``sweep`` (``scaling_sweep``), ``frame`` (``records_frame``), ``source``, ``root``
+    (the results store the measurements, and ``chapter_accuracy``'s training runs, are read from) and
+    ``measure_missing``.
 
     A GPU profile reads its stored measurements (``load_measurements``) unless ``remeasure``; without them
     it measures when it runs on a GPU and saves them (``save_measurements``), and on a CPU it measures
     nothing: ``source`` starts with "not yet run". The smoke profile always measures, on the CPU, and saves
-    nothing. Stored measurements bring their own device, batch size and sweep sizes."""
+    nothing. Stored measurements bring their own device, batch size and sweep sizes.
+    ``measure_missing=False`` measures nothing on any device (``remeasure`` is ignored): stored measurements,
+    else "not yet run"; ``chapter_accuracy`` then trains nothing either."""
     run = dict(settings)
     smoke, device = run["smoke"], run["device"]
-    stored = None if (smoke or remeasure) else load_measurements(run["profile"], name, root)
+    stored = None if smoke or (remeasure and measure_missing) else load_measurements(run["profile"], name, root)
     if stored is not None:
         records, sweep = stored["records"], stored["sweep"]
         run.update(device=stored["device"], batch_size=stored["batch_size"],
                    tokens=tuple(sorted({r["tokens"] for r in sweep})) or run["tokens"],
                    source="stored measurements of this profile (results store)")
-    elif smoke or device == "cuda":
+    elif measure_missing and (smoke or device == "cuda"):
         cpu = device == "cpu"
         records = measure_many(run["models"], dataset=dataset, device=device, batch_size=run["batch_size"],
                                iters=run["iters"], steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
@@ -1440,18 +1444,21 @@ def load_or_measure(settings, *, dataset="cifar10", remeasure=False, name="effic
         run["source"] = "measured in this run"
     else:
         records, sweep = [], []
-        run["source"] = "not yet run: this profile needs a GPU and no stored measurements exist"
-    run.update(records=records, sweep=sweep, frame=records_frame(records), root=root)
+        why = "this profile needs a GPU" if measure_missing else "this page measures nothing"
+        run["source"] = f"not yet run: {why} and no stored measurements exist"
+    run.update(records=records, sweep=sweep, frame=records_frame(records), root=root, measure_missing=measure_missing)
     return run
 
 
-def measure_references(names, settings):
+def measure_references(names, settings, *, cpu_only=False):
     """Seed 003's kind of model beside ours: the ``timm`` architectures ``names`` (random weights, 224 x 224),
-    measured like ``load_or_measure``'s models (on a CPU parameters and FLOPs only). Returns a dict like
-    ``load_or_measure``'s; ``source`` says when ``timm`` is not installed."""
+    measured like ``load_or_measure``'s models (on a CPU parameters and FLOPs only). ``cpu_only`` runs on the
+    CPU whatever ``settings["device"]``, so nothing is measured on a GPU (pages rendered from stored results).
+    Returns a dict like ``load_or_measure``'s; ``source`` says when ``timm`` is not installed."""
     import importlib.util
 
-    run = {**settings, "names": list(names), "sweep": []}
+    device = "cpu" if cpu_only else settings["device"]
+    run = {**settings, "device": device, "names": list(names), "sweep": []}
     if importlib.util.find_spec("timm") is None:
         records = []
         run["source"] = (f"`timm` is not installed here: the reference architectures ({', '.join(names)}) are "
@@ -1459,9 +1466,9 @@ def measure_references(names, settings):
     else:
         import timm
 
-        cpu = settings["device"] == "cpu"
+        cpu = device == "cpu"
         records = [measure_model(timm.create_model(n, pretrained=False), name=n, input_size=(3, 224, 224),
-                                 device=settings["device"], batch_size=settings["batch_size"], iters=settings["iters"],
+                                 device=device, batch_size=settings["batch_size"], iters=settings["iters"],
                                  paths=() if cpu else ("fused",), cpu_batch=2) for n in names]
         run["source"] = "measured in this run" + (": on a CPU only parameters and FLOPs" if cpu else "")
     run.update(records=records, frame=records_frame(records))
@@ -1478,7 +1485,10 @@ def _empty_note(run):
 
 
 def measurement_note(run):
-    """Markdown: where the chapter's numbers come from (measured, stored, not yet run), device, batch, sweep."""
+    """Markdown: where the chapter's numbers come from (measured, stored, not yet run), device, batch, sweep
+    (only the first when nothing was measured: no device, batch or sweep is behind the page)."""
+    if run["source"].startswith("not yet run"):
+        return f"Measurements: {run['source']}."
     note = (f"Measurements: {run['source']}; device: **{_device_of(run)}**; training batch {run['batch_size']}; "
             f"sweep tokens {list(run['tokens'])}.")
     if run["overrides"]:
@@ -1552,9 +1562,10 @@ def memory_note(run):
 
 def chapter_accuracy(run, *, dataset="cifar10"):
     """``accuracy_records`` of ``run["accuracy_models"]`` in the run's results store: stored runs of the profile;
-    the smoke profile trains the missing ones (a few batches of synthetic data), other profiles mark them
-    "not yet run"."""
-    return accuracy_records(run["accuracy_models"], dataset=dataset, profile=run["profile"], train=run["smoke"],
+    the smoke profile trains the missing ones (a few batches of synthetic data) unless the run measures
+    nothing (``load_or_measure(..., measure_missing=False)``), other profiles mark them "not yet run"."""
+    train = run["smoke"] and run.get("measure_missing", True)
+    return accuracy_records(run["accuracy_models"], dataset=dataset, profile=run["profile"], train=train,
                             root=run.get("root"))
 
 

@@ -2,8 +2,10 @@
 
 Papermill is the only executor: Jupyter Book is configured with
 ``execute_notebooks: off`` and renders the copies papermill writes to
-``book/executed/<stem>.ipynb``.  This module adds the checks papermill itself
-does not make:
+``book/executed/<stem>.ipynb`` (run in the book's profile) and
+``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with
+``stored_only=True``: rendered from the results store, nothing trained or
+measured).  This module adds the checks papermill itself does not make:
 
 * a notebook must have a cell tagged ``parameters`` and every parameter passed
   in must be declared there (papermill only warns about unknown names);
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .paths import checkout_root
-from .profiles import get_profile
+from .profiles import get_profile, list_profiles
 
 __all__ = [
     "repo_root",
@@ -39,6 +41,7 @@ __all__ = [
     "ensure_kernel",
     "run_notebook",
     "toc_notebooks",
+    "chapter_run",
     "copy_book_sources",
     "build_book",
 ]
@@ -55,6 +58,8 @@ NOTEBOOK_DIR = Path("notebooks")
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 #: Cells carrying this tag may show an error on purpose (same tag as nbclient/JB).
 ALLOWED_ERROR_TAG = "raises-exception"
+#: Parameters of a chapter in a fixed profile (``book/executed/<profile>/<stem>``): the results store only.
+STORED_ONLY = {"stored_only": True}
 
 
 def _say(msg: str) -> None:
@@ -367,22 +372,41 @@ def _toc_files(node: Any) -> Iterable[str]:
 
 
 def toc_notebooks(root: Path | None = None) -> list[str]:
-    """Stems of the executed chapters listed in ``_toc.yml`` (in toc order)."""
+    """Names of the executed chapters listed in ``_toc.yml`` (in toc order), relative to ``book/executed/``.
+
+    ``<stem>`` (entry ``book/executed/<stem>``) is ``notebooks/<stem>.ipynb`` run in the book's profile;
+    ``<profile>/<stem>`` (entry ``book/executed/<profile>/<stem>``) is the same notebook run in that fixed
+    profile from stored results (see :func:`chapter_run`).  ``ValueError``, naming the valid profiles, for
+    any other folder.
+    """
     import yaml
 
     root = root or repo_root()
     toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
     prefix = EXECUTED_DIR.as_posix() + "/"
-    stems: list[str] = []
+    names: list[str] = []
     for entry in _toc_files(toc):
         entry = entry.strip().lstrip("./")
         if entry.startswith(prefix):
-            stem = entry[len(prefix):]
-            if stem.endswith(".ipynb"):
-                stem = stem[: -len(".ipynb")]
-            if stem not in stems:
-                stems.append(stem)
-    return stems
+            name = entry[len(prefix):].removesuffix(".ipynb")
+            folder = name.rpartition("/")[0]
+            if folder and folder not in list_profiles():
+                raise ValueError(
+                    f"_toc.yml entry {entry!r}: {folder!r} is not a profile (valid: {', '.join(list_profiles())}); "
+                    f"chapters are {prefix}<stem> (run in the book's profile) or {prefix}<profile>/<stem> "
+                    "(run in that profile from stored results)"
+                )
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def chapter_run(name: str, profile: str) -> tuple[str, str, dict[str, Any]]:
+    """``(stem, profile, parameters)`` that chapter ``name`` (:func:`toc_notebooks`) runs with in a book
+    built in ``profile``: ``<stem>`` runs in ``profile``; ``<fixed>/<stem>`` runs in ``fixed`` with
+    ``STORED_ONLY``."""
+    fixed, _, stem = name.rpartition("/")
+    return (stem, fixed, dict(STORED_ONLY)) if fixed else (stem, profile, {})
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -393,7 +417,7 @@ def _jupyter_book_cmd() -> list[str]:
 
 
 def copy_book_sources(dest: str | os.PathLike) -> Path:
-    """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without executed chapters) into ``dest``:
+    """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without ``book/executed/``) into ``dest``:
     a book root for ``build_book(..., book_root=dest)`` that leaves the checkout's book alone."""
     src, dest = repo_root(), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -415,18 +439,22 @@ def build_book(
     progress: bool = False,
     book_root: str | os.PathLike | None = None,
 ) -> Path:
-    """Run the book's notebooks in ``profile`` and build the HTML book; return ``<book_root>/_build/html``.
+    """Run the book's notebooks and build the HTML book; return ``<book_root>/_build/html``.
 
-    ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (entries under
-    ``book/executed/`` map to ``notebooks/<stem>.ipynb``); a list runs only
-    those stems (``[]`` rebuilds from the executed copies already there).
-    ``parameters`` are passed to every notebook run.  The build is Jupyter Book
-    1 with ``--warningiserror --keep-going``, from a clean ``_build`` when
-    ``clean``; any notebook error or Sphinx warning raises ``RuntimeError``.
-    ``book_root`` is the folder holding the book's sources (default: the
-    checkout; elsewhere, see :func:`copy_book_sources`): the executed copies go
-    to its ``book/executed/`` and the HTML to its ``_build/html``; the
-    notebooks are always the checkout's.
+    ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (:func:`toc_notebooks`):
+    an entry ``book/executed/<stem>`` runs ``notebooks/<stem>.ipynb`` in
+    ``profile``, an entry ``book/executed/<fixed>/<stem>`` runs it in the
+    profile ``fixed`` with ``stored_only=True`` (from the results store:
+    nothing trained or measured), and each executed copy goes to the entry's
+    path.  A list runs only those chapters, named ``<stem>`` or
+    ``<fixed>/<stem>`` (``[]`` rebuilds from the executed copies already
+    there).  ``parameters`` are passed to every notebook run.  The build is
+    Jupyter Book 1 with ``--warningiserror --keep-going``, from a clean
+    ``_build`` when ``clean``; any notebook error or Sphinx warning raises
+    ``RuntimeError``.  ``book_root`` is the folder holding the book's sources
+    (default: the checkout; elsewhere, see :func:`copy_book_sources`): the
+    executed copies go to its ``book/executed/`` and the HTML to its
+    ``_build/html``; the notebooks are always the checkout's.
     """
     get_profile(profile)  # unknown names are refused with the list of valid ones
     root = Path(book_root).resolve() if book_root is not None else repo_root()
@@ -439,13 +467,14 @@ def build_book(
             f"not chapters of the book (_toc.yml): {', '.join(extra)}; chapters: {', '.join(chapters)}"
         )
     t0 = time.monotonic()
-    _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run in profile {profile!r}")
-    for stem in todo:
+    _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run (plain chapters in profile {profile!r})")
+    for name in todo:
+        stem, chapter_profile, chapter_parameters = chapter_run(name, profile)
         run_notebook(
             sources / f"{stem}.ipynb",
-            profile=profile,
-            parameters=parameters,
-            output=root / EXECUTED_DIR / f"{stem}.ipynb",
+            profile=chapter_profile,
+            parameters={**(parameters or {}), **chapter_parameters},
+            output=root / EXECUTED_DIR / f"{name}.ipynb",
             progress=progress,
         )
     missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
@@ -453,10 +482,10 @@ def build_book(
         raise RuntimeError(
             "no executed copy for chapter(s) " + ", ".join(missing) + f" in {EXECUTED_DIR}/; run them first"
         )
-    for stem in chapters:  # copies made earlier (notebooks=[...]) get the same check
-        errors = _error_outputs(root / EXECUTED_DIR / f"{stem}.ipynb")
+    for name in chapters:  # copies made earlier (notebooks=[...]) get the same check
+        errors = _error_outputs(root / EXECUTED_DIR / f"{name}.ipynb")
         if errors:
-            raise RuntimeError(f"executed copy of {stem} holds an error (cell {errors[0][0]}: {errors[0][1]})")
+            raise RuntimeError(f"executed copy of {name} holds an error (cell {errors[0][0]}: {errors[0][1]})")
 
     build_dir = root / "_build"
     if clean and build_dir.exists():

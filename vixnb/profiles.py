@@ -13,11 +13,15 @@ def _profiles_file():
     return yaml.safe_load(resources.files("vixnb").joinpath("profiles.yaml").read_text())
 
 
+def list_profiles():
+    """Names of the run profiles (profiles.yaml), sorted."""
+    return sorted(_profiles_file()["profiles"])
+
+
 def get_profile(name):
-    profiles = _profiles_file()["profiles"]
-    if name not in profiles:
-        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(sorted(profiles))}")
-    return dict(profiles[name], name=name)
+    if name not in list_profiles():
+        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())}")
+    return dict(_profiles_file()["profiles"][name], name=name)
 
 
 def _per_model(table, model):

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 from .counting import count_params, summary_size_mb
 from .profiles import get_profile
 from .registry import create_model
+from .store import ResultsStore
 from .train import run
 
 
@@ -31,23 +32,35 @@ def paper_caption(doc, table):
     return f"{_paper_file()[doc]['source']}, {_paper_file()[doc][table]['caption']}"
 
 
-def banner(profile):
-    """A markdown banner that says what kind of numbers the page shows."""
+def banner(profile, *, stored_only=False):
+    """A markdown banner that says what kind of numbers the page shows; with ``stored_only`` (the notebook
+    parameter), also that the page was rendered from the results store, and whether that store holds any
+    result of ``profile`` yet."""
     prof = get_profile(profile)
     if profile == "smoke":
-        return ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
+        text = ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
                 f"{prof['description']} Accuracies below measure nothing about the models.")
-    return f"> **Profile `{profile}`.** {prof['description']}"
+    else:
+        text = f"> **Profile `{profile}`.** {prof['description']}"
+    if stored_only:
+        text += (f"\n>\n> Rendered from the results store (`results/{profile}/`): nothing was trained or measured "
+                 "when this page was built; each number's provenance (device, commit, seed, date) is shown with it.")
+        if not ResultsStore().holds_profile(profile):
+            text += (f" **The store holds no `{profile}` result yet:** these runs have not been made, and the page "
+                     "shows them as \"not yet run\".")
+    return text
 
 
-def collect_runs(models, *, dataset, profile, seeds, recompute=False, progress=True):
-    """One result per (model, seed): stored, freshly trained, or marked "not yet run"."""
+def collect_runs(models, *, dataset, profile, seeds, recompute=False, train_missing=True, progress=True):
+    """One result per (model, seed): stored, freshly trained, or marked "not yet run". ``train_missing=False``
+    trains nothing, even where the profile could run here: the results store is only read."""
     jobs = [(m, s) for m in models for s in seeds]
     bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
     results = []
     for model, seed in bar:
         bar.set_postfix(model=model, seed=seed)
-        results.append(run(model, dataset=dataset, profile=profile, seed=seed, recompute=recompute, progress=False))
+        results.append(run(model, dataset=dataset, profile=profile, seed=seed, recompute=recompute,
+                           train_missing=train_missing, progress=False))
     return results
 
 
@@ -113,9 +126,10 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
 
 
 def provenance_line(records, *, profile=None):
-    """One line naming the profile, devices, commits and torch versions behind ``records``: training results
-    (``train.run``; their seeds and data too) or ``vixnb.measure`` records and sweep rows. ``profile`` names
-    the profile where the records do not; records without provenance that are "not yet run" are counted."""
+    """One line naming the profile, devices, commits, torch versions and dates (UTC day a run finished or a
+    measurement was made) behind ``records``: training results (``train.run``; their seeds and data too) or
+    ``vixnb.measure`` records and sweep rows. ``profile`` names the profile where the records do not; records
+    without provenance that are "not yet run" are counted."""
     made = [r for r in records if isinstance(r, dict) and r.get("provenance")]
     if not made:
         reasons = sorted({r["reason"] for r in records if isinstance(r, dict) and r.get("reason")})
@@ -128,6 +142,7 @@ def provenance_line(records, *, profile=None):
         fields["profile"] = [str(profile)]
     fields["data"] = sorted({str(r["provenance"].get("data", r["config"]["dataset"])) for r in made
                              if "data" in r["provenance"] or "config" in r})
+    fields["date"] = sorted({str(when)[:10] for p in provs if (when := p.get("finished") or p.get("measured"))})
     missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
     line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items() if v)
     return f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
@@ -185,17 +200,17 @@ def accuracy_columns(profile):
     return [c for c in ACCURACY_COLUMNS if not (profile == "smoke" and c.startswith("Δ"))]
 
 
-def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=64, table="table1"):
+def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=64, table="table1", stored_only=False):
     """The paper's "GPU (GB)" column beside ours: peak memory of one training step at ``batch_size`` on the
     authors' path (materialised softmax, fp32) and ours (fused), from ``vixnb.measure``. Measured when this
-    profile runs on a GPU here (and saved with the results), else read from a saved measurement, else
-    marked as not measured."""
+    profile runs on a GPU here (and saved with the results) unless ``stored_only``, else read from a saved
+    measurement, else marked as not measured."""
     import torch
 
     from . import measure
 
     name = f"vix-gpu-memory-{dataset}-b{batch_size}"
-    if get_profile(profile)["device"] == "cuda" and torch.cuda.is_available():
+    if not stored_only and get_profile(profile)["device"] == "cuda" and torch.cuda.is_available():
         frame = measure.gpu_memory_column(models, dataset=dataset, batch_size=batch_size)
         measure.save_measurements({"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]},
                                   profile, name)

@@ -72,3 +72,8 @@ class ResultsStore:
     def results(self, profile=None):
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
         return [json.loads(p.read_text()) for folder in folders for p in sorted(folder.glob("*.json"))]
+
+    def holds_profile(self, profile):
+        """Whether the store holds any result of ``profile``: a training run or a saved measurement
+        (``vixnb.measure.save_measurements``, under ``<profile>/measure/``)."""
+        return any((self.root / profile).rglob("*.json"))

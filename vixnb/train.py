@@ -297,10 +297,11 @@ def can_run(config):
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, store=None, progress=True,
         download=False, train_missing=True, **overrides):
     """The stored result for this run if there is one, else train it (where the profile can run here and
-    ``train_missing``), else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training."""
+    ``train_missing``), else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training
+    where ``train_missing`` allows training at all (``train_missing=False`` only reads the store)."""
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
-    stored = None if recompute else store.get(config)
+    stored = None if recompute and train_missing else store.get(config)
     if stored is not None:
         return stored
     if not train_missing:
