@@ -75,3 +75,23 @@ def test_provenance_line_names_the_dates():
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
     assert "date: 2025-03-05" in report.provenance_line([measured], profile="budget")
+
+
+def test_hybrid_gains_subtract_plain_from_hybrid_ours_and_paper():
+    import pandas as pd
+
+    table = pd.DataFrame({"top-1 best": [50.0, 70.0, 40.0, "—"], "paper top-1": [56.81, 73.94, 50.87, 64.34]},
+                         index=["ViT", "Hybrid ViT", "FNet", "Hybrid FNet"]).astype(object)
+    gains = report.hybrid_gains(table)
+    assert list(gains.index) == ["ViT", "FNet"]
+    assert gains.loc["ViT", "gain"] == 20.0 and gains.loc["ViT", "paper gain"] == pytest.approx(17.13)
+    assert gains.loc["FNet", "gain"] == "—" and gains.loc["FNet", "paper gain"] == pytest.approx(13.47)
+
+
+def test_gpu_memory_table_shows_memory_and_the_measurement_note(isolated_results):
+    rows = {"vit": {"GPU GB reserved, authors (fp32)": 9.4, "step ms, authors (fp32)": 40.0}}
+    M.save_measurements({"rows": rows, "provenance": {"device": "fake GPU", "commit": "abc", "note": "shared GPU."}},
+                        "budget", "vix-gpu-memory-cifar10-b64")
+    frame = report.gpu_memory_table(["vit"], profile="budget", stored_only=True)
+    assert list(frame.columns) == ["paper GPU GB", "GPU GB reserved, authors (fp32)"]
+    assert report.provenance_line([frame.attrs], profile="budget").endswith("Note: shared GPU.")

@@ -18,7 +18,8 @@ PAPER = dict(VIX_MIXERS["vin"][1])
 VARIANTS = [
     ("softmax (fused)", "softmax", {}),
     ("softmax (materialised)", "softmax", {"materialize": True}),
-    ("nystrom: toeplitz residual (auto on GPU)", "nystrom", {**PAPER}),
+    ("nystrom: default", "nystrom", {**PAPER}),
+    ("nystrom: toeplitz residual", "nystrom", {**PAPER, "res_conv_impl": "toeplitz"}),
     ("nystrom: conv residual", "nystrom", {**PAPER, "res_conv_impl": "conv"}),
     ("nystrom: no residual (lower bound)", "nystrom", {**PAPER, "residual": False}),
     ("nystrom: unfused order, toeplitz", "nystrom", {**PAPER, "fused": False}),

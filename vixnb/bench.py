@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -140,7 +141,8 @@ def add_arguments(parser):
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--mixers", nargs="*", default=None,
                         help="subset of: " + "; ".join(m[0] for m in sweep_mechanisms()))
-    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--json", default=None,
+                        help="also write the rows with their provenance to this JSON file (e.g. results/bench/mixers-bf16.json)")
     return parser
 
 
@@ -149,9 +151,100 @@ def run(args):
                         warmup=args.warmup, kinds=args.mixers, threads=args.threads)
     print(format_table(rows))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(_jsonable(rows), f, indent=1)
+        save(args.json, "mixers", rows, device=rows[0]["device"], dtype=args.dtype)
     return rows
+
+
+# ----- stored benchmark results (results/bench/, committed): what the book shows of GPU benchmarks ------
+
+def save(path, benchmark, rows, *, device, dtype, note=None):
+    """Write ``rows`` of ``benchmark`` ("mixers", "train") to ``path`` as JSON with their provenance (device,
+    dtype, torch, commit, date; ``vixnb.measure.provenance``) and the command line that made them."""
+    from .measure import provenance
+    from .store import atomic_write
+
+    data = {"benchmark": benchmark, "provenance": provenance(device, dtype=dtype),
+            "command": "vixnb " + " ".join(sys.argv[1:]) if sys.argv[1:] else None, "note": note,
+            "rows": _jsonable(rows)}
+    return atomic_write(path, lambda f: f.write(json.dumps(data, indent=1)))
+
+
+def stored_path(name, root=None):
+    """``results/bench/<name>.json`` of the checkout (``store.default_root``), or under ``root``."""
+    from .store import default_root
+
+    return Path(root or default_root()) / "bench" / f"{name}.json"
+
+
+def load(name, root=None):
+    """A saved benchmark (``save``) by name, or None when there is none."""
+    path = stored_path(name, root)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _with_provenance(frame, saved):
+    """``frame.attrs["provenance"]``: the saved provenance, with the saved note (for ``report.provenance_line``)."""
+    note = saved.get("note")
+    frame.attrs["provenance"] = {**saved["provenance"], **({"note": note} if note else {})}
+    return frame
+
+
+def stored_table(name, root=None):
+    """The saved benchmark ``name`` (``results/bench/<name>.json``) as a page table (``mixers_frame``,
+    ``train_frame`` or ``variants_frame`` by its kind), or a one-cell "not yet run" table; ``attrs["provenance"]``
+    is the saved provenance with the saved note (None when not run)."""
+    import pandas as pd
+
+    saved = load(name, root)
+    if saved is None:
+        frame = pd.DataFrame({"status": [f"not yet run (no results/bench/{name}.json)"]}, index=[name])
+        frame.attrs["provenance"] = None
+        return frame
+    make = {"mixers": mixers_frame, "train": train_frame, "nystrom-variants": variants_frame}[saved["benchmark"]]
+    return make(saved)
+
+
+def variants_frame(saved):
+    """tools/profile_nystrom.py output: one row per variant, ms and ratio to the fused softmax per dtype."""
+    import pandas as pd
+
+    frame = pd.DataFrame(saved["rows"]).pivot(index="mechanism", columns="dtype", values=["ms", "x_fused_softmax"])
+    frame.columns = [f"{'ms' if what == 'ms' else 'x fused softmax'} ({dt})" for what, dt in frame.columns]
+    order = list(dict.fromkeys(r["mechanism"] for r in saved["rows"]))
+    frame = frame.loc[order]
+    return _with_provenance(frame, saved)
+
+
+def mixers_frame(saved):
+    """A saved ``vixnb bench mixers`` run as a page table: ms (median), ratios to the fused and the
+    materialised softmax, peak MiB; ``attrs["provenance"]`` as saved (``_with_provenance``)."""
+    import pandas as pd
+
+    rows = saved["rows"]
+    fused = next((r["ms"] for r in rows if r["mechanism"] == "softmax (fused)"), None)
+    frame = pd.DataFrame({
+        "ms (fwd+bwd)": [r["ms"] for r in rows],
+        "x fused softmax": [r["ms"] / fused if r["ms"] and fused else None for r in rows],
+        "x materialised softmax": [r["ratio_vs_materialized_softmax"] for r in rows],
+        "peak MiB": [r["peak_mb"] for r in rows],
+        "params": [r["params"] for r in rows]}, index=[r["mechanism"] for r in rows])
+    return _with_provenance(frame, saved)
+
+
+def train_frame(saved):
+    """A saved ``vixnb bench train`` run as a page table (one row per model)."""
+    import pandas as pd
+
+    rows = saved["rows"]
+    frame = pd.DataFrame({
+        "batch": [r["batch_size"] for r in rows],
+        "reference img/s": [r.get("reference_images_per_s") for r in rows],
+        f"ours img/s ({rows[0]['dtype'] if rows else ''})": [r.get("ours_images_per_s") for r in rows],
+        "ratio": [r.get("ratio") for r in rows],
+        "ours img/s (fp32)": [r.get("ours_paper_dtype_images_per_s") for r in rows],
+        "paper protocol, min (projected, fp32)": [r.get("projected_paper_minutes") for r in rows]},
+        index=[r["model"] for r in rows])
+    return _with_provenance(frame, saved)
 
 
 # ----- training throughput: the engine's path against a straightforward reference loop -----------------

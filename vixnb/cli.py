@@ -73,6 +73,8 @@ def cmd_bench_train(args):
     rows = bench.bench_train(models, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                              warmup=args.warmup, workers=args.workers)
     print(bench.format_train_table(rows))
+    if args.save:
+        bench.save(args.save, "train", rows, device=rows[0]["device"], dtype=rows[0]["dtype"])
     if args.json:
         print(json.dumps(rows))
 
@@ -149,6 +151,7 @@ def parser():
     s.add_argument("--warmup", type=int, default=3)
     s.add_argument("--workers", type=int, help="DataLoader workers of the reference loop")
     s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
     s.set_defaults(fn=cmd_bench_train)
     return p
 

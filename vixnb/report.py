@@ -125,6 +125,22 @@ def comparison_table(results, *, doc="vix", table="table1", dataset="cifar10"):
     return table.where(table.notna(), "—")
 
 
+def hybrid_gains(table):
+    """The paper's convolutional-embedding claim, from ``comparison_table``: for each token mixer, best top-1
+    of the Hybrid model minus that of the plain one, ours beside the paper's (points; "—" where either run
+    is missing)."""
+    rows = {}
+    for base in SHORT.values():
+        plain, hybrid = base, f"Hybrid {base}"
+        if plain not in table.index or hybrid not in table.index:
+            continue
+        cell = lambda col: (table.loc[hybrid, col] - table.loc[plain, col]  # noqa: E731
+                            if all(isinstance(table.loc[m, col], (int, float)) for m in (plain, hybrid)) else "—")
+        rows[base] = {"top-1 plain": table.loc[plain, "top-1 best"], "top-1 hybrid": table.loc[hybrid, "top-1 best"],
+                      "gain": cell("top-1 best"), "paper gain": cell("paper top-1")}
+    return pd.DataFrame.from_dict(rows, orient="index").astype(object)
+
+
 def provenance_line(records, *, profile=None):
     """One line naming the profile, devices, commits, torch versions and dates (UTC day a run finished or a
     measurement was made) behind ``records``: training results (``train.run``; their seeds and data too) or
@@ -145,7 +161,9 @@ def provenance_line(records, *, profile=None):
     fields["date"] = sorted({str(when)[:10] for p in provs if (when := p.get("finished") or p.get("measured"))})
     missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
     line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items() if v)
-    return f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
+    notes = sorted({p["note"] for p in provs if p.get("note")})
+    return (f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
+            + "".join(f" Note: {n.rstrip('.')}." for n in notes))
 
 
 BATCH64_COLUMN = "GPU GB reserved, authors (fp32)"
@@ -220,6 +238,7 @@ def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=6
     else:
         rows, source = {m: {"ours": "not measured (needs a GPU run of this profile)"} for m in models}, None
     frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame = frame[[c for c in frame.columns if not c.startswith("step ms")]]  # memory only: speed is the efficiency chapter's
     paper = paper_table("vix", table)
     frame.insert(0, "paper GPU GB", [paper.loc[m, "gpu_gb"] if m in paper.index else "—" for m in frame.index])
     frame.index = [short_name(m) for m in frame.index]

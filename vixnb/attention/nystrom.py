@@ -17,9 +17,10 @@ The residual convolution (``TokenConv``, an ``nn.Conv2d``) can be evaluated two 
 with the same weights: ``"conv"`` runs it as a convolution,
 ``"toeplitz"`` multiplies the values by the banded n x n matrix that the filter defines, one per head
 (T[i, j] = w[j - i + k // 2] for |j - i| <= k // 2, else 0), a plain matrix product that is exactly the
-same linear map (odd k). ``"auto"`` (default) picks ``"toeplitz"`` on a GPU (odd k) and ``"conv"`` elsewhere:
-on a GPU the n x n product costs less time than the depthwise convolution kernel (``vixnb bench mixers``),
-on a CPU it costs n / k times the convolution's arithmetic.
+same linear map (odd k). ``"auto"`` (default) picks ``"toeplitz"`` for fp32 values on a GPU (odd k) and
+``"conv"`` otherwise, by what tools/profile_nystrom.py measured on an H100 (64 x 1025 tokens, forward +
+backward of the mixer): fp32 6.96 ms with the band against 7.73 ms with the convolution, bf16 6.29 ms
+against 5.67 ms; on a CPU the band costs n / k times the convolution's arithmetic.
 The pseudo-inverse iteration's c*I - Y steps are fused into batched matrix products (``baddbmm``).
 """
 from contextlib import nullcontext
@@ -87,7 +88,7 @@ def banded_toeplitz(weight, n):
 class TokenConv(nn.Conv2d):
     """The depthwise (k x 1) convolution over the tokens of (b, heads, n, d) values, as ``nn.Conv2d`` (same
     weights, same module for counting hooks), evaluated as a convolution or as a banded matrix product
-    (``impl``: "conv", "toeplitz", or "auto" = "toeplitz" on a GPU, else "conv")."""
+    (``impl``: "conv", "toeplitz", or "auto" = "toeplitz" for fp32 values on a GPU, else "conv")."""
 
     def __init__(self, heads, kernel, *, impl="auto"):
         if impl not in ("auto", "conv", "toeplitz"):
@@ -100,7 +101,8 @@ class TokenConv(nn.Conv2d):
     def forward(self, v):
         impl = self.impl
         if impl == "auto":
-            impl = "toeplitz" if v.device.type == "cuda" and self.kernel_size[0] % 2 else "conv"
+            fp32_gpu = v.device.type == "cuda" and v.dtype == torch.float32
+            impl = "toeplitz" if fp32_gpu and self.kernel_size[0] % 2 else "conv"
         if impl == "conv":
             return super().forward(v)
         b, _, n, _ = v.shape

@@ -1,0 +1,67 @@
+"""Stored benchmarks (results/bench/): saved with provenance by the command line, read back as page tables,
+"not yet run" when missing; the committed H100 runs parse."""
+import json
+import sys
+
+import pytest
+
+from vixnb import bench, report
+from vixnb.cli import main
+from vixnb.paths import checkout_root
+
+
+def _mixer_row(mechanism, ms, ratio, peak):
+    return {"mechanism": mechanism, "ms": ms, "ratio_vs_materialized_softmax": ratio, "peak_mb": peak, "params": 10}
+
+
+def test_saved_mixers_come_back_as_a_page_table_with_provenance(isolated_results, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["vixnb", "bench", "mixers", "--dtype", "bf16"])
+    rows = [_mixer_row("softmax (materialised)", 10.0, 1.0, 400.0), _mixer_row("softmax (fused)", 2.0, 0.2, 40.0),
+            _mixer_row("nystrom", 5.0, 0.5, 80.0)]
+    bench.save(bench.stored_path("mixers-bf16"), "mixers", rows, device="cpu", dtype="bf16", note="a test run.")
+    saved = json.loads(bench.stored_path("mixers-bf16").read_text())
+    assert saved["command"] == "vixnb bench mixers --dtype bf16" and saved["provenance"]["dtype"] == "bf16"
+    assert saved["provenance"]["commit"] and saved["provenance"]["measured"]
+    frame = bench.stored_table("mixers-bf16")
+    assert frame.loc["nystrom", "x fused softmax"] == 2.5 and frame.loc["nystrom", "x materialised softmax"] == 0.5
+    assert frame.loc["softmax (fused)", "peak MiB"] == 40.0
+    line = report.provenance_line([frame.attrs])
+    assert line.startswith("Provenance — device: cpu") and line.endswith("Note: a test run.")
+
+
+def test_a_missing_benchmark_reads_not_yet_run():
+    frame = bench.stored_table("mixers-bf16")
+    assert frame.iloc[0, 0] == "not yet run (no results/bench/mixers-bf16.json)"
+    assert report.provenance_line([frame.attrs]) == "No measurement was made for this section."
+
+
+def test_bench_mixers_json_holds_rows_and_provenance(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["bench", "mixers", "--device", "cpu", "--tokens", "17", "--batch", "2", "--steps", "1",
+                 "--warmup", "0", "--mixers", "fnet", "--json", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "mixers" and [r["mechanism"] for r in saved["rows"]] == ["softmax (materialised)", "fnet"]
+    assert saved["provenance"]["device_type"] == "cpu" and saved["provenance"]["dtype"] == "fp32"
+
+
+def test_variants_table_pivots_dtypes_in_run_order(isolated_results):
+    rows = [{"mechanism": m, "dtype": dt, "ms": ms, "x_fused_softmax": x}
+            for dt, k in (("bf16", 1.0), ("fp32", 2.0))
+            for m, ms, x in (("softmax (fused)", k, 1.0), ("nystrom: default", 3 * k, 3.0))]
+    path = bench.stored_path("nystrom-variants-9")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"benchmark": "nystrom-variants", "provenance": {"device": "x"}, "rows": rows}))
+    frame = bench.stored_table("nystrom-variants-9")
+    assert list(frame.index) == ["softmax (fused)", "nystrom: default"]
+    assert frame.loc["nystrom: default", "ms (fp32)"] == 6.0 and frame.loc["nystrom: default", "x fused softmax (bf16)"] == 3.0
+
+
+@pytest.mark.parametrize("name", ["mixers-bf16", "mixers-fp32", "train", "nystrom-variants-1", "nystrom-variants-2"])
+def test_committed_gpu_benchmarks_parse_and_name_their_run(name):
+    root = checkout_root() / "results"
+    if not bench.stored_path(name, root).exists():
+        pytest.skip("no committed benchmark")
+    frame = bench.stored_table(name, root)
+    prov = frame.attrs["provenance"]
+    assert prov["device"].startswith("NVIDIA") and len(prov["commit"]) == 40 and prov["measured"].startswith("20")
+    assert len(frame) >= 5
