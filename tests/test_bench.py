@@ -65,3 +65,11 @@ def test_committed_gpu_benchmarks_parse_and_name_their_run(name):
     prov = frame.attrs["provenance"]
     assert prov["device"].startswith("NVIDIA") and len(prov["commit"]) == 40 and prov["measured"].startswith("20")
     assert len(frame) >= 5
+
+
+def test_bench_mixers_can_time_compiled_mixers():
+    rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=1, steps=1,
+                              kinds=[], isolate=False, compile=True)
+    assert [r["mechanism"] for r in rows] == ["softmax (materialised)"]
+    assert rows[0]["compiled"] is True and rows[0]["ms"] > 0
+    assert "torch.compile" in bench.format_table(rows)

@@ -2,12 +2,13 @@
 # What a session with a lent GPU machine runs there, from a copy of the checkout's root (no git history):
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
 # Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
-#   nystrom     tools/profile_nystrom.py and `vixnb bench mixers` (bf16, fp32)                        -> $OUT/*.json
-#   benchtrain  `vixnb bench train`                                                                  -> $OUT/bench_train.txt
+#   nystrom     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32, bf16 compiled)          -> $OUT/*.json
+#   benchtrain  `vixnb bench train`                                                                  -> $OUT/train.json
 #   train       `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
 #               (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
 #   gpumem      the ViX chapter's GPU-memory column (batch 64, both paths); WITH_GPUMEM=1 runs it beside `train`
 #   measure     the efficiency chapter's GPU measurements in the budget profile (timings: run it alone)
+# The benchmark JSON files carry their provenance and belong in results/bench/ (the efficiency chapter reads them).
 # The results store (results/budget/*.json, without checkpoints) comes back as $OUT/results-budget.tar.gz; the
 # session unpacks it into the checkout and commits it (provenance inside each file). A run cut off by the time
 # limit is lost with its machine, so give each call runs that finish inside it.
@@ -33,13 +34,14 @@ nystrom() {
   log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/profile_nystrom.json"
   for dt in bf16 fp32; do
     log "bench mixers $dt"
-    timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype $dt --warmup 10 --steps 30 --json "$OUT/bench_mixers_$dt.json"
+    timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype $dt --warmup 10 --steps 30 --json "$OUT/mixers-$dt.json"
   done
+  log "bench mixers bf16, torch.compile"
+  timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype bf16 --compile --warmup 10 --steps 30 --json "$OUT/mixers-bf16-compiled.json"
 }
 
 benchtrain() {
-  log "bench train"; timeout $(( $(left) - 10 )) python3 -m vixnb bench train --json > "$OUT/bench_train.txt"
-  grep -v '^\[{' "$OUT/bench_train.txt"
+  log "bench train"; timeout $(( $(left) - 10 )) python3 -m vixnb bench train --save "$OUT/train.json"
 }
 
 gpumem() {  # memory only (per-process allocator statistics): may share the GPU with training runs

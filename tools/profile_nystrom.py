@@ -26,6 +26,8 @@ VARIANTS = [
     ("nystrom: compiled pinv", "nystrom", {**PAPER, "compile_pinv": True}),
     ("nystrom: compiled pinv, conv residual", "nystrom", {**PAPER, "compile_pinv": True, "res_conv_impl": "conv"}),
 ]
+# whole mixers through torch.compile (``vixnb bench mixers --compile``), the fused softmax too for a fair ratio
+COMPILED = [("softmax (fused), torch.compile", "softmax", {}), ("nystrom: default, torch.compile", "nystrom", {**PAPER})]
 CFG = dict(tokens=1025, dim=128, heads=4, dim_head=32, batch=64)
 
 
@@ -69,8 +71,8 @@ def main():
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "config": CFG, "rows": []}
     out["relative_error_vs_conv_path_fp32"] = agreement(device)
     for dtype in ("bf16", "fp32"):
-        for label, kind, opts in VARIANTS:
-            row = _measure_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, **CFG)
+        for (label, kind, opts), compiled in [(v, False) for v in VARIANTS] + [(v, True) for v in COMPILED]:
+            row = _measure_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
             out["rows"].append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status")})
     for dtype in ("bf16", "fp32"):
         rows = [r for r in out["rows"] if r["dtype"] == dtype]

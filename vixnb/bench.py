@@ -37,13 +37,13 @@ REFERENCE = MATERIALISED_SOFTMAX
 
 
 def _measure_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
-                   cpu_memory=False, threads=None):
+                   cpu_memory=False, threads=None, compile=False):
     """Forward + backward of one mechanism (``measure._sweep_row``, no CPU budget guard)."""
     if threads:
         torch.set_num_threads(threads)
     return _sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                       device=torch.device(device), dt=as_dtype(dtype), backward=True, warmup=warmup, steps=steps,
-                      budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory)
+                      budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory, compile=compile)
 
 
 def _worker():
@@ -68,14 +68,15 @@ def _measure_isolated(label, kind, options, **cfg):
 
 
 def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_head=32, batch=64, warmup=2,
-                 steps=5, kinds=None, isolate=None, threads=None):
+                 steps=5, kinds=None, isolate=None, threads=None, compile=False):
     """Forward + backward time and memory of every mechanism, with ratios to the materialised softmax.
 
     ``device``: ``"cuda"`` when available, else ``"cpu"``. ``dtype``: ``"fp32"`` (default), ``"bf16"`` or
     ``"fp16"`` (autocast). ``kinds``: labels of ``measure.sweep_mechanisms()`` to run, in that order (the
     reference, ``REFERENCE``, always runs first). ``isolate``: one fresh process per mechanism (default on
     CPU, where it is how memory is measured). ``threads``: ``torch.set_num_threads`` for the measurement
-    (CPU; default: PyTorch's own choice). Returns one ``measure._sweep_row`` row per mechanism (mechanism,
+    (CPU; default: PyTorch's own choice). ``compile``: every mechanism, the reference included, through
+    ``torch.compile`` (fewer kernel launches; compiled in the first, untimed step). Returns one ``measure._sweep_row`` row per mechanism (mechanism,
     kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
     (what peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
@@ -90,7 +91,7 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     if unknown:
         raise ValueError(f"unknown mechanisms {unknown}; choose from {', '.join(mechanisms)}")
     cfg = dict(device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
-               warmup=warmup, steps=steps, threads=threads)
+               warmup=warmup, steps=steps, threads=threads, compile=compile)
     rows = []
     for label in wanted:
         label, kind, options = mechanisms[label]
@@ -117,7 +118,8 @@ def format_table(rows):
     """A plain-text table of ``bench_mixers`` rows."""
     head = rows[0] if rows else {}
     lines = [f"token mixers, forward + backward: {head.get('batch')} x {head.get('tokens')} tokens, dim {head.get('dim')}, "
-             f"{head.get('heads')} heads x {head.get('dim_head')}, {head.get('device')} {head.get('dtype')}; "
+             f"{head.get('heads')} heads x {head.get('dim_head')}, {head.get('device')} {head.get('dtype')}"
+             f"{', torch.compile' if head.get('compiled') else ''}; "
              f"ratios vs {REFERENCE}",
              f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'peak MiB':>11}{'x ref':>8}  params"]
     for r in rows:
@@ -139,6 +141,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--compile", action="store_true", help="time every mechanism through torch.compile")
     parser.add_argument("--mixers", nargs="*", default=None,
                         help="subset of: " + "; ".join(m[0] for m in sweep_mechanisms()))
     parser.add_argument("--json", default=None,
@@ -148,7 +151,7 @@ def add_arguments(parser):
 
 def run(args):
     rows = bench_mixers(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps,
-                        warmup=args.warmup, kinds=args.mixers, threads=args.threads)
+                        warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile)
     print(format_table(rows))
     if args.json:
         save(args.json, "mixers", rows, device=rows[0]["device"], dtype=args.dtype)

@@ -831,19 +831,19 @@ MATERIALISED_SOFTMAX = "softmax (materialised)"  # the reference of ``vixnb benc
 
 
 def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
-               budget_gb, budget_gflop, cpu_memory=False):
+               budget_gb, budget_gflop, cpu_memory=False, compile=False):
     """Time and memory of ``steps`` steps (after ``warmup``) of one mechanism at ``n`` tokens: one row of
     ``scaling_sweep``, and of ``vixnb bench mixers``. Memory (``peak_mb``, what it is in ``memory``): on CUDA
     the peak allocated during the timed steps less what was allocated before them; on a CPU, with
     ``cpu_memory``, the growth of the process's peak resident set size over its size before the first step
     (meaningful only in a fresh process, see ``vixnb.bench``), else not measured (``estimate_gb`` is the
-    shape-based estimate). The CPU budget guard (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
+    shape-based estimate). ``compile``: time the mixer through ``torch.compile``. The CPU budget guard (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
     from .attention import build
 
     row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
            "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": dtype_name(dt),
            "mode": "forward+backward" if backward else "forward", "ms": None, "ms_min": None, "peak_mb": None,
-           "peak_reserved_mb": None, "timing": _timing_label(device)}
+           "peak_reserved_mb": None, "timing": _timing_label(device), "compiled": compile}
     def make_mixer(on):
         torch.manual_seed(0)
         with torch.device(on):
@@ -877,6 +877,8 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
         if device.type == "cuda":
             _free(device)
         mixer = make_mixer(device).train(backward)
+        if compile:  # the same module through torch.compile (compiled during the untimed warm-up step)
+            mixer = torch.compile(mixer)
         x = torch.randn(batch, n, dim, device=device, requires_grad=backward)
         grad = torch.randn(batch, n, dim, device=device) if backward else None
 

@@ -238,6 +238,7 @@ def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=6
     else:
         rows, source = {m: {"ours": "not measured (needs a GPU run of this profile)"} for m in models}, None
     frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame = frame.reindex([m for m in models if m in frame.index] + [m for m in frame.index if m not in models])
     frame = frame[[c for c in frame.columns if not c.startswith("step ms")]]  # memory only: speed is the efficiency chapter's
     paper = paper_table("vix", table)
     frame.insert(0, "paper GPU GB", [paper.loc[m, "gpu_gb"] if m in paper.index else "—" for m in frame.index])
