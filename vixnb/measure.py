@@ -837,7 +837,8 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
     the peak allocated during the timed steps less what was allocated before them; on a CPU, with
     ``cpu_memory``, the growth of the process's peak resident set size over its size before the first step
     (meaningful only in a fresh process, see ``vixnb.bench``), else not measured (``estimate_gb`` is the
-    shape-based estimate). ``compile``: time the mixer through ``torch.compile``. The CPU budget guard (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
+    shape-based estimate). ``compile``: time the mixer through ``torch.compile``. The CPU budget guard
+    (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
     from .attention import build
 
     row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
