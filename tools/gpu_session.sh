@@ -2,7 +2,7 @@
 # What a session with a lent GPU machine runs there, from a copy of the checkout's root (no git history):
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
 # Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
-#   nystrom     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32, bf16 compiled)          -> $OUT/*.json
+#   nystrom     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32, bf16 compiled)     -> $OUT/*.json
 #   benchtrain  `vixnb bench train`                                                                  -> $OUT/train.json
 #   train       `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
 #               (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 nystrom() {
-  log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/profile_nystrom.json"
+  log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/nystrom-variants.json"
   for dt in bf16 fp32; do
     log "bench mixers $dt"
     timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype $dt --warmup 10 --steps 30 --json "$OUT/mixers-$dt.json"
@@ -66,7 +66,7 @@ train() {
 measure() {
   log "measure (budget)"
   timeout $(( $(left) - 15 )) python3 - <<'PY'
-from vixnb import measure, report, list_models
+from vixnb import measure
 settings = measure.efficiency_chapter_settings("budget", iters=10)
 run = measure.load_or_measure(settings, dataset="cifar10", remeasure=True)
 print(measure.measurement_note(run))

@@ -4,14 +4,14 @@ no slower than 2x the fused softmax, forward + backward, 64 x 1025 tokens, dim 1
 Times every variant with the timing code of ``vixnb bench mixers`` (``vixnb.bench._measure_mixer``), checks
 that the variants compute the same function as the reference convolution path (fp32, fresh random input),
 and prints the CUDA kernels that take the most time for the conv and toeplitz residual paths (bf16).
-Usage: ``python tools/profile_nystrom.py [out.json] [--kernels]`` on a machine with a GPU."""
-import json
+Usage: ``python tools/profile_nystrom.py [out.json] [--kernels]`` on a machine with a GPU; out.json is in the
+format of ``results/bench/`` (``vixnb.bench.save``)."""
 import sys
 
 import torch
 
 from vixnb.attention import build
-from vixnb.bench import _measure_mixer
+from vixnb.bench import _measure_mixer, save
 from vixnb.models import VIX_MIXERS
 
 PAPER = dict(VIX_MIXERS["vin"][1])
@@ -35,14 +35,15 @@ def agreement(device):
     """max |variant - conv path| / max |conv path| in fp32 on one fresh random batch."""
     x = torch.randn(CFG["batch"], CFG["tokens"], CFG["dim"], device=device)
     torch.manual_seed(0)
-    ref = build("nystrom", dim=128, heads=4, dim_head=32, **PAPER, res_conv_impl="conv").to(device)
+    shape = {k: CFG[k] for k in ("dim", "heads", "dim_head")}
+    ref = build("nystrom", **shape, **PAPER, res_conv_impl="conv").to(device)
     with torch.no_grad():
         ref_out = ref(x)
     errs = {}
     for label, kind, opts in VARIANTS:
         if kind != "nystrom" or not opts.get("residual", True):
             continue
-        m = build(kind, dim=128, heads=4, dim_head=32, **opts).to(device)
+        m = build(kind, **shape, **opts).to(device)
         m.load_state_dict(ref.state_dict())
         with torch.no_grad():
             errs[label] = ((m(x) - ref_out).abs().max() / ref_out.abs().max()).item()
@@ -50,7 +51,7 @@ def agreement(device):
 
 
 def kernel_table(opts, device, rows=12):
-    m = build("nystrom", dim=128, heads=4, dim_head=32, **opts).to(device)
+    m = build("nystrom", **{k: CFG[k] for k in ("dim", "heads", "dim_head")}, **opts).to(device)
     x = torch.randn(CFG["batch"], CFG["tokens"], CFG["dim"], device=device, requires_grad=True)
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -68,30 +69,31 @@ def kernel_table(opts, device, rows=12):
 
 def main():
     device = "cuda"
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "config": CFG, "rows": []}
-    out["relative_error_vs_conv_path_fp32"] = agreement(device)
+    rows = []
+    errors = agreement(device)
     for dtype in ("bf16", "fp32"):
         for (label, kind, opts), compiled in [(v, False) for v in VARIANTS] + [(v, True) for v in COMPILED]:
             row = _measure_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
-            out["rows"].append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status")})
+            rows.append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status")})
     for dtype in ("bf16", "fp32"):
-        rows = [r for r in out["rows"] if r["dtype"] == dtype]
-        fused = next(r["ms"] for r in rows if r["mechanism"] == "softmax (fused)")
+        of_dtype = [r for r in rows if r["dtype"] == dtype]
+        fused = next(r["ms"] for r in of_dtype if r["mechanism"] == "softmax (fused)")
         print(f"--- {dtype}: forward + backward, {CFG}")
-        for r in rows:
+        for r in of_dtype:
             r["x_fused_softmax"] = r["ms"] / fused if r["ms"] else None
             print(f"{r['mechanism']:<44}{r['ms'] or float('nan'):>9.3f} ms{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
                   f"{r['peak_mb'] or float('nan'):>10.1f} MiB")
-    print("relative error vs conv path (fp32):", out["relative_error_vs_conv_path_fp32"])
+    print("relative error vs conv path (fp32):", errors)
+    extra = {"config": CFG, "relative_error_vs_conv_path_fp32": errors}
     if "--kernels" in sys.argv:
         for impl in ("conv", "toeplitz"):
             table = kernel_table({**PAPER, "res_conv_impl": impl}, device)
-            out[f"kernels_{impl}_bf16"] = table
+            extra[f"kernels_{impl}_bf16"] = table
             print(f"--- CUDA kernels, nystrom res_conv_impl={impl}, bf16, 5 steps\n{table}")
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if paths:
-        with open(paths[0], "w") as f:
-            json.dump(out, f, indent=1)
+    if paths:  # the format of results/bench/ (vixnb.bench.save), which the efficiency chapter reads
+        save(paths[0], "nystrom-variants", rows, device=device, dtype=None, extra=extra,
+             command="python tools/profile_nystrom.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

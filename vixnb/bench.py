@@ -76,8 +76,8 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     reference, ``REFERENCE``, always runs first). ``isolate``: one fresh process per mechanism (default on
     CPU, where it is how memory is measured). ``threads``: ``torch.set_num_threads`` for the measurement
     (CPU; default: PyTorch's own choice). ``compile``: every mechanism, the reference included, through
-    ``torch.compile`` (fewer kernel launches; compiled in the first, untimed step). Returns one ``measure._sweep_row`` row per mechanism (mechanism,
-    kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
+    ``torch.compile`` (fewer kernel launches; compiled in the first, untimed step). Returns one
+    ``measure._sweep_row`` row per mechanism (mechanism, kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
     (what peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
     """
@@ -160,15 +160,16 @@ def run(args):
 
 # ----- stored benchmark results (results/bench/, committed): what the book shows of GPU benchmarks ------
 
-def save(path, benchmark, rows, *, device, dtype, note=None):
-    """Write ``rows`` of ``benchmark`` ("mixers", "train") to ``path`` as JSON with their provenance (device,
-    dtype, torch, commit, date; ``vixnb.measure.provenance``) and the command line that made them."""
+def save(path, benchmark, rows, *, device, dtype, note=None, command=None, extra=None):
+    """Write ``rows`` of ``benchmark`` ("mixers", "train", "nystrom-variants") to ``path`` as JSON with their
+    provenance (device, dtype, torch, commit, date; ``vixnb.measure.provenance``), the command line that made
+    them (default: ``vixnb`` and this process's arguments) and any ``extra`` fields."""
     from .measure import provenance
     from .store import atomic_write
 
-    data = {"benchmark": benchmark, "provenance": provenance(device, dtype=dtype),
-            "command": "vixnb " + " ".join(sys.argv[1:]) if sys.argv[1:] else None, "note": note,
-            "rows": _jsonable(rows)}
+    command = command or ("vixnb " + " ".join(sys.argv[1:]) if sys.argv[1:] else None)
+    data = {"benchmark": benchmark, "provenance": provenance(device, dtype=dtype), "command": command,
+            "note": note, **(extra or {}), "rows": _jsonable(rows)}
     return atomic_write(path, lambda f: f.write(json.dumps(data, indent=1)))
 
 
