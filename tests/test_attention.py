@@ -225,6 +225,51 @@ def test_nystrom_residual_impl_is_checked():
         A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, residual_conv_kernel=4, res_conv_impl="toeplitz")
 
 
+@pytest.mark.parametrize("iters", [0, 1, 6])
+def test_pinv_hand_written_backward_is_autograds_gradient(iters):
+    """PinvIterations' backward is the exact gradient of the iterations: equal to autograd's through the same
+    iterations (float64, to rounding), for ill-conditioned landmark matrices where the iterations are far
+    from a true inverse, and through the whole Nystrom mixer."""
+    torch.manual_seed(0)
+    x = torch.softmax(torch.randn(3, 2, 16, 16, dtype=torch.float64) * 4, dim=-1).requires_grad_()
+    g = torch.randn(3, 2, 16, 16, dtype=torch.float64)
+    outs = {}
+    for backward in ("manual", "autograd"):
+        z = A.moore_penrose_pinv(x, iters, backward=backward)
+        outs[backward] = (z, *torch.autograd.grad(z, x, g))
+    for a, b in zip(outs["manual"], outs["autograd"]):
+        torch.testing.assert_close(a, b, atol=1e-11, rtol=1e-9)
+    assert outs["manual"][1].abs().max() > 1  # a gradient that is not trivially small
+    y = (torch.rand(2, 5, 5, dtype=torch.float64) + torch.eye(5)).requires_grad_()  # no ties in the norms
+    assert torch.autograd.gradcheck(lambda a: A.moore_penrose_pinv(a, 3), (y,))
+
+
+def test_nystrom_pinv_backward_options_agree():
+    torch.manual_seed(0)
+    mixers = {b: A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=8, residual_conv_kernel=5,
+                         pinv_backward=b).double() for b in ("manual", "autograd")}
+    mixers["autograd"].load_state_dict(mixers["manual"].state_dict())
+    x = torch.randn(2, 33, DIM, dtype=torch.float64)
+    grads = {}
+    for b, m in mixers.items():
+        xb = x.clone().requires_grad_()
+        m(xb).square().sum().backward()
+        grads[b] = [xb.grad] + [p.grad for p in m.parameters()]
+    for a, b in zip(grads["manual"], grads["autograd"]):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+    with pytest.raises(ValueError, match="'manual' or 'autograd'"):
+        A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, pinv_backward="implicit")
+
+
+def test_nystrom_hand_written_pinv_backward_dispatches_fewer_operators():
+    from vixnb.bench import dispatched_ops
+
+    shape = dict(device="cpu", dtype="fp32", tokens=65, dim=DIM, heads=HEADS, dim_head=DH)
+    manual, autograd = (dispatched_ops("nystrom", {"num_landmarks": 16, "pinv_backward": b}, **shape)
+                        for b in ("manual", "autograd"))
+    assert manual["aten_ops_compute"] < autograd["aten_ops_compute"] - 60  # six iterations, > 10 fewer each
+
+
 def test_pinv_without_identity_matches_reference():
     x = torch.softmax(torch.randn(3, 16, 16) * 2, dim=-1)
     torch.testing.assert_close(A.moore_penrose_pinv(x, 6), reference_pinv(x, 6), atol=1e-5, rtol=1e-5)
@@ -490,7 +535,7 @@ GRIDS = {
                        rope=[None, ROPE]),
     "linformer": _grid(k=[8, N], share_kv=[True, False], one_kv_head=[True, False], rope=[None, ROPE]),
     "nystrom": _grid(num_landmarks=[8, 13, N], residual=[True, False], fused=[True, False], pinv_iterations=[1, 6],
-                     res_conv_impl=["auto", "toeplitz"],
+                     res_conv_impl=["auto", "toeplitz"], pinv_backward=["manual", "autograd"],
                      rope=[None, ROPE]),
     "linear": _grid(feature_map=["elu", "softmax"], qkv_bias=[False, True], rope=[None, ROPE]),
     "shaped": _grid(init=["uniform", "identity", "attention", "dynamic", "inverse-dynamic"], centering=[False, True],

@@ -71,5 +71,23 @@ def test_bench_mixers_can_time_compiled_mixers():
     rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=1, steps=1,
                               kinds=[], isolate=False, compile=True)
     assert [r["mechanism"] for r in rows] == ["softmax (materialised)"]
-    assert rows[0]["compiled"] is True and rows[0]["ms"] > 0
+    assert rows[0]["compiled"] == "default" and rows[0]["ms"] > 0 and "aten_ops" not in rows[0]
     assert "torch.compile" in bench.format_table(rows)
+
+
+def test_compile_modes_are_checked():
+    assert bench.compile_mode(True) == "default" and bench.compile_mode(None) is None
+    assert bench.compile_mode("reduce-overhead") == "reduce-overhead"
+    with pytest.raises(ValueError, match="reduce-overhead"):
+        bench.compile_mode("fast")
+
+
+def test_bench_mixers_counts_dispatched_operators():
+    """The count is of one forward + backward: the fused softmax dispatches one attention kernel each way;
+    the materialised one forms the matrix (softmax forward and backward) in more operators."""
+    rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
+                              kinds=["softmax (fused)"], isolate=False)
+    ref, fused = rows
+    assert 0 < fused["aten_ops_compute"] < fused["aten_ops"]
+    assert ref["aten_ops_compute"] > fused["aten_ops_compute"]
+    assert f"{fused['aten_ops_compute']}/{fused['aten_ops']}" in bench.format_table(rows)

@@ -2,7 +2,7 @@
 # What a session with a lent GPU machine runs there, from a copy of the checkout's root (no git history):
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh STEP...
 # Steps, run in the order given, each under the time left before BUDGET_S seconds (default 540) are up:
-#   nystrom     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32, bf16 compiled)     -> $OUT/*.json
+#   nystrom     tools/profile_nystrom.py, `vixnb bench mixers` (bf16, fp32, bf16 compiled, bf16 CUDA graphs) -> $OUT/*.json
 #   benchtrain  `vixnb bench train`                                                                  -> $OUT/train.json
 #   train       `vixnb train MODEL --profile budget` for the Table 1 models (MODELS, default all twelve), PARALLEL
 #               (default 6) at a time on the one GPU: these small models leave it mostly idle, so runs share it well
@@ -38,6 +38,9 @@ nystrom() {
   done
   log "bench mixers bf16, torch.compile"
   timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype bf16 --compile --warmup 10 --steps 30 --json "$OUT/mixers-bf16-compiled.json"
+  log "bench mixers bf16, torch.compile mode reduce-overhead (CUDA graphs)"
+  timeout $(( $(left) - 10 )) python3 -m vixnb bench mixers --dtype bf16 --compile reduce-overhead --warmup 10 --steps 30 \
+    --mixers "softmax (fused)" nystrom --json "$OUT/mixers-bf16-cudagraphs.json"
 }
 
 benchtrain() {

@@ -19,6 +19,7 @@ VARIANTS = [
     ("softmax (fused)", "softmax", {}),
     ("softmax (materialised)", "softmax", {"materialize": True}),
     ("nystrom: default", "nystrom", {**PAPER}),
+    ("nystrom: autograd pinv backward", "nystrom", {**PAPER, "pinv_backward": "autograd"}),
     ("nystrom: toeplitz residual", "nystrom", {**PAPER, "res_conv_impl": "toeplitz"}),
     ("nystrom: conv residual", "nystrom", {**PAPER, "res_conv_impl": "conv"}),
     ("nystrom: no residual (lower bound)", "nystrom", {**PAPER, "residual": False}),
@@ -28,6 +29,7 @@ VARIANTS = [
 ]
 # whole mixers through torch.compile (``vixnb bench mixers --compile``), the fused softmax too for a fair ratio
 COMPILED = [("softmax (fused), torch.compile", "softmax", {}), ("nystrom: default, torch.compile", "nystrom", {**PAPER})]
+COMPILE_MODES = ("default", "reduce-overhead")  # reduce-overhead: CUDA graphs, no launches to pay per kernel
 CFG = dict(tokens=1025, dim=128, heads=4, dim_head=32, batch=64)
 
 
@@ -72,16 +74,20 @@ def main():
     rows = []
     errors = agreement(device)
     for dtype in ("bf16", "fp32"):
-        for (label, kind, opts), compiled in [(v, False) for v in VARIANTS] + [(v, True) for v in COMPILED]:
+        runs = [(label, kind, opts, False) for label, kind, opts in VARIANTS]
+        runs += [(label + ("" if mode == "default" else f" ({mode})"), kind, opts, mode)
+                 for mode in COMPILE_MODES for label, kind, opts in COMPILED]
+        for label, kind, opts, compiled in runs:
             row = _measure_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
-            rows.append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status")})
+            rows.append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status", "aten_ops",
+                                                 "aten_ops_compute")})
     for dtype in ("bf16", "fp32"):
         of_dtype = [r for r in rows if r["dtype"] == dtype]
         fused = next(r["ms"] for r in of_dtype if r["mechanism"] == "softmax (fused)")
         print(f"--- {dtype}: forward + backward, {CFG}")
         for r in of_dtype:
             r["x_fused_softmax"] = r["ms"] / fused if r["ms"] else None
-            print(f"{r['mechanism']:<44}{r['ms'] or float('nan'):>9.3f} ms{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
+            print(f"{r['mechanism']:<52}{r['ms'] or float('nan'):>9.3f} ms{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
                   f"{r['peak_mb'] or float('nan'):>10.1f} MiB")
     print("relative error vs conv path (fp32):", errors)
     extra = {"config": CFG, "relative_error_vs_conv_path_fp32": errors}

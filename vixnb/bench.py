@@ -38,12 +38,88 @@ REFERENCE = MATERIALISED_SOFTMAX
 
 def _measure_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
                    cpu_memory=False, threads=None, compile=False):
-    """Forward + backward of one mechanism (``measure._sweep_row``, no CPU budget guard)."""
+    """Forward + backward of one mechanism (``measure._sweep_row``, no CPU budget guard), with the operators
+    one step dispatches (``dispatched_ops``; not counted through ``torch.compile``)."""
     if threads:
         torch.set_num_threads(threads)
-    return _sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
-                      device=torch.device(device), dt=as_dtype(dtype), backward=True, warmup=warmup, steps=steps,
-                      budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory, compile=compile)
+    mode = compile_mode(compile)
+    if mode == "reduce-overhead":  # CUDA graphs: the first calls run eagerly and record, later ones replay
+        warmup = max(warmup, 3)
+    row = _sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
+                     device=torch.device(device), dt=as_dtype(dtype), backward=True, warmup=warmup, steps=steps,
+                     budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory, compile=mode or False)
+    if not mode and row.get("ms") is not None:
+        row.update(dispatched_ops(kind, options, device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads,
+                                  dim_head=dim_head))
+    return row
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_mode(compile):
+    """``compile`` (False/None, True = "default", or a ``torch.compile`` mode) as a mode name, or None."""
+    if compile in (None, False):
+        return None
+    mode = "default" if compile is True else compile
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile={compile!r}: use one of {', '.join(COMPILE_MODES)}")
+    return mode
+
+
+def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head):
+    """How many aten operators one forward + backward of the mixer dispatches (batch 1: the count does not
+    depend on the batch), on ``device`` in ``dtype`` (autocast): ``aten_ops`` all of them, ``aten_ops_compute``
+    those that are not views (the kernels a GPU launches, about). A mixer made of many small operations is
+    bound by their launches rather than by arithmetic; this is that count, device-independent up to the
+    kernels the device picks (e.g. the fused attention variant)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .attention import build
+
+    class Count(TorchDispatchMode):
+        total = compute = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.total += 1  # _unsafe_view is a view in all but its flag
+            self.compute += not (func.is_view or func.overloadpacket is torch.ops.aten._unsafe_view)
+            return func(*args, **(kwargs or {}))
+
+    dev, dt = torch.device(device), as_dtype(dtype)
+    torch.manual_seed(0)
+    mixer = build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=tokens, **options).to(dev)
+    x = torch.randn(1, tokens, dim, device=dev, requires_grad=True)
+    with Count() as count:
+        with torch.autocast(dev.type, dtype=dt, enabled=dt != torch.float32):
+            out = mixer(x)
+        out.float().sum().backward()
+    return {"aten_ops": count.total, "aten_ops_compute": count.compute}
+
+
+def operator_table(*, device="cpu", dtype="fp32", tokens=1025, dim=128, heads=4, dim_head=32):
+    """aten operators one forward + backward of each mechanism dispatches (``dispatched_ops``), in the
+    configuration of ``bench_mixers``, with the Nystrom mixer also with autograd's backward of its
+    pseudo-inverse iterations (``pinv_backward="autograd"``); the ratio is of non-view operators to the fused
+    softmax's. A page table with ``attrs["provenance"]`` (``measure.provenance``): counting computes one
+    small step per mechanism on ``device`` (batch 1), it times nothing."""
+    import pandas as pd
+
+    from .measure import provenance
+
+    mechanisms = sweep_mechanisms()
+    nystrom = next(options for label, _, options in mechanisms if label == "nystrom")
+    after = max(i for i, (_, kind, _) in enumerate(mechanisms) if kind == "nystrom")
+    autograd = {**nystrom, "pinv_backward": "autograd"}
+    mechanisms.insert(after + 1, ("nystrom, autograd pinv backward", "nystrom", autograd))
+    shape = dict(device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads, dim_head=dim_head)
+    counts = {label: dispatched_ops(kind, options, **shape) for label, kind, options in mechanisms}
+    fused = counts["softmax (fused)"]["aten_ops_compute"]
+    frame = pd.DataFrame({"aten ops": [c["aten_ops"] for c in counts.values()],
+                          "non-view": [c["aten_ops_compute"] for c in counts.values()],
+                          "x fused softmax (non-view)": [c["aten_ops_compute"] / fused for c in counts.values()]},
+                         index=list(counts))
+    frame.attrs["provenance"] = provenance(device, dtype=dtype, batch_size=1)
+    return frame
 
 
 def _worker():
@@ -76,13 +152,14 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     reference, ``REFERENCE``, always runs first). ``isolate``: one fresh process per mechanism (default on
     CPU, where it is how memory is measured). ``threads``: ``torch.set_num_threads`` for the measurement
     (CPU; default: PyTorch's own choice). ``compile``: every mechanism, the reference included, through
-    ``torch.compile`` (fewer kernel launches; compiled in the first, untimed step). Returns one
+    ``torch.compile`` (True or a mode of ``COMPILE_MODES``; "reduce-overhead" replays CUDA graphs; compiled in
+    the untimed warm-up steps). Each row also counts the aten operators of one step (``dispatched_ops``). Returns one
     ``measure._sweep_row`` row per mechanism (mechanism, kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
     (what peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
     """
     device = str(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = as_dtype(dtype)
+    dtype, compile = as_dtype(dtype), compile_mode(compile) or False
     isolate = torch.device(device).type == "cpu" if isolate is None else isolate
     mechanisms = {label: (label, kind, options) for label, kind, options in sweep_mechanisms()}
     wanted = list(mechanisms) if kinds is None else list(kinds)
@@ -119,17 +196,29 @@ def format_table(rows):
     head = rows[0] if rows else {}
     lines = [f"token mixers, forward + backward: {head.get('batch')} x {head.get('tokens')} tokens, dim {head.get('dim')}, "
              f"{head.get('heads')} heads x {head.get('dim_head')}, {head.get('device')} {head.get('dtype')}"
-             f"{', torch.compile' if head.get('compiled') else ''}; "
+             f"{_compiled_label(head.get('compiled'))}; "
              f"ratios vs {REFERENCE}",
-             f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'peak MiB':>11}{'x ref':>8}  params"]
+             f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'peak MiB':>11}{'x ref':>8}{'aten ops':>10}  params"]
     for r in rows:
         lines.append(f"{r['mechanism']:<24}{text_cell(r['ms'], '.2f'):>10}"
                      f"{text_cell(r['ratio_vs_materialized_softmax'], '.2f'):>8}{text_cell(r['peak_mb'], '.1f'):>11}"
-                     f"{text_cell(r['memory_ratio_vs_materialized_softmax'], '.2f'):>8}  {text_cell(r['params'], ',')}"
+                     f"{text_cell(r['memory_ratio_vs_materialized_softmax'], '.2f'):>8}{_ops_cell(r):>10}"
+                     f"  {text_cell(r['params'], ',')}"
                      + (f"  ERROR {r['error']}" if r.get("error") else ""))
     if rows:
         lines.append(f"memory: {next((r['memory'] for r in rows if r.get('memory')), 'n/a')}")
+        lines.append("aten ops: operators one forward + backward dispatches, views excluded / all (batch 1)")
     return "\n".join(lines)
+
+
+def _compiled_label(compiled):
+    if not compiled:
+        return ""
+    return ", torch.compile" + ("" if compiled in (True, "default") else f" (mode {compiled})")
+
+
+def _ops_cell(row):
+    return f"{row['aten_ops_compute']}/{row['aten_ops']}" if row.get("aten_ops") else "-"
 
 
 def add_arguments(parser):
@@ -141,7 +230,9 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
-    parser.add_argument("--compile", action="store_true", help="time every mechanism through torch.compile")
+    parser.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
+                        help="time every mechanism through torch.compile, optionally in a mode "
+                             "(reduce-overhead: CUDA graphs)")
     parser.add_argument("--mixers", nargs="*", default=None,
                         help="subset of: " + "; ".join(m[0] for m in sweep_mechanisms()))
     parser.add_argument("--json", default=None,
@@ -232,6 +323,8 @@ def mixers_frame(saved):
         "x materialised softmax": [r["ratio_vs_materialized_softmax"] for r in rows],
         "peak MiB": [r["peak_mb"] for r in rows],
         "params": [r["params"] for r in rows]}, index=[r["mechanism"] for r in rows])
+    if any(r.get("aten_ops") for r in rows):  # runs saved before the count was added have none
+        frame.insert(3, "aten ops (non-view)", [r.get("aten_ops_compute") for r in rows])
     return _with_provenance(frame, saved)
 
 

@@ -837,7 +837,7 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
     the peak allocated during the timed steps less what was allocated before them; on a CPU, with
     ``cpu_memory``, the growth of the process's peak resident set size over its size before the first step
     (meaningful only in a fresh process, see ``vixnb.bench``), else not measured (``estimate_gb`` is the
-    shape-based estimate). ``compile``: time the mixer through ``torch.compile``. The CPU budget guard
+    shape-based estimate). ``compile``: time the mixer through ``torch.compile`` (True, or a mode name). The CPU budget guard
     (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
     from .attention import build
 
@@ -879,7 +879,7 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
             _free(device)
         mixer = make_mixer(device).train(backward)
         if compile:  # the same module through torch.compile (compiled during the untimed warm-up step)
-            mixer = torch.compile(mixer)
+            mixer = torch.compile(mixer, mode=None if compile in (True, "default") else compile)
         x = torch.randn(batch, n, dim, device=device, requires_grad=backward)
         grad = torch.randn(batch, n, dim, device=device) if backward else None
 

@@ -21,21 +21,25 @@ same linear map (odd k). ``"auto"`` (default) picks ``"toeplitz"`` for fp32 valu
 ``"conv"`` otherwise, by what tools/profile_nystrom.py measured on an H100 (64 x 1025 tokens, forward +
 backward of the mixer): fp32 6.96 ms with the band against 7.73 ms with the convolution, bf16 6.29 ms
 against 5.67 ms; on a CPU the band costs n / k times the convolution's arithmetic.
-The pseudo-inverse iteration's c*I - Y steps are fused into batched matrix products (``baddbmm``).
+The pseudo-inverse iteration's c*I - Y steps are fused into batched matrix products (``baddbmm``), and its
+backward is written by hand (``PinvIterations``, ``pinv_backward="manual"``, the default): the same exact
+gradient as autograd's (``"autograd"``) in about 75 fewer operators per step at 6 iterations, for a GPU
+step that is bound by kernel launches (``vixnb bench mixers`` counts them).
 """
 from contextlib import nullcontext
-from functools import cache
+from functools import cache, partial
 from math import ceil
 
 import torch.nn.functional as F
 import torch
 from einops import rearrange
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from .rope import qkv_heads
 
 
-def moore_penrose_pinv(x, iters=6, *, compiled=False):
+def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
     """Iterative Moore-Penrose pseudo-inverse (Razavi et al., as in Nystromformer), batched over leading dims.
 
     z0 = x^T / (max row sum * max column sum) over the whole batch; z <- z (13I - xz(15I - xz(7I - xz))) / 4.
@@ -43,26 +47,79 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False):
     result is cast back to the input's dtype. ``compiled``: on a GPU, run the iteration through
     ``torch.compile`` (the same arithmetic in fewer kernel launches: its 6 iterations are about 30 small
     products and additions, each costing more to launch than to compute); elsewhere it is ignored.
+    ``backward``: ``"manual"`` (default) differentiates the iterations with ``PinvIterations``' hand-written
+    backward, ``"autograd"`` lets autograd record them (the same gradient, in about 75 more operators).
     """
+    if backward not in ("manual", "autograd"):
+        raise ValueError(f"pinv backward={backward!r}: use 'manual' or 'autograd'")
     dtype, kind = x.dtype, x.device.type
-    pinv = _compiled_pinv() if compiled and kind == "cuda" else _pinv
+    pinv = _compiled_pinv() if compiled and kind == "cuda" else partial(_pinv, manual_backward=backward == "manual")
     with torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext():  # not on "meta"
         return pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
 
 
-def _pinv(x, iters):
+def _pinv(x, iters, *, manual_backward=False):
     shape, m = x.shape, x.shape[-1]
     x = x.reshape(-1, m, m)
     abs_x = x.abs()
     z = x.transpose(-1, -2) / (abs_x.sum(dim=-1).amax() * abs_x.sum(dim=-2).amax())
-    eye = torch.eye(m, dtype=x.dtype, device=x.device)
+    # under torch.compile the iterations are traced as they are (the compiler derives and fuses the backward)
+    if manual_backward and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling():
+        return PinvIterations.apply(x, z, iters).reshape(shape)
+    return _iterate(x, z, iters).reshape(shape)
+
+
+def _iterate(x, z, iters, keep=None):
+    """``iters`` steps z <- z (13I - Y (15I - Y (7I - Y))) / 4, Y = x z, on (B, m, m) batches; ``keep`` (a list)
+    collects each step's z, Y, E = 7I - Y, P = 15I - Y E and Q = 13I - Y P for ``PinvIterations``' backward."""
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
     eye7, eye13, eye15 = 7 * eye, 13 * eye, 15 * eye
     for _ in range(iters):
-        xz = torch.bmm(x, z)
-        inner = torch.baddbmm(eye15, xz, eye7 - xz, alpha=-1)  # 15I - xz (7I - xz)
-        outer = torch.baddbmm(eye13, xz, inner, alpha=-1)  # 13I - xz (...)
-        z = torch.baddbmm(z, z, outer, beta=0, alpha=0.25)  # z (...) / 4
-    return z.reshape(shape)
+        y = torch.bmm(x, z)
+        e = eye7 - y
+        p = torch.baddbmm(eye15, y, e, alpha=-1)  # 15I - Y E
+        q = torch.baddbmm(eye13, y, p, alpha=-1)  # 13I - Y P
+        if keep is not None:
+            keep += [z, y, e, p, q]
+        z = torch.baddbmm(z, z, q, beta=0, alpha=0.25)  # z Q / 4
+    return z
+
+
+class PinvIterations(torch.autograd.Function):
+    """The iteration z <- z Q / 4, Q = 13I - Y P, P = 15I - Y E, E = 7I - Y, Y = x z, run ``iters`` times from
+    ``z`` (batched (B, m, m)), with a hand-written backward: the exact gradient of these iterations (not the
+    implicit gradient of a true inverse, which six iterations do not reach for ill-conditioned landmark
+    matrices), by the chain rule step by step in reverse:
+    dQ = Z^T G / 4, dP = -Y^T dQ, dE = -Y^T dP, dY = -dE - dQ P^T - dP E^T, dx += dY Z^T, dZ = G Q^T / 4 + x^T dY
+    (computed transposed, so that no factor needs a transposed view). That is 8 batched products per step
+    (scalars folded into ``baddbmm``) where autograd dispatches about 20 operators (products plus the scaling,
+    negation and accumulation of their gradients): the mixer is bound by kernel launches on a GPU (issue 4).
+    Values equal autograd's to float rounding (tests/test_attention.py)."""
+
+    @staticmethod
+    def forward(ctx, x, z, iters):
+        saved = []
+        z = _iterate(x, z, iters, keep=saved)
+        ctx.save_for_backward(x, *saved)
+        return z
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        # transposed gradients (gt = dL/dz^T ...): every product then takes the saved factors as they are, no
+        # transposed views: dQ^T = G^T Z / 4, dP^T = -dQ^T Y, dE^T = -dP^T Y, dY^T = -dE^T - P dQ^T - E dP^T,
+        # dx^T += Z dY^T, dZ^T = Q G^T / 4 + dY^T x
+        x, *saved = ctx.saved_tensors
+        gt, dxt = g.transpose(-1, -2), torch.zeros_like(x)
+        for i in reversed(range(0, len(saved), 5)):
+            z, y, e, p, q = saved[i:i + 5]
+            dqt = torch.baddbmm(gt, gt, z, beta=0, alpha=0.25)
+            dpt = torch.baddbmm(dqt, dqt, y, beta=0, alpha=-1)
+            det = torch.baddbmm(dpt, dpt, y, beta=0, alpha=-1)
+            dyt = torch.baddbmm(det, p, dqt, beta=-1, alpha=-1).baddbmm_(e, dpt, alpha=-1)
+            dxt.baddbmm_(z, dyt)
+            gt = torch.baddbmm(gt, q, gt, beta=0, alpha=0.25).baddbmm_(dyt, x)
+        return dxt.transpose(-1, -2), gt.transpose(-1, -2), None
 
 
 @cache
@@ -115,11 +172,14 @@ class TokenConv(nn.Conv2d):
 class NystromAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
                  residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto",
-                 compile_pinv=False):
+                 compile_pinv=False, pinv_backward="manual"):
         super().__init__()
         inner = heads * dim_head
         self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
         self.num_landmarks, self.pinv_iterations, self.compile_pinv = num_landmarks, pinv_iterations, compile_pinv
+        if pinv_backward not in ("manual", "autograd"):
+            raise ValueError(f"pinv_backward={pinv_backward!r}: use 'manual' or 'autograd'")
+        self.pinv_backward = pinv_backward
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
         self.residual = residual
@@ -141,13 +201,16 @@ class NystromAttention(nn.Module):
         k_land = k.reshape(b, h, length // l, l, d).mean(dim=-2)
         return q, k, v, q_land, k_land
 
+    def _pinv(self, attn2):
+        return moore_penrose_pinv(attn2, self.pinv_iterations, compiled=self.compile_pinv, backward=self.pinv_backward)
+
     def factors(self, x):
         """(attn1, pinv(attn2), attn3, v) for the front-padded sequence."""
         q, k, v, q_land, k_land = self._qkv_landmarks(x)
         attn1 = (q @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn3 = (q_land @ k.transpose(-1, -2)).softmax(dim=-1)
-        return attn1, moore_penrose_pinv(attn2, self.pinv_iterations, compiled=self.compile_pinv), attn3, v
+        return attn1, self._pinv(attn2), attn3, v
 
     def attention_map(self, x):
         """(b, h, n, n): the product of the three Nystrom factors restricted to the real tokens. Because the
@@ -162,7 +225,7 @@ class NystromAttention(nn.Module):
         if self.fused:
             q, k, v, q_land, k_land = self._qkv_landmarks(x)
             attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
-            attn2_inv = moore_penrose_pinv(attn2, self.pinv_iterations, compiled=self.compile_pinv)
+            attn2_inv = self._pinv(attn2)
             context = F.scaled_dot_product_attention(q_land, k, v, scale=1.0)  # softmax(Lq K^T) V: (b, h, m, d)
             out = F.scaled_dot_product_attention(q, k_land, attn2_inv @ context, scale=1.0)
         else:
