@@ -259,6 +259,8 @@ def test_nystrom_pinv_backward_options_agree():
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
     with pytest.raises(ValueError, match="'manual' or 'autograd'"):
         A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, pinv_backward="implicit")
+    with pytest.raises(ValueError, match="reduce-overhead"):
+        A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, compile_pinv="cudagraphs")
 
 
 def test_nystrom_hand_written_pinv_backward_dispatches_fewer_operators():

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .attention.nystrom import COMPILE_MODES
 from .measure import DTYPES, MATERIALISED_SOFTMAX, _jsonable, _sweep_row, as_dtype, dtype_name, sweep_mechanisms
 from .report import text_cell
 
@@ -52,9 +53,6 @@ def _measure_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, d
         row.update(dispatched_ops(kind, options, device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads,
                                   dim_head=dim_head))
     return row
-
-
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def compile_mode(compile):

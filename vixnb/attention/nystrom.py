@@ -45,15 +45,19 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
     z0 = x^T / (max row sum * max column sum) over the whole batch; z <- z (13I - xz(15I - xz(7I - xz))) / 4.
     The iteration runs in at least fp32, also under bf16/fp16 autocast (it amplifies rounding), and the
     result is cast back to the input's dtype. ``compiled``: on a GPU, run the iteration through
-    ``torch.compile`` (the same arithmetic in fewer kernel launches: its 6 iterations are about 30 small
-    products and additions, each costing more to launch than to compute); elsewhere it is ignored.
+    ``torch.compile`` (True, or a mode such as "reduce-overhead", which replays it as a CUDA graph: its 6
+    iterations are about 30 small products, and their backward about 50, each costing more to launch than
+    to compute, and compilation alone fuses the additions but not the products); elsewhere it is ignored.
     ``backward``: ``"manual"`` (default) differentiates the iterations with ``PinvIterations``' hand-written
     backward, ``"autograd"`` lets autograd record them (the same gradient, in about 75 more operators).
     """
     if backward not in ("manual", "autograd"):
         raise ValueError(f"pinv backward={backward!r}: use 'manual' or 'autograd'")
     dtype, kind = x.dtype, x.device.type
-    pinv = _compiled_pinv() if compiled and kind == "cuda" else partial(_pinv, manual_backward=backward == "manual")
+    if compiled and kind == "cuda":
+        pinv = _compiled_pinv("default" if compiled is True else compiled)
+    else:
+        pinv = partial(_pinv, manual_backward=backward == "manual")
     with torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext():  # not on "meta"
         return pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
 
@@ -122,9 +126,12 @@ class PinvIterations(torch.autograd.Function):
         return dxt.transpose(-1, -2), gt.transpose(-1, -2), None
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # of torch.compile
+
+
 @cache
-def _compiled_pinv():
-    return torch.compile(_pinv, dynamic=False, fullgraph=True)
+def _compiled_pinv(mode):
+    return torch.compile(_pinv, mode=None if mode == "default" else mode, dynamic=False, fullgraph=True)
 
 
 def banded_toeplitz(weight, n):
@@ -177,6 +184,8 @@ class NystromAttention(nn.Module):
         inner = heads * dim_head
         self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
         self.num_landmarks, self.pinv_iterations, self.compile_pinv = num_landmarks, pinv_iterations, compile_pinv
+        if compile_pinv not in (False, True, *COMPILE_MODES):
+            raise ValueError(f"compile_pinv={compile_pinv!r}: use False, True or one of {', '.join(COMPILE_MODES)}")
         if pinv_backward not in ("manual", "autograd"):
             raise ValueError(f"pinv_backward={pinv_backward!r}: use 'manual' or 'autograd'")
         self.pinv_backward = pinv_backward
