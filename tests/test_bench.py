@@ -29,6 +29,14 @@ def test_saved_mixers_come_back_as_a_page_table_with_provenance(isolated_results
     assert line.startswith("Provenance — device: cpu") and line.endswith("Note: a test run.")
 
 
+def test_newest_numbered_benchmark(tmp_path):
+    assert bench.newest("nystrom-variants", tmp_path) == "nystrom-variants"
+    for name in ("nystrom-variants-2", "nystrom-variants-10", "nystrom-variants-x", "mixers-3"):
+        bench.stored_path(name, tmp_path).parent.mkdir(exist_ok=True)
+        bench.stored_path(name, tmp_path).write_text("{}")
+    assert bench.newest("nystrom-variants", tmp_path) == "nystrom-variants-10"
+
+
 def test_a_missing_benchmark_reads_not_yet_run():
     frame = bench.stored_table("mixers-bf16")
     assert frame.iloc[0, 0] == "not yet run (no results/bench/mixers-bf16.json)"

@@ -31,6 +31,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 nystrom() {
+  # commit it as results/bench/nystrom-variants-N.json, N one more than the last: the efficiency chapter shows the newest
   log "profile_nystrom"; timeout $(( $(left) - 10 )) python3 tools/profile_nystrom.py "$OUT/nystrom-variants.json"
   for dt in bf16 fp32; do
     log "bench mixers $dt"

@@ -269,6 +269,14 @@ def stored_path(name, root=None):
     return Path(root or default_root()) / "bench" / f"{name}.json"
 
 
+def newest(prefix, root=None):
+    """The saved benchmark named ``prefix-N`` with the largest N (e.g. the latest ``nystrom-variants-N`` run),
+    or ``prefix`` itself when there is none (``stored_table`` then reads "not yet run")."""
+    found = {int(p.stem.rsplit("-", 1)[1]): p.stem for p in stored_path(prefix, root).parent.glob(f"{prefix}-*.json")
+             if p.stem.rsplit("-", 1)[1].isdigit()}
+    return found[max(found)] if found else prefix
+
+
 def load(name, root=None):
     """A saved benchmark (``save``) by name, or None when there is none."""
     path = stored_path(name, root)
