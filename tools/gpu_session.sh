@@ -70,10 +70,10 @@ train() {
 measure() {
   log "measure (budget)"
   timeout $(( $(left) - 15 )) python3 - <<'PY'
-from vixnb import measure
-settings = measure.efficiency_chapter_settings("budget", iters=10)
-run = measure.load_or_measure(settings, dataset="cifar10", remeasure=True)
-print(measure.measurement_note(run))
+from vixnb import efficiency
+settings = efficiency.chapter_settings("budget", iters=10)
+run = efficiency.load_or_measure(settings, dataset="cifar10", remeasure=True)
+print(efficiency.measurement_note(run))
 PY
 }
 
