@@ -99,3 +99,4 @@ def test_bench_mixers_counts_dispatched_operators():
     assert 0 < fused["aten_ops_compute"] < fused["aten_ops"]
     assert ref["aten_ops_compute"] > fused["aten_ops_compute"]
     assert f"{fused['aten_ops_compute']}/{fused['aten_ops']}" in bench.format_table(rows)
+    assert fused["ratio_vs_fused_softmax"] == 1.0 and ref["ratio_vs_fused_softmax"] == ref["ms"] / fused["ms"]

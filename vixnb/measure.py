@@ -829,6 +829,7 @@ def sweep_mechanisms(include_materialized=True):
 
 
 MATERIALISED_SOFTMAX = "softmax (materialised)"  # the reference of ``vixnb bench mixers`` (vixnb.bench)
+FUSED_SOFTMAX = "softmax (fused)"
 
 
 def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
