@@ -244,6 +244,19 @@ def test_pinv_hand_written_backward_is_autograds_gradient(iters):
     assert torch.autograd.gradcheck(lambda a: A.moore_penrose_pinv(a, 3), (y,))
 
 
+def test_pinv_hand_written_backward_keeps_fp32_under_autocast():
+    """Its backward runs in the forward's precision (fp32) also when called inside an autocast region."""
+    torch.manual_seed(0)
+    x = torch.softmax(torch.randn(2, 8, 8), dim=-1).requires_grad_()
+    g = torch.randn(2, 8, 8)
+    (plain,) = torch.autograd.grad(A.moore_penrose_pinv(x, 6), x, g)
+    z = A.moore_penrose_pinv(x, 6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        (under,) = torch.autograd.grad(z, x, g)
+    assert under.dtype == torch.float32
+    torch.testing.assert_close(under, plain, atol=0, rtol=0)
+
+
 def test_nystrom_pinv_backward_options_agree():
     torch.manual_seed(0)
     mixers = {b: A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=8, residual_conv_kernel=5,

@@ -58,8 +58,12 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
         pinv = _compiled_pinv("default" if compiled is True else compiled)
     else:
         pinv = partial(_pinv, manual_backward=backward == "manual")
-    with torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext():  # not on "meta"
+    with _no_autocast(kind):
         return pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
+
+
+def _no_autocast(kind):
+    return torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext()  # not on "meta"
 
 
 def _pinv(x, iters, *, manual_backward=False):
@@ -114,6 +118,11 @@ class PinvIterations(torch.autograd.Function):
         # transposed views: dQ^T = G^T Z / 4, dP^T = -dQ^T Y, dE^T = -dP^T Y, dY^T = -dE^T - P dQ^T - E dP^T,
         # dx^T += Z dY^T, dZ^T = Q G^T / 4 + dY^T x
         x, *saved = ctx.saved_tensors
+        with _no_autocast(x.device.type):  # in the forward's precision also when backward runs under autocast
+            return PinvIterations._backward(x, saved, g.to(x.dtype))
+
+    @staticmethod
+    def _backward(x, saved, g):
         gt, dxt = g.transpose(-1, -2), torch.zeros_like(x)
         for i in reversed(range(0, len(saved), 5)):
             z, y, e, p, q = saved[i:i + 5]
