@@ -39,6 +39,9 @@ from torch.autograd.function import once_differentiable
 from .rope import qkv_heads
 
 
+PINV_BACKWARDS = ("manual", "autograd")  # PinvIterations' hand-written backward, or autograd's
+
+
 def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
     """Iterative Moore-Penrose pseudo-inverse (Razavi et al., as in Nystromformer), batched over leading dims.
 
@@ -51,7 +54,7 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
     ``backward``: ``"manual"`` (default) differentiates the iterations with ``PinvIterations``' hand-written
     backward, ``"autograd"`` lets autograd record them (the same gradient, in about 75 more operators).
     """
-    if backward not in ("manual", "autograd"):
+    if backward not in PINV_BACKWARDS:
         raise ValueError(f"pinv backward={backward!r}: use 'manual' or 'autograd'")
     dtype, kind = x.dtype, x.device.type
     if compiled and kind == "cuda":
@@ -114,15 +117,15 @@ class PinvIterations(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, g):
-        # transposed gradients (gt = dL/dz^T ...): every product then takes the saved factors as they are, no
-        # transposed views: dQ^T = G^T Z / 4, dP^T = -dQ^T Y, dE^T = -dP^T Y, dY^T = -dE^T - P dQ^T - E dP^T,
-        # dx^T += Z dY^T, dZ^T = Q G^T / 4 + dY^T x
         x, *saved = ctx.saved_tensors
         with _no_autocast(x.device.type):  # in the forward's precision also when backward runs under autocast
             return PinvIterations._backward(x, saved, g.to(x.dtype))
 
     @staticmethod
     def _backward(x, saved, g):
+        # transposed gradients (gt = dL/dz^T ...): every product then takes the saved factors as they are, no
+        # transposed views: dQ^T = G^T Z / 4, dP^T = -dQ^T Y, dE^T = -dP^T Y, dY^T = -dE^T - P dQ^T - E dP^T,
+        # dx^T += Z dY^T, dZ^T = Q G^T / 4 + dY^T x
         gt, dxt = g.transpose(-1, -2), torch.zeros_like(x)
         for i in reversed(range(0, len(saved), 5)):
             z, y, e, p, q = saved[i:i + 5]
@@ -195,7 +198,7 @@ class NystromAttention(nn.Module):
         self.num_landmarks, self.pinv_iterations, self.compile_pinv = num_landmarks, pinv_iterations, compile_pinv
         if compile_pinv not in (False, True, *COMPILE_MODES):
             raise ValueError(f"compile_pinv={compile_pinv!r}: use False, True or one of {', '.join(COMPILE_MODES)}")
-        if pinv_backward not in ("manual", "autograd"):
+        if pinv_backward not in PINV_BACKWARDS:
             raise ValueError(f"pinv_backward={pinv_backward!r}: use 'manual' or 'autograd'")
         self.pinv_backward = pinv_backward
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
