@@ -1,4 +1,4 @@
-"""Checks of the token mixers in ``vixnb.attention`` (issue 4).
+"""Checks of the token mixers in ``vixnb.layers`` (issue 4).
 
 Exactness where the math is exact, the Performer's approximation trend, parity with the libraries the
 authors adapted (weights copied across; skipped when those test-only libraries are absent), attention
@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from vixnb import attention as A
-from vixnb.attention.linear import ImageLinearAttention, linear_attention
-from vixnb.attention.performer import FastAttention, local_window_attention
-from vixnb.models.blocks import PreNorm
+from vixnb import layers as A
+from vixnb.layers.linear import ImageLinearAttention, linear_attention
+from vixnb.layers.performer import FastAttention, local_window_attention
+from vixnb.layers.blocks import PreNorm
 
 B, N, DIM, HEADS, DH = 2, 65, 32, 4, 8
 
@@ -205,7 +205,7 @@ def test_nystrom_matches_straightforward_reference(n, landmarks, fused, impl):
 @pytest.mark.parametrize("kernel,n", [(33, 70), (5, 9), (1, 4), (33, 10)])
 def test_nystrom_residual_as_banded_matrix_equals_the_convolution(kernel, n):
     """The Toeplitz evaluation of the residual conv is the same linear map, values and gradients (float64)."""
-    from vixnb.attention.nystrom import TokenConv
+    from vixnb.layers.nystrom import TokenConv
 
     torch.manual_seed(0)
     conv, band = TokenConv(3, kernel, impl="conv").double(), TokenConv(3, kernel, impl="toeplitz").double()

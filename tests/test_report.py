@@ -7,7 +7,7 @@ from vixnb import measure as M
 from vixnb import report
 from vixnb import train as engine
 from vixnb.profiles import run_config
-from vixnb.store import ResultsStore
+from vixnb.results import ResultsStore
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import torch
 
 from vixnb import train as engine
 from vixnb.profiles import run_config
-from vixnb.store import ResultsStore
+from vixnb.results import ResultsStore
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
@@ -41,7 +41,7 @@ def test_store_write_is_atomic_under_a_crash(tmp_path, monkeypatch):
 
 
 def test_two_processes_writing_the_same_run_leave_one_whole_file(tmp_path):
-    code = ("import sys; from vixnb.store import ResultsStore; from vixnb.profiles import run_config\n"
+    code = ("import sys; from vixnb.results import ResultsStore; from vixnb.profiles import run_config\n"
             "s = ResultsStore(sys.argv[1]); c = run_config('vit', profile='smoke')\n"
             "for i in range(30): s.put(c, {'status': 'done', 'writer': sys.argv[2], 'pad': 'x' * 100000})")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), w]) for w in "ab"]

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from vixnb.attention import build
+from vixnb.layers import build
 from vixnb.bench import _measure_mixer, save
 from vixnb.models import VIX_MIXERS
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from .attention.nystrom import COMPILE_MODES
+from .layers.nystrom import COMPILE_MODES
 from .measure import DTYPES, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, _jsonable, _sweep_row, as_dtype, dtype_name, sweep_mechanisms
 from .report import text_cell
 
@@ -73,7 +73,7 @@ def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head
     kernels the device picks (e.g. the fused attention variant)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from .attention import build
+    from .layers import build
 
     class Count(TorchDispatchMode):
         total = compute = 0
@@ -264,7 +264,7 @@ def save(path, benchmark, rows, *, device, dtype, note=None, command=None, extra
     provenance (device, dtype, torch, commit, date; ``vixnb.measure.provenance``), the command line that made
     them (default: ``vixnb`` and this process's arguments) and any ``extra`` fields."""
     from .measure import provenance
-    from .store import atomic_write
+    from .results import atomic_write
 
     command = command or ("vixnb " + " ".join(sys.argv[1:]) if sys.argv[1:] else None)
     data = {"benchmark": benchmark, "provenance": provenance(device, dtype=dtype), "command": command,
@@ -274,7 +274,7 @@ def save(path, benchmark, rows, *, device, dtype, note=None, command=None, extra
 
 def stored_path(name, root=None):
     """``results/bench/<name>.json`` of the checkout (``store.default_root``), or under ``root``."""
-    from .store import default_root
+    from .results import default_root
 
     return Path(root or default_root()) / "bench" / f"{name}.json"
 
@@ -408,7 +408,7 @@ def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, st
     images, a test pass costing about a third of a training step) at our path's speed in the paper profile's
     precision (``projected_dtype``). When ``dtype`` is not that precision (bf16 on a GPU; the paper profile
     trains in fp32) our path is timed a second time in it (``ours_paper_dtype_images_per_s``)."""
-    from .attention import materialized
+    from .layers import materialized
     from .data import dataset_spec, load_split, normalize
     from .profiles import run_config
     from .registry import create_model

@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import torch
 from torch import nn
 
-from .attention import materialized
+from .layers import materialized
 
 MB = 1024**2
 

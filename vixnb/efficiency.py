@@ -210,7 +210,7 @@ def accuracy_records(models, *, dataset="cifar10", profile="smoke", seed=0, trai
     """Top-1 of each model from the results store at ``root`` (default: ``store.default_root``), looked up by
     ``train.run``: ``{"model", "top1", "status"}``. Missing runs are trained only when ``train`` (and the
     profile can run here); otherwise they are "not yet run"."""
-    from .store import ResultsStore
+    from .results import ResultsStore
     from .train import run
 
     store = ResultsStore(root)

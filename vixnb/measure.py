@@ -67,7 +67,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from . import __version__
 from .counting import input_size_of as _input_size
 from .report import _paper_file, text_cell
-from .store import atomic_write
+from .results import atomic_write
 
 GB = 1024**3
 MB = 1024**2
@@ -184,7 +184,7 @@ def _jsonable(obj):
 @contextmanager
 def execution_path(model, path):
     """``"authors"``: materialised softmax (and Nystrom's explicit softmax matrices); ``"fused"``: SDPA."""
-    from .attention import NystromAttention, materialized
+    from .layers import NystromAttention, materialized
 
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
@@ -806,7 +806,7 @@ def gpu_memory_column(models, *, dataset="cifar10", batch_size=64, device=None, 
 def sweep_mechanisms(include_materialized=True):
     """(label, kind, options) of every mixer kind in the paper configuration; softmax-type kinds twice
     (fused and materialised) when ``include_materialized``."""
-    from .attention import list_kinds
+    from .layers import list_kinds
     from .models import VIX_MIXERS
 
     paper = {kind: opts for kind, opts in VIX_MIXERS.values()}
@@ -841,7 +841,7 @@ def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, 
     (meaningful only in a fresh process, see ``vixnb.bench``), else not measured (``estimate_gb`` is the
     shape-based estimate). ``compile``: time the mixer through ``torch.compile`` (True, or a mode name). The CPU budget guard
     (``budget_gb``, ``budget_gflop``) skips a step before it runs."""
-    from .attention import build
+    from .layers import build
 
     row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
            "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": dtype_name(dt),
@@ -931,7 +931,7 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
                   cpu_budget_gb=None, cpu_budget_gflop=None, progress=False):
     """Time and memory of every token mixer against the number of tokens: one row per (mechanism, tokens).
 
-    ``kinds``: mixer kinds or mechanism labels to include (default: every kind of ``vixnb.attention``, with
+    ``kinds``: mixer kinds or mechanism labels to include (default: every kind of ``vixnb.layers``, with
     the ViX paper options; softmax and shaped attention both fused and materialised). Each row: mechanism,
     kind, options, tokens, batch, device, dtype, mode, ``ms`` (median of ``steps`` after ``warmup``),
     ``peak_mb`` (CUDA: peak allocated during the timed steps minus what was allocated before them;
@@ -1155,7 +1155,7 @@ def format_table(records):
 # stored measurements (for GPU profiles read back on a CPU)
 
 def measurement_path(profile, name, root=None):
-    from .store import default_root
+    from .results import default_root
 
     return Path(root or default_root()) / profile / "measure" / f"{name}.json"
 

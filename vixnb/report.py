@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from .counting import count_params, summary_size_mb
 from .profiles import get_profile
 from .registry import create_model
-from .store import ResultsStore
+from .results import ResultsStore
 from .train import run
 
 

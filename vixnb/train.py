@@ -30,7 +30,7 @@ from .data import describe_source, load_split, normalize
 from .paths import checkout_root
 from .profiles import run_config
 from .registry import create_model
-from .store import ResultsStore, atomic_write
+from .results import ResultsStore, atomic_write
 
 
 def device_name(device):

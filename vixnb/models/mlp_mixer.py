@@ -3,9 +3,9 @@ Linear, no class token, final LayerNorm, mean over tokens, Linear head. Hybrid: 
 from einops.layers.torch import Reduce
 from torch import nn
 
-from .. import attention
-from .blocks import PreNorm, mlp, residual_stack
-from .vix import embedding
+from .. import layers
+from ..layers.blocks import PreNorm, mlp, residual_stack
+from ..layers.stems import embedding
 
 
 class MLPMixer(nn.Module):
@@ -17,7 +17,7 @@ class MLPMixer(nn.Module):
         self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         self.layers = nn.ModuleList(
             nn.ModuleList([
-                PreNorm(dim, attention.build("mlp", dim=dim, heads=None, dim_head=None, seq_len=tokens,
+                PreNorm(dim, layers.build("mlp", dim=dim, heads=None, dim_head=None, seq_len=tokens,
                                              expansion_factor=expansion_factor, dropout=dropout)),
                 PreNorm(dim, mlp(dim, dim * expansion_factor, dropout=dropout)),
             ])

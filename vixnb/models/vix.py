@@ -6,21 +6,11 @@ LayerNorm + Linear head on the class token.
 """
 import torch
 from einops import repeat
-from einops.layers.torch import Rearrange
 from torch import nn
 
-from .. import attention
-from .blocks import Transformer
-
-
-def embedding(channels, dim, *, hybrid=False, patch_size=1, stem_stride=1):
-    """Image -> token sequence. Linear: patches (1x1 pixels for CIFAR) through one Linear. Hybrid: three
-    3x3 convs channels->32->64->dim, padding 1, no activation or norm between them (as in ViX)."""
-    if hybrid:
-        return nn.Sequential(nn.Conv2d(channels, 32, 3, stride=stem_stride, padding=1), nn.Conv2d(32, 64, 3, padding=1),
-                             nn.Conv2d(64, dim, 3, padding=1), Rearrange("b c h w -> b (h w) c"))
-    return nn.Sequential(Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size),
-                         nn.Linear(channels * patch_size * patch_size, dim))
+from .. import layers
+from ..layers.blocks import Transformer
+from ..layers.stems import embedding
 
 
 class ViX(nn.Module):
@@ -40,10 +30,10 @@ class ViX(nn.Module):
         self.dropout = nn.Dropout(emb_dropout)
         options = dict(mixer_options or {})
         if pos_embedding == "rope":
-            options["rope"] = attention.Rotary(dim_head, num_patches + 1)
+            options["rope"] = layers.Rotary(dim_head, num_patches + 1)
         self.transformer = Transformer(
             dim=dim, depth=depth, mlp_dim=mlp_dim, dropout=dropout,
-            make_mixer=lambda: attention.build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=num_patches + 1, **options),
+            make_mixer=lambda: layers.build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=num_patches + 1, **options),
         )
         self.to_latent = nn.Identity()
         self.mlp_head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes))

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .paths import checkout_root
+from ..paths import checkout_root
 
 
 def atomic_write(path, write, *, binary=False):

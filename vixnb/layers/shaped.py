@@ -13,7 +13,7 @@ scheme (``init=``):
 - ``inverse-dynamic``: alpha_i = 1 - 1/i, beta_i = 1/i (experiment 6)
 
 The layer-wise schemes need ``layer_index`` (1-based) and accept ``depth`` (checked: 1 <= i <= depth);
-``build_stack`` in ``vixnb.attention`` passes both. Explicit ``alpha=``/``beta=`` override the scheme.
+``build_stack`` in ``vixnb.layers`` passes both. Explicit ``alpha=``/``beta=`` override the scheme.
 ``centering=True`` adds He & Hofmann's third term, - gamma * C with C the uniform 1/T matrix and gamma
 initialised to beta (seed 004 leaves it out; off by default).
 
