@@ -11,7 +11,7 @@ import torch
 import vixnb
 from vixnb import efficiency as E
 from vixnb import measure as M
-from vixnb import report
+from vixnb import papers, report
 
 
 # --------------------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ SEED003 = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_c6ce1c
 
 @pytest.mark.skipif(not SEED003.exists(), reason="seed documents not beside the checkout")
 def test_seed003_numbers_match_the_seed_text():
-    """paper_results.yaml's `favor` entries are a faithful transcription of seed 003's Table 2 and fit."""
+    """vixnb/papers/favor.yaml are a faithful transcription of seed 003's Table 2 and fit."""
     text = SEED003.read_text()
     t = E.seed003_table2()
     printed = {"FLOPS": "FLOPS", "θ": "$\\theta$", "FT Time": "FT Time", "FFwd Time": "FFwd Time", "FFwd Mem": "FFwd Memory"}
@@ -292,7 +292,7 @@ def test_seed003_numbers_match_the_seed_text():
         cells = [float(v) if v else None for v in line.split("\t")[1:]]
         ours = [None if pd.isna(v) else v for v in t.loc[row].tolist()]
         assert ours == cells, row
-    fit = M.SEED003_RAM_FIT
+    fit = papers.load("favor")["ram_fit"]
     assert f"{fit['slope_gb_per_gflop']:.2f} \\cdot GFlops + {fit['intercept_gb']:.2f}" in text
 
 

@@ -99,7 +99,7 @@ def test_overrides_and_performer_kernel_option():
 
 @pytest.mark.skipif(not SEED.exists(), reason="seed documents not beside the checkout")
 def test_paper_numbers_match_the_seed_text():
-    """paper_results.yaml is a faithful transcription of seed 000's Tables 1 and 2."""
+    """vixnb/papers/vix.yaml is a faithful transcription of seed 000's Tables 1 and 2."""
     text = SEED.read_text()
     t1, t2 = text.index("Table 1. Test accuracy"), text.index("Table 2. Test accuracy")
     for table, block in [(TABLE1, text[:t1]), (TABLE2, text[t1:t2])]:

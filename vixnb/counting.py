@@ -46,7 +46,7 @@ def _trace(model, input_size):
 
 def input_size_of(model, input_size=None):
     """``input_size`` if given, else the (channels, height, width) that ``create_model`` recorded."""
-    size = input_size or getattr(model, "input_size", None)
+    size = input_size or getattr(model, "default_cfg", {}).get("input_size")
     if size is None:
         raise ValueError("pass input_size=(channels, height, width); this model was not built by create_model")
     return tuple(int(s) for s in size)

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from . import measure
-from .measure import (PATHS, SEED003_RAM_FIT, SEED003_TABLE2, _short_status, _value, crossover_frame, crossovers,
+from . import measure, papers
+from .measure import (PATHS, _short_status, _value, crossover_frame, crossovers,
                       fit_line, provenance, records_frame)
 from .report import NOT_YET_RUN, page_table, provenance_line, short_name
 
@@ -39,9 +39,8 @@ def seed003_table2():
     """Seed 003's Table 2 (correlations between efficiency metrics) as a DataFrame, as printed."""
     import pandas as pd
 
-    cols = ["θ", "FT Time", "FFwd Time", "FFwd Mem", "Train Mem"]
-    return pd.DataFrame([[SEED003_TABLE2[r].get(c) for c in cols] for r in SEED003_TABLE2],
-                        index=list(SEED003_TABLE2), columns=cols)
+    printed = papers.table("favor", "table2")
+    return pd.DataFrame(list(printed["rows"].values()), index=list(printed["rows"]), columns=printed["columns"])
 
 
 CORRELATION_COLUMNS = {  # seed 003's Table 2 label -> our column (training-step time stands in for FT Time)
@@ -140,7 +139,8 @@ def plot_memory_fit(frame, *, path="authors", title=None):
     fig, ax = plt.subplots(figsize=(6.5, 4))
     fit = None
     grid = [0, float(x.max()) * 1.1] if x.notna().any() else [0, 1]
-    ax.plot(grid, [SEED003_RAM_FIT["slope_gb_per_gflop"] * g + SEED003_RAM_FIT["intercept_gb"] for g in grid],
+    fit_theirs = papers.load("favor")["ram_fit"]
+    ax.plot(grid, [fit_theirs["slope_gb_per_gflop"] * g + fit_theirs["intercept_gb"] for g in grid],
             color="grey", ls="--", label="seed 003: 25.43 x + 25.50")
     if y is None or y.notna().sum() < 2:
         ax.text(0.5, 0.3, "our training memory is not measured on this device", ha="center", va="center",

@@ -66,7 +66,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
 from .counting import input_size_of as _input_size
-from .report import _paper_file, text_cell
+from .report import text_cell
 from .results import atomic_write
 
 GB = 1024**3
@@ -76,15 +76,6 @@ CPU_BUDGET_GB = float(os.environ.get("VIXNB_CPU_BUDGET_GB", 4.0))
 CPU_BUDGET_GFLOP = float(os.environ.get("VIXNB_CPU_BUDGET_GFLOP", 100.0))
 CPU_MEMORY_NOTE = "skipped: CUDA memory statistics need a GPU"
 PATHS = ("authors", "fused")
-# Seed 003's published numbers live in vixnb/paper_results.yaml (key `favor`), as seed 000's do.
-def _favor():
-    return _paper_file()["favor"]
-
-
-SEED003_RAM_FIT = {**_favor()["ram_fit"],
-                   "source": "Nauen et al., 'Which Transformer to Favor': RAM[GB] ~ 25.43 * GFLOPs + 25.50"}
-SEED003_TABLE2 = {row: {c: v for c, v in zip(_favor()["table2"]["columns"], values) if v is not None}
-                  for row, values in _favor()["table2"]["rows"].items()}
 
 CONVENTIONS = {
     "matmul_flops": "torch.utils.flop_counter: matrix products and convolutions, FLOPs = 2 x MACs",

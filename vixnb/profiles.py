@@ -5,7 +5,8 @@ from importlib import resources
 import yaml
 
 from .data import dataset_spec
-from .registry import list_models
+from . import papers
+from .registry import list_models, model_cfg
 
 
 @cache
@@ -22,12 +23,6 @@ def get_profile(name):
     if name not in list_profiles():
         raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())}")
     return dict(_profiles_file()["profiles"][name], name=name)
-
-
-def _per_model(table, model):
-    if isinstance(table, dict):
-        return table.get(model, table.get("default"))
-    return table
 
 
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
@@ -47,13 +42,13 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     """
     if model not in list_models():
         raise ValueError(f"unknown model {model!r}; valid names: {', '.join(list_models())}")
-    prof, proto = get_profile(profile), _profiles_file()["paper_protocol"]
+    prof, proto = get_profile(profile), papers.protocol(model_cfg(model)["paper"])
     dataset_spec(dataset)
     used = prof.get("dataset_override") or dataset
     protocol, optimizer = protocol or prof["protocol"], optimizer or prof["optimizer"]
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
-    overrides = {**(_per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
+    overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
     dualopt = optimizer == "dualopt"
     return {
         "engine_version": ENGINE_VERSION,
@@ -62,8 +57,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "profile": profile,
         "seed": int(seed),
         # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it
-        "epochs": int(epochs or prof.get("epochs") or (proto["dualopt"]["max_epochs"] if dualopt else _per_model(proto["epochs"], model))),
-        "batch_size": int(batch_size or prof.get("batch_size") or _per_model(proto["batch_size"], model)),
+        "epochs": int(epochs or prof.get("epochs") or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
+        "batch_size": int(batch_size or prof.get("batch_size") or papers.per_model(proto["batch_size"], model)),
         "lr": proto["lr"],
         "weight_decay": proto["weight_decay"],
         "betas": list(proto["betas"]),

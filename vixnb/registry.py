@@ -1,17 +1,26 @@
-"""A small model registry in the manner of timm: ``register_model``, ``create_model``, ``list_models``."""
+"""A small model registry in the manner of timm: ``register_model``, ``create_model``, ``list_models``.
+
+A model is a function ``fn(*, image_size, num_classes, channels, **config) -> nn.Module`` registered with
+the paper it comes from and its display label. ``create_model`` resolves the dataset into those plain
+arguments before it calls the function, and attaches one ``default_cfg`` dict to the model it returns.
+"""
 import fnmatch
 
-from .data import dataset_spec
-
 _MODELS = {}
+_CFGS = {}
 
 
-def register_model(fn):
-    """Register ``fn(*, dataset, **overrides) -> nn.Module`` under its function name."""
-    if fn.__name__ in _MODELS:
-        raise ValueError(f"model {fn.__name__!r} is registered twice")
-    _MODELS[fn.__name__] = fn
-    return fn
+def register_model(fn=None, *, paper, label):
+    """Register ``fn`` under its function name; registering a name again replaces it (notebook reload).
+
+    ``paper``: the key of the paper file whose tables and protocol the model belongs to; ``label``: how
+    tables and figures name it."""
+    def register(f):
+        _MODELS[f.__name__] = f
+        _CFGS[f.__name__] = {"paper": paper, "label": label}
+        return f
+
+    return register(fn) if fn is not None else register
 
 
 def _ensure_registered():
@@ -23,18 +32,38 @@ def list_models(pattern="*"):
     return sorted(n for n in _MODELS if fnmatch.fnmatch(n, pattern))
 
 
-def create_model(name, *, dataset="cifar10", **overrides):
-    """Build model ``name`` for ``dataset`` (image size, patching/stride, classes), with config overrides."""
+def _check(name):
     _ensure_registered()
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(list_models())}")
+
+
+def model_cfg(name):
+    """The model's ``default_cfg``: ``name``, ``paper`` key, display ``label``, and the paper protocol's
+    ``batch_size`` and ``epochs`` for it (read from the paper file)."""
+    from . import papers
+
+    _check(name)
+    cfg = dict(_CFGS[name], name=name)
+    protocol = papers.protocol(cfg["paper"])
+    cfg["batch_size"] = papers.per_model(protocol["batch_size"], name)
+    cfg["epochs"] = papers.per_model(protocol["epochs"], name)
+    return cfg
+
+
+def create_model(name, *, dataset="cifar10", **overrides):
+    """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides."""
+    from .data import dataset_spec
+
+    _check(name)
     spec = dataset_spec(dataset)
     try:
-        model = _MODELS[name](spec=spec, **overrides)
+        model = _MODELS[name](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
+                              **overrides)
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
         raise TypeError(f"bad override for model {name!r}: {e}") from e
-    model.input_size = (spec.channels, spec.image_size, spec.image_size)
-    model.model_name, model.dataset = name, spec.name
+    model.default_cfg = {**model_cfg(name), "dataset": spec.name,
+                         "input_size": (spec.channels, spec.image_size, spec.image_size)}
     return model

@@ -2,14 +2,12 @@
 import math
 import numbers
 import statistics
-from functools import cache
-from importlib import resources
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import yaml
 from tqdm.auto import tqdm
 
+from . import papers
 from .counting import count_params, summary_size_mb
 from .profiles import get_profile
 from .registry import create_model
@@ -17,19 +15,13 @@ from .results import ResultsStore
 from .train import run
 
 
-@cache
-def _paper_file():
-    return yaml.safe_load(resources.files("vixnb").joinpath("paper_results.yaml").read_text())
-
-
 def paper_table(doc, table):
-    """A published table as a DataFrame indexed by our model names (see paper_results.yaml)."""
-    entry = _paper_file()[doc][table]
-    return pd.DataFrame.from_dict(entry["rows"], orient="index")
+    """A published table as a DataFrame indexed by our model names (see vixnb/papers/)."""
+    return pd.DataFrame.from_dict(papers.table(doc, table)["rows"], orient="index")
 
 
 def paper_caption(doc, table):
-    return f"{_paper_file()[doc]['source']}, {_paper_file()[doc][table]['caption']}"
+    return papers.caption(doc, table)
 
 
 def banner(profile, *, stored_only=False):

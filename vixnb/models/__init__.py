@@ -13,19 +13,22 @@ VIX_MIXERS = {
 }
 
 
-def _geometry(spec, hybrid):
+LABELS = {"vit": "ViT", "vip": "ViP", "vil": "ViL", "vin": "ViN", "fnet": "FNet"}
+
+
+def _geometry(image_size, hybrid):
     """CIFAR: patch 1 / stride 1 (1024 tokens). 64x64 data: patch 2, or first-conv stride 2 for hybrids."""
-    factor = spec.image_size // 32
+    factor = image_size // 32
     return {"stem_stride": factor} if hybrid else {"patch_size": factor}
 
 
 def _vix(short, hybrid):
     kind, defaults = VIX_MIXERS[short]
 
-    def build(*, spec, mixer_options=None, **overrides):
+    def build(*, image_size, num_classes, channels, mixer_options=None, **overrides):
         options = {**defaults, **(mixer_options or {})}
-        cfg = dict(image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
-                   hybrid=hybrid, **_geometry(spec, hybrid))
+        cfg = dict(image_size=image_size, num_classes=num_classes, channels=channels,
+                   hybrid=hybrid, **_geometry(image_size, hybrid))
         cfg.update(overrides)
         return ViX(mixer=kind, mixer_options=options, **cfg)
 
@@ -36,13 +39,13 @@ def _vix(short, hybrid):
 
 for _short in VIX_MIXERS:
     for _hybrid in (False, True):
-        register_model(_vix(_short, _hybrid))
+        register_model(_vix(_short, _hybrid), paper="vix", label=("Hybrid " if _hybrid else "") + LABELS[_short])
 
 
 def _mixer(hybrid):
-    def build(*, spec, **overrides):
-        cfg = dict(image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
-                   hybrid=hybrid, **_geometry(spec, hybrid))
+    def build(*, image_size, num_classes, channels, **overrides):
+        cfg = dict(image_size=image_size, num_classes=num_classes, channels=channels,
+                   hybrid=hybrid, **_geometry(image_size, hybrid))
         cfg.update(overrides)
         return MLPMixer(**cfg)
 
@@ -50,7 +53,7 @@ def _mixer(hybrid):
     return build
 
 
-register_model(_mixer(False))
-register_model(_mixer(True))
+register_model(_mixer(False), paper="vix", label="MLP Mixer")
+register_model(_mixer(True), paper="vix", label="Hybrid MLP Mixer")
 
 __all__ = ["ViX", "MLPMixer", "VIX_MIXERS"]

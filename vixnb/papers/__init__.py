@@ -1,0 +1,116 @@
+"""The source documents ("papers"), one YAML file each: published tables, protocol, and claims.
+
+A paper is named by a short key (``vix``, ``favor``, ...). ``DOCUMENTS`` is the one place that ties a key
+to its source document's file name. A paper file holds:
+
+- ``title`` and ``document``;
+- ``tables``: each published table exactly as printed, ``{caption, dataset, rows: {model: {column: value}}}``.
+  A table's rows, in printed order, are its list of models (``table_models``); nothing else repeats it;
+- ``protocol``: the authors' optimizer, epochs, batch sizes and per-model overrides (``protocol``);
+- ``claims``: the quantitative claims of its text (``vixnb.report.claims`` evaluates them).
+
+Files are read on first use and checked: a malformed file or a missing table raises an error that names
+the file.
+"""
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import yaml
+
+#: paper key -> the source document's file name (in the project's shared seeds folder)
+DOCUMENTS = {
+    "vix": "000_7227881f4cc056af.txt",
+    "cxv": "001_dbfc9606106289e7.txt",
+    "linattn": "002_2f25928595f7209b.txt",
+    "favor": "003_c6ce1cffb68d8d33.txt",
+    "shaped": "004_25ebfe602588d699.txt",
+}
+
+
+class PaperFileError(ValueError):
+    """A paper file is missing, malformed, or lacks what was asked of it."""
+
+
+def _file(key):
+    return resources.files("vixnb").joinpath("papers", f"{key}.yaml")
+
+
+def list_papers():
+    """Keys of the papers that have a paper file, sorted."""
+    return sorted(k for k in DOCUMENTS if _file(k).is_file())
+
+
+@cache
+def load(key):
+    """The parsed paper file of ``key`` (cached; treat it as read-only)."""
+    if key not in DOCUMENTS:
+        raise PaperFileError(f"unknown paper {key!r}; valid keys: {', '.join(sorted(DOCUMENTS))}")
+    path = _file(key)
+    where = f"vixnb/papers/{key}.yaml"
+    if not path.is_file():
+        raise PaperFileError(f"paper {key!r} has no paper file yet ({where}); add one to give it tables and claims")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise PaperFileError(f"{where} is not valid YAML ({str(e).splitlines()[0]}); restore it from git") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tables", {}), dict):
+        raise PaperFileError(f"{where} must be a mapping with a `tables` mapping; restore it from git")
+    data.setdefault("tables", {})
+    data.setdefault("claims", [])
+    return data
+
+
+def table(key, name):
+    """Published table ``name`` of paper ``key``: ``{caption, dataset, rows}`` (rows in printed order)."""
+    tables = load(key)["tables"]
+    if name not in tables:
+        raise PaperFileError(f"vixnb/papers/{key}.yaml has no table {name!r}; its tables: {', '.join(tables) or 'none'}")
+    entry = tables[name]
+    if not isinstance(entry, dict) or not isinstance(entry.get("rows"), dict):
+        raise PaperFileError(f"vixnb/papers/{key}.yaml: table {name!r} has no `rows` mapping; restore it from git")
+    return entry
+
+
+def table_models(key, name):
+    """The models of a published table, in printed order: the one list of them."""
+    return list(table(key, name)["rows"])
+
+
+def table_for(key, dataset, *, among=None):
+    """The name of the table of ``key`` reported on ``dataset`` (the first such, or the first of ``among``)."""
+    names = among or list(load(key)["tables"])
+    for name in names:
+        if table(key, name).get("dataset") == dataset:
+            return name
+    datasets = sorted({table(key, n).get("dataset") for n in names} - {None})
+    raise PaperFileError(f"paper {key!r} reports {', '.join(names)} on {', '.join(datasets)}, not dataset={dataset!r}")
+
+
+def caption(key, name):
+    return f"{load(key)['title']}, {table(key, name)['caption']}"
+
+
+def protocol(key):
+    """The authors' training protocol of paper ``key`` (optimizer, epochs, batch sizes, overrides)."""
+    data = load(key)
+    if "protocol" not in data:
+        raise PaperFileError(f"vixnb/papers/{key}.yaml has no `protocol`; add the authors' training settings")
+    return data["protocol"]
+
+
+def per_model(setting, model):
+    """A protocol setting that is either one value or ``{model: value, default: value}``."""
+    if isinstance(setting, dict):
+        return setting.get(model, setting.get("default"))
+    return setting
+
+
+def claims(key):
+    """The quantitative claims of paper ``key``'s text (list of mappings; see ``vixnb.report.claims``)."""
+    return list(load(key)["claims"])
+
+
+__all__ = ["DOCUMENTS", "PaperFileError", "list_papers", "load", "table", "table_models", "table_for", "caption",
+           "protocol", "per_model", "claims"]
