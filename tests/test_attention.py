@@ -71,7 +71,7 @@ def test_softmax_fused_and_materialised_agree():
     fused = m(x)
     m.materialize = True
     torch.testing.assert_close(m(x), fused, atol=1e-6, rtol=1e-5)
-    with A.materialized(m, False):
+    with A.fused_attn(m, True):
         assert not m.materialize
     assert m.materialize
 

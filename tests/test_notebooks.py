@@ -166,7 +166,7 @@ def book_root(folder, toc=TOC):
 def test_toc_lists_chapters_in_the_books_profile_and_in_fixed_profiles(tmp_path):
     names = nbmod.toc_notebooks(book_root(tmp_path))
     assert names == ["budget/vix_table1", "budget/efficiency", "vix_table1", "efficiency"]
-    assert nbmod.chapter_run("budget/efficiency", "smoke") == ("efficiency", "budget", {"stored_only": True})
+    assert nbmod.chapter_run("budget/efficiency", "smoke") == ("efficiency", "budget", {"compute": "never"})
     assert nbmod.chapter_run("efficiency", "paper") == ("efficiency", "paper", {})
 
 
@@ -212,9 +212,9 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     assert html == root / "_build" / "html"
     assert calls == [
         {"notebook": "vix_table1.ipynb", "profile": "budget", "output": "book/executed/budget/vix_table1.ipynb",
-         "parameters": {"dataset": "cifar10", "stored_only": True}},
+         "parameters": {"dataset": "cifar10", "compute": "never"}},
         {"notebook": "efficiency.ipynb", "profile": "budget", "output": "book/executed/budget/efficiency.ipynb",
-         "parameters": {"dataset": "cifar10", "stored_only": True}},
+         "parameters": {"dataset": "cifar10", "compute": "never"}},
         {"notebook": "vix_table1.ipynb", "profile": "smoke", "output": "book/executed/vix_table1.ipynb",
          "parameters": {"dataset": "cifar10"}},
         {"notebook": "efficiency.ipynb", "profile": "smoke", "output": "book/executed/efficiency.ipynb",
@@ -223,10 +223,10 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     # a fixed-profile chapter stays stored-only whatever the caller passes
     calls.clear()
     nbmod.build_book("paper", book_root=root, notebooks=["budget/efficiency", "efficiency"],
-                     parameters={"stored_only": False})
+                     parameters={"compute": "missing"})
     assert [(c["output"], c["profile"], c["parameters"]) for c in calls] == [
-        ("book/executed/budget/efficiency.ipynb", "budget", {"stored_only": True}),
-        ("book/executed/efficiency.ipynb", "paper", {"stored_only": False}),
+        ("book/executed/budget/efficiency.ipynb", "budget", {"compute": "never"}),
+        ("book/executed/efficiency.ipynb", "paper", {"compute": "missing"}),
     ]
 
 

@@ -26,11 +26,11 @@ def _done(model, profile, top1):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "budget"])
-def test_collect_runs_without_train_missing_only_reads_the_store(fake_gpu, profile):
+def test_collect_runs_with_compute_never_only_reads_the_store(fake_gpu, profile):
     _done("fnet", profile, 42.0)
-    for recompute in (False, True):
+    for _ in range(2):
         vit, fnet = report.collect_runs(["vit", "fnet"], dataset="cifar10", profile=profile, seeds=[0],
-                                        recompute=recompute, train_missing=False, progress=False)
+                                        compute="never", progress=False)
         assert vit["status"] == "not yet run" and "no stored result" in vit["reason"]
         assert fnet["status"] == "done" and fnet["top1"] == 42.0
 
@@ -71,7 +71,7 @@ def test_banner_of_a_page_rendered_from_the_store():
 def test_provenance_line_names_the_dates():
     _done("vit", "budget", 50.0)
     line = report.provenance_line(report.collect_runs(["vit"], dataset="cifar10", profile="budget", seeds=[0],
-                                                      train_missing=False, progress=False))
+                                                      compute="never", progress=False))
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
     assert "date: 2025-03-05" in report.provenance_line([measured], profile="budget")

@@ -83,12 +83,12 @@ def test_nan_loss_stops_the_run_and_stores_nothing(monkeypatch, isolated_results
     assert not list(isolated_results.rglob("*.json"))
 
 
-def test_run_loads_stored_results_and_recompute_forces_training(monkeypatch):
+def test_run_loads_stored_results_and_compute_always_forces_training(monkeypatch):
     first = engine.run("fnet", profile="smoke", progress=False, **TINY)
     monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained although a stored result exists"))
     assert engine.run("fnet", profile="smoke", progress=False, **TINY)["top1"] == first["top1"]
     monkeypatch.setattr(engine, "train", lambda config, **k: {"status": "done", "top1": -1.0})
-    assert engine.run("fnet", profile="smoke", recompute=True, progress=False, **TINY)["top1"] == -1.0
+    assert engine.run("fnet", profile="smoke", compute="always", progress=False, **TINY)["top1"] == -1.0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")

@@ -26,7 +26,7 @@ def cmd_train(args):
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
                "compile": args.compile, "channels_last": args.channels_last}
     overrides = {k: v for k, v in options.items() if v not in (None, False)}
-    result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, recompute=args.recompute,
+    result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
                  progress=not args.quiet, download=args.download, **overrides)
     if result["status"] != "done":
         raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")

@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import torch
 from torch import nn
 
-from .layers import materialized
+from .layers import fused_attn
 
 MB = 1024**2
 
@@ -70,7 +70,7 @@ def summary_size_mb(model, input_size=None, *, path="authors"):
     size = input_size_of(model, input_size)
     if path not in ("authors", "as-built"):
         raise ValueError(f"path must be 'authors' or 'as-built', got {path!r}")
-    with materialized(model, True) if path == "authors" else ExitStack():
+    with fused_attn(model, False) if path == "authors" else ExitStack():
         params, outputs = _trace(model, size)
     input_elems = 1
     for s in size:

@@ -216,7 +216,7 @@ def accuracy_records(models, *, dataset="cifar10", profile="smoke", seed=0, trai
     store = ResultsStore(root)
     out = []
     for name in models:
-        res = run(name, dataset=dataset, profile=profile, seed=seed, store=store, progress=False, train_missing=train)
+        res = run(name, dataset=dataset, profile=profile, seed=seed, store=store, progress=False, compute="missing" if train else "never")
         if res.get("status") != "done":
             out.append({"model": name, "top1": None, "status": "not yet run"})
         else:

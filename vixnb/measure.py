@@ -113,27 +113,16 @@ def dtype_name(dtype):
     return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[as_dtype(dtype)]
 
 
-@lru_cache(maxsize=1)
-def _commit():
-    from .train import git_commit
-    return git_commit()
-
-
 def resolve_device(device=None):
     return torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def provenance(device, *, dtype=None, batch_size=None):
-    """Device name, dtype, batch size, torch / CUDA / vixnb versions, commit and time of a measurement."""
-    from .train import device_name
+    """The provenance of a measurement (``vixnb.results.provenance``), with its dtype and batch size."""
+    from .results import provenance as made
 
-    device = resolve_device(device)
-    return {"device": device_name(device), "device_type": device.type,
-            "dtype": dtype_name(dtype) if dtype is not None else None, "batch_size": batch_size,
-            "torch": torch.__version__, "cuda": torch.version.cuda if device.type == "cuda" else None,
-            "vixnb": __version__, "commit": _commit(),
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if device.type == "cuda" else None,
-            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return made(resolve_device(device), stamp="measured", dtype=dtype_name(dtype) if dtype is not None else None,
+                batch_size=batch_size)
 
 
 def _is_oom(err):
@@ -175,20 +164,12 @@ def _jsonable(obj):
 @contextmanager
 def execution_path(model, path):
     """``"authors"``: materialised softmax (and Nystrom's explicit softmax matrices); ``"fused"``: SDPA."""
-    from .layers import NystromAttention, materialized
+    from .layers import fused_attn
 
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    nystrom = [m for m in model.modules() if isinstance(m, NystromAttention)]
-    before = [m.fused for m in nystrom]
-    for m in nystrom:
-        m.fused = path == "fused"
-    try:
-        with materialized(model, path == "authors"):
-            yield model
-    finally:
-        for m, b in zip(nystrom, before):
-            m.fused = b
+    with fused_attn(model, path == "fused"):
+        yield model
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Papermill is the only executor: Jupyter Book is configured with
 ``execute_notebooks: off`` and renders the copies papermill writes to
 ``book/executed/<stem>.ipynb`` (run in the book's profile) and
 ``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with
-``stored_only=True``: rendered from the results store, nothing trained or
+``compute="never"``: rendered from the results store, nothing trained or
 measured).  This module adds the checks papermill itself does not make:
 
 * a notebook must have a cell tagged ``parameters`` and every parameter passed
@@ -59,7 +59,7 @@ BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 #: Cells carrying this tag may show an error on purpose (same tag as nbclient/JB).
 ALLOWED_ERROR_TAG = "raises-exception"
 #: Parameters of a chapter in a fixed profile (``book/executed/<profile>/<stem>``): the results store only.
-STORED_ONLY = {"stored_only": True}
+STORED_ONLY = {"compute": "never"}
 
 
 def _say(msg: str) -> None:
@@ -444,7 +444,7 @@ def build_book(
     ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (:func:`toc_notebooks`):
     an entry ``book/executed/<stem>`` runs ``notebooks/<stem>.ipynb`` in
     ``profile``, an entry ``book/executed/<fixed>/<stem>`` runs it in the
-    profile ``fixed`` with ``stored_only=True`` (from the results store:
+    profile ``fixed`` with ``compute="never"`` (from the results store:
     nothing trained or measured), and each executed copy goes to the entry's
     path.  A list runs only those chapters, named ``<stem>`` or
     ``<fixed>/<stem>`` (``[]`` rebuilds from the executed copies already

@@ -8,13 +8,10 @@ top-5 are means of per-batch accuracies. Their two quirks are flags in the profi
 ``eval_mode=False`` (never switching to eval mode for evaluation).
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
-optimizer ``dualopt`` is seed 001's AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
+optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
-(seed 001, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
+(paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 """
-import os
-import platform
-import subprocess
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -24,38 +21,11 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
-from . import __version__
 from .counting import count_params, summary_size_mb
 from .data import describe_source, load_split, normalize
-from .paths import checkout_root
 from .profiles import run_config
 from .registry import create_model
-from .results import ResultsStore, atomic_write
-
-
-def device_name(device):
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def git_commit():
-    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one.
-    ``$VIXNB_COMMIT``, when set, is used instead: a copy of the tree without its git history (a lent GPU
-    machine, see tools/gpu_session.sh) is told the commit it was copied from."""
-    if os.environ.get("VIXNB_COMMIT"):
-        return os.environ["VIXNB_COMMIT"]
-    repo = checkout_root()
-    if repo is None:
-        return "unknown"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("-dirty" if dirty else "")
+from .results import ResultsStore, atomic_write, check_compute, provenance
 
 
 def topk_correct(logits, labels, ks=(1, 5)):
@@ -114,7 +84,7 @@ def _optimizer(model, config, phase):
 
 def augment_batch(images, randaugment):
     """RandAugment (torchvision), drawn independently per image, on uint8 images where they are.
-    ``randaugment`` = [num_ops, magnitude]; seed 001 writes them as M and N, swapped (notes section 3b)."""
+    ``randaugment`` = [num_ops, magnitude]; paper `cxv` writes them as M and N, swapped (notes section 3b)."""
     if not randaugment:
         return images
     ra = v2.RandAugment(num_ops=randaugment[0], magnitude=randaugment[1])
@@ -224,7 +194,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
                 if stage == "post" or not limits["post"]:
                     break
-                # post-training (seed 001; DualOpt's post_train): from the best weights, on un-augmented data,
+                # post-training (paper `cxv`; DualOpt's post_train): from the best weights, on un-augmented data,
                 # with SGD, until `patience` epochs pass without a top-1 >= the best of the whole run
                 stage = "post"
                 model.load_state_dict(best_state)
@@ -279,10 +249,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         "params_paper": params_paper, "params_true": params_true, "size_mb": size_mb, **gpu,
         "seconds": time.perf_counter() - start,
         "history": history,
-        "provenance": {"profile": config["profile"], "protocol": config["protocol"], "device": device_name(device),
-                       "data": describe_source(config["dataset"]),
-                       "torch": torch.__version__, "vixnb": __version__, "commit": git_commit(), "seed": seed,
-                       "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        "provenance": provenance(device, stamp="finished", profile=config["profile"], protocol=config["protocol"],
+                                 data=describe_source(config["dataset"]), seed=seed),
     }
 
 
@@ -294,17 +262,18 @@ def can_run(config):
     return config["device"] != "cuda" or torch.cuda.is_available()
 
 
-def run(model, *, dataset="cifar10", profile="smoke", seed=0, recompute=False, store=None, progress=True,
-        download=False, train_missing=True, **overrides):
-    """The stored result for this run if there is one, else train it (where the profile can run here and
-    ``train_missing``), else a ``{"status": "not yet run"}`` record. ``recompute=True`` forces training
-    where ``train_missing`` allows training at all (``train_missing=False`` only reads the store)."""
+def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
+        download=False, **overrides):
+    """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
+    ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains even
+    over a stored result), else a ``{"status": "not yet run"}`` record with the reason."""
+    check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
-    stored = None if recompute and train_missing else store.get(config)
+    stored = None if compute == "always" else store.get(config)
     if stored is not None:
         return stored
-    if not train_missing:
+    if compute == "never":
         return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
     if not can_run(config):
         return {"status": "not yet run", "config": config,

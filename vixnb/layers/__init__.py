@@ -62,21 +62,25 @@ def build_stack(kind, depth, *, dim, heads, dim_head, seq_len=None, **options):
 
 
 @contextmanager
-def materialized(model, value=True):
-    """Temporarily switch every softmax mixer in ``model`` to the materialised (authors') path."""
-    mixers = [m for m in model.modules() if isinstance(m, (SoftmaxAttention, ShapedAttention))]
-    before = [m.materialize for m in mixers]
-    for m in mixers:
-        m.materialize = value
+def fused_attn(model, enabled):
+    """Temporarily run every mixer of ``model`` on the fused path (``enabled=True``) or on the materialising
+    one that forms each attention matrix as the authors' code does (``enabled=False``); restored on exit.
+    The one switch between the two paths."""
+    switches = [(m, "fused", enabled) for m in model.modules() if isinstance(m, NystromAttention)]
+    switches += [(m, "materialize", not enabled) for m in model.modules()
+                 if isinstance(m, (SoftmaxAttention, ShapedAttention))]
+    before = [getattr(m, attr) for m, attr, _ in switches]
+    for m, attr, value in switches:
+        setattr(m, attr, value)
     try:
         yield model
     finally:
-        for m, b in zip(mixers, before):
-            m.materialize = b
+        for (m, attr, _), value in zip(switches, before):
+            setattr(m, attr, value)
 
 
 __all__ = [
-    "build", "build_stack", "list_kinds", "materialized", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
+    "build", "build_stack", "list_kinds", "fused_attn", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
     "Rotary", "apply_rope", "SoftmaxAttention", "PerformerAttention", "LinformerAttention", "NystromAttention",
     "LinearAttention", "ImageLinearAttention", "ShapedAttention", "FourierMixer", "TokenMLP", "shaped_init",
     "linear_attention", "local_window_attention", "moore_penrose_pinv", "attention_rollout",

@@ -1,4 +1,7 @@
-"""The results store: training runs, measurements and benchmarks, each with its provenance."""
-from .store import ResultsStore, atomic_write, config_key, default_root
+"""The results store (training runs, measurements, benchmarks), the one provenance function, and the one
+compute policy (``compute="never" | "missing" | "always"``)."""
+from .provenance import device_name, git_commit, made_on, provenance
+from .store import COMPUTE, ResultsStore, atomic_write, check_compute, config_key, default_root
 
-__all__ = ["ResultsStore", "atomic_write", "config_key", "default_root"]
+__all__ = ["COMPUTE", "ResultsStore", "atomic_write", "check_compute", "config_key", "default_root", "device_name",
+           "git_commit", "made_on", "provenance"]

@@ -1,6 +1,13 @@
-"""The results store: one JSON file per training run, keyed by a hash of the run's configuration.
+"""The results store: training runs, measurements and benchmarks, one JSON file each.
 
-Layout: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``. Results of GPU profiles live in
+Layout:
+- training runs: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``, keyed by a hash of the run's
+  configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``;
+- measurements: ``<root>/<profile>/measure/<name>.json``;
+- benchmarks: ``<root>/bench/<name>.json``.
+
+``compute`` is the one policy for what a caller may compute where the store lacks a result:
+``"never"`` (only read the store), ``"missing"`` (compute what is missing), ``"always"`` (compute again). Results of GPU profiles live in
 the repository's ``results/`` (so the book can be rebuilt on a CPU from them); ``results/smoke/`` is
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
 and two processes finishing the same run leave one complete file.
@@ -30,6 +37,17 @@ def atomic_write(path, write, *, binary=False):
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+COMPUTE = ("never", "missing", "always")
+RECORD_KINDS = ("measure", "bench")
+
+
+def check_compute(compute):
+    """``compute`` as given, or a one-line error naming the parameter and its values."""
+    if compute not in COMPUTE:
+        raise ValueError(f"compute={compute!r}: use one of {', '.join(map(repr, COMPUTE))}")
+    return compute
 
 
 def config_key(config):
@@ -77,3 +95,31 @@ class ResultsStore:
         """Whether the store holds any result of ``profile``: a training run or a saved measurement
         (``vixnb.measure.save_measurements``, under ``<profile>/measure/``)."""
         return any((self.root / profile).rglob("*.json"))
+
+    # ----- measurements and benchmarks: named records --------------------------------------------------
+
+    def record_path(self, kind, name, *, profile=None):
+        """``<profile>/measure/<name>.json`` for a measurement, ``bench/<name>.json`` for a benchmark."""
+        if kind not in RECORD_KINDS:
+            raise ValueError(f"kind={kind!r}: use one of {', '.join(RECORD_KINDS)}")
+        if kind == "measure":
+            if profile is None:
+                raise ValueError("a measurement belongs to a profile: pass profile=")
+            return self.root / profile / "measure" / f"{name}.json"
+        return self.root / "bench" / f"{name}.json"
+
+    def save_record(self, kind, name, obj, *, profile=None):
+        data = json.dumps(obj, indent=1, sort_keys=True)
+        return atomic_write(self.record_path(kind, name, profile=profile), lambda f: f.write(data))
+
+    def load_record(self, kind, name, *, profile=None):
+        """The saved record, or None when there is none."""
+        path = self.record_path(kind, name, profile=profile)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def newest_record(self, kind, prefix, *, profile=None):
+        """The name of the saved record ``prefix-N`` with the largest N, or ``prefix`` when there is none."""
+        folder = self.record_path(kind, prefix, profile=profile).parent
+        found = {int(p.stem.rsplit("-", 1)[1]): p.stem for p in folder.glob(f"{prefix}-*.json")
+                 if p.stem.rsplit("-", 1)[1].isdigit()}
+        return found[max(found)] if found else prefix

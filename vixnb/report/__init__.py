@@ -7,12 +7,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from tqdm.auto import tqdm
 
-from . import papers
-from .counting import count_params, summary_size_mb
-from .profiles import get_profile
-from .registry import create_model
-from .results import ResultsStore
-from .train import run
+from .. import papers
+from ..counting import count_params, summary_size_mb
+from ..profiles import get_profile
+from ..registry import create_model
+from ..results import ResultsStore
+from ..train import run
 
 
 def paper_table(doc, table):
@@ -43,16 +43,15 @@ def banner(profile, *, stored_only=False):
     return text
 
 
-def collect_runs(models, *, dataset, profile, seeds, recompute=False, train_missing=True, progress=True):
-    """One result per (model, seed): stored, freshly trained, or marked "not yet run". ``train_missing=False``
-    trains nothing, even where the profile could run here: the results store is only read."""
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True):
+    """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
+    marked "not yet run"."""
     jobs = [(m, s) for m in models for s in seeds]
     bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
     results = []
     for model, seed in bar:
         bar.set_postfix(model=model, seed=seed)
-        results.append(run(model, dataset=dataset, profile=profile, seed=seed, recompute=recompute,
-                           train_missing=train_missing, progress=False))
+        results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False))
     return results
 
 

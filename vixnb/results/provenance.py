@@ -1,0 +1,62 @@
+"""Provenance: the one function that says where, when and from what code a result was made."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+
+from ..paths import checkout_root
+
+
+def device_name(device):
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def git_commit():
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one.
+    ``$VIXNB_COMMIT``, when set, is used instead: a copy of the tree without its git history (a lent GPU
+    machine) is told the commit it was copied from."""
+    if os.environ.get("VIXNB_COMMIT"):
+        return os.environ["VIXNB_COMMIT"]
+    repo = checkout_root()
+    if repo is None:
+        return "unknown"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def now():
+    """The current UTC time as stored in results (ISO 8601, seconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def provenance(device=None, *, stamp="date", **fields):
+    """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
+    the commit, the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
+    data, ...). ``device`` defaults to the GPU when there is one."""
+    import torch
+
+    from .. import __version__
+
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = device.type == "cuda"
+    return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
+            "cuda": torch.version.cuda if cuda else None, "vixnb": __version__, "commit": git_commit(),
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None, **fields, stamp: now()}
+
+
+def made_on(prov):
+    """The UTC day a result was made, whichever key its provenance used (``date``, ``finished``, ``measured``)."""
+    when = prov.get("date") or prov.get("finished") or prov.get("measured")
+    return str(when)[:10] if when else None
