@@ -216,7 +216,7 @@ def gpu_memory_table(models, *, dataset="cifar10", profile="smoke", batch_size=6
     measurement, else marked as not measured."""
     import torch
 
-    from . import measure
+    from .. import measure
 
     name = f"vix-gpu-memory-{dataset}-b{batch_size}"
     if not stored_only and get_profile(profile)["device"] == "cuda" and torch.cuda.is_available():
