@@ -4,9 +4,9 @@
 and options as in the efficiency chapter's scaling sweep) in the ViX paper configuration (1025 tokens, dim
 128, 4 heads of 32, batch 64 by default) against the materialised softmax measured in the same run
 (``ratio_vs_materialized_softmax`` is time / reference time, ``memory_ratio_vs_materialized_softmax`` the
-same for memory). Each mechanism is one ``measure._sweep_row``; ``format_table(rows)`` prints them.
+same for memory). Each mechanism is one ``measure.sweep_row``; ``format_table(rows)`` prints them.
 
-What is measured (``measure._sweep_row``):
+What is measured (``measure.sweep_row``):
 - time: median over ``steps`` timed steps after ``warmup`` untimed ones; CUDA events on a GPU,
   ``time.perf_counter`` on a CPU. bf16/fp16 run under ``torch.autocast`` (parameters stay fp32).
 - memory on CUDA: ``torch.cuda.max_memory_allocated`` during the timed steps minus what was allocated
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from .layers.nystrom import COMPILE_MODES
-from .measure import DTYPES, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, _jsonable, _sweep_row, as_dtype, dtype_name, sweep_mechanisms
+from .measure import DTYPES, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, jsonable, sweep_row, as_dtype, dtype_name, sweep_mechanisms
 from .report import text_cell
 
 REFERENCE = MATERIALISED_SOFTMAX
@@ -39,14 +39,14 @@ REFERENCE = MATERIALISED_SOFTMAX
 
 def _measure_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
                    cpu_memory=False, threads=None, compile=False):
-    """Forward + backward of one mechanism (``measure._sweep_row``, no CPU budget guard), with the operators
+    """Forward + backward of one mechanism (``measure.sweep_row``, no CPU budget guard), with the operators
     one step dispatches (``dispatched_ops``; not counted through ``torch.compile``)."""
     if threads:
         torch.set_num_threads(threads)
     mode = compile_mode(compile)
     if mode == "reduce-overhead":  # CUDA graphs: the first calls run eagerly and record, later ones replay
         warmup = max(warmup, 3)
-    row = _sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
+    row = sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                      device=torch.device(device), dt=as_dtype(dtype), backward=True, warmup=warmup, steps=steps,
                      budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory, compile=mode or False)
     if not mode and row.get("ms") is not None:
@@ -124,7 +124,7 @@ def _worker():
     """Subprocess entry point: one measurement, config as JSON on stdin, result as JSON on stdout."""
     cfg = json.load(sys.stdin)
     row = _measure_mixer(cfg.pop("label"), cfg.pop("kind"), cfg.pop("options"), cpu_memory=True, **cfg)
-    print("@@BENCH@@" + json.dumps(_jsonable(row)))
+    print("@@BENCH@@" + json.dumps(jsonable(row)))
 
 
 def _measure_isolated(label, kind, options, **cfg):
@@ -152,7 +152,7 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     (CPU; default: PyTorch's own choice). ``compile``: every mechanism, the reference included, through
     ``torch.compile`` (True or a mode of ``COMPILE_MODES``; "reduce-overhead" replays CUDA graphs; compiled in
     the untimed warm-up steps). Each row also counts the aten operators of one step (``dispatched_ops``). Returns one
-    ``measure._sweep_row`` row per mechanism (mechanism, kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
+    ``measure.sweep_row`` row per mechanism (mechanism, kind, options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory
     (what peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
     """
@@ -172,7 +172,7 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
         label, kind, options = mechanisms[label]
         try:
             row = _measure_isolated(label, kind, options, **cfg) if isolate else _measure_mixer(label, kind, options, **cfg)
-        except RuntimeError as e:  # a failure other than out of memory (which _sweep_row records)
+        except RuntimeError as e:  # a failure other than out of memory (which sweep_row records)
             row = {"mechanism": label, "kind": kind, "options": options, "tokens": tokens, "batch": batch, "dim": dim,
                    "heads": heads, "dim_head": dim_head, "device": device, "dtype": dtype_name(dtype), "ms": None,
                    "ms_min": None, "peak_mb": None, "memory": None, "params": None, "status": "error",
@@ -268,7 +268,7 @@ def save(path, benchmark, rows, *, device, dtype, note=None, command=None, extra
 
     command = command or ("vixnb " + " ".join(sys.argv[1:]) if sys.argv[1:] else None)
     data = {"benchmark": benchmark, "provenance": provenance(device, dtype=dtype), "command": command,
-            "note": note, **(extra or {}), "rows": _jsonable(rows)}
+            "note": note, **(extra or {}), "rows": jsonable(rows)}
     return atomic_write(path, lambda f: f.write(json.dumps(data, indent=1)))
 
 

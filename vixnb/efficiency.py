@@ -12,7 +12,7 @@ import math
 import torch
 
 from . import measure, papers
-from .measure import (PATHS, _short_status, _value, crossover_frame, crossovers,
+from .measure import (PATHS, short_status, metric_value, crossover_frame, crossovers,
                       fit_line, provenance, records_frame)
 from .report import NOT_YET_RUN, page_table, provenance_line, short_name
 
@@ -470,9 +470,9 @@ def memory_fit_note(run, fit):
 
 
 def _sweep_cell(row, metric):
-    v = _value(row, metric)
+    v = metric_value(row, metric)
     if v is None:
-        return _short_status(row.get("status")) if not str(row.get("status", "ok")).startswith("ok") else None
+        return short_status(row.get("status")) if not str(row.get("status", "ok")).startswith("ok") else None
     return "oom" if math.isinf(v) else v
 
 
@@ -482,7 +482,7 @@ def sweep_table(run, metrics=("ms", "peak_mb")):
     import pandas as pd
 
     rows = run["sweep"]
-    metrics = [m for m in metrics if any(_value(r, m) is not None and math.isfinite(_value(r, m)) for r in rows)]
+    metrics = [m for m in metrics if any(metric_value(r, m) is not None and math.isfinite(metric_value(r, m)) for r in rows)]
     columns = [(SWEEP_LABELS.get(m, m), n) for m in metrics for n in sorted({int(r["tokens"]) for r in rows})]
     cells = {}
     for metric in metrics:
@@ -520,7 +520,7 @@ def _fused_memory(run):
     metric, column = ("peak_mb", "peak MB") if gpu else ("estimate_gb", "estimate GB")
     what = "measured peak memory (MB)" if gpu else "shape-based memory estimate (GB)"
     def measured(r, m):  # a finite number, None where the step did not run or ran out of memory
-        v = _value(r, m)
+        v = metric_value(r, m)
         return v if v is not None and math.isfinite(v) else None
 
     mat, fus = (measured(at.get(f"softmax ({f})"), metric) for f in ("materialised", "fused"))

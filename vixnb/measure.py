@@ -142,12 +142,12 @@ def _free(device):
         torch.cuda.empty_cache()
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """Plain JSON types: dicts with string keys, lists, finite floats (non-finite -> None), str for the rest."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
         return obj
     if isinstance(obj, float):
@@ -157,7 +157,7 @@ def _jsonable(obj):
     if isinstance(obj, torch.device):
         return str(obj)
     if hasattr(obj, "item"):  # numpy / torch scalars
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     return str(obj)
 
 
@@ -727,7 +727,7 @@ def measure_model(model, *, name, input_size=None, device=None, batch_size=None,
                                                      path=path, dtype=dt, input_size=size)
         record["throughput"][path] = throughput(model, device=device, path=path, dtype=dt, iters=iters,
                                                 cpu_batch=cpu_batch or min(batch_size, 8), input_size=size)
-    return _jsonable(record) if json_ready else record
+    return jsonable(record) if json_ready else record
 
 
 def measure_many(models, *, progress=False, **kwargs):
@@ -804,7 +804,7 @@ MATERIALISED_SOFTMAX = "softmax (materialised)"  # the reference of ``vixnb benc
 FUSED_SOFTMAX = "softmax (fused)"
 
 
-def _sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
+def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
                budget_gb, budget_gflop, cpu_memory=False, compile=False):
     """Time and memory of ``steps`` steps (after ``warmup``) of one mechanism at ``n`` tokens: one row of
     ``scaling_sweep``, and of ``vixnb bench mixers``. Memory (``peak_mb``, what it is in ``memory``): on CUDA
@@ -926,11 +926,11 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
     for label, kind, options in mechs:
         for n in tokens:
             t0 = time.perf_counter()
-            row = _sweep_row(label, kind, options, int(n), dim=dim, heads=heads, dim_head=dim_head, batch=batch,
+            row = sweep_row(label, kind, options, int(n), dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                              device=device, dt=dt, backward=backward, warmup=warmup, steps=steps,
                              budget_gb=cpu_budget_gb, budget_gflop=cpu_budget_gflop)
             row["provenance"] = prov
-            rows.append(_jsonable(row))
+            rows.append(jsonable(row))
             if progress:
                 print(f"{label:<24} {n:>6} tokens: {row['status']} ({time.perf_counter() - t0:.1f} s)", flush=True)
     return rows
@@ -939,7 +939,7 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
 SHAPE_METRICS = ("gflops", "estimate_gb")
 
 
-def _value(row, metric):
+def metric_value(row, metric):
     """A row's value for a metric: a number, +inf when it ran out of memory, None when not measured
     (skipped or failed); shape-based metrics (``SHAPE_METRICS``) always have their value."""
     if row is None:
@@ -981,7 +981,7 @@ def crossovers(rows, *, references=("softmax (fused)", "softmax (materialised)")
             for metric in metrics:
                 grid = []
                 for n in sorted(set(pts) & set(by[ref])):
-                    a, b = _value(pts[n], metric), _value(by[ref][n], metric)
+                    a, b = metric_value(pts[n], metric), metric_value(by[ref][n], metric)
                     if a is None or b is None or (math.isinf(a) and math.isinf(b)) or b == 0:
                         continue
                     grid.append((n, a, b))
@@ -1040,7 +1040,7 @@ def crossover_frame(xs, *, metrics=None):
 # --------------------------------------------------------------------------------------------------
 # records as rows and plain-text tables (``vixnb measure``; the chapter's tables are in ``vixnb.efficiency``)
 
-def _short_status(status):
+def short_status(status):
     if status is None:
         return "-"
     if status.startswith("skipped: CUDA"):
@@ -1059,12 +1059,12 @@ def summary_row(rec):
            "GFLOPs (seed 003 conv.)": rec["flops"]["seed003_gflops"], "batch": rec["batch_size"]}
     for path in rec.get("training", {}):
         tr, inf, tp = rec["training"][path], rec["inference"][path], rec["throughput"][path]
-        row[f"train GB ({path})"] = tr.get("peak_reserved_gb") if tr["status"] == "ok" else _short_status(tr["status"])
-        row[f"train GB alloc ({path})"] = tr.get("peak_allocated_gb") if tr["status"] == "ok" else _short_status(tr["status"])
+        row[f"train GB ({path})"] = tr.get("peak_reserved_gb") if tr["status"] == "ok" else short_status(tr["status"])
+        row[f"train GB alloc ({path})"] = tr.get("peak_allocated_gb") if tr["status"] == "ok" else short_status(tr["status"])
         row[f"train step ms ({path})"] = tr.get("step_ms")
         b64 = next((b for b in inf.get("batches", []) if b["batch_size"] == 64), None)
         row[f"infer GB @64 ({path})"] = (b64.get("peak_allocated_gb") if b64 and b64["status"] == "ok"
-                                         else _short_status(b64["status"] if b64 else None))
+                                         else short_status(b64["status"] if b64 else None))
         row[f"img/s ({path})"] = tp.get("images_per_s")
         row[f"ms per image ({path})"] = 1e3 / tp["images_per_s"] if tp.get("images_per_s") else None
         row[f"img/s batch ({path})"] = tp.get("batch_size")
@@ -1133,7 +1133,7 @@ def measurement_path(profile, name, root=None):
 
 
 def save_measurements(obj, profile, name, root=None):
-    data = json.dumps(_jsonable(obj), indent=1, sort_keys=True)
+    data = json.dumps(jsonable(obj), indent=1, sort_keys=True)
     return atomic_write(measurement_path(profile, name, root), lambda f: f.write(data))
 
 
