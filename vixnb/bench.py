@@ -31,8 +31,7 @@ from pathlib import Path
 import torch
 
 from .layers.nystrom import COMPILE_MODES
-from .measure import DTYPES, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, jsonable, sweep_row, as_dtype, dtype_name, sweep_mechanisms
-from .report import text_cell
+from .measure import DTYPES, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, jsonable, sweep_row, as_dtype, dtype_name, sweep_mechanisms, text_cell
 
 REFERENCE = MATERIALISED_SOFTMAX
 

@@ -66,10 +66,19 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from . import __version__
 from .counting import input_size_of as _input_size
-from .report import text_cell
 from .results import atomic_write
 
 GB = 1024**3
+
+
+def text_cell(value, spec, *, blank="-"):
+    """A cell of a plain-text table: ``blank`` for None, text as it is, a number formatted by ``spec``."""
+    if value is None:
+        return blank
+    if isinstance(value, str):
+        return value
+    return format(value, spec)
+
 MB = 1024**2
 PROTOCOL = "seed 003 (Nauen et al., 'Which Transformer to Favor'), re-implemented in vixnb.measure"
 CPU_BUDGET_GB = float(os.environ.get("VIXNB_CPU_BUDGET_GB", 4.0))

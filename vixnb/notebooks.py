@@ -351,8 +351,29 @@ def run_notebook(
             f"notebook {_rel(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
             f"  executed copy kept for inspection: {_rel(out)}"
         )
+    _mark_executed_copy(out, profile)
     _say(f"done {_rel(src)} in {time.monotonic() - t0:.1f} s")
     return out
+
+
+def _mark_executed_copy(path: Path, profile: str) -> None:
+    """Make the executed copy say which profile it ran in: its first heading gets the profile's page title
+    (so the book's GPU and smoke parts have distinguishable pages), and papermill's injected-parameters cell
+    is tagged ``remove-cell`` (the page's banner says which profile ran)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    suffix = f" ({get_profile(profile).get('page_title', profile)})"
+    titled = False
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+        if not titled and cell.cell_type == "markdown" and cell.source.startswith("# "):
+            first, _, rest = cell.source.partition("\n")
+            cell.source = (first if first.endswith(suffix) else first + suffix) + (f"\n{rest}" if rest else "")
+            titled = True
+    nbformat.write(nb, path)
 
 
 # --------------------------------------------------------------------------

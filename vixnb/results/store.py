@@ -123,3 +123,17 @@ class ResultsStore:
         found = {int(p.stem.rsplit("-", 1)[1]): p.stem for p in folder.glob(f"{prefix}-*.json")
                  if p.stem.rsplit("-", 1)[1].isdigit()}
         return found[max(found)] if found else prefix
+
+    def load_or_compute(self, kind, name, make, *, profile=None, compute="missing", can_compute=True):
+        """Record ``name`` under the compute policy: ``"never"`` reads the store only; ``"missing"`` calls
+        ``make()`` (which returns the record) and saves it only where the store lacks it; ``"always"`` calls it
+        again. ``make`` runs only where ``can_compute`` (e.g. a GPU measurement on a GPU). None where nothing
+        is stored and nothing could be computed."""
+        check_compute(compute)
+        stored = self.load_record(kind, name, profile=profile) if compute != "always" else None
+        if stored is not None or compute == "never" or not can_compute:
+            return stored if stored is not None else (self.load_record(kind, name, profile=profile)
+                                                      if compute == "always" else None)
+        record = make()
+        self.save_record(kind, name, record, profile=profile)
+        return record

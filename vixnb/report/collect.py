@@ -1,0 +1,117 @@
+"""Training runs for a page: collect them under the compute policy and summarise them per model."""
+from __future__ import annotations
+
+import statistics
+
+from ..results import made_on
+
+COUNTED = ("params_paper", "params_true", "size_mb")
+
+
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True):
+    """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
+    marked "not yet run" (also when the data set is not on this machine: the reason says how to get it)."""
+    from tqdm.auto import tqdm
+
+    from ..data import DatasetNotFoundError
+    from ..profiles import run_config
+
+    from ..train import run
+
+    jobs = [(m, s) for m in models for s in seeds]
+    bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
+    results = []
+    for model, seed in bar:
+        bar.set_postfix(model=model, seed=seed)
+        try:
+            results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False))
+        except DatasetNotFoundError as e:
+            results.append({"status": "not yet run", "config": run_config(model, dataset=dataset, profile=profile,
+                                                                           seed=seed),
+                            "reason": f"{dataset} is not on this machine; `vixnb train {model} --dataset {dataset} "
+                                      f"--profile {profile} --download` fetches it ({str(e).splitlines()[0]})"})
+    return results
+
+
+def _mean_std(values):
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def current_counts(model, dataset):
+    """What the current code builds for ``model`` on ``dataset``: its paper and true parameter counts and
+    Size (MB), as stored with every training run."""
+    from .. import count_params, summary_size_mb
+    from ..registry import create_model
+
+    built = create_model(model, dataset=dataset)
+    return {"params_paper": count_params(built, "paper"), "params_true": count_params(built, "true"),
+            "size_mb": summary_size_mb(built)}
+
+
+def older_code(run, counts):
+    """Why a stored run was made by other model code than today's (its stored counts differ), or None."""
+    changed = [k for k in COUNTED if k in run and counts.get(k) is not None
+               and abs(run[k] - counts[k]) > 1e-6 * max(1.0, abs(counts[k]))]
+    return f"older model code ({', '.join(changed)} differ)" if changed else None
+
+
+def summarize_runs(results, *, counts=None):
+    """One row per model (a DataFrame indexed by model name): seeds done of seeds asked, top-1 / top-5 best and
+    mean ± std over the seeds done, the best seed's epochs, batch size and training-run peak GPU memory, and
+    its provenance (commit, date, device), with a note when the run was made by older model code (``counts``:
+    model -> ``current_counts``). A model with no seed done has ``seeds`` 0 and nothing else."""
+    import pandas as pd
+
+    by_model = {}
+    for r in results:
+        by_model.setdefault(r["config"]["model"], []).append(r)
+    rows = {}
+    for model, runs in by_model.items():
+        done = [r for r in runs if r["status"] == "done"]
+        row = {"seeds": len(done), "asked": len(runs)}
+        if done:
+            best = max(done, key=lambda r: r["top1"])
+            for metric in ("top1", "top5"):
+                values = [r[metric] for r in done]
+                mean, std = _mean_std(values)
+                row.update({f"{metric} best": best[metric], f"{metric} mean": mean, f"{metric} std": std})
+            prov = best["provenance"]
+            row.update({"epochs": best["config"]["epochs"], "batch": best["config"]["batch_size"],
+                        "precision": best["config"]["precision"],
+                        "run peak GB": best.get("gpu_gb_reserved"), "device": prov.get("device"),
+                        "commit": str(prov.get("commit", "unknown"))[:7], "date": made_on(prov),
+                        "note": older_code(best, counts[model]) if counts and model in counts else None})
+        else:
+            row["note"] = None
+        rows[model] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def accuracy_text(summary, model, metric):
+    """"52.38" for one seed, "52.38 ± 0.41" (mean ± std) for several; None when no seed is done."""
+    if model not in summary.index or not summary.at[model, "seeds"]:
+        return None
+    n, mean, std = summary.at[model, "seeds"], summary.at[model, f"{metric} mean"], summary.at[model, f"{metric} std"]
+    return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
+
+
+def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=64):
+    """The GPU memory of one training step at ``batch_size`` for each model, on the authors' path and ours
+    (``vixnb.measure.gpu_memory_column``), under the compute policy: measured where this profile runs on a
+    GPU here and the store lacks it (or ``compute="always"``), else read from the store. Returns the record
+    ``{"rows": {model: {column: value}}, "provenance": {...}}``, or None when nothing is stored or measurable."""
+    import torch
+
+    from .. import measure
+    from ..profiles import get_profile
+    from ..results import ResultsStore
+
+    def make():
+        frame = measure.gpu_memory_column(models, dataset=dataset, batch_size=batch_size)
+        return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
+
+    here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
+    return ResultsStore().load_or_compute("measure", f"{paper}-gpu-memory-{dataset}-b{batch_size}", make,
+                                          profile=profile, compute=compute, can_compute=here)

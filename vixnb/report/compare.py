@@ -1,0 +1,66 @@
+"""A published results table (parameters, Size MB, top-1/top-5, GPU memory) beside ours, from training runs
+and a batch-size GPU-memory measurement: the frames a chapter shows for any paper table of that shape."""
+from __future__ import annotations
+
+from .collect import accuracy_text, current_counts, summarize_runs
+from .tables import beside_paper
+
+#: the stored GPU-memory column that stands beside a paper's "GPU (GB)": one training step at the paper's batch
+#: size on the authors' path (materialised attention, fp32), peak reserved (closest to an nvidia-smi reading)
+PAPER_COMPARABLE_GPU = "GPU GB reserved, authors (fp32)"
+FUSED_GPU = "GPU GB reserved, fused (fp32)"
+
+
+def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None, deltas=True):
+    """``{"size", "accuracy", "memory", "runs", "summary", "measured"}``: DataFrames of ours beside the paper's ``paper_rows`` (a
+    DataFrame indexed by model: params, size_mb, top1, top5, gpu_gb), in the order of ``models``.
+
+    - size: parameters (paper convention and true) and Size (MB) of the models as built today;
+    - accuracy: best top-1 / top-5 over the seeds done (the paper reports the best of three runs), with the
+      mean ± std over seeds when there are several; ``deltas=False`` leaves out Δ (a pipeline check);
+    - memory: the ``gpu`` record's batch-size measurement (authors' path and fused) beside the paper's;
+    - runs: per model the seeds done, epochs, batch size, precision, training-run peak GPU memory, commit and
+      date of the best seed, and a note when it was made by older model code or is not yet run;
+    - summary and measured: the numbers behind them, indexed by model name (``summarize_runs`` and the rows
+      of the ``gpu`` record), for figures and differences."""
+    import pandas as pd
+
+    counts = {m: current_counts(m, dataset) for m in models}
+    sizes = pd.DataFrame.from_dict(counts, orient="index")
+    size = beside_paper(sizes, paper_rows, {"parameters (paper convention)": ("params_paper", "params"),
+                                            "parameters (true)": ("params_true", None),
+                                            "Size (MB)": ("size_mb", "size_mb")}, order=models, labels=labels)
+
+    summary = summarize_runs(runs, counts=counts)
+    ours = pd.DataFrame(index=models)
+    several = bool(len(summary)) and summary["seeds"].max() > 1
+    for metric in ("top1", "top5"):
+        ours[metric] = summary[f"{metric} best"] if f"{metric} best" in summary else None
+        if several:
+            ours[f"{metric} mean"] = [accuracy_text(summary, m, metric) for m in models]
+    metrics = {"top-1 (%)": ("top1", "top1"), "top-5 (%)": ("top5", "top5")}
+    if several:
+        metrics = {"top-1 (%), best seed": ("top1", "top1"), "top-1 mean ± std": ("top1 mean", None),
+                   "top-5 (%), best seed": ("top5", "top5"), "top-5 mean ± std": ("top5 mean", None)}
+    accuracy = beside_paper(ours, paper_rows, metrics, order=models, labels=labels, delta=deltas)
+
+    rows = (gpu or {}).get("rows", {})
+    measured = pd.DataFrame.from_dict({m: rows[m] for m in models if m in rows}, orient="index")
+    batch = ((gpu or {}).get("provenance") or {}).get("batch_size", 64)
+    missing = "not yet measured" if gpu is None else "not measured"
+    memory = beside_paper(measured, paper_rows, {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
+                                                 f"fused attention": (FUSED_GPU, None)},
+                          order=models, labels=labels, missing=missing)
+
+    columns = ["seeds", "epochs", "batch", "precision", "run peak GB", "commit", "date", "note"]
+    table = summary.reindex(index=models, columns=columns).astype(object)
+    table["seeds"] = [f"{int(summary.at[m, 'seeds'])}/{int(summary.at[m, 'asked'])}" if m in summary.index else None
+                      for m in models]
+    table.index = [labels.get(m, m) for m in models]
+    table = table.where(table.notna(), None)
+    for column in ("epochs", "batch"):
+        table[column] = [None if v is None else str(int(v)) for v in table[column]]
+    if table["note"].isna().all():
+        table = table.drop(columns="note")
+    return {"size": size, "accuracy": accuracy, "memory": memory, "runs": table,
+            "summary": summary.reindex(models), "measured": measured.reindex(models)}

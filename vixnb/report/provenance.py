@@ -1,0 +1,50 @@
+"""Provenance on the page: the banner that says what kind of numbers a page shows, and provenance lines."""
+from __future__ import annotations
+
+from ..results import made_on
+
+
+def banner(profile, *, compute="missing"):
+    """A markdown banner that says what kind of numbers the page shows; with ``compute="never"``, also that
+    the page was rendered from the results store, and whether the store holds any result of ``profile``."""
+    from ..profiles import get_profile
+    from ..results import ResultsStore
+
+    prof = get_profile(profile)
+    if profile == "smoke":
+        text = ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
+                f"{prof['description']} Accuracies below measure nothing about the models.")
+    else:
+        text = f"> **Profile `{profile}`.** {prof['description']}"
+    if compute == "never":
+        text += (f"\n>\n> Rendered from the results store (`results/{profile}/`): nothing was trained or measured "
+                 "when this page was built; each number's provenance (device, commit, seed, date) is shown with it.")
+        if not ResultsStore().holds_profile(profile):
+            text += (f" **The store holds no `{profile}` result yet:** these runs have not been made, and the page "
+                     "shows them as \"not yet run\".")
+    return text
+
+
+def provenance_line(records, *, profile=None):
+    """One line naming the profile, devices, commits, torch versions and dates (UTC day a run finished or a
+    measurement was made) behind ``records``: training results (``train.run``; their seeds and data too),
+    measurement records, or saved benchmarks. ``profile`` names the profile where the records do not;
+    records without provenance that are "not yet run" are counted."""
+    made = [r for r in records if isinstance(r, dict) and r.get("provenance")]
+    if not made:
+        reasons = sorted({r["reason"] for r in records if isinstance(r, dict) and r.get("reason")})
+        if reasons:
+            return f"No run of this configuration has been made yet ({'; '.join(reasons)})."
+        return "No measurement was made for this section."
+    provs = [r["provenance"] for r in made]
+    fields = {k: sorted({str(p[k]) for p in provs if k in p}) for k in ("profile", "device", "commit", "torch", "seed")}
+    if profile is not None:
+        fields["profile"] = [str(profile)]
+    fields["data"] = sorted({str(r["provenance"].get("data", r["config"]["dataset"])) for r in made
+                             if "data" in r["provenance"] or "config" in r})
+    fields["date"] = sorted({d for p in provs if (d := made_on(p))})
+    missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
+    line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items() if v)
+    notes = sorted({p["note"] for p in provs if p.get("note")})
+    return (f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
+            + "".join(f" Note: {n.rstrip('.')}." for n in notes))

@@ -1,0 +1,101 @@
+"""Tables for the page: ours beside the paper's with deltas, and a styled table that fits the text column."""
+from __future__ import annotations
+
+import math
+import numbers
+
+NOT_YET_RUN = "**Not yet run** for this profile on this machine."
+# Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler). Long
+# headers wrap instead of widening the table; cells do not.
+PAGE_TABLE_STYLE = [
+    {"selector": "", "props": "border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0 1em 0; max-width: 100%;"},
+    {"selector": "th, td", "props": "padding: 0.2em 0.6em; text-align: right;"},
+    {"selector": "td, th.row_heading", "props": "white-space: nowrap;"},
+    {"selector": "th.col_heading", "props": "white-space: normal; vertical-align: bottom;"},
+    {"selector": "th.row_heading", "props": "text-align: left;"},
+    {"selector": "thead tr:last-child th", "props": "border-bottom: 1px solid currentColor;"},
+    {"selector": "thead tr:not(:last-child) th", "props": "text-align: center;"},
+    {"selector": "tbody tr:nth-child(even)", "props": "background: rgba(127, 127, 127, 0.08);"},
+    {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: bold; padding: 0.3em 0;"},
+]
+OURS, PAPER, DELTA = "ours", "paper", "Δ"
+
+
+def cell_text(v, decimals=None):
+    """A cell for the page: thousands separators, about three significant digits (``decimals`` fixed
+    decimals instead, for numbers that are not whole), text as it is."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return str(v)
+    if isinstance(v, numbers.Integral) or (abs(v) >= 1000 and float(v).is_integer()):
+        return f"{v:,.0f}"
+    if not math.isfinite(v):
+        return "oom" if v > 0 else str(v)
+    if decimals is not None:
+        return f"{v:,.{decimals}f}"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    return f"{v:,.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:#.3g}"
+
+
+def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=None, wrap=()):
+    """A DataFrame ready for the page: a ``Styler`` with thousands separators, about three significant
+    digits (``decimals`` fixes the decimals of numbers that are not whole instead, e.g. 2 beside a paper's
+    two-decimal numbers), ``blank`` for NaN/None, and ``caption`` above it; an empty ``frame`` gives the
+    markdown ``empty`` instead. Columns named in ``wrap`` (e.g. notes) wrap their text instead of widening
+    the table."""
+    from IPython.display import Markdown
+
+    if frame is None or frame.empty:
+        return Markdown(empty)
+    frame = frame.copy()
+    frame.index.name = None
+    styler = frame.style.format(lambda v: cell_text(v, decimals), na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
+    wrapped = [c for c in wrap if c in frame.columns]
+    if wrapped:
+        styler = styler.set_properties(subset=wrapped, **{"white-space": "normal", "text-align": "left"})
+    return styler.set_caption(caption) if caption else styler
+
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def beside_paper(ours, paper, metrics, *, order=None, labels=None, missing="not yet run", delta=True):
+    """Ours beside the paper's: one row per model, for each metric the columns (heading, "ours"),
+    (heading, "paper") and (heading, "Δ") = ours - paper where both are numbers.
+
+    ``ours`` and ``paper`` are DataFrames indexed by model name; ``metrics`` maps a column heading to
+    ``(ours_column, paper_column)`` (a ``None`` paper column: the paper has no such number). Rows follow
+    ``order`` (default: the paper's rows, then ours), are named by ``labels`` (model -> display label), and a
+    model without a value of ours reads ``missing``."""
+    import pandas as pd
+
+    order = list(order) if order is not None else list(dict.fromkeys([*paper.index, *ours.index]))
+    columns, data = [], {m: [] for m in order}
+    for heading, (ours_col, paper_col) in metrics.items():
+        parts = [OURS] + ([PAPER] if paper_col else []) + ([DELTA] if paper_col and delta else [])
+        columns += [(heading, p) for p in parts]
+        for m in order:
+            mine = ours.at[m, ours_col] if m in ours.index and ours_col in ours.columns else None
+            mine = missing if mine is None or (isinstance(mine, float) and math.isnan(mine)) else mine
+            theirs = paper.at[m, paper_col] if paper_col and m in paper.index and paper_col in paper.columns else None
+            theirs = None if isinstance(theirs, float) and math.isnan(theirs) else theirs
+            row = [mine] + ([theirs] if paper_col else [])
+            if paper_col and delta:
+                row.append(mine - theirs if _is_number(mine) and _is_number(theirs) else None)
+            data[m] += row
+    frame = pd.DataFrame.from_dict(data, orient="index", columns=pd.MultiIndex.from_tuples(columns)).astype(object)
+    frame.index = [labels.get(m, m) if labels else m for m in frame.index]
+    return frame.where(frame.notna(), None)
+
+
+def differences(frame, pairs, column):
+    """``frame[column]`` of the second model of each pair minus that of the first (e.g. hybrid minus plain),
+    one entry per pair, named by its first model; None where either is missing."""
+    rows = {}
+    for first, second in pairs:
+        a = frame.at[first, column] if first in frame.index else None
+        b = frame.at[second, column] if second in frame.index else None
+        rows[first] = b - a if _is_number(a) and _is_number(b) else None
+    return rows
