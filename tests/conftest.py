@@ -6,3 +6,20 @@ def isolated_results(tmp_path, monkeypatch):
     """Every test gets its own results store, so nothing reads or writes the repository's results/."""
     monkeypatch.setenv("VIXNB_RESULTS", str(tmp_path / "results"))
     return tmp_path / "results"
+
+
+@pytest.fixture
+def paper_text():
+    """``paper_text(key)``: the text of a paper's source document (``vixnb.papers.DOCUMENTS``) from the shared
+    folder beside the checkout; the test is skipped where that folder is absent (a clone on its own)."""
+    from pathlib import Path
+
+    from vixnb.papers import DOCUMENTS
+
+    def read(key):
+        path = Path(__file__).resolve().parents[2] / "shared" / "seeds" / DOCUMENTS[key]
+        if not path.exists():
+            pytest.skip("the papers' source documents are not beside the checkout")
+        return path.read_text(encoding="utf-8")
+
+    return read

@@ -1,13 +1,19 @@
-"""vixnb.report's pages from stored results: nothing trained or measured when ``stored_only``/``train_missing``
-say so, even where a GPU is (faked as) available; the banner and provenance line of such pages."""
+"""vixnb.report's page pieces: runs and measurements collected under the compute policy (nothing trained or
+measured with ``compute="never"``, even where a GPU is faked as available), ours beside the paper's with
+deltas, the banner and provenance lines, and the figures."""
+import math
+
+import pandas as pd
 import pytest
 import torch
 
 from vixnb import measure as M
-from vixnb import report
+from vixnb import papers, report
 from vixnb import train as engine
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore
+
+COMPARABLE = report.PAPER_COMPARABLE_GPU
 
 
 @pytest.fixture
@@ -15,14 +21,20 @@ def fake_gpu(monkeypatch):
     """torch says a GPU is there; training or measuring anything fails the test."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained although nothing may be trained"))
-    monkeypatch.setattr(M, "gpu_memory_column", lambda *a, **k: pytest.fail("measured although stored_only"))
+    monkeypatch.setattr(M, "gpu_memory_column", lambda *a, **k: pytest.fail("measured although compute='never'"))
 
 
-def _done(model, profile, top1):
-    config = run_config(model, profile=profile)
-    ResultsStore().put(config, {"status": "done", "top1": top1, "top5": 99.0,
-                                "provenance": {"device": "fake GPU", "commit": "abc123", "seed": 0,
+def _done(model, profile, top1, seed=0, **extra):
+    config = run_config(model, profile=profile, seed=seed)
+    ResultsStore().put(config, {"status": "done", "top1": top1, "top5": 99.0, **extra,
+                                "provenance": {"device": "fake GPU", "commit": "abc123", "seed": seed,
                                                "finished": "2025-03-04T05:06:07Z"}})
+
+
+def _saved_memory(rows, **provenance):
+    ResultsStore().save_record("measure", "vix-gpu-memory-cifar10-b64", {
+        "rows": rows, "provenance": {"device": "fake GPU", "commit": "abc", "measured": "2025-03-04T05:06:07Z",
+                                     "batch_size": 64, **provenance}}, profile="budget")
 
 
 @pytest.mark.parametrize("profile", ["smoke", "budget"])
@@ -35,37 +47,62 @@ def test_collect_runs_with_compute_never_only_reads_the_store(fake_gpu, profile)
         assert fnet["status"] == "done" and fnet["top1"] == 42.0
 
 
-def test_gpu_memory_table_stored_only_reads_the_saved_measurement(fake_gpu, monkeypatch):
+def test_collect_runs_marks_a_missing_data_set_not_yet_run_with_the_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "no-data"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    (run,) = report.collect_runs(["vit"], dataset="tiny-imagenet", profile="budget", seeds=[0], progress=False)
+    assert run["status"] == "not yet run"
+    assert "vixnb train vit --dataset tiny-imagenet --profile budget --download" in run["reason"]
+
+
+def test_gpu_memory_with_compute_never_reads_the_saved_measurement(fake_gpu, monkeypatch):
     class Measured(Exception):
         pass
 
     def measuring(*a, **k):
         raise Measured
 
-    table = report.gpu_memory_table(["vit"], profile="budget", stored_only=True)
-    assert table.loc["ViT", "ours"].startswith("not measured") and table.attrs["provenance"] is None
-    M.save_measurements({"rows": {"vit": {report.BATCH64_COLUMN: 1.5}},
-                         "provenance": {"device": "fake GPU", "commit": "abc123", "measured": "2025-03-04T05:06:07Z"}},
-                        "budget", "vix-gpu-memory-cifar10-b64")
-    monkeypatch.setattr(M, "save_measurements", lambda *a, **k: pytest.fail("saved although stored_only"))
-    table = report.gpu_memory_table(["vit"], profile="budget", stored_only=True)
-    assert table.loc["ViT", report.BATCH64_COLUMN] == 1.5 and table.attrs["provenance"]["device"] == "fake GPU"
-    monkeypatch.setattr(M, "gpu_memory_column", measuring)  # without stored_only this machine would measure
+    args = dict(paper="vix", dataset="cifar10", profile="budget")
+    assert report.gpu_memory(["vit"], compute="never", **args) is None
+    _saved_memory({"vit": {COMPARABLE: 1.5}})
+    monkeypatch.setattr(ResultsStore, "save_record", lambda *a, **k: pytest.fail("saved although compute='never'"))
+    record = report.gpu_memory(["vit"], compute="never", **args)
+    assert record["rows"]["vit"][COMPARABLE] == 1.5 and record["provenance"]["device"] == "fake GPU"
+    assert report.gpu_memory(["vit"], compute="missing", **args) == record  # stored: not measured again
+    monkeypatch.setattr(M, "gpu_memory_column", measuring)
     with pytest.raises(Measured):
-        report.gpu_memory_table(["vit"], profile="budget")
+        report.gpu_memory(["vit"], compute="always", **args)
+
+
+def test_load_or_compute_follows_the_policy(monkeypatch):
+    store, calls = ResultsStore(), []
+
+    def make():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    kw = dict(profile="budget")
+    assert store.load_or_compute("measure", "x", make, compute="never", **kw) is None and not calls
+    assert store.load_or_compute("measure", "x", make, compute="missing", can_compute=False, **kw) is None
+    assert store.load_or_compute("measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert store.load_or_compute("measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert store.load_or_compute("measure", "x", make, compute="always", **kw) == {"value": 2}
+    assert store.load_or_compute("measure", "x", make, compute="always", can_compute=False, **kw) == {"value": 2}
+    with pytest.raises(ValueError, match="compute='sometimes': use one of 'never', 'missing', 'always'"):
+        store.load_or_compute("measure", "x", make, compute="sometimes", **kw)
 
 
 def test_banner_of_a_page_rendered_from_the_store():
     assert "results store" not in report.banner("budget")
-    empty = report.banner("budget", stored_only=True)
+    empty = report.banner("budget", compute="never")
     assert empty.startswith("> **Profile `budget`.**")
     assert ("Rendered from the results store (`results/budget/`): nothing was trained or measured when this page "
             "was built; each number's provenance (device, commit, seed, date) is shown with it.") in empty
     assert "holds no `budget` result yet" in empty and all(line.startswith(">") for line in empty.splitlines())
     _done("vit", "budget", 50.0)
-    held = report.banner("budget", stored_only=True)
+    held = report.banner("budget", compute="never")
     assert "Rendered from the results store" in held and "holds no" not in held
-    assert "holds no `paper` result yet" in report.banner("paper", stored_only=True)
+    assert "holds no `paper` result yet" in report.banner("paper", compute="never")
 
 
 def test_provenance_line_names_the_dates():
@@ -75,23 +112,110 @@ def test_provenance_line_names_the_dates():
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
     assert "date: 2025-03-05" in report.provenance_line([measured], profile="budget")
+    noted = {"provenance": {"device": "fake GPU", "commit": "abc", "note": "shared GPU."}}
+    assert report.provenance_line([noted], profile="budget").endswith("Note: shared GPU.")
 
 
-def test_hybrid_gains_subtract_plain_from_hybrid_ours_and_paper():
-    import pandas as pd
+def test_beside_paper_puts_ours_the_paper_and_the_delta_side_by_side():
+    ours = pd.DataFrame({"top1": [50.0, None], "params": [10, 20]}, index=["vit", "fnet"])
+    paper = pd.DataFrame({"top1": [56.81, 50.87], "params": [10, 21]}, index=["vit", "fnet"])
+    frame = report.beside_paper(ours, paper, {"top-1": ("top1", "top1"), "params": ("params", "params"),
+                                              "true": ("params", None)}, labels={"vit": "ViT"})
+    assert list(frame.columns) == [("top-1", "ours"), ("top-1", "paper"), ("top-1", "Δ"), ("params", "ours"),
+                                   ("params", "paper"), ("params", "Δ"), ("true", "ours")]
+    assert list(frame.index) == ["ViT", "fnet"]
+    assert frame.loc["ViT", ("top-1", "Δ")] == pytest.approx(50.0 - 56.81)
+    assert frame.loc["fnet", ("top-1", "ours")] == "not yet run" and frame.loc["fnet", ("top-1", "Δ")] is None
+    assert frame.loc["fnet", ("params", "Δ")] == -1
+    without = report.beside_paper(ours, paper, {"top-1": ("top1", "top1")}, delta=False)
+    assert list(without.columns) == [("top-1", "ours"), ("top-1", "paper")]
 
-    table = pd.DataFrame({"top-1 best": [50.0, 70.0, 40.0, "—"], "paper top-1": [56.81, 73.94, 50.87, 64.34]},
-                         index=["ViT", "Hybrid ViT", "FNet", "Hybrid FNet"]).astype(object)
-    gains = report.hybrid_gains(table)
-    assert list(gains.index) == ["ViT", "FNet"]
-    assert gains.loc["ViT", "gain"] == 20.0 and gains.loc["ViT", "paper gain"] == pytest.approx(17.13)
-    assert gains.loc["FNet", "gain"] == "—" and gains.loc["FNet", "paper gain"] == pytest.approx(13.47)
+
+def test_differences_subtract_the_first_of_each_pair_from_the_second():
+    frame = pd.DataFrame({"top1": [50.0, 70.0, 40.0, None]}, index=["vit", "hybrid_vit", "fnet", "hybrid_fnet"])
+    gains = report.differences(frame, [("vit", "hybrid_vit"), ("fnet", "hybrid_fnet")], "top1")
+    assert gains == {"vit": 20.0, "fnet": None}
+    printed = report.paper_frame("vix", "table1")
+    assert report.differences(printed, [("vit", "hybrid_vit")], "top1")["vit"] == pytest.approx(73.94 - 56.81)
 
 
-def test_gpu_memory_table_shows_memory_and_the_measurement_note(isolated_results):
-    rows = {"vit": {"GPU GB reserved, authors (fp32)": 9.4, "step ms, authors (fp32)": 40.0}}
-    M.save_measurements({"rows": rows, "provenance": {"device": "fake GPU", "commit": "abc", "note": "shared GPU."}},
-                        "budget", "vix-gpu-memory-cifar10-b64")
-    frame = report.gpu_memory_table(["vit"], profile="budget", stored_only=True)
-    assert list(frame.columns) == ["paper GPU GB", "GPU GB reserved, authors (fp32)"]
-    assert report.provenance_line([frame.attrs], profile="budget").endswith("Note: shared GPU.")
+def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
+    runs = [{"status": "done", "top1": t, "top5": 90.0 + t / 10, "params_paper": 530442, "gpu_gb_reserved": 1.5,
+             "config": run_config("vit", profile="budget", seed=s),
+             "provenance": {"commit": "0123456789abcdef", "finished": "2025-01-02T00:00:00Z", "device": "GPU"}}
+            for s, t in enumerate([50.0, 52.0, 51.0])]
+    runs.append({"status": "not yet run", "config": run_config("fnet", profile="budget"), "reason": "no data"})
+    summary = report.summarize_runs(runs, counts={"vit": {"params_paper": 530442}, "fnet": {}})
+    assert summary.loc["vit", "seeds"] == 3 and summary.loc["vit", "top1 best"] == 52.0
+    assert summary.loc["vit", "top1 mean"] == pytest.approx(51.0) and summary.loc["vit", "top1 std"] == pytest.approx(1.0)
+    assert summary.loc["vit", "commit"] == "0123456" and summary.loc["vit", "date"] == "2025-01-02"
+    assert summary.loc["vit", "batch"] == 64 and summary.loc["vit", "note"] is None
+    assert summary.loc["fnet", "seeds"] == 0
+    assert report.accuracy_text(summary, "vit", "top1") == "51.00 ± 1.00"
+    assert report.accuracy_text(summary, "fnet", "top1") is None
+    stale = report.summarize_runs(runs[:1], counts={"vit": {"params_paper": 530443}})
+    assert stale.loc["vit", "note"] == "older model code (params_paper differ)"
+
+
+def test_results_beside_paper_from_stored_runs_and_memory(fake_gpu):
+    models = ["vit", "fnet"]
+    _done("vit", "budget", 50.0, gpu_gb_reserved=1.6)
+    _saved_memory({"vit": {COMPARABLE: 9.37, "GPU GB reserved, fused (fp32)": 1.99}})
+    runs = report.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never",
+                               progress=False)
+    gpu = report.gpu_memory(models, paper="vix", dataset="cifar10", profile="budget", compute="never")
+    labels = {m: report.label(m) for m in models}
+    frames = report.results_beside_paper(report.paper_frame("vix", "table1"), runs, dataset="cifar10",
+                                         models=models, labels=labels, gpu=gpu)
+    size, acc, mem, table = frames["size"], frames["accuracy"], frames["memory"], frames["runs"]
+    assert size.loc["ViT", ("parameters (paper convention)", "ours")] == 530442
+    assert size.loc["FNet", ("parameters (paper convention)", "Δ")] == 0
+    assert acc.loc["ViT", ("top-1 (%)", "Δ")] == pytest.approx(50.0 - 56.81)
+    assert acc.loc["FNet", ("top-1 (%)", "ours")] == "not yet run"
+    assert mem.loc["ViT", ("GPU GB, batch 64, authors' path", "paper")] == 14.1
+    assert mem.loc["ViT", ("GPU GB, batch 64, authors' path", "ours")] == 9.37
+    assert mem.loc["FNet", ("GPU GB, batch 64, authors' path", "ours")] == "not measured"
+    assert table.loc["ViT", "seeds"] == "1/1" and table.loc["ViT", "batch"] == "64"
+    assert table.loc["ViT", "run peak GB"] == 1.6 and table.loc["FNet", "seeds"] == "0/1"
+    assert frames["summary"].loc["vit", "top1 best"] == 50.0
+    assert math.isnan(frames["summary"].loc["fnet", "top1 best"])
+
+
+def test_page_table_formats_and_wraps():
+    frame = pd.DataFrame({"a": [1234567, 0.5], "note": ["x", None]}, index=["r1", "r2"])
+    html = report.page_table(frame, decimals=2, wrap=["note"]).to_html()
+    assert "1,234,567" in html and "0.50" in html and "—" in html and "white-space: normal" in html
+    assert report.page_table(frame.iloc[0:0]).data == report.NOT_YET_RUN
+
+
+def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    paper = pd.DataFrame({"GB": [14.1, 5.0, 2.2], "top-1": [56.8, 58.2, 57.5]}, index=["ViT", "ViP", "ViL"])
+    ours = pd.DataFrame({"GB": [9.4, None, 2.0], "top-1": [52.4, None, 58.2]}, index=["ViT", "ViP", "ViL"])
+    fig = report.accuracy_against_cost(paper, ours, x="GB", y="top-1", groups={k: "linear" for k in paper.index},
+                                       x_label="GB")
+    left, right = fig.axes[:2]
+    assert left.get_xlim() == right.get_xlim() and left.get_ylim() == right.get_ylim()
+    assert any("ViP" in t.get_text() and "Not in our panel" in t.get_text() for t in fig.texts)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["linear"]
+
+
+def test_training_curves_band_over_seeds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    runs = [{"status": "done", "config": {"model": "vit"}, "history": [{"select_top1": v} for v in values]}
+            for values in ([10.0, 20.0], [12.0, 24.0])]
+    fig = report.training_curves(runs, labels={"vit": "ViT"})
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_ydata()) == [11.0, 22.0] and line.get_label() == "ViT (2 seeds)"
+    assert len(fig.axes[0].collections) == 1  # the band
+
+
+def test_every_paper_table_row_is_a_registered_model_or_a_later_chapter():
+    from vixnb import list_models
+
+    assert set(papers.table_models("vix", "table1")) <= set(list_models())
+    assert papers.table_models("vix", "table1") == papers.table_models("vix", "table2")

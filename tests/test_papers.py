@@ -1,0 +1,61 @@
+"""Paper files (vixnb/papers/<key>.yaml): read on first use, checked, with errors that name the file."""
+import pytest
+
+from vixnb import papers, registry
+
+
+@pytest.fixture
+def paper_dir(tmp_path, monkeypatch):
+    """Paper files read from a temporary folder (a copy of the package's ``papers/``)."""
+    import shutil
+    from importlib import resources
+
+    folder = tmp_path / "papers"
+    shutil.copytree(resources.files("vixnb").joinpath("papers"), folder)
+    monkeypatch.setattr(papers, "_file", lambda key: folder / f"{key}.yaml")
+    papers.load.cache_clear()
+    yield folder
+    papers.load.cache_clear()
+
+
+def test_every_document_key_is_unique_and_the_vix_file_has_its_tables():
+    assert len(set(papers.DOCUMENTS.values())) == len(papers.DOCUMENTS)
+    assert {"vix", "favor"} <= set(papers.list_papers())
+    assert papers.table_models("vix", "table1")[:3] == ["vit", "vip", "vil"]
+    assert papers.table("vix", "table1")["rows"]["vit"]["params"] == 530442
+    assert papers.table_for("vix", "tiny-imagenet") == "table2"
+    assert papers.caption("vix", "table1").endswith("Table 1: CIFAR-10, batch size 64")
+
+
+def test_protocol_settings_per_model():
+    protocol = papers.protocol("vix")
+    assert papers.per_model(protocol["batch_size"], "vil") == 256
+    assert papers.per_model(protocol["epochs"], "fnet") == 100 and papers.per_model(protocol["epochs"], "vit") == 40
+    cfg = registry.model_cfg("hybrid_vin")
+    assert (cfg["paper"], cfg["label"], cfg["batch_size"], cfg["epochs"]) == ("vix", "Hybrid ViN", 128, 40)
+
+
+def test_a_tampered_paper_file_names_itself(paper_dir):
+    text = (paper_dir / "vix.yaml").read_text()
+    (paper_dir / "vix.yaml").write_text(text.replace("  table2:", "  tableX:"))
+    with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/vix.yaml has no table 'table2'; its tables: "):
+        papers.table("vix", "table2")
+    (paper_dir / "vix.yaml").write_text("tables: [unclosed")
+    papers.load.cache_clear()
+    with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/vix.yaml is not valid YAML .*restore it from git"):
+        papers.load("vix")
+    (paper_dir / "favor.yaml").unlink()
+    with pytest.raises(papers.PaperFileError, match=r"paper 'favor' has no paper file yet \(vixnb/papers/favor.yaml\)"):
+        papers.load("favor")
+    with pytest.raises(papers.PaperFileError, match="unknown paper 'nope'; valid keys: cxv, favor, linattn, shaped, vix"):
+        papers.load("nope")
+
+
+def test_the_paper_file_is_read_on_first_use_not_at_import():
+    import subprocess
+    import sys
+
+    code = ("import vixnb, vixnb.papers, vixnb.registry, vixnb.profiles, vixnb.report; "
+            "print(vixnb.papers.load.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0"
