@@ -67,3 +67,15 @@ def test_intro_links_the_chapter(html):
 
 def test_build_leaves_the_checkout_alone(book):
     assert _checkout_book_files() == book["checkout_before"]
+
+
+@pytest.mark.parametrize("page, title", [(CHAPTER, "pipeline check, smoke profile"),
+                                         (STORED, "GPU results, budget profile")])
+def test_pages_name_their_profile_and_show_no_injected_parameters_or_raw_reprs(html, page, title):
+    text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+    heading = re.search(r"<h1>(.*?)<a", text, re.S).group(1)
+    assert heading.strip().endswith(f"({title})")
+    assert "# Parameters" not in plain  # papermill's injected cell is removed from the page
+    for raw in ("&lt;Figure size", "&lt;pandas.", "<Figure size", "NaN", "&lt;IPython"):
+        assert raw not in text, raw
