@@ -8,7 +8,7 @@ import torch
 
 from vixnb import train as engine
 from vixnb.profiles import run_config
-from vixnb.results import ResultsStore
+from vixnb.results import ResultsStore, StoreError
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
@@ -56,7 +56,7 @@ def test_store_refuses_a_file_whose_config_does_not_match(tmp_path):
     config = run_config("vit", profile="smoke")
     path = store.put(config, {"status": "done"})
     path.write_text(json.dumps({"status": "done", "config": {**config, "seed": 9}}))
-    with pytest.raises(ValueError, match="delete it and re-run"):
+    with pytest.raises(StoreError, match="holds a different configuration than its name says; delete it and run again"):
         store.get(config)
 
 
@@ -124,20 +124,20 @@ def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypat
     class Crash(Exception):
         pass
 
-    real = engine._save_checkpoint
+    real = engine.save_checkpoint
 
     def save_then_crash(path, state):
         real(path, state)
         raise Crash
 
     ckpt, result = tmp_path / "run.pt", None
-    monkeypatch.setattr(engine, "_save_checkpoint", save_then_crash)
+    monkeypatch.setattr(engine, "save_checkpoint", save_then_crash)
     for _ in range(len(scores) + 1):  # five crashes, one per epoch, then a run that only finishes
-        scripted.values = list(scores[len(torch.load(ckpt, weights_only=False)["history"]):] if ckpt.exists() else scores)
+        scripted.values = list(scores[len(torch.load(ckpt, weights_only=True)["history"]):] if ckpt.exists() else scores)
         try:
             result = engine.train(config, progress=False, checkpoint=ckpt)
         except Crash:
-            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+            state = torch.load(ckpt, map_location="cpu", weights_only=True)
             assert state["cpu_rng"].device.type == "cpu" and state["cpu_rng"].dtype == torch.uint8
     stages = [(h["stage"], h["phase"]) for h in reference["history"]]
     assert stages == [("main", "adamw"), ("main", "adamw"), ("main", "sgd"), ("post", "sgd"), ("post", "sgd")]
@@ -154,15 +154,15 @@ def test_resume_after_kill_gives_identical_metrics(tmp_path):
         "import os, sys, signal, torch, vixnb.train as t\n"
         "from vixnb.profiles import run_config\n"
         f"config = run_config('vit', profile='smoke', epochs=3, **{TINY!r})\n"
-        "real = t._save_checkpoint\n"
+        "real = t.save_checkpoint\n"
         "def save_then_die(path, state):\n"
         "    real(path, state)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "t._save_checkpoint = save_then_die\n"
+        "t.save_checkpoint = save_then_die\n"
         "t.train(config, progress=False, checkpoint=sys.argv[1])\n")
     proc = subprocess.run([sys.executable, "-c", code, str(ckpt)])
     assert proc.returncode == -9 and ckpt.exists()
-    assert len(torch.load(ckpt, weights_only=False)["history"]) == 1
+    assert len(torch.load(ckpt, weights_only=True)["history"]) == 1
     resumed = engine.train(config, progress=False, checkpoint=ckpt)
     assert _metrics(resumed) == _metrics(reference)
 

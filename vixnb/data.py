@@ -6,6 +6,7 @@ on the CPU. The training engine moves the whole tensors to the device and calls 
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,10 @@ class DatasetSpec:
 
     def split_images(self, split):
         return {"train": self.train_images, "test": self.test_images}[split]
+
+    def per_class(self, split):
+        """Images per class in the full ``split`` (the data sets here are balanced)."""
+        return self.split_images(split) // self.num_classes
 
 
 DATASETS = {
@@ -67,20 +72,30 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset is not on disk (and was not, or could not be, downloaded)."""
 
 
+class DataError(ValueError):
+    """A data set on disk is not what its spec says: a class folder missing, a count off, an image unreadable
+    or of another size. The message names the file or folder and what to do."""
+
+
 def data_root():
     """Where datasets live: ``$VIXNB_DATA`` if set, else ``~/.cache/vixnb/data``."""
     env = os.environ.get("VIXNB_DATA")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
+    if root.exists() and not root.is_dir():
+        raise DataError(f"VIXNB_DATA={env} is a file, not a folder; point VIXNB_DATA at the folder that holds the data sets")
+    return root
 
 
-def load_split(name, split, *, root=None, download=False, seed=0, size=None):
+def load_split(name, split, *, root=None, download=False, seed=0, size=None, allow_resize=False):
     """Load one split of dataset ``name`` as ``(images uint8 (N,3,H,W), labels int64 (N,))``.
 
     ``split`` is "train" or "test" (for tiny-imagenet, "test" is the labelled val set). ``root``
     defaults to :func:`data_root`; ``seed`` is used by "synthetic" only. ``size`` keeps the first
     ``size`` examples (for "synthetic" it sets the number generated; a prefix of a larger set).
     Image folders are read interleaved across classes (the first file of every class in class order,
-    then the second, ...), so such a prefix holds every class; only the kept files are decoded.
+    then the second, ...), so such a prefix holds every class; only the kept files are decoded. A full
+    split is checked against the spec (every class folder, the images per class); an unreadable image, or
+    one of another size (unless ``allow_resize``), is a ``DataError`` that names the file.
     """
     spec = dataset_spec(name)
     if split not in SPLITS:
@@ -91,9 +106,9 @@ def load_split(name, split, *, root=None, download=False, seed=0, size=None):
         return synthetic_split(split, seed=seed, size=size)
     root = Path(root).expanduser() if root is not None else data_root()
     if name == "tiny-imagenet":
-        images, labels = _load_tiny_imagenet(root, split, download, size)
+        images, labels = _load_tiny_imagenet(root, split, download, size, allow_resize)
     else:
-        images, labels = _load_cifar(name, root, split, download, size)
+        images, labels = _load_cifar(name, root, split, download, size, allow_resize)
     assert images.shape[1:] == (spec.channels, spec.image_size, spec.image_size), images.shape
     return images[:size].contiguous(), labels[:size].contiguous()
 
@@ -110,6 +125,31 @@ def describe_source(name, split="train", *, root=None):
         suffixes = sorted({p.suffix.lower() for p in next((d for d in folder.iterdir() if d.is_dir()), folder).iterdir()})
         return f"{name} image-folder copy ({', '.join(suffixes) or 'empty'}) under {_shown(root)}"
     return f"{name} torchvision files under {_shown(root)}"
+
+
+def source_fingerprint(name, *, root=None):
+    """A short fingerprint of the data set copy ``load_split`` would read (file names and sizes of both
+    splits; for the synthetic set, its generator's version), or None when no copy is here. A stored result
+    that recorded another fingerprint was made from other data."""
+    if name == "synthetic":
+        return "synthetic-v1"
+    root = Path(root).expanduser() if root is not None else data_root()
+    folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
+    if not folder.is_dir():
+        return None
+    return _listing_digest(str(folder), folder.stat().st_mtime_ns,
+                           tuple(p.stat().st_mtime_ns for p in sorted(folder.iterdir()) if p.is_dir()))
+
+
+@lru_cache(maxsize=16)
+def _listing_digest(folder, *mtimes):
+    """sha256 over the sorted relative paths and byte sizes of every file under ``folder`` (cached while the
+    folders' modification times stay the same)."""
+    digest = hashlib.sha256()
+    base = Path(folder)
+    for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(base).as_posix()}\t{path.stat().st_size}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _shown(root):
@@ -187,18 +227,28 @@ def _synthetic_chunk(generator_seed, n=_SYNTHETIC_CHUNK, image_size=32):
 
 # ----- image files --------------------------------------------------------------------------------
 
-def _decode_files(paths, image_size, desc):
-    """Decode image files to one uint8 (N, 3, S, S) tensor (grayscale expanded, other sizes resized).
+def _decode_files(paths, image_size, desc, *, allow_resize=False):
+    """Decode image files to one uint8 (N, 3, S, S) tensor (grayscale expanded). An unreadable file, or one
+    of another size than S x S (unless ``allow_resize``: then it is resized), is a ``DataError`` naming it.
 
     Uses PIL (what torchvision's ImageFolder uses): torchvision.io's decoders are deprecated since 0.29.
     """
+    from PIL import UnidentifiedImageError
+
     images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
     for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            if image.size != (image_size, image_size):
-                image = image.resize((image_size, image_size), Image.Resampling.BICUBIC)
-            images[i] = np.asarray(image)
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB")
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+            raise DataError(f"{path}: unreadable image ({type(e).__name__}: {e}); replace or restore the file") from None
+        if image.size != (image_size, image_size):
+            if not allow_resize:
+                raise DataError(f"{path}: image is {image.size[0]}x{image.size[1]}, the data set's are "
+                                f"{image_size}x{image_size}; fix the file, or allow resizing (allow_resize=True, "
+                                "`vixnb train --allow-resize`)")
+            image = image.resize((image_size, image_size), Image.Resampling.BICUBIC)
+        images[i] = np.asarray(image)
     return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
 
 
@@ -216,21 +266,35 @@ def _interleaved_files(folders_by_label):
     return [path for _, _, path in entries], [label for _, label, _ in entries]
 
 
-def _load_image_folder(split_dir, class_names, image_size, size):
-    """``split_dir/<class>/*`` -> tensors; labels are indices into ``class_names`` (not alphabetical)."""
+def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=None, allow_resize=False):
+    """``split_dir/<class>/*`` -> tensors; labels are indices into ``class_names`` (not alphabetical). Every
+    class needs its folder; with ``per_class``, each folder must hold that many images."""
     index = {name: i for i, name in enumerate(class_names)}
     folders = [d for d in split_dir.iterdir() if d.is_dir()]
     unknown = sorted(d.name for d in folders if d.name not in index)
     if unknown:
-        raise ValueError(f"{split_dir}: unknown class folder(s) {unknown}; expected names from {list(class_names)}")
+        raise DataError(f"{split_dir}: unknown class folder(s) {unknown}; expected names from {list(class_names)}")
+    missing = [c for c in class_names if not (split_dir / c).is_dir()]
+    if missing:
+        raise DataError(f"{split_dir}: class folder(s) {', '.join(missing)} missing ({len(class_names)} expected); "
+                        "restore them from the data set's archive")
     paths, labels = _interleaved_files({index[d.name]: d for d in folders})
-    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}")
+    if per_class is not None:
+        counts = {c: 0 for c in class_names}
+        for label in labels:
+            counts[class_names[label]] += 1
+        off = {c: n for c, n in counts.items() if n != per_class}
+        if off:
+            shown = ", ".join(f"{c}: {n}" for c, n in list(off.items())[:5])
+            raise DataError(f"{split_dir}: {len(off)} class folder(s) do not hold {per_class} images ({shown}); "
+                            "restore the missing files from the data set's archive")
+    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize)
     return images, torch.tensor(labels[:size], dtype=torch.int64)
 
 
 # ----- CIFAR-10 / CIFAR-100 -----------------------------------------------------------------------
 
-def _load_cifar(name, root, split, download, size):
+def _load_cifar(name, root, split, download, size, allow_resize=False):
     from torchvision import datasets
 
     folder = root / name
@@ -238,7 +302,9 @@ def _load_cifar(name, root, split, download, size):
     class_names = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
     image_folder = folder / split
     if image_folder.is_dir():
-        return _load_image_folder(image_folder, class_names, image_size=32, size=size)
+        per_class = dataset_spec(name).per_class(split) if size is None else None
+        return _load_image_folder(image_folder, class_names, image_size=32, size=size, per_class=per_class,
+                                  allow_resize=allow_resize)
     torchvision_files = folder / torchvision_cls.base_folder
     if torchvision_files.is_dir() or download:
         try:
@@ -264,7 +330,7 @@ def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None):
 
 # ----- Tiny ImageNet ------------------------------------------------------------------------------
 
-def _load_tiny_imagenet(root, split, download, size):
+def _load_tiny_imagenet(root, split, download, size, allow_resize=False):
     """Tiny ImageNet from ``root/tiny-imagenet-200``; labels index the wnids of ``wnids.txt`` sorted
     alphabetically; the "test" split is the labelled val folder (the official test set has no labels)."""
     folder = root / "tiny-imagenet-200"
@@ -282,11 +348,28 @@ def _load_tiny_imagenet(root, split, download, size):
     if split == "train":
         paths, labels = _interleaved_files({i: folder / "train" / wnid / "images" for i, wnid in enumerate(wnids)})
     else:
-        rows = [line.split("\t") for line in (folder / "val" / "val_annotations.txt").read_text().splitlines() if line]
-        paths = [folder / "val" / "images" / row[0] for row in rows]
-        labels = [index[row[1]] for row in rows]
-    images = _decode_files(paths[:size], image_size=64, desc=f"decoding tiny-imagenet {split}")
+        paths, labels = _tiny_imagenet_val(folder, index)
+    images = _decode_files(paths[:size], image_size=64, desc=f"decoding tiny-imagenet {split}",
+                           allow_resize=allow_resize)
     return images, torch.tensor(labels[:size], dtype=torch.int64)
+
+
+def _tiny_imagenet_val(folder, index):
+    """The val split's image paths and labels from ``val/val_annotations.txt`` (file name, wnid, box)."""
+    annotations = folder / "val" / "val_annotations.txt"
+    if not annotations.is_file():
+        raise DataError(f"{annotations} is missing; re-extract tiny-imagenet-200.zip into {folder.parent}")
+    paths, labels = [], []
+    for number, line in enumerate(annotations.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2 or fields[1] not in index:
+            raise DataError(f"{annotations}, line {number}: expected '<file>\\t<wnid>\\t...' with a wnid of "
+                            f"wnids.txt, got {line[:60]!r}; re-extract tiny-imagenet-200.zip into {folder.parent}")
+        paths.append(folder / "val" / "images" / fields[0])
+        labels.append(index[fields[1]])
+    return paths, labels
 
 
 def _missing_tiny_imagenet(folder, reason=None):

@@ -25,6 +25,11 @@ def get_profile(name):
     return dict(_profiles_file()["profiles"][name], name=name)
 
 
+def _first(*values):
+    """The first value that is not None (0 is a value)."""
+    return next((v for v in values if v is not None), None)
+
+
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
 # Part of every run's identity: bump it when a change to the engine or the models changes what a stored
 # result means, so that stale results and checkpoints are not reused.
@@ -33,13 +38,20 @@ ENGINE_VERSION = 1
 
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
-               eval_mode=None, compile=False, channels_last=False, **model_overrides):
+               eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
     defaults to bf16 autocast on a GPU profile; ``amp_loss_only`` / ``eval_mode`` reproduce the authors'
     quirks when set to True / False; ``compile`` (torch.compile) and ``channels_last`` are speed switches.
     """
+    for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
+                               ("post_train_epochs", post_train_epochs, 0)):
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < least):
+            raise ValueError(f"{name}={value!r}: give a whole number >= {least} (or leave it out for the profile's "
+                             "default)")
+    if lr is not None and not lr > 0:
+        raise ValueError(f"lr={lr!r}: give a learning rate > 0 (or leave it out for the paper's {model!r} default)")
     if model not in list_models():
         raise ValueError(f"unknown model {model!r}; valid names: {', '.join(list_models())}")
     prof, proto = get_profile(profile), papers.protocol(model_cfg(model)["paper"])
@@ -57,14 +69,14 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "profile": profile,
         "seed": int(seed),
         # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it
-        "epochs": int(epochs or prof.get("epochs") or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
-        "batch_size": int(batch_size or prof.get("batch_size") or papers.per_model(proto["batch_size"], model)),
-        "lr": proto["lr"],
+        "epochs": int(_first(epochs, prof.get("epochs")) or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
+        "batch_size": int(_first(batch_size, prof.get("batch_size"), papers.per_model(proto["batch_size"], model))),
+        "lr": proto["lr"] if lr is None else float(lr),
         "weight_decay": proto["weight_decay"],
         "betas": list(proto["betas"]),
         "eps": proto["eps"],
         "protocol": protocol,
-        "val_size": (val_size or prof.get("val_size") or 5000) if protocol == "fixed" else None,
+        "val_size": _first(val_size, prof.get("val_size"), 5000) if protocol == "fixed" else None,
         "optimizer": optimizer,
         "randaugment": list(randaugment) if randaugment else None,
         "post_train_epochs": int(post_train_epochs),
@@ -78,4 +90,6 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "test_size": prof.get("test_size"),
         "device": prof["device"],
         "model_overrides": overrides,
+        # only where set, so that the identities of earlier runs stay as they were
+        **({"allow_resize": True} if allow_resize else {}),
     }

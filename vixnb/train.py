@@ -12,9 +12,9 @@ optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``); 
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
 (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 """
+import sys
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -22,10 +22,10 @@ from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
 from .counting import count_params, summary_size_mb
-from .data import describe_source, load_split, normalize
+from .data import describe_source, load_split, normalize, source_fingerprint
 from .profiles import run_config
 from .registry import create_model
-from .results import ResultsStore, atomic_write, check_compute, provenance
+from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint
 
 
 def topk_correct(logits, labels, ks=(1, 5)):
@@ -95,8 +95,9 @@ def _splits(config, device, download=False):
     """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
     `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
     move = lambda pair: tuple(t.to(device) for t in pair)
-    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], download=download)
-    test = move(load_split(config["dataset"], "test", size=config["test_size"], download=download))
+    options = {"download": download, "allow_resize": config.get("allow_resize", False)}
+    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], **options)
+    test = move(load_split(config["dataset"], "test", size=config["test_size"], **options))
     if config["protocol"] != "fixed":
         return move((train_x, train_y)), test, test  # selection on the test set itself, one copy on the device
     if config["val_size"] >= len(train_x):
@@ -165,9 +166,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         scaler = torch.amp.GradScaler("cuda", enabled=amp)
         shuffle = torch.Generator(device=device).manual_seed(seed)
         history, best_state, elapsed = [], None, 0.0
-        if checkpoint is not None and Path(checkpoint).exists():
-            # RNG states must stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
-            state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
+        state = load_checkpoint(checkpoint) if checkpoint is not None else None
+        if state is not None:
             if state["switch"] is not None:
                 switch = DualOptSwitch(config["dualopt"]["patience"])
                 switch.load_state_dict(state["switch"])
@@ -202,11 +203,17 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                                        best=max(h["select_top1"] for h in history))
                 optimizer = _optimizer(model, config, "sgd")
                 continue
-            entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle, config=config,
-                                 augment=stage == "main", autocast=autocast, loss_autocast=loss_autocast, epoch=len(history) + 1)
-            if config["eval_mode"]:
-                model.eval()
-            top1, top5 = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast)
+            try:
+                entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
+                                     config=config, augment=stage == "main", autocast=autocast,
+                                     loss_autocast=loss_autocast, epoch=len(history) + 1)
+                if config["eval_mode"]:
+                    model.eval()
+                top1, top5 = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast)
+            except KeyboardInterrupt:
+                saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
+                raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
+                                          f"{sum(limits.values())}; {saved}") from None
             entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else "adamw")
             if not history or top1 >= max(h["select_top1"] for h in history):
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -220,7 +227,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 entry["switched_to_sgd"] = True
             entry["stop"] = action == "stop"
             if checkpoint is not None:
-                _save_checkpoint(checkpoint, {
+                save_checkpoint(checkpoint, {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
                     "shuffle": shuffle.get_state().cpu(), "cpu_rng": torch.random.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
@@ -250,36 +257,60 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         "seconds": time.perf_counter() - start,
         "history": history,
         "provenance": provenance(device, stamp="finished", profile=config["profile"], protocol=config["protocol"],
-                                 data=describe_source(config["dataset"]), seed=seed),
+                                 data=describe_source(config["dataset"]), seed=seed,
+                                 data_fingerprint=source_fingerprint(config["dataset"])),
     }
-
-
-def _save_checkpoint(path, state):
-    atomic_write(path, lambda f: torch.save(state, f), binary=True)
 
 
 def can_run(config):
     return config["device"] != "cuda" or torch.cuda.is_available()
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training was interrupted (Ctrl-C); the message says after which epoch and how to resume."""
+
+
+def other_data(stored):
+    """Why a stored run was made from other data than the copy here (its data fingerprint differs), or None
+    (the same data, no copy here to compare with, or a run that recorded no fingerprint)."""
+    recorded = stored.get("provenance", {}).get("data_fingerprint")
+    here = source_fingerprint(stored["config"]["dataset"]) if recorded else None
+    if recorded and here and recorded != here:
+        return f"made from other data than the copy here (data fingerprint {recorded}, here {here})"
+    return None
+
+
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
         download=False, **overrides):
     """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
-    ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains even
-    over a stored result), else a ``{"status": "not yet run"}`` record with the reason."""
+    ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains anew,
+    from epoch 1, even over a stored result), else a ``{"status": "not yet run"}`` record with the reason.
+
+    A stored result made from other data than the copy here is never reused silently: ``"missing"`` trains
+    again; ``"never"`` returns it with the reason under ``"stale"``. Two processes on one run: the second
+    waits for the first's result (a lock per run) instead of training it again."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
     stored = None if compute == "always" else store.get(config)
-    if stored is not None:
-        return stored
+    stale = other_data({**stored, "config": config}) if stored is not None else None
+    if stored is not None and (not stale or compute == "never"):
+        return {**stored, "stale": stale} if stale else stored
     if compute == "never":
         return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
     if not can_run(config):
         return {"status": "not yet run", "config": config,
                 "reason": f"profile {profile!r} needs a CUDA GPU; no stored result for this configuration"}
-    checkpoint = store.checkpoint_path(config)
-    result = train(config, progress=progress, checkpoint=checkpoint, download=download)
-    store.put(config, result)
-    checkpoint.unlink(missing_ok=True)
+    if stale:
+        print(f"vixnb: {store.path(config).name} was {stale}; training it again", file=sys.stderr, flush=True)
+    store.check_writable(config)
+    with store.lock(config) as waited:
+        if waited and compute != "always" and (done := store.get(config)) is not None:
+            return done
+        checkpoint = store.checkpoint_path(config)
+        if compute == "always":
+            remove_checkpoints(checkpoint)
+        result = train(config, progress=progress, checkpoint=checkpoint, download=download)
+        store.put(config, result)
+        remove_checkpoints(checkpoint)
     return {**result, "config": config}

@@ -15,7 +15,9 @@ and two processes finishing the same run leave one complete file.
 import hashlib
 import json
 import os
+import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..paths import checkout_root
@@ -28,6 +30,7 @@ def atomic_write(path, write, *, binary=False):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the other users of a store
         with os.fdopen(fd, "wb" if binary else "w") as f:
             write(f)
             f.flush()
@@ -48,6 +51,31 @@ def check_compute(compute):
     if compute not in COMPUTE:
         raise ValueError(f"compute={compute!r}: use one of {', '.join(map(repr, COMPUTE))}")
     return compute
+
+
+def read_json(path):
+    """A stored JSON file, or a ``StoreError`` naming it when it is truncated or not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StoreError(f"unreadable result file {path} ({type(e).__name__}: {e}); delete it and run again to "
+                         "recompute it, or restore it from git") from None
+
+
+def _umask():
+    """The process's umask, read without changing it (``os.umask`` can only be read by setting it)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
+class StoreError(OSError):
+    """The results store cannot be written or read; the message names the path and what to do."""
 
 
 def config_key(config):
@@ -79,17 +107,53 @@ class ResultsStore:
         path = self.path(config)
         if not path.exists():
             return None
-        result = json.loads(path.read_text())
+        result = read_json(path)
         if result.get("config") != config:
-            raise ValueError(f"{path} holds a different configuration than its name says: delete it and re-run")
+            raise StoreError(f"{path} holds a different configuration than its name says; delete it and run again")
         return result
+
+    def check_writable(self, config):
+        """Raise ``StoreError`` now, before any training, when ``config``'s result could not be stored."""
+        folder = self.path(config).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+                pass
+        except OSError as e:
+            raise StoreError(f"results store folder {folder} is not writable ({e.strerror or e}); fix its "
+                             "permissions or set VIXNB_RESULTS to a writable folder") from None
+
+    @contextmanager
+    def lock(self, config):
+        """Hold the run's lock (``<result>.lock``, an advisory ``flock``) while it is computed; yields True
+        when another process held it first (its result may be stored now)."""
+        path = self.path(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a") as handle:
+            try:
+                import fcntl
+            except ImportError:  # no flock (Windows): nothing to wait for
+                yield False
+                return
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                waited = False
+            except BlockingIOError:
+                print(f"vixnb: {path.name} is being computed by another process; waiting for it", file=sys.stderr,
+                      flush=True)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                waited = True
+            try:
+                yield waited
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def put(self, config, result):
         return atomic_write(self.path(config), lambda f: json.dump({**result, "config": config}, f, indent=1, sort_keys=True))
 
     def results(self, profile=None):
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
-        return [json.loads(p.read_text()) for folder in folders for p in sorted(folder.glob("*.json"))]
+        return [read_json(p) for folder in folders for p in sorted(folder.glob("*.json"))]
 
     def holds_profile(self, profile):
         """Whether the store holds any result of ``profile``: a training run or a saved measurement
@@ -115,7 +179,7 @@ class ResultsStore:
     def load_record(self, kind, name, *, profile=None):
         """The saved record, or None when there is none."""
         path = self.record_path(kind, name, profile=profile)
-        return json.loads(path.read_text()) if path.exists() else None
+        return read_json(path) if path.exists() else None
 
     def newest_record(self, kind, prefix, *, profile=None):
         """The name of the saved record ``prefix-N`` with the largest N, or ``prefix`` when there is none."""
