@@ -219,3 +219,16 @@ def test_every_paper_table_row_is_a_registered_model_or_a_later_chapter():
 
     assert set(papers.table_models("vix", "table1")) <= set(list_models())
     assert papers.table_models("vix", "table1") == papers.table_models("vix", "table2")
+
+
+def test_a_truncated_result_file_is_named_on_the_page_and_the_rest_still_renders(fake_gpu):
+    _done("fnet", "budget", 42.0)
+    _done("vit", "budget", 50.0)
+    path = ResultsStore().path(run_config("vit", profile="budget"))
+    path.write_text(path.read_text()[:40])
+    runs = report.collect_runs(["vit", "fnet"], dataset="cifar10", profile="budget", seeds=[0], compute="never",
+                               progress=False)
+    assert runs[0]["status"] == "unreadable" and str(path) in runs[0]["reason"]
+    assert "delete it and run again" in runs[0]["reason"] and runs[1]["top1"] == 42.0
+    summary = report.summarize_runs(runs)
+    assert summary.loc["vit", "top1 best"] == "unreadable result file" and str(path) in summary.loc["vit", "note"]

@@ -15,6 +15,7 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
 
     from ..data import DatasetNotFoundError
     from ..profiles import run_config
+    from ..results import StoreError
 
     from ..train import run
 
@@ -25,6 +26,9 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
         bar.set_postfix(model=model, seed=seed)
         try:
             results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False))
+        except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
+            results.append({"status": "unreadable", "config": run_config(model, dataset=dataset, profile=profile,
+                                                                          seed=seed), "reason": str(e)})
         except DatasetNotFoundError as e:
             results.append({"status": "not yet run", "config": run_config(model, dataset=dataset, profile=profile,
                                                                            seed=seed),
@@ -82,7 +86,11 @@ def summarize_runs(results, *, counts=None):
                         "precision": best["config"]["precision"],
                         "run peak GB": best.get("gpu_gb_reserved"), "device": prov.get("device"),
                         "commit": str(prov.get("commit", "unknown"))[:7], "date": made_on(prov),
-                        "note": older_code(best, counts[model]) if counts and model in counts else None})
+                        "note": (older_code(best, counts[model]) if counts and model in counts else None)
+                        or best.get("stale")})
+        elif unreadable := [r["reason"] for r in runs if r["status"] == "unreadable"]:
+            row.update({"top1 best": "unreadable result file", "top5 best": "unreadable result file",
+                        "note": "; ".join(unreadable)})
         else:
             row["note"] = None
         rows[model] = row
