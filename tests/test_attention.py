@@ -68,12 +68,13 @@ def exact_softmax(q, k, v, scale):
 def test_softmax_fused_and_materialised_agree():
     m = A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH)
     x = x_input()
+    assert m.fused
     fused = m(x)
-    m.materialize = True
+    m.fused = False
     torch.testing.assert_close(m(x), fused, atol=1e-6, rtol=1e-5)
     with A.fused_attn(m, True):
-        assert not m.materialize
-    assert m.materialize
+        assert m.fused
+    assert not m.fused
 
 
 def test_nystrom_with_one_landmark_per_token_is_softmax_attention():
@@ -101,7 +102,7 @@ def test_linformer_with_identity_projection_is_softmax_attention():
     x = x_input()
     torch.testing.assert_close(lin(x), soft(x), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(lin.attention_map(x), soft.attention_map(x), atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(lin.attention_map(x, space="tokens"), soft.attention_map(x), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(lin.projected_attention_map(x), soft.attention_map(x), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("feature_map", ["elu", "softmax"])
@@ -144,7 +145,7 @@ def test_shaped_attention_closed_form():
     a = (heads_split(m.to_q(x)) @ heads_split(m.to_k(x)).transpose(-1, -2) * DH**-0.5).softmax(dim=-1)
     expected = 0.3 * x + 1.7 * heads_merge(a @ heads_split(x))
     torch.testing.assert_close(m(x), expected, atol=1e-6, rtol=1e-5)
-    m.materialize = True
+    m.fused = False
     torch.testing.assert_close(m(x), expected, atol=1e-6, rtol=1e-5)
     amap = m.attention_map(x)
     torch.testing.assert_close(heads_merge(amap @ heads_split(x)), expected, atol=1e-6, rtol=1e-5)
@@ -396,9 +397,9 @@ def test_attention_map_reproduces_the_output(kind, options):
     elif kind == "linformer":
         vals = m.to_k(x) if m.share_kv else m.to_v(x)
         v = rearrange(vals, "b n (h d) -> b h n d", d=DH)
-        amap = m.attention_map(x, space="tokens")
+        amap = m.attention_map(x)
         expected = m.to_out(heads_merge(amap @ v))
-        assert m.attention_map(x).shape == (B, HEADS, N, m.k)
+        assert m.projected_attention_map(x).shape == (B, HEADS, N, m.k)
     else:
         amap = m.attention_map(x)
         expected = m.to_out(heads_merge(amap @ _values(m, x)))
@@ -414,7 +415,8 @@ def test_attention_map_reproduces_the_output(kind, options):
 def test_attention_map_rows_sum_to_one(kind, options):
     n = 65
     m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=n, **options)
-    amap = m.attention_map(x_input(n))
+    # Linformer: its softmax over the projected keys (the token-space operator's rows need not sum to 1)
+    amap = (m.projected_attention_map if kind == "linformer" else m.attention_map)(x_input(n))
     assert amap.shape[:3] == (B, HEADS, n)
     tol = 2e-2 if kind == "nystrom" else 1e-5  # Nystrom's rows sum to 1 only approximately
     torch.testing.assert_close(amap.sum(-1), torch.ones(B, HEADS, n), atol=tol, rtol=0)
@@ -480,6 +482,103 @@ def test_collect_attention_maps_from_a_vix_model():
     assert [m.shape for m in A.collect_attention_maps(lin, images)] == [(2, HEADS, 65, 65)] * 2
 
 
+def test_collect_attention_maps_finds_mixers_by_type_in_call_order():
+    """No layout assumed: mixers in a ModuleDict, registered in one order and called in the other."""
+
+    class TwoMixers(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleDict({
+                "second": A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH),
+                "first": A.build("linformer", dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, k=16),
+            })
+
+        def forward(self, x):
+            x = self.blocks["first"](x) + x
+            return self.blocks["second"](x) + x
+
+    model = TwoMixers()
+    x = x_input()
+    maps = A.collect_attention_maps(model, x)
+    with torch.no_grad():
+        first = model.blocks["first"]
+        expected = [first.attention_map(x), model.blocks["second"].attention_map(first(x) + x)]
+    assert len(maps) == 2
+    for got, want in zip(maps, expected):
+        torch.testing.assert_close(got, want)
+    only = A.collect_attention_maps(model, x, types=A.SoftmaxAttention)
+    torch.testing.assert_close(only[0], expected[1])
+    with pytest.raises(ValueError, match="no module of type"):
+        A.collect_attention_maps(nn.Linear(DIM, DIM), x)
+
+
+@pytest.mark.parametrize("mixer,options,hybrid", [
+    ("performer", {}, False), ("nystrom", {"num_landmarks": 16}, True), ("shaped", {}, False), ("linear", {}, True)])
+def test_collect_attention_maps_from_every_family(mixer, options, hybrid):
+    from vixnb.models import ViX
+
+    model = ViX(image_size=8, num_classes=10, mixer=mixer, mixer_options=options, hybrid=hybrid, dim=DIM, depth=2,
+                heads=HEADS, dim_head=DH, mlp_dim=64)
+    maps = A.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
+    assert [m.shape for m in maps] == [(2, HEADS, 65, 65)] * 2
+    assert A.class_token_map(A.attention_rollout(maps)).shape == (2, 8, 8)
+
+
+def test_collect_attention_maps_from_mixers_without_a_map_says_so():
+    from vixnb.models import MLPMixer, ViX
+
+    fnet = ViX(image_size=8, num_classes=10, mixer="fnet", dim=DIM, depth=1, heads=HEADS, dim_head=DH, mlp_dim=64)
+    mixer = MLPMixer(image_size=8, num_classes=10, dim=DIM, depth=1)
+    for model in (fnet, mixer):
+        with pytest.raises(NotImplementedError, match="no attention map"):
+            A.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
+        assert model.training  # mode restored on the error too
+
+
+# ---------------------------------------------------------------- heads
+
+
+def test_split_heads_and_merge_heads():
+    q, k, v = torch.randn(B, N, HEADS * DH), torch.randn(B, N, DH), torch.randn(B, N, DH)
+    sq, sk, sv = A.split_heads(q, k, v, heads=HEADS, kv_heads=1)
+    assert sq.shape == (B, HEADS, N, DH) and sk.shape == sv.shape == (B, 1, N, DH)
+    torch.testing.assert_close(A.merge_heads(sq), q)
+    torch.testing.assert_close(sq, heads_split(q))
+    rope = A.Rotary(DH, N)
+    rq, rk, rv = A.split_heads(q, q, q, heads=HEADS, rope=rope, start=3)
+    torch.testing.assert_close(rq, A.apply_rope(heads_split(q), rope, start=3))
+    torch.testing.assert_close(rk, rq)
+    torch.testing.assert_close(rv, heads_split(q))  # values are never rotated
+
+
+# ---------------------------------------------------------------- one switch between fused and materialising
+
+
+def test_fused_attn_switches_every_mixer_with_both_paths():
+    mixers = nn.ModuleList([A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH),
+                            A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, fused=False),
+                            A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=16),
+                            A.build("performer", dim=DIM, heads=HEADS, dim_head=DH)])
+    assert [A.has_both_paths(m) for m in mixers] == [True, True, True, False]
+    with A.fused_attn(mixers, False):
+        assert [m.fused for m in mixers[:3]] == [False, False, False]
+    assert [m.fused for m in mixers[:3]] == [True, False, True]  # restored
+    with A.fused_attn(mixers, True):
+        assert all(m.fused for m in mixers[:3])
+    assert not hasattr(mixers[3], "fused")
+
+
+def test_materialised_softmax_goes_through_its_softmax_module():
+    m = A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH)
+    seen = []
+    m.attend.register_forward_hook(lambda _m, _i, out: seen.append(out.shape))
+    m(x_input())
+    assert seen == []
+    with A.fused_attn(m, False):
+        m(x_input())
+    assert seen == [(B, HEADS, N, N)]
+
+
 # ---------------------------------------------------------------- RoPE
 
 
@@ -534,6 +633,32 @@ def test_shaped_init_schemes_and_stack():
     torch.testing.assert_close(m(x), x)  # identity init: the layer starts as the identity map
 
 
+def test_transformer_passes_the_layer_position_to_every_mixer():
+    from vixnb.layers.blocks import Transformer
+
+    calls = []
+
+    def make_mixer(**position):
+        calls.append(position)
+        return A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH, **position)
+
+    Transformer(dim=DIM, depth=3, mlp_dim=64, make_mixer=make_mixer)
+    assert calls == [{"layer_index": 1, "depth": 3}, {"layer_index": 2, "depth": 3}, {"layer_index": 3, "depth": 3}]
+
+
+@pytest.mark.parametrize("init,alphas", [("dynamic", [1.0, 0.5, 1 / 3, 0.25]),
+                                         ("inverse-dynamic", [0.0, 0.5, 2 / 3, 0.75])])
+def test_layerwise_shaped_init_through_create_model(init, alphas):
+    import vixnb
+
+    model = vixnb.create_model("vit", mixer="shaped", mixer_options={"init": init})
+    mixers = [layer[0].fn for layer in model.transformer.layers]
+    assert all(isinstance(m, A.ShapedAttention) for m in mixers)
+    assert [(m.layer_index, m.depth) for m in mixers] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    torch.testing.assert_close(torch.stack([m.alpha for m in mixers]), torch.tensor(alphas))
+    torch.testing.assert_close(torch.stack([m.beta for m in mixers]), 1 - torch.tensor(alphas))
+
+
 # ---------------------------------------------------------------- gradients and option grids
 
 
@@ -544,7 +669,7 @@ def _grid(**axes):
 
 ROPE = A.Rotary(DH, N)
 GRIDS = {
-    "softmax": _grid(materialize=[False, True], rope=[None, ROPE]),
+    "softmax": _grid(fused=[True, False], rope=[None, ROPE]),
     "performer": _grid(kernel=["softmax", "relu", "relu-deterministic", "exp-deterministic"], local_heads=[0, 2, 4],
                        feature_redraw_interval=[None, 1], nb_features=[None, 12], qkv_bias=[True, False],
                        rope=[None, ROPE]),
@@ -554,7 +679,7 @@ GRIDS = {
                      rope=[None, ROPE]),
     "linear": _grid(feature_map=["elu", "softmax"], qkv_bias=[False, True], rope=[None, ROPE]),
     "shaped": _grid(init=["uniform", "identity", "attention", "dynamic", "inverse-dynamic"], centering=[False, True],
-                    materialize=[False, True], qk_bias=[True, False], rope=[None, ROPE]),
+                    fused=[True, False], qk_bias=[True, False], rope=[None, ROPE]),
     "fnet": [{}],
     "mlp": _grid(expansion_factor=[1, 2]),
 }
@@ -568,10 +693,9 @@ def test_every_kind_has_a_grid():
 def test_every_option_combination_constructs_and_runs(kind):
     x = x_input(N)
     for options in GRIDS[kind]:
-        extra = {"layer_index": 2, "depth": 4} if options.get("init", "").endswith("dynamic") else {}
-        m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, local_window=16, **options, **extra) \
-            if options.get("local_heads") else \
-            A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options, **extra)
+        # every kind takes the layer position (a stack passes it to all); only shaped attention uses it
+        extra = {"layer_index": 2, "depth": 4, **({"local_window": 16} if options.get("local_heads") else {})}
+        m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options, **extra)
         y = m(x)
         assert y.shape == x.shape and torch.isfinite(y).all(), (kind, options)
         if kind not in ("fnet", "mlp"):
@@ -579,7 +703,7 @@ def test_every_option_combination_constructs_and_runs(kind):
 
 
 @pytest.mark.parametrize("kind,options", [
-    ("softmax", {}), ("softmax", {"materialize": True}), ("performer", {}), ("performer", {"kernel": "relu"}),
+    ("softmax", {}), ("softmax", {"fused": False}), ("performer", {}), ("performer", {"kernel": "relu"}),
     ("performer", {"kernel": "exp-deterministic"}), ("performer", {"local_heads": 2, "local_window": 16}),
     ("linformer", {"k": 16}), ("linformer", {"k": 16, "share_kv": False, "one_kv_head": False}),
     ("nystrom", {"num_landmarks": 16}), ("nystrom", {"num_landmarks": 16, "fused": False}),
@@ -625,8 +749,8 @@ def test_image_linear_attention():
 def test_parity_vit_pytorch_attention():
     vit = pytest.importorskip("vit_pytorch.vit")
     ref = vit.Attention(DIM, heads=HEADS, dim_head=DH).eval()
-    for materialize in (True, False):
-        ours = PreNorm(DIM, A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH, materialize=materialize))
+    for fused in (True, False):
+        ours = PreNorm(DIM, A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH, fused=fused))
         ours.load_state_dict({
             "norm.weight": ref.norm.weight, "norm.bias": ref.norm.bias, "fn.to_qkv.weight": ref.to_qkv.weight,
             "fn.to_out.0.weight": ref.to_out[0].weight, "fn.to_out.0.bias": ref.to_out[0].bias,

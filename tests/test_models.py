@@ -1,4 +1,7 @@
-"""The model zoo reproduces seed 000's Tables 1 and 2 counts and Size (MB) exactly."""
+"""The model zoo reproduces the `vix` paper's Tables 1 and 2 counts and Size (MB) exactly."""
+import contextlib
+import inspect
+import io
 import re
 from pathlib import Path
 
@@ -6,12 +9,15 @@ import pytest
 import torch
 
 import vixnb
+from vixnb import layers
+from vixnb.registry import model_cfg, model_entrypoint
 from vixnb.report import paper_table
 
 TABLE1, TABLE2 = paper_table("vix", "table1"), paper_table("vix", "table2")
+LABELS = {"vit": "ViT", "vip": "ViP", "vil": "ViL", "vin": "ViN", "fnet": "FNet", "mlp_mixer": "MLP Mixer"}
 NAMES = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
          "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin", "hybrid_fnet", "hybrid_mlp_mixer"]
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_7227881f4cc056af.txt"
+PAPER_TEXT = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_7227881f4cc056af.txt"  # the `vix` paper
 
 
 def test_registry_lists_the_twelve_models():
@@ -97,15 +103,15 @@ def test_overrides_and_performer_kernel_option():
     assert vixnb.count_params(relu) == TABLE1.loc["vip", "params"]
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="seed documents not beside the checkout")
-def test_paper_numbers_match_the_seed_text():
-    """vixnb/papers/vix.yaml is a faithful transcription of seed 000's Tables 1 and 2."""
-    text = SEED.read_text()
+@pytest.mark.skipif(not PAPER_TEXT.exists(), reason="the papers' texts are not beside the checkout")
+def test_paper_numbers_match_the_paper_text():
+    """vixnb/papers/vix.yaml is a faithful transcription of the `vix` paper's Tables 1 and 2."""
+    text = PAPER_TEXT.read_text()
     t1, t2 = text.index("Table 1. Test accuracy"), text.index("Table 2. Test accuracy")
     for table, block in [(TABLE1, text[:t1]), (TABLE2, text[t1:t2])]:
         for name, row in table.iterrows():
             line = re.search(rf"^{re.escape(row['label'])}\t(.*)$", block, re.M)
-            assert line, f"{row['label']} not found in the seed's table"
+            assert line, f"{row['label']} not found in the paper's table"
             params, size, top1, top5, gpu = line.group(1).split("\t")
             assert (int(params.replace(",", "")), float(size), float(top1), float(top5), float(gpu)) == (
                 row["params"], row["size_mb"], row["top1"], row["top5"], row["gpu_gb"])
@@ -115,3 +121,76 @@ def test_authors_repo_hybrid_vil_differs_from_the_paper():
     """HybridViL.py in the authors' repository sets one_kv_head=False: 557,642, not Table 1's 508,490."""
     repo_variant = vixnb.create_model("hybrid_vil", mixer_options={"one_kv_head": False})
     assert vixnb.count_params(repo_variant) == 557642
+
+
+# ---------------------------------------------------------------- the registry's structure
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_model_is_one_function_in_its_family_file(name):
+    fn = model_entrypoint(name)
+    family = "mlp_mixer" if name.endswith("mlp_mixer") else "vix"
+    assert fn.__name__ == name and fn.__module__ == f"vixnb.models.{family}"
+    assert list(inspect.signature(fn).parameters) == ["image_size", "num_classes", "channels", "config"]
+    plain = name.removeprefix("hybrid_")
+    label = LABELS[plain] if plain == name else f"Hybrid {LABELS[plain]}"
+    assert model_cfg(name)["label"] == label and model_cfg(name)["paper"] == "vix"
+
+
+def test_paper_mixers_read_from_the_model_functions():
+    from vixnb.models import paper_mixers
+
+    state = torch.random.get_rng_state()
+    assert paper_mixers() == {
+        "vit": ("softmax", {}), "fnet": ("fnet", {}),
+        "vip": ("performer", {"kernel": "softmax", "qkv_bias": True}),
+        "vil": ("linformer", {"k": 64, "share_kv": True, "one_kv_head": True}),
+        "vin": ("nystrom", {"num_landmarks": 64, "pinv_iterations": 6, "residual_conv_kernel": 33}),
+    }
+    assert torch.equal(state, torch.random.get_rng_state())  # no random numbers drawn
+
+
+def test_mixer_options_merge_and_other_overrides_replace():
+    # the paper profile's override for vit: dropout in the feed-forward and in the mixer
+    vit = vixnb.create_model("vit", dropout=0.25, mixer_options={"dropout": 0.25})
+    attention, feed_forward = vit.transformer.layers[0][0].fn, vit.transformer.layers[0][1].fn
+    assert attention.to_out[1].p == 0.25 and feed_forward.net[2].p == 0.25
+    # merged: the model's own options stay (a different kernel, still the biased projections)
+    relu = vixnb.create_model("vip", mixer_options={"kernel": "relu"}).transformer.layers[0][0].fn
+    assert relu.fast_attention.kernel == "relu" and relu.to_q.bias is not None
+    vin = vixnb.create_model("vin", depth=1, mixer_options={"pinv_iterations": 3}).transformer.layers[0][0].fn
+    assert (vin.num_landmarks, vin.pinv_iterations, vin.res_conv.kernel_size) == (64, 3, (33, 1))
+    # another mixer kind starts from no options of the model's
+    shaped = vixnb.create_model("vip", mixer="shaped", depth=2)
+    assert all(isinstance(layer[0].fn, layers.ShapedAttention) for layer in shaped.transformer.layers)
+    # geometry and other arguments
+    rope = vixnb.create_model("hybrid_vit", dataset="tiny-imagenet", pos_embedding="rope", depth=1)
+    assert rope.pos_embedding is None and rope.transformer.layers[0][0].fn.rope is not None
+    assert rope.to_patch_embedding[0].stride == (2, 2)
+    assert vixnb.create_model("vit", dataset="tiny-imagenet", depth=1).to_patch_embedding[1].in_features == 12
+
+
+# ---------------------------------------------------------------- torchsummary itself
+
+
+def torchsummary_report(model):
+    """What torchsummary 1.5.1's ``summary`` prints (it has no ``summary_string``), on the CPU."""
+    torchsummary = pytest.importorskip("torchsummary")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        torchsummary.summary(model, tuple(model.default_cfg["input_size"]), device="cpu")
+    text = out.getvalue()
+    params = int(re.search(r"Total params: ([\d,]+)", text).group(1).replace(",", ""))
+    size_mb = float(re.search(r"Estimated Total Size \(MB\): ([\d.]+)", text).group(1))
+    return params, size_mb
+
+
+@pytest.mark.parametrize("name", ["vit", "vip", "vil", "vin", "fnet", "hybrid_vin"])
+def test_torchsummary_agrees_with_our_count_and_the_paper(name):
+    """torchsummary 1.5.1 itself, on the model as the authors ran it (materialised softmax): its Total params
+    is our "paper" count and Table 1's, its Estimated Total Size Table 1's Size (MB)."""
+    model = vixnb.create_model(name)
+    with layers.fused_attn(model, False):
+        params, size_mb = torchsummary_report(model)
+    assert params == vixnb.count_params(model, "paper") == TABLE1.loc[name, "params"]
+    assert size_mb == round(vixnb.summary_size_mb(model), 2) == TABLE1.loc[name, "size_mb"]

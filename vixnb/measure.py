@@ -788,9 +788,9 @@ def sweep_mechanisms(include_materialized=True):
     """(label, kind, options) of every mixer kind in the paper configuration; softmax-type kinds twice
     (fused and materialised) when ``include_materialized``."""
     from .layers import list_kinds
-    from .models import VIX_MIXERS
+    from .models import paper_mixers
 
-    paper = {kind: opts for kind, opts in VIX_MIXERS.values()}
+    paper = {kind: opts for kind, opts in paper_mixers().values()}
     out = []
     for kind in list_kinds():
         opts = dict(paper.get(kind, {}))
@@ -799,7 +799,7 @@ def sweep_mechanisms(include_materialized=True):
         if kind in ("softmax", "shaped"):
             out.append((f"{kind} (fused)", kind, opts))
             if include_materialized:
-                out.append((f"{kind} (materialised)", kind, {**opts, "materialize": True}))
+                out.append((f"{kind} (materialised)", kind, {**opts, "fused": False}))
         elif kind == "nystrom":
             out.append((kind, kind, opts))
             if include_materialized:  # the authors' code forms the three softmax matrices explicitly

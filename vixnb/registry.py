@@ -1,7 +1,8 @@
 """A small model registry in the manner of timm: ``register_model``, ``create_model``, ``list_models``.
 
 A model is a function ``fn(*, image_size, num_classes, channels, **config) -> nn.Module`` registered with
-the paper it comes from and its display label. ``create_model`` resolves the dataset into those plain
+the paper it comes from and its display label (``@register_model(paper="vix", label="ViT")``), one function
+in its family's file under ``vixnb.models``. ``create_model`` resolves the dataset into those plain
 arguments before it calls the function, and attaches one ``default_cfg`` dict to the model it returns.
 """
 import fnmatch
@@ -36,6 +37,12 @@ def _check(name):
     _ensure_registered()
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(list_models())}")
+
+
+def model_entrypoint(name):
+    """The registered function of model ``name`` (as timm names it)."""
+    _check(name)
+    return _MODELS[name]
 
 
 def model_cfg(name):

@@ -1,21 +1,31 @@
 """Token mixers: every attention mechanism of the study behind one interface.
 
-``build(kind, *, dim, heads, dim_head, seq_len=None, **options)`` returns a module mapping
-(batch, tokens, dim) -> (batch, tokens, dim). ``list_kinds()`` names the kinds. ``build_stack`` builds one
-mixer per layer, passing ``layer_index`` (1-based) and ``depth`` to the kinds whose initialisation depends
-on the layer (``LAYERWISE_KINDS``: shaped attention). Every mixer has ``attention_map(x)``
-(see ``maps`` for collecting maps from a model and attention rollout). RoPE: pass ``rope=Rotary(dim_head,
-seq_len)`` to any kind with queries and keys (``ROPE_KINDS``).
+``build(kind, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options)`` returns a
+module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_kinds()`` names the kinds. Every mixer
+has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
+have none and raise ``NotImplementedError``); ``maps`` collects the maps of any model by mixer type and
+rolls them out.
 
-The image form of CLTV's linear attention (``ImageLinearAttention``) works on (b, c, h, w) feature maps
-and is exported separately.
+Layer-wise initialisation: ``build`` takes the layer's ``layer_index`` (1-based) and the ``depth`` of the
+stack from whoever builds a stack (the ``Transformer`` of ``blocks``, ``build_stack``) and passes them on only
+to the kinds whose initialisation depends on the layer (``LAYERWISE_KINDS``: shaped attention); the other
+mixers' constructors take only options they use.
+
+Fused or materialising: the mixers that have both paths (softmax, shaped, nystrom) have one bool attribute
+``fused`` (constructor argument ``fused=True``); ``fused_attn(model, enabled)`` sets it on every module of a
+model for the duration of a ``with`` block.
+
+RoPE: pass ``rope=Rotary(dim_head, seq_len)`` to any kind with queries and keys (``ROPE_KINDS``); they all
+split heads and rotate through ``heads.split_heads``. The image form of CLTV's linear attention
+(``ImageLinearAttention``) works on (b, c, h, w) feature maps and is exported separately.
 """
 from contextlib import contextmanager
 
 from .fnet import FourierMixer
+from .heads import merge_heads, split_heads
 from .linear import ImageLinearAttention, LinearAttention, linear_attention
 from .linformer import LinformerAttention
-from .maps import attention_rollout, class_token_map, collect_attention_maps, mixer_attention_map
+from .maps import attention_rollout, class_token_map, collect_attention_maps
 from .mlp import TokenMLP
 from .nystrom import NystromAttention, moore_penrose_pinv
 from .performer import PerformerAttention, local_window_attention
@@ -41,48 +51,52 @@ def list_kinds():
     return sorted(MIXERS)
 
 
-def build(kind, *, dim, heads, dim_head, seq_len=None, **options):
+def build(kind, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options):
+    """A ``kind`` mixer; ``layer_index`` (1-based) and ``depth`` reach only the ``LAYERWISE_KINDS``."""
     try:
         cls = MIXERS[kind]
     except KeyError:
         raise ValueError(f"unknown token mixer {kind!r}; valid kinds: {', '.join(list_kinds())}") from None
     if options.get("rope") is not None and kind not in ROPE_KINDS:
         raise ValueError(f"{kind!r} has no queries and keys to apply RoPE to; RoPE kinds: {', '.join(ROPE_KINDS)}")
+    if kind in LAYERWISE_KINDS:
+        options.update(layer_index=layer_index, depth=depth)
     if cls is TokenMLP:
         return cls(seq_len=seq_len, **options)
     return cls(dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, **options)
 
 
 def build_stack(kind, depth, *, dim, heads, dim_head, seq_len=None, **options):
-    """``depth`` mixers of ``kind``, one per layer; layer-wise kinds get ``layer_index`` = 1..depth and ``depth``."""
-    layerwise = kind in LAYERWISE_KINDS
-    return [build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len,
-                  **({"layer_index": i, "depth": depth} if layerwise else {}), **options)
+    """``depth`` mixers of ``kind``, one per layer, built with ``layer_index`` = 1..depth and ``depth``."""
+    return [build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, layer_index=i, depth=depth, **options)
             for i in range(1, depth + 1)]
+
+
+def has_both_paths(module):
+    """Whether ``module`` has a fused and a materialising path, switched by its bool ``fused`` attribute."""
+    return isinstance(getattr(module, "fused", None), bool)
 
 
 @contextmanager
 def fused_attn(model, enabled):
     """Temporarily run every mixer of ``model`` on the fused path (``enabled=True``) or on the materialising
-    one that forms each attention matrix as the authors' code does (``enabled=False``); restored on exit.
-    The one switch between the two paths."""
-    switches = [(m, "fused", enabled) for m in model.modules() if isinstance(m, NystromAttention)]
-    switches += [(m, "materialize", not enabled) for m in model.modules()
-                 if isinstance(m, (SoftmaxAttention, ShapedAttention))]
-    before = [getattr(m, attr) for m, attr, _ in switches]
-    for m, attr, value in switches:
-        setattr(m, attr, value)
+    one that forms each attention matrix as the authors' code does (``enabled=False``): sets ``fused`` on
+    every module that has it (``has_both_paths``); restored on exit."""
+    switched = [m for m in model.modules() if has_both_paths(m)]
+    before = [m.fused for m in switched]
+    for m in switched:
+        m.fused = bool(enabled)
     try:
         yield model
     finally:
-        for (m, attr, _), value in zip(switches, before):
-            setattr(m, attr, value)
+        for m, value in zip(switched, before):
+            m.fused = value
 
 
 __all__ = [
-    "build", "build_stack", "list_kinds", "fused_attn", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
-    "Rotary", "apply_rope", "SoftmaxAttention", "PerformerAttention", "LinformerAttention", "NystromAttention",
-    "LinearAttention", "ImageLinearAttention", "ShapedAttention", "FourierMixer", "TokenMLP", "shaped_init",
-    "linear_attention", "local_window_attention", "moore_penrose_pinv", "attention_rollout",
-    "collect_attention_maps", "mixer_attention_map", "class_token_map",
+    "build", "build_stack", "list_kinds", "fused_attn", "has_both_paths", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
+    "Rotary", "apply_rope", "split_heads", "merge_heads", "SoftmaxAttention", "PerformerAttention",
+    "LinformerAttention", "NystromAttention", "LinearAttention", "ImageLinearAttention", "ShapedAttention",
+    "FourierMixer", "TokenMLP", "shaped_init", "linear_attention", "local_window_attention", "moore_penrose_pinv",
+    "attention_rollout", "collect_attention_maps", "class_token_map",
 ]

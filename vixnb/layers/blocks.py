@@ -38,13 +38,18 @@ def residual_stack(layers, x):
 
 
 class Transformer(nn.Module):
-    """``depth`` layers of x + PreNorm(mixer)(x), x + PreNorm(ff)(x); ``make_mixer()`` builds one mixer."""
+    """``depth`` layers of x + PreNorm(mixer)(x), x + PreNorm(ff)(x).
+
+    ``make_mixer(layer_index=i, depth=depth)`` builds layer i's mixer, i = 1..depth (e.g. a
+    ``functools.partial`` of ``layers.build``, which hands both to the mixers whose initialisation depends on
+    the layer)."""
 
     def __init__(self, *, dim, depth, mlp_dim, make_mixer, dropout=0.0):
         super().__init__()
         self.layers = nn.ModuleList(
-            nn.ModuleList([PreNorm(dim, make_mixer()), PreNorm(dim, FeedForward(dim, mlp_dim, dropout=dropout))])
-            for _ in range(depth)
+            nn.ModuleList([PreNorm(dim, make_mixer(layer_index=i, depth=depth)),
+                           PreNorm(dim, FeedForward(dim, mlp_dim, dropout=dropout))])
+            for i in range(1, depth + 1)
         )
 
     def forward(self, x):

@@ -10,7 +10,7 @@ Feature maps (``feature_map=``):
 Two forms:
 - ``LinearAttention``: the token form behind ``build("linear", ...)``, (b, n, dim) -> (b, n, dim), fused
   bias-free q/k/v Linear and an output Linear, as the other token mixers; RoPE rotates q and k before phi.
-- ``ImageLinearAttention``: the image form of CLTV (seed 001), (b, c, h, w) -> (b, c, h, w), with
+- ``ImageLinearAttention``: the image form of CLTV (the `cxv` paper), (b, c, h, w) -> (b, c, h, w), with
   convolutional q/k/v/out projections (with bias). ``kernel_size=3`` (padding 1) is the authors'
   repository (3,966,154 paper-convention parameters for CLTV-5/4); ``kernel_size=1`` gives the ~1.3 M
   parameters the paper states. Its defaults are those of the repository (softmax feature map,
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .rope import qkv_heads
+from .heads import merge_heads, split_heads
 
 FEATURE_MAPS = ("elu", "softmax")
 
@@ -64,7 +64,7 @@ class LinearAttention(nn.Module):
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
 
     def qkv(self, x):
-        return qkv_heads(self.to_qkv(x), self.heads, self.rope)
+        return split_heads(*self.to_qkv(x).chunk(3, dim=-1), heads=self.heads, rope=self.rope)
 
     def attention_map(self, x):
         """(b, h, n, n): phi(Q) phi(K)^T, rows normalised to sum to 1."""
@@ -73,7 +73,7 @@ class LinearAttention(nn.Module):
 
     def forward(self, x):
         out = linear_attention(*self.qkv(x), self.feature_map, eps=self.eps)
-        return self.to_out(rearrange(out, "b h n d -> b n (h d)"))
+        return self.to_out(merge_heads(out))
 
 
 class ImageLinearAttention(nn.Module):
@@ -95,7 +95,8 @@ class ImageLinearAttention(nn.Module):
 
     def qkv(self, x):
         """q, k, v as (b, heads, h*w, dim_head) token sequences (row-major over the image)."""
-        return tuple(rearrange(f(x), "b (h d) y x -> b h (y x) d", h=self.heads) for f in (self.to_q, self.to_k, self.to_v))
+        tokens = (rearrange(f(x), "b c y x -> b (y x) c") for f in (self.to_q, self.to_k, self.to_v))
+        return split_heads(*tokens, heads=self.heads)
 
     def attention_map(self, x):
         """(b, heads, h*w, h*w): the kernel product over the image's pixels (rows sum to 1 unless the

@@ -4,14 +4,15 @@
 key/value head across all query heads. ViX's ViL uses k=64, share_kv=True, one_kv_head=True.
 The (seq_len, k) projections are plain parameters, so the torchsummary "paper" count leaves them out.
 As in the linformer package, a shorter input (n < seq_len) uses the first n rows of the projections.
+``attention_map(x)`` is the (n x n) token-to-token operator applied to the values, as for every mixer;
+``projected_attention_map(x)`` the (n x k) softmax over the projected keys.
 """
 import math
 
 import torch
-from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .heads import merge_heads, split_heads
 
 
 def _uniform(rows, cols):
@@ -28,6 +29,7 @@ class LinformerAttention(nn.Module):
         inner = heads * dim_head
         kv_dim = dim_head if one_kv_head else inner
         self.heads, self.dim_head, self.seq_len, self.k, self.share_kv, self.rope = heads, dim_head, seq_len, k, share_kv, rope
+        self.kv_heads = 1 if one_kv_head else heads
         self.to_q = nn.Linear(dim, inner, bias=False)
         self.to_k = nn.Linear(dim, kv_dim, bias=False)
         self.proj_k = _uniform(seq_len, k)
@@ -36,9 +38,6 @@ class LinformerAttention(nn.Module):
             self.proj_v = _uniform(seq_len, k)
         self.dropout = nn.Dropout(dropout)
         self.to_out = nn.Linear(inner, dim)
-
-    def _split(self, t):  # (b, n, h*d) -> (b, h, n, d); a single shared key/value head stays (b, 1, n, d)
-        return rearrange(t, "b n (h d) -> b h n d", d=self.dim_head)
 
     def _expand(self, t):
         return t.expand(-1, self.heads, -1, -1) if t.shape[1] == 1 else t
@@ -55,28 +54,25 @@ class LinformerAttention(nn.Module):
         proj_k, proj_v = self.projections(x.shape[1])
         keys = self.to_k(x)
         values = keys if self.share_kv else self.to_v(x)
-        q, k, v = self._split(self.to_q(x)), self._split(keys), self._split(values)
-        if self.rope is not None:  # rotate q and k (never v) before the sequence projection
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
+        # rotate q and k (never v) before the sequence projection: positions no longer exist after it
+        q, k, v = split_heads(self.to_q(x), keys, values, heads=self.heads, kv_heads=self.kv_heads, rope=self.rope)
         pk = torch.einsum("bhnd,nk->bhkd", k, proj_k.to(k.dtype))
         # a shared map and projection, and no rotation: the projected values are the projected keys
         pv = pk if (self.share_kv and self.rope is None) else torch.einsum("bhnd,nk->bhkd", v, proj_v.to(v.dtype))
-        k, v = pk, pv
-        return q, self._expand(k), self._expand(v)
+        return q, self._expand(pk), self._expand(pv)
 
-    def attention_map(self, x, space="projected"):
-        """``space="projected"``: (b, h, n, k), each token's softmax attention over the k projected keys
-        (rows sum to 1). ``space="tokens"``: (b, h, n, n), that map times the value projection's transpose,
-        the token-to-token operator actually applied to the values (rows need not sum to 1)."""
+    def projected_attention_map(self, x):
+        """(b, h, n, k): each token's softmax attention over the k projected keys (rows sum to 1)."""
         q, k, _ = self.qk_v(x)
-        attn = (q @ k.transpose(-1, -2) * self.dim_head**-0.5).softmax(dim=-1)
-        if space == "projected":
-            return attn
-        if space == "tokens":
-            return attn @ self.projections(x.shape[1])[1].T.to(attn.dtype)
-        raise ValueError(f"space must be 'projected' or 'tokens', got {space!r}")
+        return (q @ k.transpose(-1, -2) * self.dim_head**-0.5).softmax(dim=-1)
+
+    def attention_map(self, x):
+        """(b, h, n, n): ``projected_attention_map`` times the value projection's transpose, the token-to-token
+        operator actually applied to the values (rows need not sum to 1)."""
+        attn = self.projected_attention_map(x)
+        return attn @ self.projections(x.shape[1])[1].T.to(attn.dtype)
 
     def forward(self, x):
         q, k, v = self.qk_v(x)
         attn = self.dropout((q @ k.transpose(-1, -2) * self.dim_head**-0.5).softmax(dim=-1))
-        return self.to_out(rearrange(attn @ v, "b h n d -> b n (h d)"))
+        return self.to_out(merge_heads(attn @ v))

@@ -1,8 +1,9 @@
 """Attention maps across layers: collect them from a model, and roll them out (Abnar & Zuidema, 2020).
 
-``collect_attention_maps(model, images)`` runs the model once and returns one (b, h, n, n) map per layer
-from each mixer's own ``attention_map`` (for Linformer its token-space operator, for the approximate
-mechanisms their documented equivalents; see each mixer). ``attention_rollout(maps)`` fuses the heads of
+``collect_attention_maps(model, images)`` runs the model once and returns one (b, h, n, n) map per mixer
+call, from each mixer's own ``attention_map`` (for Linformer its token-space operator, for the approximate
+mechanisms their documented equivalents; see each mixer). Like vit-pytorch's ``Recorder`` it finds the
+mixers by type, so it needs no knowledge of the model's layout. ``attention_rollout(maps)`` fuses the heads of
 each layer, optionally discards the weakest links, adds the residual identity, renormalises the rows and
 multiplies the layers: rollout = A_L ... A_2 A_1, row i giving how much each input token reaches output
 token i. ``class_token_map`` turns the class-token row into an image-shaped map.
@@ -10,8 +11,6 @@ token i. ``class_token_map`` turns the class-token row into an image-shaped map.
 import math
 
 import torch
-
-from .linformer import LinformerAttention
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -64,52 +63,40 @@ def attention_rollout(maps, *, head_fusion="mean", discard_ratio=0.0, add_residu
     return rollout
 
 
-def mixer_attention_map(mixer, x):
-    """The (b, h, n, n) map of ``mixer`` on normalised tokens ``x`` (Linformer: its token-space operator)."""
-    if isinstance(mixer, LinformerAttention):
-        return mixer.attention_map(x, space="tokens")
-    if not hasattr(mixer, "attention_map"):
-        raise NotImplementedError(f"{type(mixer).__name__} has no attention_map")
-    return mixer.attention_map(x)
+def mixer_types():
+    """The classes ``collect_attention_maps`` records by default: every token mixer kind of ``layers.MIXERS``."""
+    from . import MIXERS  # the package imports this module first
 
-
-def _layers(model):
-    for holder in (getattr(model, "transformer", None), model):
-        layers = getattr(holder, "layers", None)
-        if layers is not None:
-            return layers
-    raise ValueError(f"{type(model).__name__} has no .transformer.layers or .layers to collect maps from")
+    return tuple(MIXERS.values())
 
 
 @torch.no_grad()
-def collect_attention_maps(model, images, *, layers=None):
-    """Run ``model`` on ``images`` once (eval mode) and return a list with one (b, h, n, n) map per layer.
+def collect_attention_maps(model, images, *, types=None):
+    """Run ``model`` on ``images`` once (eval mode, restored after) and return one (b, h, n, n) map per mixer
+    call, in call order (for a ViX model: one per layer, first layer first).
 
-    Expects the ViX layout, ``layers[i][0]`` a ``PreNorm`` wrapping the mixer as ``.fn``: a forward
-    pre-hook captures the PreNorm's input, and the map is ``mixer.attention_map(prenorm.norm(x))``.
-    ``layers`` overrides where the layer list is found (default ``model.transformer.layers``).
+    Mixers are found by type, not by where they sit in the model: every submodule that is an instance of
+    ``types`` (a class or a tuple of classes; default ``mixer_types()``) gets a forward pre-hook that records
+    its input; each map is then ``mixer.attention_map(input)`` on the recorded input. A mixer without a map
+    (FNet, the token MLP) raises ``NotImplementedError``; a model with no mixer gives ``ValueError``.
     """
-    layers = _layers(model) if layers is None else layers
-    captured, handles = {}, []
-    for i, layer in enumerate(layers):
-        def hook(_module, args, i=i):
-            captured[i] = args[0]
-        handles.append(layer[0].register_forward_pre_hook(hook))
+    types = mixer_types() if types is None else (types,) if isinstance(types, type) else tuple(types)
+    mixers = [m for m in model.modules() if isinstance(m, types)]
+    if not mixers:
+        raise ValueError(f"{type(model).__name__} has no module of type {', '.join(t.__name__ for t in types)}")
+    calls = []
+    handles = [m.register_forward_pre_hook(lambda module, args: calls.append((module, args[0]))) for m in mixers]
     was_training = model.training
     model.eval()
     try:
-        model(images)
+        try:
+            model(images)
+        finally:
+            for h in handles:
+                h.remove()
+        return [mixer.attention_map(x) for mixer, x in calls]  # still in eval mode
     finally:
         model.train(was_training)
-        for h in handles:
-            h.remove()
-    maps = []
-    for i, layer in enumerate(layers):
-        wrapper = layer[0]
-        mixer, norm = getattr(wrapper, "fn", wrapper), getattr(wrapper, "norm", None)
-        x = captured[i]
-        maps.append(mixer_attention_map(mixer, norm(x) if norm is not None else x))
-    return maps
 
 
 def class_token_map(rollout, *, cls_index=0):

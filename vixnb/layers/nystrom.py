@@ -36,7 +36,7 @@ from einops import rearrange
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .rope import qkv_heads
+from .heads import merge_heads, split_heads
 
 
 PINV_BACKWARDS = ("manual", "autograd")  # PinvIterations' hand-written backward, or autograd's
@@ -214,7 +214,7 @@ class NystromAttention(nn.Module):
         if pad:
             x = F.pad(x, (0, 0, pad, 0))
         # real tokens keep positions 0..n-1 under RoPE; the zero padding stays zero
-        q, k, v = qkv_heads(self.to_qkv(x), self.heads, self.rope, start=pad)
+        q, k, v = split_heads(*self.to_qkv(x).chunk(3, dim=-1), heads=self.heads, rope=self.rope, start=pad)
         q = q * self.scale
         b, h, length, d = q.shape
         l = ceil(n / m)
@@ -254,5 +254,5 @@ class NystromAttention(nn.Module):
             out = (attn1 @ attn2_inv) @ (attn3 @ v)
         if self.residual:
             out = out + self.res_conv(v)
-        out = self.to_out(rearrange(out, "b h n d -> b n (h d)"))
+        out = self.to_out(merge_heads(out))
         return out[:, -n:]

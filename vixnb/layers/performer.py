@@ -9,7 +9,7 @@ Kernels (``kernel=``):
 - ``relu``: the generalized kernel with random projection and ReLU, as the ViX paper states:
   phi(x) = ReLU(W x d^-1/4) + 1e-3.
 - ``relu-deterministic`` / ``exp-deterministic``: phi applied to the scaled queries and keys with no
-  random projection (seed 002's deterministic ReLU and EXP variants). The EXP features are stabilised by
+  random projection (the `linattn` paper's deterministic ReLU and EXP variants). The EXP features are stabilised by
   constants that cancel in the normalisation, so the output is exactly that of exp(q.k / sqrt(d)).
 The projection is a buffer (not a parameter); ``feature_redraw_interval=N`` redraws it every N training
 calls, ``None`` keeps it fixed as in the authors' code.
@@ -25,10 +25,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .heads import merge_heads, split_heads
 
 KERNELS = ("softmax", "relu", "relu-deterministic", "exp-deterministic")
 
@@ -158,10 +157,7 @@ class PerformerAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def qkv(self, x):
-        q, k, v = (rearrange(f(x), "b n (h d) -> b h n d", h=self.heads) for f in (self.to_q, self.to_k, self.to_v))
-        if self.rope is not None:
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
-        return q, k, v
+        return split_heads(self.to_q(x), self.to_k(x), self.to_v(x), heads=self.heads, rope=self.rope)
 
     def attention_map(self, x):
         """(b, h, n, n), rows summing to 1: global heads phi(Q) phi(K)^T normalised; local heads their exact
@@ -184,4 +180,4 @@ class PerformerAttention(nn.Module):
             out = torch.cat(outs, dim=1) if len(outs) > 1 else outs[0]
         else:
             out = self.fast_attention(q, k, v)
-        return self.dropout(self.to_out(rearrange(out, "b h n d -> b n (h d)")))
+        return self.dropout(self.to_out(merge_heads(out)))

@@ -1,9 +1,9 @@
 """Rotary position embedding (RoPE, Su et al.) for the queries and keys of any mechanism that has them.
 
-Seed 000 (Table 6) swaps ViT's learnable 1-D position embedding for RoPE. ``Rotary(dim_head, seq_len)``
+The `vix` paper (Table 6) swaps ViT's learnable 1-D position embedding for RoPE. ``Rotary(dim_head, seq_len)``
 holds the cos/sin tables (buffers, no parameters); ``apply_rope(t, rotary)`` rotates a (b, h, n, d)
 tensor with them, pairing channel i with channel i + d/2 (the "rotate half" form). One ``Rotary`` may be
-shared by every layer of a model.
+shared by every layer of a model. Mixers apply it through ``heads.split_heads``.
 
 Where each mechanism applies it (always to q and k, never to v):
 - softmax, performer (global and local heads), nystrom, shaped: to q and k before the scores;
@@ -13,7 +13,6 @@ Nystrom pads the sequence at the front; ``start`` lets it rotate only the real t
 positions 0..n-1 (the padding rows are zero and stay unrotated).
 """
 import torch
-from einops import rearrange
 from torch import nn
 
 
@@ -39,12 +38,3 @@ def apply_rope(t, rotary, *, start=0):
     x1, x2 = t.chunk(2, dim=-1)
     rotated = torch.cat((-x2, x1), dim=-1)
     return t * rotary.cos[:n].to(t.dtype) + rotated * rotary.sin[:n].to(t.dtype)
-
-
-def qkv_heads(qkv, heads, rope=None, *, start=0):
-    """Split a fused (b, n, 3 * h * d) projection into q, k, v of shape (b, h, n, d); rotate q and k when
-    ``rope`` is given (from position ``start`` on, see ``apply_rope``)."""
-    q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=heads) for t in qkv.chunk(3, dim=-1))
-    if rope is not None:
-        q, k = apply_rope(q, rope, start=start), apply_rope(k, rope, start=start)
-    return q, k, v

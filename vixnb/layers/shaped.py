@@ -1,4 +1,4 @@
-"""Shaped attention of the simplified transformer block (He & Hofmann 2023), as seed 004 uses it.
+"""Shaped attention of the simplified transformer block (He & Hofmann 2023), as the `shaped` paper uses it.
 
 The attention matrix is reshaped to alpha * I + beta * softmax(Q K^T / sqrt(d)) and applied directly to
 the input: there are no value or output projections (W_V = W_O = I), so the values of head j are the
@@ -6,26 +6,28 @@ input channels j*dim/heads .. (j+1)*dim/heads and the heads' outputs are concate
 channels. alpha and beta are learnable scalars (shared by the heads of a layer), initialised by a named
 scheme (``init=``):
 
-- ``uniform``: alpha = beta = 0.5 (seed 004's experiments 1-3)
+- ``uniform``: alpha = beta = 0.5 (the `shaped` paper's experiments 1-3)
 - ``identity``: alpha = 1, beta = 0 (He & Hofmann's initialisation)
 - ``attention``: alpha = 0, beta = 1
-- ``dynamic``: alpha_i = 1/i, beta_i = 1 - 1/i for layer i = 1..L (seed 004, experiment 5)
+- ``dynamic``: alpha_i = 1/i, beta_i = 1 - 1/i for layer i = 1..L (the `shaped` paper, experiment 5)
 - ``inverse-dynamic``: alpha_i = 1 - 1/i, beta_i = 1/i (experiment 6)
 
 The layer-wise schemes need ``layer_index`` (1-based) and accept ``depth`` (checked: 1 <= i <= depth);
-``build_stack`` in ``vixnb.layers`` passes both. Explicit ``alpha=``/``beta=`` override the scheme.
-``centering=True`` adds He & Hofmann's third term, - gamma * C with C the uniform 1/T matrix and gamma
-initialised to beta (seed 004 leaves it out; off by default).
+the ``Transformer`` (``layers.blocks``), ``layers.build_stack`` and ``layers.build(..., layer_index=, depth=)``
+pass both, so ``create_model("vit", mixer="shaped", mixer_options={"init": "dynamic"})`` gives alpha_i = 1/i.
+Explicit ``alpha=``/``beta=`` override the scheme. ``centering=True`` adds He & Hofmann's third term,
+minus gamma * C with C the uniform 1/T matrix and gamma initialised to beta (the `shaped` paper leaves it out;
+off by default). ``fused=True`` (default) mixes through ``scaled_dot_product_attention``, ``fused=False``
+forms the softmax matrix (``layers.fused_attn`` switches it).
 
 Departures from the blog's snippet, which is a sketch: it scales the scores by sqrt(d) instead of
 1/sqrt(d) and returns the T x T matrix; we scale by 1/sqrt(d_head) and return the mixed tokens.
 """
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
-from .rope import apply_rope
+from .heads import merge_heads, split_heads
 
 INIT_SCHEMES = ("uniform", "identity", "attention", "dynamic", "inverse-dynamic")
 
@@ -47,14 +49,14 @@ def shaped_init(scheme, *, layer_index=None, depth=None):
 
 class ShapedAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, init="uniform", layer_index=None, depth=None, alpha=None,
-                 beta=None, qk_bias=True, centering=False, materialize=False, rope=None, seq_len=None):
+                 beta=None, qk_bias=True, centering=False, fused=True, rope=None, seq_len=None):
         super().__init__()
         if dim % heads:
             raise ValueError(f"shaped attention applies each head to dim/heads input channels: dim={dim} is not divisible by heads={heads}")
         a, b = shaped_init(init, layer_index=layer_index, depth=depth)
         a, b = a if alpha is None else alpha, b if beta is None else beta
         inner = heads * dim_head
-        self.heads, self.scale, self.rope, self.materialize = heads, dim_head**-0.5, rope, materialize
+        self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
         self.init, self.layer_index, self.depth = init, layer_index, depth
         self.to_q = nn.Linear(dim, inner, bias=qk_bias)
         self.to_k = nn.Linear(dim, inner, bias=qk_bias)
@@ -62,15 +64,13 @@ class ShapedAttention(nn.Module):
         self.beta = nn.Parameter(torch.tensor(float(b)))
         self.gamma = nn.Parameter(torch.tensor(float(b))) if centering else None
 
-    def qk(self, x):
-        q, k = (rearrange(f(x), "b n (h d) -> b h n d", h=self.heads) for f in (self.to_q, self.to_k))
-        if self.rope is not None:
-            q, k = apply_rope(q, self.rope), apply_rope(k, self.rope)
-        return q, k
+    def qkv(self, x):
+        """q, k (b, h, n, dim_head) and the values, which are the input itself split into heads (W_V = I)."""
+        return split_heads(self.to_q(x), self.to_k(x), x, heads=self.heads, rope=self.rope)
 
     def softmax_map(self, x):
         """(b, h, n, n): softmax(Q K^T / sqrt(d)), the learnable part of the map."""
-        q, k = self.qk(x)
+        q, k, _ = self.qkv(x)
         return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
 
     def attention_map(self, x):
@@ -80,11 +80,10 @@ class ShapedAttention(nn.Module):
         return a - self.gamma / x.shape[1] if self.gamma is not None else a
 
     def forward(self, x):
-        q, k = self.qk(x)
-        v = rearrange(x, "b n (h d) -> b h n d", h=self.heads)
-        if self.materialize:
-            mixed = (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1) @ v
-        else:
+        q, k, v = self.qkv(x)
+        if self.fused:
             mixed = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
-        out = self.alpha * x + self.beta * rearrange(mixed, "b h n d -> b n (h d)")
+        else:
+            mixed = (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1) @ v
+        out = self.alpha * x + self.beta * merge_heads(mixed)
         return out - self.gamma * x.mean(dim=1, keepdim=True) if self.gamma is not None else out

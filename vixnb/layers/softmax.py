@@ -1,38 +1,38 @@
 """Exact softmax attention (ViT), fused or materialised.
 
-The fused path calls ``scaled_dot_product_attention``; the materialised path forms the N x N matrix
+``fused=True`` (default) calls ``scaled_dot_product_attention``; ``fused=False`` forms the N x N matrix
 through an ``nn.Softmax`` module, as the authors' code (vit-pytorch, 2021) does. The two give the same
-output; only the materialised path can return the attention matrix and reproduces the papers' memory
-and "Size (MB)" figures.
+output; only the materialised path reproduces the papers' memory and "Size (MB)" figures (the Softmax
+module's output is what torchsummary counts). ``layers.fused_attn(model, enabled)`` switches ``fused``.
 """
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
-from .rope import qkv_heads
+from .heads import merge_heads, split_heads
 
 
 class SoftmaxAttention(nn.Module):
-    def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, materialize=False, rope=None, seq_len=None):
+    def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, fused=True, rope=None, seq_len=None):
         super().__init__()
         inner = heads * dim_head
-        self.heads, self.scale, self.materialize, self.rope = heads, dim_head**-0.5, materialize, rope
+        self.heads, self.scale, self.fused, self.rope = heads, dim_head**-0.5, fused, rope
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
         self.attend = nn.Softmax(dim=-1)
         project_out = not (heads == 1 and dim_head == dim)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout)) if project_out else nn.Identity()
 
     def qkv(self, x):
-        return qkv_heads(self.to_qkv(x), self.heads, self.rope)
+        return split_heads(*self.to_qkv(x).chunk(3, dim=-1), heads=self.heads, rope=self.rope)
 
     def attention_map(self, x):
+        """(b, h, n, n): softmax(Q K^T / sqrt(d)), rows summing to 1."""
         q, k, _ = self.qkv(x)
         return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
 
     def forward(self, x):
         q, k, v = self.qkv(x)
-        if self.materialize:
-            out = self.attend(q @ k.transpose(-1, -2) * self.scale) @ v
-        else:
+        if self.fused:
             out = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
-        return self.to_out(rearrange(out, "b h n d -> b n (h d)"))
+        else:
+            out = self.attend(q @ k.transpose(-1, -2) * self.scale) @ v
+        return self.to_out(merge_heads(out))

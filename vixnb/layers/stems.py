@@ -3,10 +3,13 @@
 - ``patch_embedding``: patches (1x1 pixels for CIFAR in the ViX papers) through one Linear.
 - ``conv_stem``: ViX's hybrid stem, three 3x3 convs channels->32->64->dim, padding 1, with no activation
   or norm between them.
-``embedding`` picks one of the two, as the ViX models do.
+``embedding`` picks one of the two, as the ViX models do; ``stem_geometry`` gives the patch size or stem
+stride for an image size.
 """
 from einops.layers.torch import Rearrange
 from torch import nn
+
+GRID_SIDE = 32  # the ViX papers' token grid: 32 x 32 (every CIFAR pixel a token)
 
 
 def patch_embedding(channels, dim, *, patch_size=1):
@@ -24,3 +27,11 @@ def embedding(channels, dim, *, hybrid=False, patch_size=1, stem_stride=1):
     if hybrid:
         return conv_stem(channels, dim, stride=stem_stride)
     return patch_embedding(channels, dim, patch_size=patch_size)
+
+
+def stem_geometry(image_size, *, hybrid):
+    """The stem argument that gives a 32 x 32 token grid, as the ViX papers do: ``{"patch_size": s}`` for the
+    patch embedding, ``{"stem_stride": s}`` (the first conv's stride) for the hybrid stem, s = image_size / 32:
+    1 on CIFAR (32 px), 2 on Tiny ImageNet (64 px)."""
+    factor = image_size // GRID_SIDE
+    return {"stem_stride": factor} if hybrid else {"patch_size": factor}

@@ -1,11 +1,15 @@
-"""MLP-Mixer (Tolstikhin et al.) in the ViX configuration: token MLP by kernel-1 Conv1d, channel MLP by
-Linear, no class token, final LayerNorm, mean over tokens, Linear head. Hybrid: the 3-conv stem."""
+"""MLP-Mixer (Tolstikhin et al.) in the `vix` paper's configuration: token MLP by kernel-1 Conv1d, channel MLP
+by Linear, no class token, final LayerNorm, mean over tokens, Linear head. Hybrid: the 3-conv stem.
+
+``MLPMixer``'s defaults are the paper's (dim 128, depth 4, expansion factor 1). Each registered model is one
+function below; overrides given to ``create_model`` replace its arguments."""
 from einops.layers.torch import Reduce
 from torch import nn
 
 from .. import layers
 from ..layers.blocks import PreNorm, mlp, residual_stack
-from ..layers.stems import embedding
+from ..layers.stems import embedding, stem_geometry
+from ..registry import register_model
 
 
 class MLPMixer(nn.Module):
@@ -18,7 +22,7 @@ class MLPMixer(nn.Module):
         self.layers = nn.ModuleList(
             nn.ModuleList([
                 PreNorm(dim, layers.build("mlp", dim=dim, heads=None, dim_head=None, seq_len=tokens,
-                                             expansion_factor=expansion_factor, dropout=dropout)),
+                                          expansion_factor=expansion_factor, dropout=dropout)),
                 PreNorm(dim, mlp(dim, dim * expansion_factor, dropout=dropout)),
             ])
             for _ in range(depth)
@@ -30,3 +34,22 @@ class MLPMixer(nn.Module):
     def forward(self, img):
         x = residual_stack(self.layers, self.to_patch_embedding(img))
         return self.head(self.pool(self.norm(x)))
+
+
+def mixer_model(image_size, num_classes, channels, config, *, hybrid=False):
+    """An ``MLPMixer`` with the patch embedding or (``hybrid``) the conv stem at the paper's geometry for
+    ``image_size`` (``stem_geometry``), the ``create_model`` overrides ``config`` applied."""
+    arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
+    return MLPMixer(image_size=image_size, num_classes=num_classes, channels=channels, **arguments)
+
+
+@register_model(paper="vix", label="MLP Mixer")
+def mlp_mixer(*, image_size, num_classes, channels, **config):
+    """MLP-Mixer: an MLP across the tokens (expansion factor 1) instead of attention."""
+    return mixer_model(image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="Hybrid MLP Mixer")
+def hybrid_mlp_mixer(*, image_size, num_classes, channels, **config):
+    """MLP-Mixer with the 3-conv stem."""
+    return mixer_model(image_size, num_classes, channels, config, hybrid=True)

@@ -1,16 +1,27 @@
-"""ViT and the Vision X-formers (ViP, ViL, ViN), FNet, and their Hybrid (convolutional-embedding) forms.
+"""ViT and the Vision X-formers (ViP, ViL, ViN), FNet, and their Hybrid (convolutional-embedding) forms, as
+the `vix` paper configures them.
 
-One class: pixels or patches (or a 3-conv stem) -> tokens, class token, learnable 1-D position
-embedding (or RoPE inside the mixer), the shared transformer with an injected token mixer, and a
-LayerNorm + Linear head on the class token.
+``ViX`` is the one class: pixels or patches (or the 3-conv stem) -> tokens, class token, learnable 1-D
+position embedding (or RoPE inside the mixer), the shared ``Transformer`` with an injected token mixer, and a
+LayerNorm + Linear head on the class token. Its defaults are the paper's (dim 128, depth 4, 4 heads of 32,
+MLP 256).
+
+Each registered model is one function below, whose body names its token mixer and the mixer options that
+reproduce the paper's parameter counts (the authors' scripts). ``vix_model`` applies the overrides given to
+``create_model``: ``mixer_options`` is merged into the model's own mixer options; every other key replaces
+an argument (``depth=1``, ``dropout=0.25``, ``pos_embedding="rope"``; ``mixer="shaped"`` swaps the mixer kind,
+which then starts from no options of the model's). Adding a model is adding one function here.
 """
+from functools import partial
+
 import torch
 from einops import repeat
 from torch import nn
 
 from .. import layers
 from ..layers.blocks import Transformer
-from ..layers.stems import embedding
+from ..layers.stems import GRID_SIDE, embedding, stem_geometry
+from ..registry import register_model
 
 
 class ViX(nn.Module):
@@ -20,20 +31,22 @@ class ViX(nn.Module):
         super().__init__()
         if image_size % patch_size or image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
-        side = image_size // (stem_stride if hybrid else patch_size)
-        num_patches = side * side
-        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         if pos_embedding not in ("learned", "rope"):
             raise ValueError(f"pos_embedding must be 'learned' or 'rope', got {pos_embedding!r}")
+        side = image_size // (stem_stride if hybrid else patch_size)
+        num_patches = side * side
+        self.mixer_kind, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim)) if pos_embedding == "learned" else None
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
-        options = dict(mixer_options or {})
+        options = dict(self.mixer_options)
         if pos_embedding == "rope":
             options["rope"] = layers.Rotary(dim_head, num_patches + 1)
         self.transformer = Transformer(
             dim=dim, depth=depth, mlp_dim=mlp_dim, dropout=dropout,
-            make_mixer=lambda: layers.build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=num_patches + 1, **options),
+            make_mixer=partial(layers.build, mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=num_patches + 1,
+                               **options),
         )
         self.to_latent = nn.Identity()
         self.mlp_head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, num_classes))
@@ -49,3 +62,100 @@ class ViX(nn.Module):
     def forward(self, img):
         x = self.transformer(self.tokens(img))
         return self.mlp_head(self.to_latent(x[:, 0]))
+
+
+def vix_model(image_size, num_classes, channels, config, *, mixer, mixer_options=None, hybrid=False):
+    """A ``ViX`` with token mixer ``mixer`` (options ``mixer_options``), the patch embedding or (``hybrid``) the
+    conv stem at the paper's geometry for ``image_size`` (``stem_geometry``), and the ``create_model``
+    overrides ``config`` applied (see the module doc)."""
+    config = dict(config)
+    kind = config.pop("mixer", mixer)
+    own = (mixer_options or {}) if kind == mixer else {}
+    options = {**own, **(config.pop("mixer_options", None) or {})}
+    arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
+    return ViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+               **arguments)
+
+
+@register_model(paper="vix", label="ViT")
+def vit(*, image_size, num_classes, channels, **config):
+    """Vision Transformer: exact softmax attention."""
+    return vix_model(image_size, num_classes, channels, config, mixer="softmax")
+
+
+@register_model(paper="vix", label="ViP")
+def vip(*, image_size, num_classes, channels, **config):
+    """Vision Performer: FAVOR+ with the softmax kernel, biased q/k/v projections."""
+    return vix_model(image_size, num_classes, channels, config,
+                     mixer="performer", mixer_options=dict(kernel="softmax", qkv_bias=True))
+
+
+@register_model(paper="vix", label="ViL")
+def vil(*, image_size, num_classes, channels, **config):
+    """Vision Linformer: keys and values projected to 64 tokens, one shared projection and key/value head."""
+    return vix_model(image_size, num_classes, channels, config,
+                     mixer="linformer", mixer_options=dict(k=64, share_kv=True, one_kv_head=True))
+
+
+@register_model(paper="vix", label="ViN")
+def vin(*, image_size, num_classes, channels, **config):
+    """Vision Nystromformer: 64 landmarks, 6 pseudo-inverse iterations, residual conv of kernel 33."""
+    return vix_model(image_size, num_classes, channels, config,
+                     mixer="nystrom", mixer_options=dict(num_landmarks=64, pinv_iterations=6, residual_conv_kernel=33))
+
+
+@register_model(paper="vix", label="FNet")
+def fnet(*, image_size, num_classes, channels, **config):
+    """FNet: the real part of a 2-D FFT mixes the tokens (no parameters)."""
+    return vix_model(image_size, num_classes, channels, config, mixer="fnet")
+
+
+@register_model(paper="vix", label="Hybrid ViT")
+def hybrid_vit(*, image_size, num_classes, channels, **config):
+    """ViT with the 3-conv stem."""
+    return vix_model(image_size, num_classes, channels, config, hybrid=True, mixer="softmax")
+
+
+@register_model(paper="vix", label="Hybrid ViP")
+def hybrid_vip(*, image_size, num_classes, channels, **config):
+    """ViP with the 3-conv stem."""
+    return vix_model(image_size, num_classes, channels, config, hybrid=True,
+                     mixer="performer", mixer_options=dict(kernel="softmax", qkv_bias=True))
+
+
+@register_model(paper="vix", label="Hybrid ViL")
+def hybrid_vil(*, image_size, num_classes, channels, **config):
+    """ViL with the 3-conv stem (the paper's count; the authors' HybridViL.py sets one_kv_head=False)."""
+    return vix_model(image_size, num_classes, channels, config, hybrid=True,
+                     mixer="linformer", mixer_options=dict(k=64, share_kv=True, one_kv_head=True))
+
+
+@register_model(paper="vix", label="Hybrid ViN")
+def hybrid_vin(*, image_size, num_classes, channels, **config):
+    """ViN with the 3-conv stem."""
+    return vix_model(image_size, num_classes, channels, config, hybrid=True,
+                     mixer="nystrom", mixer_options=dict(num_landmarks=64, pinv_iterations=6, residual_conv_kernel=33))
+
+
+@register_model(paper="vix", label="Hybrid FNet")
+def hybrid_fnet(*, image_size, num_classes, channels, **config):
+    """FNet with the 3-conv stem."""
+    return vix_model(image_size, num_classes, channels, config, hybrid=True, mixer="fnet")
+
+
+def paper_mixers():
+    """{model name: (mixer kind, mixer options)} of the plain (not hybrid) models of this file, as their
+    functions configure them: read from a depth-0 build on the meta device (no weights, no random numbers
+    drawn), so the functions above stay the one place that states them."""
+    from ..registry import list_models, model_entrypoint
+
+    found = {}
+    for name in list_models():
+        fn = model_entrypoint(name)
+        if fn.__module__ != __name__:
+            continue
+        with torch.device("meta"):
+            model = fn(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0)
+        if not model.hybrid:
+            found[name] = (model.mixer_kind, dict(model.mixer_options))
+    return found
