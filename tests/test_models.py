@@ -11,13 +11,12 @@ import torch
 import vixnb
 from vixnb import layers
 from vixnb.registry import model_cfg, model_entrypoint
-from vixnb.report import paper_table
+from vixnb.report import paper_frame
 
-TABLE1, TABLE2 = paper_table("vix", "table1"), paper_table("vix", "table2")
+TABLE1, TABLE2 = paper_frame("vix", "table1"), paper_frame("vix", "table2")
 LABELS = {"vit": "ViT", "vip": "ViP", "vil": "ViL", "vin": "ViN", "fnet": "FNet", "mlp_mixer": "MLP Mixer"}
 NAMES = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
          "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin", "hybrid_fnet", "hybrid_mlp_mixer"]
-PAPER_TEXT = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_7227881f4cc056af.txt"  # the `vix` paper
 
 
 def test_registry_lists_the_twelve_models():
@@ -103,10 +102,9 @@ def test_overrides_and_performer_kernel_option():
     assert vixnb.count_params(relu) == TABLE1.loc["vip", "params"]
 
 
-@pytest.mark.skipif(not PAPER_TEXT.exists(), reason="the papers' texts are not beside the checkout")
-def test_paper_numbers_match_the_paper_text():
+def test_paper_numbers_match_the_paper_text(paper_text):
     """vixnb/papers/vix.yaml is a faithful transcription of the `vix` paper's Tables 1 and 2."""
-    text = PAPER_TEXT.read_text()
+    text = paper_text("vix")
     t1, t2 = text.index("Table 1. Test accuracy"), text.index("Table 2. Test accuracy")
     for table, block in [(TABLE1, text[:t1]), (TABLE2, text[t1:t2])]:
         for name, row in table.iterrows():
