@@ -1,0 +1,378 @@
+"""vixnb.report.claims: the claims of the paper files, evaluated on the papers' printed tables and on ours."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vixnb import papers
+from vixnb.report import claims as C
+from vixnb.results import ResultsStore
+
+REPO_RESULTS = Path(__file__).resolve().parents[1] / "results"
+T1 = papers.table("vix", "table1")["rows"]
+T2 = papers.table("vix", "table2")["rows"]
+FIXTURE_KEY = "shaped"  # a paper key without a paper file of its own: the fixture file stands in for it
+
+
+def top1(model, table=T1):
+    return table[model]["top1"]
+
+
+# --------------------------------------------------------------------------------------------------
+# a small paper file written for the test
+
+
+@pytest.fixture
+def paper_file(tmp_path, monkeypatch):
+    """``write(claims, tables=...)`` writes a paper file for FIXTURE_KEY and makes ``papers`` read it."""
+    path = tmp_path / f"{FIXTURE_KEY}.yaml"
+    real = papers._file
+    monkeypatch.setattr(papers, "_file", lambda key: path if key == FIXTURE_KEY else real(key))
+    papers.load.cache_clear()
+
+    def write(claim_list, tables=None):
+        tables = tables or {"t1": {"caption": "Table 1: toy", "dataset": "cifar10", "rows": {
+            "vit": {"top1": 50.0, "gpu_gb": 10.0}, "vin": {"top1": 60.0, "gpu_gb": 4.0},
+            "vip": {"top1": 55.0, "gpu_gb": 2.0}, "hybrid_vit": {"top1": 70.0, "gpu_gb": 10.5},
+            "hybrid_vin": {"top1": 66.0, "gpu_gb": 4.2}}}}
+        path.write_text(yaml.safe_dump({"title": "Toy paper", "tables": tables, "claims": claim_list}, sort_keys=False),
+                        encoding="utf-8")
+        papers.load.cache_clear()
+        return FIXTURE_KEY
+
+    yield write
+    papers.load.cache_clear()
+
+
+def claim(**fields):
+    base = {"id": "toy-1", "section": "1", "text": "a claim", "table": "t1"}
+    return {**base, **fields}
+
+
+# --------------------------------------------------------------------------------------------------
+# the paper side: figures computed from the printed tables
+
+
+def paper_row(key, claim_id, ours=None):
+    return C.claims(key, ours).loc[claim_id]
+
+
+def test_relative_gain_from_table1():
+    row = paper_row("vix", "vix-5.1-vin-vs-vit")
+    assert row["paper figure"] == pytest.approx((65.06 - 56.81) / 56.81 * 100)
+    assert row["paper bears it out"] == "yes"  # 14.52 % is within 16 ± 4
+    assert "as points the paper's figure would be 8.25" in row["reading"]
+
+
+def test_relative_gain_that_the_paper_does_not_bear_out():
+    row = paper_row("vix", "vix-5.1-vil-vs-vit")
+    assert row["paper figure"] == pytest.approx((57.45 - 56.81) / 56.81 * 100)
+    assert row["paper bears it out"] == "no"
+
+
+def test_point_gain_on_tiny_imagenet():
+    row = paper_row("vix", "vix-5.1-tiny-fnet-vs-mixer")
+    assert row["paper figure"] == pytest.approx(22.75 - 18.47)
+    row = paper_row("vix", "vix-5.2-hybrid-vin-over-hybrid-vit")
+    assert row["paper figure"] == pytest.approx(75.26 - 73.94) and row["paper bears it out"] == "no"
+    assert "as relative % the paper's figure would be 1.79" in row["reading"]
+
+
+def test_mean_over_zipped_pairs():
+    plain = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer"]
+    gains = [(top1(f"hybrid_{m}") - top1(m)) / top1(m) * 100 for m in plain]
+    row = paper_row("vix", "vix-5.2-hybrid-gain-mean")
+    assert row["paper figure"] == pytest.approx(sum(gains) / 6)
+    assert row["paper bears it out"] == "yes"
+    points = sum(top1(f"hybrid_{m}") - top1(m) for m in plain) / 6
+    assert f"as points the paper's figure would be {points:.2f}" in row["reading"]
+
+
+def test_all_pairs_shows_the_worst_pair():
+    row = paper_row("vix", "vix-5.1-xformers-third-gpu")  # every X-former under a third of ViT's GPU memory
+    assert row["paper figure"] == pytest.approx(5.0 / 14.1)  # ViP: the farthest from < 1/3
+    assert row["paper bears it out"] == "no"  # ViP 0.355 and ViN 0.340 are above a third
+    assert "paper: ViP vs ViT" in row["reading"]
+
+
+def test_cross_pairs():
+    row = paper_row("vix", "vix-5.2-fig4-hybrids-beat-linear")
+    assert row["paper figure"] == pytest.approx(top1("hybrid_vil") - top1("vin"))  # 63.17 - 65.06
+    assert row["paper bears it out"] == "no"
+    assert "all 16 pairs" in row["reading"]
+
+
+def test_largest_pair():
+    row = paper_row("vix", "vix-abstract-gpu-up-to-7x")
+    assert row["paper figure"] == pytest.approx(14.1 / 2.2) and row["paper bears it out"] == "yes"
+
+
+def test_printed_correlation_and_not_testable_claims():
+    frame = C.claims("favor", {})
+    row = frame.loc["favor-corr-flops-train-memory"]
+    assert row["paper figure"] == 0.85 and row["paper bears it out"] == "yes"
+    assert frame.loc["favor-corr-ffwd-time-ft-time", "paper figure"] == 0.81
+    assert frame.loc["favor-ram-fit", "paper figure"] == 25.43
+    assert frame.loc["favor-ram-fit", "our verdict"] == "not testable here"
+    assert "batch size" in frame.loc["favor-ram-fit", "why no verdict"]
+    assert frame.loc["favor-pipeline-gain", "paper figure"] is None
+    assert frame.loc["favor-pipeline-gain", "paper bears it out"] == "—"
+
+
+@pytest.mark.parametrize("key", papers.list_papers())
+def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
+    frame = C.claims(key, {})
+    assert list(frame.columns) == C.COLUMNS and len(frame) == len(papers.claims(key)) > 0
+    assert frame.index.is_unique and all(i.startswith(f"{key}-") for i in frame.index)
+    for claim_id, row in frame.iterrows():
+        assert row["paper bears it out"] in ("yes", "no", "—"), claim_id
+        if row["paper bears it out"] != "—":
+            assert isinstance(row["paper figure"], float), claim_id
+        assert row["our verdict"] in ("not yet run", "not testable here"), claim_id
+        assert row["reading"] and row["claimed"], claim_id
+
+
+def test_claim_list_covers_every_paper_file():
+    listed = C.claim_list()
+    for key in papers.list_papers():
+        ids = {c["id"] for c in papers.claims(key)}
+        assert set(listed.loc[listed["paper"] == key, "id"]) == ids
+    assert list(listed["paper"].unique()) == [k for k in papers.DOCUMENTS if k in papers.list_papers()]
+
+
+# --------------------------------------------------------------------------------------------------
+# our side: verdicts on small fixtures
+
+
+def test_holds_does_not_hold_and_not_yet_run(paper_file):
+    key = paper_file([claim(id="toy-gain", method="relative_gain", metric="top1", a="vin", b="vit", op="approx",
+                            value=20, tolerance=5)])
+    assert paper_row(key, "toy-gain")["paper figure"] == pytest.approx(20.0)
+    row = paper_row(key, "toy-gain", {"vin": {"top1": 66.0}, "vit": {"top1": 55.0}})
+    assert row["our figure"] == pytest.approx(20.0) and row["our verdict"] == "holds" and row["why no verdict"] == ""
+    row = paper_row(key, "toy-gain", {"vin": {"top1": 55.0}, "vit": {"top1": 55.0}})
+    assert row["our figure"] == 0.0 and row["our verdict"] == "does not hold"
+    row = paper_row(key, "toy-gain", {"vit": {"top1": 55.0}, "vin": {"top1": None}})
+    assert row["our figure"] is None and row["our verdict"] == "not yet run"
+    assert row["why no verdict"] == "missing: top-1 of ViN"
+    row = paper_row(key, "toy-gain", None)
+    assert row["our verdict"] == "not yet run" and row["why no verdict"] == "missing: top-1 of ViT, ViN"
+
+
+def test_approximate_against_bound_claims(paper_file):
+    key = paper_file([
+        claim(id="toy-approx", method="ratio", metric="gpu_gb", a="vin", b="vit", op="approx", value="1/3",
+              tolerance="1/12"),
+        claim(id="toy-less", method="ratio", metric="gpu_gb", a="vin", b="vit", op="less", value="1/3"),
+        claim(id="toy-at-most", method="ratio", metric="gpu_gb", a="vin", b="vit", op="at_most", value=0.4),
+        claim(id="toy-greater", method="point_gain", metric="top1", a="vin", b="vit", op="greater", value=10),
+        claim(id="toy-at-least", method="point_gain", metric="top1", a="vin", b="vit", op="at_least", value=10),
+    ])
+    frame = C.claims(key, {"vit": {"gpu_gb": 9.0, "top1": 50.0}, "vin": {"gpu_gb": 3.6, "top1": 60.0}})
+    assert frame.loc["toy-approx", "claimed"] == "ratio ≈ 1/3 (± 1/12)"
+    assert frame.loc["toy-less", "claimed"] == "ratio < 1/3"
+    assert frame.loc["toy-greater", "claimed"] == "> 10 points"
+    # printed: 4 / 10 = 0.4 and 60 - 50 = 10
+    assert frame["paper figure"].tolist() == pytest.approx([0.4, 0.4, 0.4, 10.0, 10.0])
+    assert frame["paper bears it out"].tolist() == ["yes", "no", "yes", "no", "yes"]
+    # ours: 3.6 / 9 = 0.4 and 10 points
+    assert frame["our verdict"].tolist() == ["holds", "does not hold", "holds", "does not hold", "holds"]
+    frame = C.claims(key, {"vit": {"gpu_gb": 9.0, "top1": 50.0}, "vin": {"gpu_gb": 4.0, "top1": 61.0}})
+    assert frame.loc["toy-approx", "our figure"] == pytest.approx(4 / 9)
+    assert frame.loc["toy-approx", "our verdict"] == "does not hold"  # 0.444 is more than 1/12 from 1/3
+    assert frame.loc["toy-greater", "our verdict"] == "holds"
+
+
+def test_lists_of_pairs(paper_file):
+    key = paper_file([
+        claim(id="toy-zip-mean", method="point_gain", metric="top1", a=["hybrid_vit", "hybrid_vin"], b=["vit", "vin"],
+              pairs="zip", over="mean", op="approx", value=13, tolerance=1),
+        claim(id="toy-zip-all", method="point_gain", metric="top1", a=["hybrid_vit", "hybrid_vin"], b=["vit", "vin"],
+              pairs="zip", over="all", op="greater", value=7),
+        claim(id="toy-cross-all", method="point_gain", metric="top1", a=["hybrid_vit", "hybrid_vin"],
+              b=["vit", "vin", "vip"], pairs="cross", over="all", op="greater", value=0),
+        claim(id="toy-broadcast-min", method="ratio", metric="gpu_gb", a="vit", b=["vin", "vip"], over="min",
+              op="at_least", value=2),
+    ])
+    frame = C.claims(key, {"vit": {"top1": 50.0, "gpu_gb": 8.0}, "vin": {"top1": 60.0, "gpu_gb": 4.0},
+                           "vip": {"top1": 58.0, "gpu_gb": 2.0}, "hybrid_vit": {"top1": 59.0},
+                           "hybrid_vin": {"top1": 70.0}})
+    # printed: (70 - 50 + 66 - 60) / 2 = 13; pairs 20 and 6; hybrids vs plain all above; min(10/4, 10/2) = 2.5
+    assert frame.loc["toy-zip-mean", "paper figure"] == pytest.approx(13.0)
+    assert frame.loc["toy-zip-all", "paper figure"] == pytest.approx(6.0)  # Hybrid ViN vs ViN, below 7
+    assert frame.loc["toy-zip-all", "paper bears it out"] == "no"
+    assert frame.loc["toy-cross-all", "paper figure"] == pytest.approx(66.0 - 60.0)
+    assert frame.loc["toy-broadcast-min", "paper figure"] == pytest.approx(2.5)
+    # ours: (9 + 10) / 2 = 9.5; pairs 9 and 10; Hybrid ViT 59 < ViN 60; min(8/4, 8/2) = 2
+    assert frame.loc["toy-zip-mean", "our figure"] == pytest.approx(9.5)
+    assert frame.loc["toy-zip-mean", "our verdict"] == "does not hold"
+    assert frame.loc["toy-zip-all", "our figure"] == pytest.approx(9.0)
+    assert frame.loc["toy-zip-all", "our verdict"] == "holds"
+    assert frame.loc["toy-cross-all", "our figure"] == pytest.approx(-1.0)
+    assert frame.loc["toy-cross-all", "our verdict"] == "does not hold"
+    assert "ours: Hybrid ViT vs ViN" in frame.loc["toy-cross-all", "reading"]
+    assert frame.loc["toy-broadcast-min", "our figure"] == pytest.approx(2.0)
+    assert frame.loc["toy-broadcast-min", "our verdict"] == "holds"
+    assert "the mean over the 2 pairs" in frame.loc["toy-zip-mean", "reading"]
+
+
+def test_ours_per_dataset_or_flat(paper_file):
+    tables = {"t1": {"dataset": "cifar10", "rows": {"vit": {"top1": 50.0}, "vin": {"top1": 60.0}}},
+              "t2": {"dataset": "tiny-imagenet", "rows": {"vit": {"top1": 20.0}, "vin": {"top1": 30.0}}}}
+    key = paper_file([claim(id="toy-c10", method="point_gain", metric="top1", a="vin", b="vit", op="greater", value=0),
+                      claim(id="toy-tiny", table="t2", method="point_gain", metric="top1", a="vin", b="vit",
+                            op="greater", value=0)], tables=tables)
+    frame = C.claims(key, {"cifar10": {"vit": {"top1": 50.0}, "vin": {"top1": 51.0}}})
+    assert frame.loc["toy-c10", "our verdict"] == "holds"
+    assert frame.loc["toy-tiny", "our verdict"] == "not yet run"
+    frame = C.claims(key, {"vit": {"top1": 50.0}, "vin": {"top1": 40.0}})  # flat: the same figures for both
+    assert frame["our verdict"].tolist() == ["does not hold", "does not hold"]
+
+
+def test_correlation_over_models(paper_file):
+    tables = {"t1": {"columns": ["y"], "rows": {"x": [0.9]}}}
+    key = paper_file([{"id": "toy-r", "section": "2", "text": "x and y correlate", "printed":
+                       {"table": "t1", "row": "x", "column": "y"}, "method": "correlation", "x": "gflops",
+                       "y": "train_gb", "models": ["vit", "vin", "vip"], "dataset": "cifar10", "op": "approx",
+                       "value": 0.9, "tolerance": 0.1}], tables=tables)
+    ours = {"vit": {"gflops": 1.0, "train_gb": 2.0}, "vin": {"gflops": 2.0, "train_gb": 4.0},
+            "vip": {"gflops": 3.0, "train_gb": 6.0}}
+    row = paper_row(key, "toy-r", ours)
+    assert row["paper figure"] == 0.9 and row["paper bears it out"] == "yes"
+    assert row["our figure"] == pytest.approx(1.0) and row["our verdict"] == "holds"
+    ours["vip"]["train_gb"] = 0.0
+    row = paper_row(key, "toy-r", ours)
+    assert row["our figure"] == pytest.approx(-0.5) and row["our verdict"] == "does not hold"
+    del ours["vin"]["gflops"]
+    row = paper_row(key, "toy-r", ours)
+    assert row["our verdict"] == "not yet run" and row["why no verdict"] == "missing: GFLOPs of ViN"
+
+
+def test_correlation_computed_from_a_table(paper_file):
+    rows = {"vit": {"gflops": 1.0, "train_gb": 1.0}, "vin": {"gflops": 2.0, "train_gb": 3.0},
+            "vip": {"gflops": 3.0, "train_gb": 2.0}}
+    key = paper_file([claim(id="toy-r", method="correlation", x="gflops", y="train_gb", models=["vit", "vin", "vip"],
+                            op="at_least", value=0.4)],
+                     tables={"t1": {"caption": "Table 1: toy", "dataset": "cifar10", "rows": rows}})
+    row = paper_row(key, "toy-r", rows)
+    assert row["paper figure"] == pytest.approx(0.5) and row["paper bears it out"] == "yes"
+    assert row["our figure"] == pytest.approx(0.5) and row["our verdict"] == "holds"
+
+
+# --------------------------------------------------------------------------------------------------
+# malformed claims name the paper file and the claim
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"op": "about"}, "`op` must be one of"),
+    ({"tolerance": None}, "needs a `tolerance`"),
+    ({"a": "nope"}, "model 'nope' is not in t1"),
+    ({"metric": "size_mb"}, "t1 prints no 'size_mb'"),
+    ({"method": "difference"}, "`method` must be one of"),
+    ({"value": "a third"}, "`value` must be a number"),
+    ({"a": ["vin", "vip"], "b": ["vit", "hybrid_vit"]}, "`pairs` must be one of"),
+    ({"a": ["vin", "vip"], "b": ["vit"], "over": None}, "`over` must be one of"),
+    ({"a": ["vin", "vip"], "b": ["vit", "hybrid_vit", "hybrid_vin"], "pairs": "zip", "over": "all"}, "same length"),
+    ({"table": "t9"}, "no table 't9'"),
+    ({"metirc": "top1"}, "unknown field(s) metirc"),
+])
+def test_malformed_claim_names_the_file_and_the_claim(paper_file, bad, message):
+    good = claim(id="toy-bad", method="relative_gain", metric="top1", a="vin", b="vit", op="approx", value=20,
+                 tolerance=5)
+    entry = {k: v for k, v in {**good, **bad}.items() if v is not None}
+    key = paper_file([entry])
+    with pytest.raises(C.ClaimError) as err:
+        C.claims(key, {})
+    assert f"vixnb/papers/{FIXTURE_KEY}.yaml, claim 'toy-bad'" in str(err.value) and message in str(err.value)
+    assert isinstance(err.value, papers.PaperFileError)
+
+
+def test_duplicate_ids_are_an_error(paper_file):
+    entry = claim(id="toy-twice", method="point_gain", metric="top1", a="vin", b="vit", op="greater", value=0)
+    key = paper_file([entry, entry])
+    with pytest.raises(C.ClaimError, match=r"shaped\.yaml, claim 'toy-twice': the id is used twice"):
+        C.claims(key, {})
+
+
+# --------------------------------------------------------------------------------------------------
+# our figures from the results store
+
+
+def test_ours_from_an_empty_store_is_not_yet_run():
+    ours, records = C.ours_from_store("vix", "budget")  # conftest: an empty store per test
+    assert set(ours) == {"cifar10", "tiny-imagenet"}
+    assert set(ours["cifar10"]) == set(papers.table_models("vix", "table1"))
+    assert all(not figures for figures in ours["cifar10"].values())
+    assert records and all(r["status"] == "not yet run" for r in records)
+    frame = C.claims("vix", ours)
+    assert set(frame["our verdict"]) == {"not yet run"}
+
+
+def test_ours_from_the_committed_budget_store():
+    store = ResultsStore(REPO_RESULTS)
+    if not (REPO_RESULTS / "budget" / "measure" / "vix-gpu-memory-cifar10-b64.json").exists():
+        pytest.skip("the committed budget results are not in this checkout")
+    memory = store.load_record("measure", "vix-gpu-memory-cifar10-b64", profile="budget")["rows"]
+    ours, records = C.ours_from_store("vix", "budget", store=store)
+    c10 = ours["cifar10"]
+    stored_runs = {r["config"]["model"]: r for r in store.results("budget") if r["config"]["dataset"] == "cifar10"}
+    for model in papers.table_models("vix", "table1"):
+        assert c10[model]["gpu_gb"] == memory[model]["GPU GB reserved, authors (fp32)"]
+        if model in stored_runs:
+            assert c10[model]["top1"] == stored_runs[model]["top1"]
+            assert c10[model]["params"] == T1[model]["params"]  # our models count as the paper does
+        else:
+            assert "top1" not in c10[model]
+    done = [r for r in records if r.get("status") == "done"]
+    assert len(done) == len(stored_runs) and any("rows" in r for r in records)
+    frame = C.claims("vix", ours)
+    third = max(memory[m]["GPU GB reserved, authors (fp32)"] for m in ("vip", "vil", "vin")) / memory["vit"]["GPU GB reserved, authors (fp32)"]
+    assert frame.loc["vix-5.1-xformers-third-gpu", "our figure"] == pytest.approx(third)
+    assert frame.loc["vix-5.1-xformers-third-gpu", "our verdict"] == ("holds" if third < 1 / 3 else "does not hold")
+    if "vin" not in stored_runs:
+        assert frame.loc["vix-5.1-vin-vs-vit", "our verdict"] == "not yet run"
+        assert frame.loc["vix-5.1-vin-vs-vit", "why no verdict"] == "missing: top-1 of ViN"
+    fnet = (stored_runs["fnet"]["top1"] - stored_runs["vit"]["top1"]) / stored_runs["vit"]["top1"] * 100
+    assert frame.loc["vix-5.1-fnet-vs-vit", "our figure"] == pytest.approx(fnet)
+    assert set(frame.loc[frame.index.str.contains("tiny"), "our verdict"]) == {"not yet run"}
+
+
+def test_favor_correlation_from_the_committed_budget_store(monkeypatch):
+    store = ResultsStore(REPO_RESULTS)
+    if store.load_record("measure", "vix-gpu-memory-cifar10-b64", profile="budget") is None:
+        pytest.skip("the committed budget results are not in this checkout")
+    ours, _ = C.ours_from_store("favor", "budget", store=store)
+    c10 = ours["cifar10"]
+    assert all(isinstance(c10[m]["gflops"], float) and c10[m]["gflops"] > 0 for m in c10)
+    frame = C.claims("favor", ours)
+    import statistics
+    models = papers.table_models("vix", "table1")
+    r = statistics.correlation([c10[m]["gflops"] for m in models], [c10[m]["train_gb"] for m in models])
+    assert frame.loc["favor-corr-flops-train-memory", "our figure"] == pytest.approx(r)
+    assert frame.loc["favor-corr-flops-train-memory", "our verdict"] in ("holds", "does not hold")
+    assert frame.loc["favor-corr-ft-time-train-memory", "our verdict"] == "not yet run"  # no efficiency record
+
+
+def test_ledger_and_summary():
+    pages = C.ledger("smoke", count_flops=False)
+    assert list(pages) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
+    frame = pages["vix"]["frame"]
+    line = C.summary(frame)
+    assert line.startswith(f"{len(frame)} claims.") and f"{len(frame)} not yet run" in line
+    styler = C.page(frame, caption="vix")
+    assert "white-space: normal" in styler.to_html()
+
+
+def test_the_ledger_page_runs_in_the_smoke_profile(tmp_path):
+    import nbformat
+
+    from vixnb.notebooks import notebook_path, run_notebook
+
+    out = run_notebook(notebook_path("claims"), profile="smoke", output=tmp_path / "claims.ipynb", progress=False)
+    nb = nbformat.read(str(out), as_version=4)
+    text = "".join(str(o.get("data", {}).get("text/markdown", "")) + str(o.get("data", {}).get("text/html", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    for key in papers.list_papers():
+        if papers.claims(key):
+            assert f"Claims of {key}" in text
+    assert "not yet run" in text and "Smoke profile" in text
