@@ -5,7 +5,9 @@ import pytest
 import yaml
 
 from vixnb import papers
-from vixnb.report import claims as C
+from vixnb.report import claim_schema as S
+from vixnb.report import claim_verdicts as C
+from vixnb.report import ledger as L
 from vixnb.results import ResultsStore
 
 REPO_RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -122,7 +124,7 @@ def test_printed_correlation_and_not_testable_claims():
 @pytest.mark.parametrize("key", papers.list_papers())
 def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
     frame = C.claims(key, {})
-    assert list(frame.columns) == C.COLUMNS and len(frame) == len(papers.claims(key)) > 0
+    assert list(frame.columns) == S.COLUMNS and len(frame) == len(papers.claims(key)) > 0
     assert frame.index.is_unique and all(i.startswith(f"{key}-") for i in frame.index)
     for claim_id, row in frame.iterrows():
         assert row["paper bears it out"] in ("yes", "no", "—"), claim_id
@@ -133,7 +135,7 @@ def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
 
 
 def test_claim_list_covers_every_paper_file():
-    listed = C.claim_list()
+    listed = L.claim_list()
     for key in papers.list_papers():
         ids = {c["id"] for c in papers.claims(key)}
         assert set(listed.loc[listed["paper"] == key, "id"]) == ids
@@ -281,7 +283,7 @@ def test_malformed_claim_names_the_file_and_the_claim(paper_file, bad, message):
                  tolerance=5)
     entry = {k: v for k, v in {**good, **bad}.items() if v is not None}
     key = paper_file([entry])
-    with pytest.raises(C.ClaimError) as err:
+    with pytest.raises(S.ClaimError) as err:
         C.claims(key, {})
     assert f"vixnb/papers/{FIXTURE_KEY}.yaml, claim 'toy-bad'" in str(err.value) and message in str(err.value)
     assert isinstance(err.value, papers.PaperFileError)
@@ -290,7 +292,7 @@ def test_malformed_claim_names_the_file_and_the_claim(paper_file, bad, message):
 def test_duplicate_ids_are_an_error(paper_file):
     entry = claim(id="toy-twice", method="point_gain", metric="top1", a="vin", b="vit", op="greater", value=0)
     key = paper_file([entry, entry])
-    with pytest.raises(C.ClaimError, match=r"shaped\.yaml, claim 'toy-twice': the id is used twice"):
+    with pytest.raises(S.ClaimError, match=r"shaped\.yaml, claim 'toy-twice': the id is used twice"):
         C.claims(key, {})
 
 
@@ -299,7 +301,7 @@ def test_duplicate_ids_are_an_error(paper_file):
 
 
 def test_ours_from_an_empty_store_is_not_yet_run():
-    ours, records = C.ours_from_store("vix", "budget")  # conftest: an empty store per test
+    ours, records = L.ours_from_store("vix", "budget")  # conftest: an empty store per test
     assert set(ours) == {"cifar10", "tiny-imagenet"}
     assert set(ours["cifar10"]) == set(papers.table_models("vix", "table1"))
     assert all(not figures for figures in ours["cifar10"].values())
@@ -313,7 +315,7 @@ def test_ours_from_the_committed_budget_store():
     if not (REPO_RESULTS / "budget" / "measure" / "vix-gpu-memory-cifar10-b64.json").exists():
         pytest.skip("the committed budget results are not in this checkout")
     memory = store.load_record("measure", "vix-gpu-memory-cifar10-b64", profile="budget")["rows"]
-    ours, records = C.ours_from_store("vix", "budget", store=store)
+    ours, records = L.ours_from_store("vix", "budget", store=store)
     c10 = ours["cifar10"]
     stored_runs = {r["config"]["model"]: r for r in store.results("budget") if r["config"]["dataset"] == "cifar10"}
     for model in papers.table_models("vix", "table1"):
@@ -341,7 +343,7 @@ def test_favor_correlation_from_the_committed_budget_store(monkeypatch):
     store = ResultsStore(REPO_RESULTS)
     if store.load_record("measure", "vix-gpu-memory-cifar10-b64", profile="budget") is None:
         pytest.skip("the committed budget results are not in this checkout")
-    ours, _ = C.ours_from_store("favor", "budget", store=store)
+    ours, _ = L.ours_from_store("favor", "budget", store=store)
     c10 = ours["cifar10"]
     assert all(isinstance(c10[m]["gflops"], float) and c10[m]["gflops"] > 0 for m in c10)
     frame = C.claims("favor", ours)
@@ -354,7 +356,7 @@ def test_favor_correlation_from_the_committed_budget_store(monkeypatch):
 
 
 def test_ledger_and_summary():
-    pages = C.ledger("smoke", count_flops=False)
+    pages = L.ledger("smoke", count_flops=False)
     assert list(pages) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
     frame = pages["vix"]["frame"]
     line = C.summary(frame)

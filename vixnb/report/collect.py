@@ -8,7 +8,7 @@ from ..results import made_on
 COUNTED = ("params_paper", "params_true", "size_mb")
 
 
-def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True):
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None):
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it)."""
     from tqdm.auto import tqdm
@@ -25,7 +25,8 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     for model, seed in bar:
         bar.set_postfix(model=model, seed=seed)
         try:
-            results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False))
+            results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False,
+                               store=store))
         except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
             results.append({"status": "unreadable", "config": run_config(model, dataset=dataset, profile=profile,
                                                                           seed=seed), "reason": str(e)})

@@ -49,7 +49,7 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
     batch = ((gpu or {}).get("provenance") or {}).get("batch_size", 64)
     missing = "not yet measured" if gpu is None else "not measured"
     memory = beside_paper(measured, paper_rows, {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
-                                                 f"fused attention": (FUSED_GPU, None)},
+                                                 "fused attention": (FUSED_GPU, None)},
                           order=models, labels=labels, missing=missing)
 
     columns = ["seeds", "epochs", "batch", "precision", "run peak GB", "commit", "date", "note"]

@@ -99,3 +99,30 @@ def differences(frame, pairs, column):
         b = frame.at[second, column] if second in frame.index else None
         rows[first] = b - a if _is_number(a) and _is_number(b) else None
     return rows
+
+
+def paper_frame(paper, table):
+    """A published table as a DataFrame indexed by our model names, rows in printed order."""
+    import pandas as pd
+
+    from .. import papers
+
+    return pd.DataFrame.from_dict(papers.table(paper, table)["rows"], orient="index")
+
+
+def glue(name, value):
+    """myst-nb's ``glue`` (not displayed here; the Markdown cites it with ``{glue:text}``), where myst-nb is
+    installed (the book's environment); elsewhere (a Colab or Kaggle session) the value is only returned."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return value
+    myst_glue(name, value, display=False)
+    return value
+
+
+def label(model):
+    """A model's display label ("Hybrid ViN"), or the name itself for what is not a registered model."""
+    from ..registry import list_models, model_cfg
+
+    return model_cfg(model)["label"] if model in list_models() else str(model)

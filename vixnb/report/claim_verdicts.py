@@ -1,0 +1,291 @@
+"""Claims evaluated: each claim of a paper file (``vixnb.report.claim_schema``) checked against the paper's
+own printed numbers and against ours, and the ledger's table for the page (``claims``, ``summary``,
+``page``)."""
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+
+import pandas as pd
+
+from .. import papers
+from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, paper_claims, parse_claim)
+from .tables import label as model_label
+from .tables import page_table
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluating a claim
+
+
+def _satisfies(claim, figure):
+    op, value = claim["op"], claim["value"]
+    if op == "approx":
+        return abs(figure - value) <= claim["tolerance"] + 1e-9 * max(1.0, abs(value))
+    return {"at_least": figure >= value, "at_most": figure <= value, "greater": figure > value,
+            "less": figure < value}[op]
+
+
+def _distance(claim, figure):
+    """How far a figure is from satisfying the claim (larger = worse); picks the pair shown for ``over: all``."""
+    op, value = claim["op"], claim["value"]
+    if op == "approx":
+        return abs(figure - value)
+    return value - figure if op in ("at_least", "greater") else figure - value
+
+
+def _pair_figure(method, va, vb):
+    if method == "relative_gain":
+        return (va - vb) / vb * 100.0
+    if method == "point_gain":
+        return va - vb
+    if method == "ratio":
+        return va / vb
+    return va
+
+
+def _evaluate(claim, get):
+    """(figure, holds, shown pair) of a claim, with ``get(model, metric)`` giving a number or raising
+    ``_Missing``. Every missing figure is collected before ``_Missing`` is raised."""
+    missing = []
+
+    def value(model, metric):
+        try:
+            return get(model, metric)
+        except _Missing as e:
+            missing.extend(e.args[0])
+            return None
+
+    if claim["method"] == "correlation":
+        xs = [value(m, claim["x"]) for m in claim["models"]]
+        ys = [value(m, claim["y"]) for m in claim["models"]]
+        if missing:
+            raise _Missing(missing)
+        try:
+            figure = statistics.correlation(xs, ys)
+        except statistics.StatisticsError:  # a constant metric: no correlation
+            figure = math.nan
+        return figure, (not math.isnan(figure)) and _satisfies(claim, figure), None
+    metric, figures = claim["metric"], []
+    for a, b in claim["pair_list"]:
+        va, vb = value(a, metric), (value(b, metric) if b is not None else None)
+        if va is None or (b is not None and vb is None):
+            continue
+        if claim["method"] in ("relative_gain", "ratio") and vb == 0:
+            figures.append(((a, b), math.nan))
+            continue
+        figures.append(((a, b), _pair_figure(claim["method"], va, vb)))
+    if missing:
+        raise _Missing(missing)
+    if any(math.isnan(f) for _, f in figures):
+        pair = next(p for p, f in figures if math.isnan(f))
+        return math.nan, False, pair
+    if len(figures) == 1:
+        (pair, figure), = figures
+        return figure, _satisfies(claim, figure), None
+    over = claim["over"]
+    if over == "mean":
+        figure = statistics.fmean(f for _, f in figures)
+        return figure, _satisfies(claim, figure), None
+    if over in ("max", "min"):
+        pair, figure = (max if over == "max" else min)(figures, key=lambda pf: pf[1])
+        return figure, _satisfies(claim, figure), pair
+    pair, figure = max(figures, key=lambda pf: _distance(claim, pf[1]))
+    return figure, all(_satisfies(claim, f) for _, f in figures), pair
+
+
+def _paper_getter(key, claim):
+    rows = papers.table(key, claim["table"])["rows"]
+    return lambda model, metric: float(rows[model][metric])
+
+
+def _ours_for(ours, dataset):
+    """Our figures on ``dataset``: ``ours`` itself when flat (``{model: {metric: value}}``), else ``ours[dataset]``."""
+    if not ours:
+        return {}
+    nested = any(isinstance(v, dict) and any(isinstance(w, dict) for w in v.values()) for v in ours.values())
+    return (ours.get(dataset) or {}) if nested else ours
+
+
+def _ours_getter(figures):
+    def get(model, metric):
+        value = (figures.get(model) or {}).get(metric)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+            raise _Missing([(metric, model)])
+        return float(value)
+    return get
+
+
+def _model_order(key, claim):
+    """The models of a claim in the order of its table (else as named), for listing what is missing."""
+    if claim.get("models"):
+        return list(claim["models"])
+    named = [m for pair in claim["pair_list"] for m in pair if m is not None]
+    tabled = papers.table_models(key, claim["table"]) if claim.get("table") else []
+    return [*tabled, *(m for m in named if m not in tabled)]
+
+
+def _missing_text(missing, order=()):
+    by_metric = {}
+    for metric, model in missing:
+        by_metric.setdefault(metric, [])
+        if model not in by_metric[metric]:
+            by_metric[metric].append(model)
+    rank = {m: i for i, m in enumerate(order)}
+    for models in by_metric.values():
+        models.sort(key=lambda m: rank.get(m, len(rank)))
+    def who(models):
+        if len(models) > 3 and set(models) == set(order):
+            return f"all {len(models)} models"
+        return ", ".join(map(model_label, models))
+
+    return "missing: " + "; ".join(f"{METRICS.get(metric, (metric,))[0]} of {who(models)}"
+                                   for metric, models in by_metric.items())
+
+
+def _pair_text(pair):
+    a, b = pair
+    return model_label(a) if b is None else f"{model_label(a)} vs {model_label(b)}"
+
+
+def _table_text(key, name):
+    entry = papers.table(key, name)
+    caption = str(entry.get("caption", name)).split(":")[0]
+    return f"{key} {caption}" + (f", {entry['dataset']}" if entry.get("dataset") else "")
+
+
+def _reading(key, claim, paper_pair, our_pair):
+    """How the claim was read: the computation, the models and pairs, the other reading of a gain, the note."""
+    method = claim.get("method")
+    parts = []
+    if method in PAIRWISE:
+        label = METRICS.get(claim["metric"], (claim["metric"],))[0]
+        what = {"relative_gain": f"relative gain (a − b) / b of {label}, in %",
+                "point_gain": f"difference a − b of {label}" + _unit(claim).replace(" ", ", in ", 1),
+                "ratio": f"ratio a / b of {label}", "value": label}[method]
+        pairs = claim["pair_list"]
+        if len(pairs) == 1:
+            who = _pair_text(pairs[0])
+        elif claim.get("pairs") == "zip":
+            who = "pairs " + ", ".join(_pair_text(p) for p in pairs)
+        else:
+            a = list(dict.fromkeys(p[0] for p in pairs))
+            b = list(dict.fromkeys(p[1] for p in pairs))
+            who = (f"each of {', '.join(map(model_label, a))}" if len(a) > 1 else model_label(a[0]))
+            if method != "value":
+                who += " vs " + (f"each of {', '.join(map(model_label, b))}" if len(b) > 1 else model_label(b[0]))
+        parts.append(f"{what}: {who}")
+        over = claim.get("over") if len(pairs) > 1 else None
+        shown = "; ".join(f"{side}: {_pair_text(p)}" for side, p in (("paper", paper_pair), ("ours", our_pair)) if p)
+        if over == "mean":
+            parts.append(f"the mean over the {len(pairs)} pairs")
+        elif over == "all":
+            parts.append(f"all {len(pairs)} pairs must satisfy it; shown: the pair farthest from it"
+                         + (f" ({shown})" if shown else ""))
+        elif over in ("max", "min"):
+            parts.append(f"the {'largest' if over == 'max' else 'smallest'} of the {len(pairs)} pairs"
+                         + (f" ({shown})" if shown else ""))
+    elif method == "correlation":
+        source = claim["models_from"]
+        who = (f"the {len(claim['models'])} models of {_table_text(source['paper'], source['table'])}" if source
+               else ", ".join(map(model_label, claim["models"])))
+        parts.append(f"Pearson r of {METRICS.get(claim['x'], (claim['x'],))[0]} and "
+                     f"{METRICS.get(claim['y'], (claim['y'],))[0]} over {who}")
+    if "printed" in claim:
+        spec = claim["printed"]
+        where = (f"{spec['table']}, row {spec['row']}, column {spec['column']}" if "table" in spec
+                 else ".".join(map(str, spec["path"])))
+        parts.append(f"the paper's figure as printed ({where})")
+    elif claim.get("table") and method:
+        parts.append(f"from {_table_text(key, claim['table'])}")
+    elif not method:
+        parts.append("not computed: the paper file holds none of the numbers behind it")
+    if method in ("relative_gain", "point_gain") and claim.get("table") and "printed" not in claim \
+            and (len(claim["pair_list"]) == 1 or claim.get("over") == "mean"):
+        other = dict(claim, method="point_gain" if method == "relative_gain" else "relative_gain")
+        figure, _, _ = _evaluate(other, _paper_getter(key, claim))
+        parts.append(f"as {'points' if method == 'relative_gain' else 'relative %'} the paper's figure "
+                     f"would be {figure:.2f}")
+    text = "; ".join(parts)
+    text = text[:1].upper() + text[1:] + ("." if text else "")
+    if claim.get("reading"):
+        text = f"{text} {claim['reading']}".strip()
+    return text
+
+
+def evaluate(key, claim, ours=None):
+    """One claim of paper ``key`` (a mapping from its paper file) evaluated three ways: a dict with
+    ``paper_figure`` (from the paper's printed numbers, None where the paper file has none) and
+    ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold",
+    "not yet run", "not testable here"), ``why`` (what is missing, or why it is not testable) and
+    ``reading``."""
+    claim = parse_claim(key, claim)
+    # (a) the paper's printed numbers
+    paper_figure, paper_verdict, paper_pair = None, PAPER_NONE, None
+    if "printed" in claim:
+        paper_figure = _printed(key, claim)
+        paper_verdict = PAPER_YES if _satisfies(claim, paper_figure) else PAPER_NO
+    elif claim.get("method") and claim.get("table"):
+        paper_figure, holds, paper_pair = _evaluate(claim, _paper_getter(key, claim))
+        paper_verdict = PAPER_YES if holds else PAPER_NO
+    # (b) ours
+    our_figure, our_pair, why = None, None, ""
+    if not claim["testable"]:
+        our_verdict, why = NOT_TESTABLE, claim["not_testable"]
+    else:
+        try:
+            our_figure, holds, our_pair = _evaluate(claim, _ours_getter(_ours_for(ours, claim["dataset"])))
+            our_verdict = HOLDS if holds else FAILS
+            if isinstance(our_figure, float) and math.isnan(our_figure):
+                our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
+        except _Missing as e:
+            our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim))
+    return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
+            "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
+            "our_verdict": our_verdict, "why": why, "reading": _reading(key, claim, paper_pair, our_pair)}
+
+
+
+def claims(paper_key, ours=None):
+    """Every claim of paper ``paper_key`` evaluated against the paper's printed numbers and against ``ours``
+    (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
+    for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing."""
+    rows = [evaluate(paper_key, claim, ours) for claim in paper_claims(paper_key)]
+    frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
+                           "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],
+                           "our figure": r["our_figure"], "our verdict": r["our_verdict"],
+                           "why no verdict": r["why"], "reading": r["reading"]} for r in rows],
+                         columns=["id", *COLUMNS])
+    frame = frame.set_index("id").astype(object)
+    return frame.where(frame.notna(), None)
+
+
+# --------------------------------------------------------------------------------------------------
+# the page
+
+
+def summary(frame):
+    """One line of Markdown counting the verdicts of a ``claims`` frame."""
+    paper = frame["paper bears it out"].value_counts()
+    ours = frame["our verdict"].value_counts()
+    checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))
+    parts = [f"{len(frame)} claims. The paper's own numbers bear out {int(paper.get(PAPER_YES, 0))} of the "
+             f"{checked} they can check."]
+    plural = {HOLDS: "hold", FAILS: "do not hold", NOT_RUN: NOT_RUN, NOT_TESTABLE: NOT_TESTABLE}
+    counts = [f"{int(ours[v])} {v if ours[v] == 1 else plural[v]}" for v in plural if ours.get(v)]
+    parts.append("Ours: " + ", ".join(counts) + ".")
+    return " ".join(parts)
+
+
+#: columns whose text wraps on the page (the others stay on one line)
+TEXT_COLUMNS = ("claim", "why no verdict", "reading")
+
+
+def page(frame, *, caption=None):
+    """``page_table`` of a ``claims`` frame, with the long text columns wrapping and left-aligned."""
+    styler = page_table(frame, caption=caption)
+    if not hasattr(styler, "set_table_styles"):
+        return styler
+    wrap = [{"selector": "td", "props": "white-space: normal; text-align: left; min-width: 14em; max-width: 28em;"}]
+    return styler.set_table_styles({c: wrap for c in TEXT_COLUMNS if c in frame.columns}, overwrite=False)
