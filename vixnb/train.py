@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
-from .counting import count_params, summary_size_mb
+from .measure.counting import count_params, summary_size_mb
 from .data import describe_source, load_split, normalize
 from .profiles import run_config
 from .registry import create_model

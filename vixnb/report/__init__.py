@@ -8,7 +8,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import papers
-from ..counting import count_params, summary_size_mb
+from ..measure.counting import count_params, summary_size_mb
 from ..profiles import get_profile
 from ..registry import create_model
 from ..results import ResultsStore
