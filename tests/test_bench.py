@@ -102,3 +102,27 @@ def test_bench_mixers_counts_dispatched_operators():
     assert f"{fused['aten_ops_compute']}/{fused['aten_ops']}" in mixers_table(rows)
     assert fused["ratio_vs_fused_softmax"] == 1.0 and ref["ratio_vs_fused_softmax"] == ref["ms"] / fused["ms"]
 
+
+def test_benchmarks_keep_the_rng_state_and_the_thread_count():
+    import torch
+
+    before_threads = torch.get_num_threads()
+    threads = 1 if before_threads != 1 else 2
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
+                              kinds=["performer"], isolate=False, threads=threads)
+    assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "performer"]
+    bench.bench_train(["fnet"], device="cpu", batch=4, steps=1, warmup=0)
+    assert torch.get_num_threads() == before_threads
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_written_benchmark_reads_back_like_a_stored_one(isolated_results):
+    rows = [_mixer_row("softmax (materialised)", 10.0, 1.0, 400.0), _mixer_row("fnet", 5.0, 0.5, 80.0)]
+    record = bench.benchmark_record("mixers", rows, device="cpu", dtype="fp32", command="vixnb bench mixers")
+    assert set(record) == {"benchmark", "provenance", "command", "note", "rows"}
+    bench.write(bench.stored_path("mixers-fp32"), record)  # what --json writes, copied into results/bench/
+    assert bench.load("mixers-fp32") == record
+    assert bench.stored_path("mixers-fp32") == isolated_results / "bench" / "mixers-fp32.json"
+    assert bench.stored_table("mixers-fp32").loc["fnet", "x materialised softmax"] == 0.5

@@ -153,6 +153,74 @@ def test_cli_json(capsys):
         args.fn(args)
 
 
+def _rng_states():
+    states = [torch.get_rng_state()]
+    if torch.cuda.is_available():
+        states.append(torch.cuda.get_rng_state())
+    return states
+
+
+def test_measuring_keeps_the_global_rng_state():
+    """Measuring draws from seed 0 inside ``local_rng``: it neither reseeds nor advances the caller's RNG."""
+    torch.manual_seed(123)
+    before = _rng_states()
+    model = vixnb.create_model("fnet", depth=1)
+    after_model = _rng_states()
+    M.measure("fnet", depth=1, batch_size=2, iters=1, steps=1, device="cpu", inference_batch_sizes=(1,))
+    M.measure_model(model, name="fnet", batch_size=2, iters=1, steps=1, device="cpu")
+    M.scaling_sweep(kinds=["softmax (fused)", "performer"], tokens=(16,), dim=32, heads=2, dim_head=16,
+                    device="cpu", warmup=0, steps=1)
+    vixnb.count_params(model, "paper"), vixnb.summary_size_mb(model)
+    assert all(torch.equal(a, b) for a, b in zip(after_model, _rng_states()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, after_model))  # creating a model draws, as it should
+
+
+def test_cpu_budget_is_read_when_measuring(monkeypatch):
+    est = {"gb": 0.5, "gflop": 1.0}
+    monkeypatch.delenv("VIXNB_CPU_BUDGET_GB", raising=False)
+    monkeypatch.delenv("VIXNB_CPU_BUDGET_GFLOP", raising=False)
+    assert M.cpu_budget() == (4.0, 100.0) and M.budget_status(est) is None
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GB", "0.25")
+    assert M.budget_status(est) == "skipped: estimated 0.5 GB exceeds the CPU budget of 0.25 GB"
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GB", "8")
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GFLOP", "0.5")
+    assert M.budget_status(est).endswith("exceeds the CPU budget of 0.5 GFLOP")
+    assert M.budget_status(est, budget_gb=math.inf, budget_gflop=math.inf) is None
+
+
+def test_measure_imports_neither_report_nor_the_command_line():
+    import subprocess
+    import sys
+
+    code = ("import sys, vixnb.measure\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('vixnb.report', 'vixnb.cli', 'vixnb.efficiency'))))")
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                         env={**__import__("os").environ, "PYTHONPATH": root}).stdout
+    assert out.strip() == "[]"
+
+
+def test_measurements_live_in_the_results_store(tmp_path):
+    from vixnb.results import ResultsStore
+
+    path = M.save_measurements({"rows": {"vit": {"GB": math.nan}}, "dtype": torch.bfloat16}, "budget", "x", tmp_path)
+    assert path == ResultsStore(tmp_path).record_path("measure", "x", profile="budget") == tmp_path / "budget/measure/x.json"
+    assert M.load_measurements("budget", "x", tmp_path) == {"rows": {"vit": {"GB": None}}, "dtype": "bf16"}
+    assert M.load_measurements("budget", "missing", tmp_path) is None
+
+
+def test_committed_measurements_load():
+    from vixnb.paths import checkout_root
+
+    root = checkout_root() / "results"
+    names = [p.stem for p in (root / "budget" / "measure").glob("*.json")]
+    if not names:
+        pytest.skip("no committed measurement")
+    for name in names:
+        saved = M.load_measurements("budget", name, root)
+        assert saved["provenance"]["device"] and saved["rows"]
+
+
 # --------------------------------------------------------------------------------------------------
 # out of memory and the CPU budget
 
