@@ -840,7 +840,8 @@ def test_vix_counts_unchanged():
 
 
 def test_bench_mixers_small():
-    from vixnb.bench import bench_mixers, format_table
+    from vixnb.bench import bench_mixers
+    from vixnb.cli.tables import mixers_table as format_table
     from vixnb.measure import sweep_mechanisms
 
     rows = bench_mixers(device="cpu", tokens=33, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,

@@ -7,6 +7,7 @@ import pytest
 
 from vixnb import bench, report
 from vixnb.cli import main
+from vixnb.cli.tables import mixers_table
 from vixnb.paths import checkout_root
 
 
@@ -18,7 +19,7 @@ def test_saved_mixers_come_back_as_a_page_table_with_provenance(isolated_results
     monkeypatch.setattr(sys, "argv", ["vixnb", "bench", "mixers", "--dtype", "bf16"])
     rows = [_mixer_row("softmax (materialised)", 10.0, 1.0, 400.0), _mixer_row("softmax (fused)", 2.0, 0.2, 40.0),
             _mixer_row("nystrom", 5.0, 0.5, 80.0)]
-    bench.save(bench.stored_path("mixers-bf16"), "mixers", rows, device="cpu", dtype="bf16", note="a test run.")
+    bench.save("mixers-bf16", bench.benchmark_record("mixers", rows, device="cpu", dtype="bf16", note="a test run."))
     saved = json.loads(bench.stored_path("mixers-bf16").read_text())
     assert saved["command"] == "vixnb bench mixers --dtype bf16" and saved["provenance"]["dtype"] == "bf16"
     assert saved["provenance"]["commit"] and saved["provenance"]["measured"]
@@ -80,7 +81,7 @@ def test_bench_mixers_can_time_compiled_mixers():
                               kinds=[], isolate=False, compile=True)
     assert [r["mechanism"] for r in rows] == ["softmax (materialised)"]
     assert rows[0]["compiled"] == "default" and rows[0]["ms"] > 0 and "aten_ops" not in rows[0]
-    assert "torch.compile" in bench.format_table(rows)
+    assert "torch.compile" in mixers_table(rows)
 
 
 def test_compile_modes_are_checked():
@@ -98,5 +99,30 @@ def test_bench_mixers_counts_dispatched_operators():
     ref, fused = rows
     assert 0 < fused["aten_ops_compute"] < fused["aten_ops"]
     assert ref["aten_ops_compute"] > fused["aten_ops_compute"]
-    assert f"{fused['aten_ops_compute']}/{fused['aten_ops']}" in bench.format_table(rows)
+    assert f"{fused['aten_ops_compute']}/{fused['aten_ops']}" in mixers_table(rows)
     assert fused["ratio_vs_fused_softmax"] == 1.0 and ref["ratio_vs_fused_softmax"] == ref["ms"] / fused["ms"]
+
+
+def test_benchmarks_keep_the_rng_state_and_the_thread_count():
+    import torch
+
+    before_threads = torch.get_num_threads()
+    threads = 1 if before_threads != 1 else 2
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
+                              kinds=["performer"], isolate=False, threads=threads)
+    assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "performer"]
+    bench.bench_train(["fnet"], device="cpu", batch=4, steps=1, warmup=0)
+    assert torch.get_num_threads() == before_threads
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_written_benchmark_reads_back_like_a_stored_one(isolated_results):
+    rows = [_mixer_row("softmax (materialised)", 10.0, 1.0, 400.0), _mixer_row("fnet", 5.0, 0.5, 80.0)]
+    record = bench.benchmark_record("mixers", rows, device="cpu", dtype="fp32", command="vixnb bench mixers")
+    assert set(record) == {"benchmark", "provenance", "command", "note", "rows"}
+    bench.write(bench.stored_path("mixers-fp32"), record)  # what --json writes, copied into results/bench/
+    assert bench.load("mixers-fp32") == record
+    assert bench.stored_path("mixers-fp32") == isolated_results / "bench" / "mixers-fp32.json"
+    assert bench.stored_table("mixers-fp32").loc["fnet", "x materialised softmax"] == 0.5

@@ -50,3 +50,57 @@ def test_missing_data_error_names_the_download_flag(capsys, tmp_path, monkeypatc
 
     with pytest.raises(FileNotFoundError, match="--download"):
         load_split("cifar10", "train")
+
+
+def _fresh_python(code):
+    """Run ``code`` in a fresh interpreter with this checkout first on the path; return its stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_models_imports_neither_matplotlib_nor_pandas():
+    out = _fresh_python("import sys\nfrom vixnb.cli import main\nassert main(['models', 'vit']) == 0\n"
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'pandas')))")
+    lines = out.strip().splitlines()
+    assert "530,442" in lines[1] and "ViT" in lines[1] and "vix" in lines[1]
+    assert lines[-1] == "[]"
+
+
+def test_building_the_parser_and_importing_vixnb_import_no_torch():
+    out = _fresh_python("import sys\nimport vixnb\nfrom vixnb.cli import parser\nparser()\n"
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas', 'matplotlib')))")
+    assert out.strip() == "[]"
+
+
+def test_the_parser_offers_the_choices_of_the_modules_it_runs():
+    from vixnb import cli
+    from vixnb.layers.nystrom import COMPILE_MODES
+    from vixnb.measure import DTYPES
+    from vixnb.profiles import OPTIMIZERS, PROTOCOLS
+
+    assert sorted(cli.DTYPE_NAMES) == sorted(DTYPES)
+    assert cli.COMPILE_MODES == COMPILE_MODES
+    assert (cli.PROTOCOLS, cli.OPTIMIZERS) == (PROTOCOLS, OPTIMIZERS)
+
+
+def test_models_shows_label_and_paper(capsys):
+    assert main(["models", "vit"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["name", "label", "paper", "paper", "params", "true", "params"]
+    assert out[1].split() == ["vit", "ViT", "vix", "530,442", "661,770"]
+
+
+def test_vixnb_counts_lazily():
+    import vixnb
+
+    assert "count_params" in dir(vixnb) and vixnb.count_params is vixnb.measure.counting.count_params
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        vixnb.nothing  # noqa: B018

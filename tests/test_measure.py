@@ -12,6 +12,9 @@ import vixnb
 from vixnb import efficiency as E
 from vixnb import measure as M
 from vixnb import papers, report
+from vixnb.cli import parser
+from vixnb.cli.tables import measure_table
+from vixnb.measure import memory, timing
 
 
 # --------------------------------------------------------------------------------------------------
@@ -31,8 +34,8 @@ def vit_flops_analytic(*, depth, tokens=1025, patches=1024, channels=3, dim=128,
         MLP            Linear(dim -> mlp), Linear(mlp -> dim)      2 * N * dim * mlp * 2
       head             Linear(dim -> classes) on the class token   2 * dim * classes
     Biases, LayerNorms, residual adds and the attention scale are not matrix products (not counted here).
-    Seed 003's per-op costs on top: softmax 5 per element of each heads x N x N matrix, GELU 8 per element
-    of the N x mlp hidden activation.
+    The favor paper's per-op costs on top: softmax 5 per element of each heads x N x N matrix, GELU 8 per
+    element of the N x mlp hidden activation.
     """
     inner = heads * dim_head
     n = tokens
@@ -54,9 +57,9 @@ def test_vit_flops_match_the_analytic_formula(path):
     assert counted["extra_ops"] == {"softmax": softmax, "gelu": gelu, "exp_log": 0, "fft": 0}
     assert counted["extra_op_flops"] == softmax + gelu
     assert counted["flops"] == matmul + softmax + gelu
-    assert counted["seed003_flops"] == matmul // 2 + softmax + gelu + counted["elementwise_flops"]
+    assert counted["favor_flops"] == matmul // 2 + softmax + gelu + counted["elementwise_flops"]
     assert counted["gflops"] == pytest.approx(counted["flops"] / 1e9)
-    assert set(counted["conventions"]) >= {"matmul_flops", "macs", "flops", "extra_op_flops", "seed003_flops"}
+    assert set(counted["conventions"]) >= {"matmul_flops", "macs", "flops", "extra_op_flops", "favor_flops"}
     # without the per-op costs only the matrix products remain
     plain = M.flops(model, per_op_costs=False, path=path)
     assert plain["flops"] == plain["matmul_flops"] == matmul and plain["extra_op_flops"] == 0
@@ -72,14 +75,14 @@ def test_vit_paper_configuration_flops():
 def test_real_forward_counts_the_cpu_attention_kernel_like_meta():
     """The CPU flash-attention kernel has no formula in torch.utils.flop_counter: ours must count it."""
     model = vixnb.create_model("vit", depth=1).eval()
-    by_meta, c_meta = M._count(model, lambda d: torch.zeros(1, 3, 32, 32, device=d), on_meta=True)
-    by_real, c_real = M._count(model, lambda d: torch.zeros(1, 3, 32, 32, device=d), on_meta=False)
+    by_meta, c_meta = M.count_ops(model, lambda d: torch.zeros(1, 3, 32, 32, device=d), on_meta=True)
+    by_real, c_real = M.count_ops(model, lambda d: torch.zeros(1, 3, 32, 32, device=d), on_meta=False)
     assert sum(by_meta.values()) == sum(by_real.values())
     assert c_meta.extra == c_real.extra
 
 
 def test_fnet_fft_cost():
-    """FNet's fft2 over (tokens, dim): seed 003's 5 N log2 N per transform, N = 1025 x 128 points."""
+    """FNet's fft2 over (tokens, dim): the favor paper's 5 N log2 N per transform, N = 1025 x 128 points."""
     counted = M.flops(vixnb.create_model("fnet", depth=1))
     n = 1025 * 128
     assert counted["extra_ops"]["fft"] == int(5 * n * math.log2(n))
@@ -132,22 +135,90 @@ def test_measure_is_json_serialisable_with_provenance(fnet_record):
 
 
 def test_format_table_and_frame(fnet_record):
-    text = M.format_table([fnet_record])
+    text = measure_table([fnet_record])
     assert "fnet" in text and "267,786" not in text  # depth 1: not the paper configuration
     frame = M.records_frame([fnet_record])
     assert frame.loc["fnet", "params (true)"] == fnet_record["params_true"]
 
 
 def test_cli_json(capsys):
-    parser = M.add_arguments(__import__("argparse").ArgumentParser())
-    args = parser.parse_args(["fnet", "--json", "--device", "cpu", "--batch-size", "2", "--iters", "1",
-                              "--override", "depth=1"])
-    M.run(args)
+    args = parser().parse_args(["measure", "fnet", "--json", "--device", "cpu", "--batch-size", "2", "--iters", "1",
+                                "--override", "depth=1"])
+    args.fn(args)
     lines = capsys.readouterr().out.strip().splitlines()
     record = json.loads(lines[-1])
     assert record["model"] == "fnet" and record["overrides"] == {"depth": 1}
+    args = parser().parse_args(["measure", "vitt"])
     with pytest.raises(ValueError, match="valid names"):
-        M.run(parser.parse_args(["vitt"]))
+        args.fn(args)
+
+
+def _rng_states():
+    states = [torch.get_rng_state()]
+    if torch.cuda.is_available():
+        states.append(torch.cuda.get_rng_state())
+    return states
+
+
+def test_measuring_keeps_the_global_rng_state():
+    """Measuring draws from seed 0 inside ``local_rng``: it neither reseeds nor advances the caller's RNG."""
+    torch.manual_seed(123)
+    before = _rng_states()
+    model = vixnb.create_model("fnet", depth=1)
+    after_model = _rng_states()
+    M.measure("fnet", depth=1, batch_size=2, iters=1, steps=1, device="cpu", inference_batch_sizes=(1,))
+    M.measure_model(model, name="fnet", batch_size=2, iters=1, steps=1, device="cpu")
+    M.scaling_sweep(kinds=["softmax (fused)", "performer"], tokens=(16,), dim=32, heads=2, dim_head=16,
+                    device="cpu", warmup=0, steps=1)
+    vixnb.count_params(model, "paper"), vixnb.summary_size_mb(model)
+    assert all(torch.equal(a, b) for a, b in zip(after_model, _rng_states()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, after_model))  # creating a model draws, as it should
+
+
+def test_cpu_budget_is_read_when_measuring(monkeypatch):
+    est = {"gb": 0.5, "gflop": 1.0}
+    monkeypatch.delenv("VIXNB_CPU_BUDGET_GB", raising=False)
+    monkeypatch.delenv("VIXNB_CPU_BUDGET_GFLOP", raising=False)
+    assert M.cpu_budget() == (4.0, 100.0) and M.budget_status(est) is None
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GB", "0.25")
+    assert M.budget_status(est) == "skipped: estimated 0.5 GB exceeds the CPU budget of 0.25 GB"
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GB", "8")
+    monkeypatch.setenv("VIXNB_CPU_BUDGET_GFLOP", "0.5")
+    assert M.budget_status(est).endswith("exceeds the CPU budget of 0.5 GFLOP")
+    assert M.budget_status(est, budget_gb=math.inf, budget_gflop=math.inf) is None
+
+
+def test_measure_imports_neither_report_nor_the_command_line():
+    import subprocess
+    import sys
+
+    code = ("import sys, vixnb.measure\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('vixnb.report', 'vixnb.cli', 'vixnb.efficiency'))))")
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                         env={**__import__("os").environ, "PYTHONPATH": root}).stdout
+    assert out.strip() == "[]"
+
+
+def test_measurements_live_in_the_results_store(tmp_path):
+    from vixnb.results import ResultsStore
+
+    path = M.save_measurements({"rows": {"vit": {"GB": math.nan}}, "dtype": torch.bfloat16}, "budget", "x", tmp_path)
+    assert path == ResultsStore(tmp_path).record_path("measure", "x", profile="budget") == tmp_path / "budget/measure/x.json"
+    assert M.load_measurements("budget", "x", tmp_path) == {"rows": {"vit": {"GB": None}}, "dtype": "bf16"}
+    assert M.load_measurements("budget", "missing", tmp_path) is None
+
+
+def test_committed_measurements_load():
+    from vixnb.paths import checkout_root
+
+    root = checkout_root() / "results"
+    names = [p.stem for p in (root / "budget" / "measure").glob("*.json")]
+    if not names:
+        pytest.skip("no committed measurement")
+    for name in names:
+        saved = M.load_measurements("budget", name, root)
+        assert saved["provenance"]["device"] and saved["rows"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -157,7 +228,7 @@ def test_training_oom_is_recorded(monkeypatch):
     def boom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(M, "_train_step", boom)
+    monkeypatch.setattr(memory, "train_step", boom)
     rec = M.training_memory(vixnb.create_model("fnet", depth=1), batch_size=2, device="cpu")
     assert rec["status"] == "oom" and "Tried to allocate" in rec["error"]
     assert rec["batch_size"] == 2 and rec["provenance"]["torch"] == torch.__version__
@@ -168,7 +239,7 @@ def test_other_errors_are_not_swallowed(monkeypatch):
     def bug(*args, **kwargs):
         raise ValueError("a bug, not a memory limit")
 
-    monkeypatch.setattr(M, "_train_step", bug)
+    monkeypatch.setattr(memory, "train_step", bug)
     with pytest.raises(ValueError, match="a bug"):
         M.training_memory(vixnb.create_model("fnet", depth=1), batch_size=2, device="cpu")
 
@@ -177,7 +248,7 @@ def test_sweep_and_throughput_oom_are_recorded(monkeypatch):
     def boom(*args, **kwargs):
         raise torch.OutOfMemoryError("out of memory")
 
-    monkeypatch.setattr(M, "_time_ms", boom)
+    monkeypatch.setattr(timing, "time_ms", boom)
     rows = M.scaling_sweep(kinds=["fnet"], tokens=(16,), dim=32, heads=2, dim_head=16, device="cpu")
     assert [r["status"] for r in rows] == ["oom"] and rows[0]["ms"] is None
     tp = M.throughput(vixnb.create_model("fnet", depth=1), device="cpu", cpu_batch=1)
@@ -185,7 +256,7 @@ def test_sweep_and_throughput_oom_are_recorded(monkeypatch):
 
 
 def test_cpu_budget_guard_skips_before_running(monkeypatch):
-    monkeypatch.setattr(M, "_time_ms", lambda *a, **k: pytest.fail("a step over the budget must not run"))
+    monkeypatch.setattr(timing, "time_ms", lambda *a, **k: pytest.fail("a step over the budget must not run"))
     rows = M.scaling_sweep(kinds=["softmax (materialised)"], tokens=(16384,), device="cpu")
     assert len(rows) == 1 and rows[0]["status"].startswith("skipped: estimated")
     assert "exceeds the CPU budget" in rows[0]["status"] and rows[0]["estimate_gb"] > 4
@@ -211,7 +282,7 @@ def test_sweep_has_a_row_for_every_mechanism_and_size():
     at = {r["mechanism"]: r for r in rows if r["tokens"] == 32}
     assert at["softmax (materialised)"]["gflops"] == pytest.approx(at["softmax (fused)"]["gflops"])
     assert at["softmax (materialised)"]["estimate_gb"] > at["softmax (fused)"]["estimate_gb"]
-    assert "mechanism" in M.format_table(rows)
+    assert "mechanism" in measure_table(rows)
     with pytest.raises(ValueError, match="unknown mechanisms"):
         M.scaling_sweep(kinds=["cosine"], tokens=(16,))
 
@@ -258,7 +329,7 @@ def test_crossover_with_reference_out_of_memory():
 
 
 # --------------------------------------------------------------------------------------------------
-# seed 003's batch search and the Pareto front (pure functions)
+# the favor paper's batch search and the Pareto front (pure functions)
 
 def test_batch_candidates_fit_the_memory():
     mb = 1024**2

@@ -1,17 +1,17 @@
 """Where the Nystrom mixer's time goes on a GPU, and which evaluation of it is fastest (issue 4's target:
 no slower than 2x the fused softmax, forward + backward, 64 x 1025 tokens, dim 128, 4 heads of 32).
 
-Times every variant with the timing code of ``vixnb bench mixers`` (``vixnb.bench._measure_mixer``), checks
+Times every variant with the timing code of ``vixnb bench mixers`` (``vixnb.bench.bench_mixer``), checks
 that the variants compute the same function as the reference convolution path (fp32, fresh random input),
 and prints the CUDA kernels that take the most time for the conv and toeplitz residual paths (bf16).
 Usage: ``python tools/profile_nystrom.py [out.json] [--kernels]`` on a machine with a GPU; out.json is in the
-format of ``results/bench/`` (``vixnb.bench.save``)."""
+format of ``results/bench/`` (``vixnb.bench.write``)."""
 import sys
 
 import torch
 
 from vixnb.layers import build
-from vixnb.bench import _measure_mixer, save
+from vixnb.bench import bench_mixer, benchmark_record, write
 from vixnb.models import paper_mixers
 
 PAPER = dict(paper_mixers()["vin"][1])
@@ -78,7 +78,7 @@ def main():
         runs += [(label + ("" if mode == "default" else f" ({mode})"), kind, opts, mode)
                  for mode in TIMED_COMPILE_MODES for label, kind, opts in COMPILED]
         for label, kind, opts, compiled in runs:
-            row = _measure_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
+            row = bench_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
             rows.append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status", "aten_ops",
                                                  "aten_ops_compute")})
     for dtype in ("bf16", "fp32"):
@@ -97,9 +97,9 @@ def main():
             extra[f"kernels_{impl}_bf16"] = table
             print(f"--- CUDA kernels, nystrom res_conv_impl={impl}, bf16, 5 steps\n{table}")
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if paths:  # the format of results/bench/ (vixnb.bench.save), which the efficiency chapter reads
-        save(paths[0], "nystrom-variants", rows, device=device, dtype=None, extra=extra,
-             command="python tools/profile_nystrom.py " + " ".join(sys.argv[1:]))
+    if paths:  # the format of results/bench/ (vixnb.bench.write), which the efficiency chapter reads
+        write(paths[0], benchmark_record("nystrom-variants", rows, device=device, dtype=None, extra=extra,
+                                         command="python tools/profile_nystrom.py " + " ".join(sys.argv[1:])))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
-from .counting import count_params, summary_size_mb
 from .data import describe_source, load_split, normalize, source_fingerprint
+from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
 from .registry import create_model
 from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint

@@ -7,18 +7,20 @@ projections), buffers and modules never called, and counts twice a module called
 Total Size (MB)" is input bytes + 4 bytes per counted parameter + 2 x 4 bytes per element of every
 hooked output, for one image. Notes section 1 explains the convention; this is our own re-implementation.
 """
+import math
 from contextlib import ExitStack
 
 import torch
 from torch import nn
 
-from .layers import fused_attn
+from ..layers import fused_attn
 
 MB = 1024**2
 
 
 def _trace(model, input_size):
-    """Run one forward on a batch of 2 with torchsummary-style hooks; return (params, output elements)."""
+    """Run one forward on a batch of 2 with torchsummary-style hooks; return (params, output elements).
+    The input is drawn from a local generator: counting leaves the global RNG as it was."""
     records = []
 
     def hook(module, _inputs, output):
@@ -30,7 +32,8 @@ def _trace(model, input_size):
 
     targets = [m for m in model.modules() if m is not model and not isinstance(m, (nn.Sequential, nn.ModuleList))]
     param = next(model.parameters(), None)
-    x = torch.rand(2, *input_size, device=param.device if param is not None else "cpu")
+    x = torch.rand(2, *input_size, generator=torch.Generator().manual_seed(0))
+    x = x.to(param.device if param is not None else "cpu")
     was_training = model.training
     with ExitStack() as stack:
         for m in targets:
@@ -72,7 +75,4 @@ def summary_size_mb(model, input_size=None, *, path="authors"):
         raise ValueError(f"path must be 'authors' or 'as-built', got {path!r}")
     with fused_attn(model, False) if path == "authors" else ExitStack():
         params, outputs = _trace(model, size)
-    input_elems = 1
-    for s in size:
-        input_elems *= s
-    return (input_elems * 4 + params * 4 + 2 * outputs * 4) / MB
+    return (math.prod(size) * 4 + params * 4 + 2 * outputs * 4) / MB

@@ -1,0 +1,124 @@
+"""Command line: ``vixnb models | train | run | book | measure | bench``.
+
+Building the parser imports nothing heavy (no torch, pandas or matplotlib): each subcommand's module is
+imported when that subcommand runs (``commands``); its text tables are in ``tables``. The choices below are
+those of the modules the commands run (tests check that they agree)."""
+import argparse
+import sys
+
+from . import commands
+
+DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
+PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")  # vixnb.profiles
+
+
+def _models_arguments(sub):
+    s = sub.add_parser("models", help="list registered models with their label, paper and parameter counts")
+    s.add_argument("pattern", nargs="?", default="*", help="glob over model names, e.g. 'hybrid_*'")
+    s.add_argument("--dataset", default="cifar10")
+    s.set_defaults(fn=commands.models)
+
+
+def _train_arguments(sub):
+    s = sub.add_parser("train", help="train one model (or load its stored result)")
+    s.add_argument("model")
+    s.add_argument("--dataset", default="cifar10")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--epochs", type=int)
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
+    s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT)")
+    s.add_argument("--precision", choices=["fp32", "bf16"])
+    s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
+    s.add_argument("--post-train-epochs", type=int, help="then train on un-augmented data from the best weights")
+    s.add_argument("--authors-amp", action="store_true", help="the authors' AMP: autocast around the loss only")
+    s.add_argument("--no-eval-mode", action="store_true", help="the authors' scripts' missing model.eval()")
+    s.add_argument("--compile", action="store_true", help="torch.compile the model")
+    s.add_argument("--channels-last", action="store_true")
+    s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
+    s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    s.set_defaults(fn=commands.train)
+
+
+def _notebook_arguments(sub):
+    s = sub.add_parser("run", help="execute a notebook with papermill after validating its parameters")
+    s.add_argument("notebook", help="notebook stem in notebooks/ (e.g. vix_table1) or a path")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
+    s.set_defaults(fn=commands.run_notebook)
+
+    s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")
+    s.add_argument("--profile", default="smoke",
+                   help="profile of the book/executed/<stem> chapters (book/executed/<profile>/<stem> "
+                        "chapters run in their own profile, from stored results)")
+    s.set_defaults(fn=commands.book)
+
+
+def _measure_arguments(sub):
+    s = sub.add_parser("measure", help="efficiency figures of models by the favor paper's protocol")
+    s.add_argument("models", nargs="+", help="registered model names (see `vixnb models`)")
+    s.add_argument("--dataset", default="cifar10")
+    s.add_argument("--json", action="store_true", help="print the records as JSON (one object per model)")
+    s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    s.add_argument("--batch-size", type=int, default=None, help="training batch (default 64 on GPU, 4 on CPU)")
+    s.add_argument("--dtype", default="fp32", choices=DTYPE_NAMES, help="dtype of the fused path")
+    s.add_argument("--iters", type=int, default=None, help="throughput iterations (default 100 GPU, 3 CPU)")
+    s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="model config override, VALUE parsed as YAML (e.g. --override depth=1)")
+    s.set_defaults(fn=commands.measure)
+
+
+def _bench_arguments(sub):
+    bench = sub.add_parser("bench", help="benchmarks that print ratios measured in one run").add_subparsers(
+        dest="what", required=True)
+    s = bench.add_parser("mixers", help="forward+backward time and memory of every token mixer")
+    s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    s.add_argument("--dtype", default="fp32", choices=DTYPE_NAMES, help="autocast dtype (default fp32)")
+    s.add_argument("--batch", type=int, default=64)
+    s.add_argument("--tokens", type=int, default=1025)
+    s.add_argument("--steps", type=int, default=5)
+    s.add_argument("--warmup", type=int, default=2)
+    s.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads, restored after)")
+    s.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
+                   help="time every mechanism through torch.compile, optionally in a mode "
+                        "(reduce-overhead: CUDA graphs)")
+    s.add_argument("--mixers", nargs="*", default=None,
+                   help="labels of the mechanisms to run (default: all; an unknown label lists the valid ones)")
+    s.add_argument("--json", default=None,
+                   help="also write the rows with their provenance to this JSON file (e.g. results/bench/mixers-bf16.json)")
+    s.set_defaults(fn=commands.bench_mixers)
+
+    s = bench.add_parser("train", help="training images/s of the Table 1 models, ours vs a straightforward loop")
+    s.add_argument("models", nargs="*", help="default: the twelve Table 1 models")
+    s.add_argument("--device")
+    s.add_argument("--dtype", help="autocast dtype for our path (default bf16 on a GPU, fp32 on a CPU)")
+    s.add_argument("--batch", type=int, help="default: each model's paper batch size")
+    s.add_argument("--steps", type=int, default=10)
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--workers", type=int, help="DataLoader workers of the reference loop")
+    s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
+    s.set_defaults(fn=commands.bench_train)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments):
+        add(sub)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except (ValueError, FileNotFoundError, RuntimeError, ArithmeticError) as e:
+        print(f"vixnb {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0

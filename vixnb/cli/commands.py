@@ -1,0 +1,124 @@
+"""What each subcommand of ``vixnb`` does; each imports the modules it needs when it runs, so that building
+the parser (``vixnb.cli.parser``) imports none of them."""
+import json
+
+
+def models(args):
+    """``vixnb models [PATTERN]``: name, label, paper and both parameter counts of each registered model."""
+    from ..measure.counting import count_params
+    from ..registry import create_model, list_models, model_cfg
+
+    names = list_models(args.pattern)
+    if not names:
+        raise SystemExit(f"no model matches {args.pattern!r}; try `vixnb models` for the full list")
+    print(f"{'name':<18}{'label':<18}{'paper':<7}{'paper params':>14}{'true params':>14}")
+    for name in names:
+        model, cfg = create_model(name, dataset=args.dataset), model_cfg(name)
+        print(f"{name:<18}{cfg['label']:<18}{cfg['paper']:<7}{count_params(model, 'paper'):>14,}"
+              f"{count_params(model, 'true'):>14,}")
+
+
+def train(args):
+    """``vixnb train MODEL``: train one model (or load its stored result) and print a summary."""
+    from ..train import run
+
+    options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
+               "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
+               "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
+               "compile": args.compile, "channels_last": args.channels_last}
+    overrides = {k: v for k, v in options.items() if v not in (None, False)}
+    result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
+                 progress=not args.quiet, download=args.download, **overrides)
+    if result["status"] != "done":
+        raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
+    summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,
+               "top1": result["top1"], "top5": result["top5"], "best_epoch": result["best_epoch"],
+               "params_paper": result["params_paper"], "params_true": result["params_true"],
+               "epochs": result["config"]["epochs"], "seconds": result["seconds"],
+               "device": result["provenance"]["device"], "commit": result["provenance"]["commit"]}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{args.model} on {summary['dataset']} ({args.profile}, seed {args.seed}): top-1 {summary['top1']:.2f}%, "
+              f"top-5 {summary['top5']:.2f}% (best of {summary['epochs']} epochs at epoch {summary['best_epoch']}), "
+              f"{summary['seconds']:.1f} s")
+
+
+def _yaml_values(pairs):
+    """{name: value parsed as YAML} of (name, value) pairs."""
+    import yaml
+
+    return {name: yaml.safe_load(value) for name, value in pairs or []}
+
+
+def _overrides(items):
+    """``--override KEY=VALUE`` options as {key: value parsed as YAML}."""
+    pairs = []
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--override takes KEY=VALUE, got {item!r}")
+        pairs.append((key.strip(), value))
+    return _yaml_values(pairs)
+
+
+def run_notebook(args):
+    """``vixnb run NOTEBOOK``: execute a notebook with papermill."""
+    from ..notebooks import run_notebook as execute
+
+    out = execute(args.notebook, profile=args.profile, parameters=_yaml_values(args.parameter))
+    print(f"executed notebook written to {out}")
+
+
+def book(args):
+    """``vixnb book``: run every chapter and build the Jupyter Book."""
+    from ..notebooks import build_book
+
+    print(f"book built in {build_book(args.profile)}")
+
+
+def measure(args):
+    """``vixnb measure MODEL...``: every efficiency figure of each model, as a table or JSON records."""
+    from ..measure import measure_many
+    from ..registry import list_models
+    from .tables import measure_table
+
+    unknown = [m for m in args.models if m not in list_models()]
+    if unknown:
+        raise ValueError(f"unknown model(s) {', '.join(unknown)}; valid names: {', '.join(list_models())}")
+    records = measure_many(args.models, dataset=args.dataset, device=args.device, batch_size=args.batch_size,
+                           dtype=args.dtype, iters=args.iters, **_overrides(args.override))
+    if args.json:
+        for rec in records:
+            print(json.dumps(rec))
+    else:
+        print(measure_table(records))
+    return records
+
+
+def bench_mixers(args):
+    """``vixnb bench mixers``: time and memory of every token mixer against the materialised softmax."""
+    from ..bench import benchmark_record, bench_mixers as run, write
+    from .tables import mixers_table
+
+    rows = run(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps,
+               warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile)
+    print(mixers_table(rows))
+    if args.json:
+        write(args.json, benchmark_record("mixers", rows, device=rows[0]["device"], dtype=args.dtype))
+    return rows
+
+
+def bench_train(args):
+    """``vixnb bench train``: training images/s of our path against a reference loop."""
+    from ..bench import TABLE1_MODELS, benchmark_record, bench_train as run, write
+    from .tables import train_table
+
+    rows = run(args.models or TABLE1_MODELS, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
+               warmup=args.warmup, workers=args.workers)
+    print(train_table(rows))
+    if args.save:
+        write(args.save, benchmark_record("train", rows, device=rows[0]["device"], dtype=rows[0]["dtype"]))
+    if args.json:
+        print(json.dumps(rows))
+    return rows

@@ -1,0 +1,116 @@
+"""Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
+``vixnb bench mixers`` and ``vixnb bench train`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
+from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
+
+
+def text_cell(value, spec, *, blank="-"):
+    """A cell of a plain-text table: ``blank`` for None, text as it is, a number formatted by ``spec``."""
+    if value is None:
+        return blank
+    if isinstance(value, str):
+        return value
+    return format(value, spec)
+
+
+def measure_table(records):
+    """A plain-text table of ``measure`` records, ``scaling_sweep`` rows or ``crossovers`` rows."""
+    if not records:
+        return "(no records)"
+    first = records[0]
+    if "metric" in first and "reference" in first:
+        return _crossovers_table(records)
+    if "tokens" in first and "mechanism" in first:
+        return _sweep_table(records)
+    rows = [summary_row(r) for r in records]
+    paths = [p for p in PATHS if any(f"train GB ({p})" in r for r in rows)]
+    head = f"{'model':<18}{'paper params':>13}{'true params':>12}{'Size MB':>9}{'GMACs':>8}{'GFLOPs':>8}{'favor GF':>9}"
+    for p in paths:
+        head += f"{'train GB ' + p:>19}{'step ms':>9}{'img/s':>9}"
+    lines = [head]
+    for r in rows:
+        if "GFLOPs" not in r:
+            lines.append(f"{r['model']:<18}  {r.get('status')}")
+            continue
+        line = (f"{r['model']:<18}{r['params (paper)']:>13,}{r['params (true)']:>12,}{r['Size MB']:>9.2f}"
+                f"{r['GMACs']:>8.3f}{r['GFLOPs']:>8.3f}{r[FAVOR_GFLOPS_COLUMN]:>9.3f}")
+        for p in paths:
+            line += (f"{text_cell(r[f'train GB ({p})'], '.2f'):>19}{text_cell(r[f'train step ms ({p})'], '.1f'):>9}"
+                     f"{text_cell(r[f'img/s ({p})'], '.1f'):>9}")
+        lines.append(line)
+    prov = records[0].get("provenance", {})
+    lines.append(f"batch {rows[0].get('batch')}; device {prov.get('device')}; torch {prov.get('torch')}; "
+                 f"commit {prov.get('commit')}; train GB = peak reserved; favor GF = GFLOPs in the favor paper's "
+                 "convention; img/s on a CPU is a fixed-batch CPU timing")
+    return "\n".join(lines)
+
+
+def _crossovers_table(rows):
+    lines = [f"{'mechanism':<24}{'reference':<24}{'metric':<13}{'cheaper from':>13}{'crossover':>11}  status"]
+    for r in rows:
+        lines.append(f"{r['mechanism']:<24}{r['reference']:<24}{r['metric']:<13}{text_cell(r['cheaper_from'], 'd'):>13}"
+                     f"{text_cell(r['crossover_tokens'], '.0f'):>11}  {r['status']}")
+    return "\n".join(lines)
+
+
+def _sweep_table(rows):
+    first = rows[0]
+    lines = [f"scaling sweep: batch {first['batch']}, dim {first['dim']}, {first['heads']} heads x {first['dim_head']}, "
+             f"{first['mode']}, {first['device']} {first['dtype']} ({first['provenance']['device']})",
+             f"{'mechanism':<24}{'tokens':>7}{'ms':>10}{'peak MB':>10}{'est GB':>9}{'GFLOPs':>10}  status"]
+    for r in rows:
+        lines.append(f"{r['mechanism']:<24}{r['tokens']:>7}{text_cell(r['ms'], '.2f'):>10}{text_cell(r['peak_mb'], '.1f'):>10}"
+                     f"{text_cell(r['estimate_gb'], '.3f'):>9}{text_cell(r['gflops'], '.2f'):>10}  {r['status']}")
+    return "\n".join(lines)
+
+
+def mixers_table(rows):
+    """A plain-text table of ``bench_mixers`` rows."""
+    head = rows[0] if rows else {}
+    lines = [f"token mixers, forward + backward: {head.get('batch')} x {head.get('tokens')} tokens, dim {head.get('dim')}, "
+             f"{head.get('heads')} heads x {head.get('dim_head')}, {head.get('device')} {head.get('dtype')}"
+             f"{_compiled_label(head.get('compiled'))}; "
+             f"ratios vs {MATERIALISED_SOFTMAX} (x ref) and {FUSED_SOFTMAX} (x fused)",
+             f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'x fused':>9}{'peak MiB':>11}{'x ref':>8}{'aten ops':>10}  params"]
+    for r in rows:
+        lines.append(f"{r['mechanism']:<24}{text_cell(r['ms'], '.2f'):>10}"
+                     f"{text_cell(r['ratio_vs_materialized_softmax'], '.2f'):>8}"
+                     f"{text_cell(r.get('ratio_vs_fused_softmax'), '.2f'):>9}{text_cell(r['peak_mb'], '.1f'):>11}"
+                     f"{text_cell(r['memory_ratio_vs_materialized_softmax'], '.2f'):>8}{_ops_cell(r):>10}"
+                     f"  {text_cell(r['params'], ',')}"
+                     + (f"  ERROR {r['error']}" if r.get("error") else ""))
+    if rows:
+        lines.append(f"memory: {next((r['memory'] for r in rows if r.get('memory')), 'n/a')}")
+        lines.append("aten ops: operators one forward + backward dispatches, views excluded / all (batch 1)")
+    return "\n".join(lines)
+
+
+def _compiled_label(compiled):
+    if not compiled:
+        return ""
+    return ", torch.compile" + ("" if compiled in (True, "default") else f" (mode {compiled})")
+
+
+def _ops_cell(row):
+    return f"{row['aten_ops_compute']}/{row['aten_ops']}" if row.get("aten_ops") else "-"
+
+
+def train_table(rows):
+    """A plain-text table of ``bench_train`` rows, with the projected time of the paper protocol."""
+    head = (f"{'model':<18}{'batch':>6}{'reference img/s':>17}{'ours img/s':>12}{'ratio':>8}"
+            f"{'paper protocol (min, projected)':>33}{'at':>6}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['model']:<18}{r['batch_size']:>6}{text_cell(r.get('reference_images_per_s'), '.1f', blank='—'):>17}"
+                     f"{text_cell(r.get('ours_images_per_s'), '.1f', blank='—'):>12}"
+                     f"{text_cell(r.get('ratio'), '.2f', blank='—'):>8}"
+                     f"{text_cell(r.get('projected_paper_minutes'), '.1f', blank='—'):>33}{r['projected_dtype']:>6}")
+    total = [r["projected_paper_minutes"] for r in rows if r.get("projected_paper_minutes")]
+    if rows:
+        r0 = rows[0]
+        lines.append(f"device {r0['device']}, dtype {r0['dtype']}, torch {r0['torch']}; "
+                     f"projected Table 1 total at the paper protocol: {sum(total):.1f} min over {len(total)} models")
+        lines.append(f"projection: epochs x ({r0['paper_train_images']:,} training + {r0['paper_test_images']:,} / 3 test "
+                     f"images) at our path's speed in the paper profile's precision ({r0['projected_dtype']}"
+                     + (f", timed separately from the {r0['dtype']} column" if "ours_paper_dtype_images_per_s" in r0
+                        else "") + ")")
+    return "\n".join(lines)
