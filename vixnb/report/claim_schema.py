@@ -85,7 +85,7 @@ METRICS = {
                                           "(max_memory_allocated, the favor paper's training memory)"),
     "train_gb_fused": ("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 measurement"),
     "gflops": ("GFLOPs", "GFLOPs", "counted from the model definition in the favor paper's convention "
-                                   "(vixnb.measure.flops, seed003_gflops)"),
+                                   "(vixnb.measure.flops, favor_gflops)"),
     "train_step_ms": ("training-step time", "ms", "train step ms (authors) of the stored efficiency measurement"),
     "ms_per_image": ("inference time", "ms", "ms per image (authors) of the stored efficiency measurement"),
     "infer_gb": ("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement"),

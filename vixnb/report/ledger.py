@@ -133,7 +133,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             used = [r for r in (record or {}).get("records", []) if r.get("dataset", "cifar10") == dataset
                     and r.get("model") in models and "flops" in r]
             if used:
-                from ..measure import records_frame
+                from ..measure import FAVOR_GFLOPS_COLUMN, records_frame
 
                 frame = records_frame(used)
                 measured = True
@@ -141,7 +141,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     for metric, column in EFFICIENCY_COLUMNS.items():
                         if column in frame:
                             figures[model][metric] = _number_or_none(pd.to_numeric(frame.loc[model, column], errors="coerce"))
-                    figures[model]["gflops"] = _number_or_none(frame.loc[model, "GFLOPs (seed 003 conv.)"])
+                    figures[model]["gflops"] = _number_or_none(frame.loc[model, FAVOR_GFLOPS_COLUMN])
                     keep({"provenance": next(r for r in used if r["model"] == model)["provenance"]})
         if "gflops" in metrics and count_flops and measured:
             from ..measure import flops
@@ -149,7 +149,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():
-                    figures[model]["gflops"] = flops(create_model(model, dataset=dataset), path="fused")["seed003_gflops"]
+                    figures[model]["gflops"] = flops(create_model(model, dataset=dataset), path="fused")["favor_gflops"]
     return ours, records
 
 
