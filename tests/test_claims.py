@@ -4,10 +4,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vixnb import papers
+from vixnb import papers, report
 from vixnb.report import claim_schema as S
 from vixnb.report import claim_verdicts as C
-from vixnb.report import ledger as L
+from vixnb.report import claim_figures as L
 from vixnb.results import ResultsStore
 
 REPO_RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -304,10 +304,14 @@ def test_ours_from_an_empty_store_is_not_yet_run():
     ours, records = L.ours_from_store("vix", "budget")  # conftest: an empty store per test
     assert set(ours) == {"cifar10", "tiny-imagenet"}
     assert set(ours["cifar10"]) == set(papers.table_models("vix", "table1"))
-    assert all(not figures for figures in ours["cifar10"].values())
+    # parameters and Size (MB) are counted on the models as built; nothing else exists without a run
+    assert all(set(figures) == {"params", "size_mb"} for figures in ours["cifar10"].values())
+    assert ours["cifar10"]["vit"] == {"params": 530442.0, "size_mb": pytest.approx(209.39, abs=0.005)}
     assert records and all(r["status"] == "not yet run" for r in records)
     frame = C.claims("vix", ours)
-    assert set(frame["our verdict"]) == {"not yet run"}
+    counted = {c["id"] for c in papers.claims("vix") if c.get("metric") in ("params", "size_mb")}
+    assert set(frame.loc[sorted(counted), "our verdict"]) <= {"holds", "does not hold"}
+    assert set(frame.drop(index=sorted(counted))["our verdict"]) == {"not yet run"}
 
 
 def test_ours_from_the_committed_budget_store():
@@ -359,10 +363,13 @@ def test_ledger_and_summary():
     pages = L.ledger("smoke", count_flops=False)
     assert list(pages) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
     frame = pages["vix"]["frame"]
-    line = C.summary(frame)
-    assert line.startswith(f"{len(frame)} claims.") and f"{len(frame)} not yet run" in line
-    styler = C.page(frame, caption="vix")
-    assert "white-space: normal" in styler.to_html()
+    line = report.claims_summary(frame)
+    verdicts = frame["our verdict"].value_counts()
+    assert line.startswith(f"{len(frame)} claims.") and f"{verdicts['not yet run']} not yet run" in line
+    html = report.claims_page(frame, caption="vix").to_html()
+    assert "white-space: normal" in html and "(§5.1)" in html and "not yet run (missing: top-1 of" in html
+    readings = report.claims_readings(frame).splitlines()
+    assert len(readings) == len(frame) and readings[0].startswith("1. ")
 
 
 def test_the_ledger_page_runs_in_the_smoke_profile(tmp_path):
@@ -376,5 +383,5 @@ def test_the_ledger_page_runs_in_the_smoke_profile(tmp_path):
                    for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     for key in papers.list_papers():
         if papers.claims(key):
-            assert f"Claims of {key}" in text
+            assert f"(`{key}`)" in text and "How each claim was read:" in text
     assert "not yet run" in text and "Smoke profile" in text

@@ -265,7 +265,7 @@ def claims(paper_key, ours=None):
 # the page
 
 
-def summary(frame):
+def claims_summary(frame):
     """One line of Markdown counting the verdicts of a ``claims`` frame."""
     paper = frame["paper bears it out"].value_counts()
     ours = frame["our verdict"].value_counts()
@@ -278,14 +278,41 @@ def summary(frame):
     return " ".join(parts)
 
 
-#: columns whose text wraps on the page (the others stay on one line)
-TEXT_COLUMNS = ("claim", "why no verdict", "reading")
+#: the compact page table's columns and their share of the text column
+PAGE_COLUMNS = {"claim": "38%", "claimed": "14%", "paper's tables": "18%", "ours": "30%"}
 
 
-def page(frame, *, caption=None):
-    """``page_table`` of a ``claims`` frame, with the long text columns wrapping and left-aligned."""
-    styler = page_table(frame, caption=caption)
+def _figure_text(figure):
+    if figure is None or (isinstance(figure, float) and math.isnan(figure)):
+        return "—"
+    return f"{figure:,.2f}" if isinstance(figure, numbers.Real) else str(figure)
+
+
+def claims_page(frame, *, caption=None):
+    """A ``claims`` frame as a table that fits the text column: one numbered row per claim with the claim
+    (and its section), the claimed figure, the paper's own figure and whether it bears the claim out, and
+    ours with our verdict (and what is missing, if anything). ``claims_readings`` gives, under the same
+    numbers, how each claim was read."""
+    import pandas as pd
+
+    rows = {}
+    for number, (_, row) in enumerate(frame.iterrows(), 1):
+        ours = f"{_figure_text(row['our figure'])}: {row['our verdict']}" if row["our figure"] is not None \
+            else str(row["our verdict"])
+        if row["why no verdict"]:
+            ours += f" ({row['why no verdict']})"
+        paper = f"{_figure_text(row['paper figure'])}: {row['paper bears it out']}" \
+            if row["paper bears it out"] != PAPER_NONE else _figure_text(row["paper figure"])
+        rows[number] = {"claim": f"{row['claim']} (§{row['section']})", "claimed": row["claimed"],
+                        "paper's tables": paper, "ours": ours}
+    styler = page_table(pd.DataFrame.from_dict(rows, orient="index", columns=list(PAGE_COLUMNS)), caption=caption)
     if not hasattr(styler, "set_table_styles"):
         return styler
-    wrap = [{"selector": "td", "props": "white-space: normal; text-align: left; min-width: 14em; max-width: 28em;"}]
-    return styler.set_table_styles({c: wrap for c in TEXT_COLUMNS if c in frame.columns}, overwrite=False)
+    return styler.set_table_styles(
+        {c: [{"selector": "td", "props": f"white-space: normal; text-align: left; width: {w};"}]
+         for c, w in PAGE_COLUMNS.items()}, overwrite=False)
+
+
+def claims_readings(frame):
+    """Markdown: how each claim of a ``claims`` frame was read, numbered as in ``claims_page``."""
+    return "\n".join(f"{number}. {row['reading']}" for number, (_, row) in enumerate(frame.iterrows(), 1))

@@ -8,9 +8,10 @@ import pandas as pd
 
 from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, GPU_MEMORY_RECORD,
-                           RUN_METRICS, paper_claims, parse_claim)
+                           COUNTED_METRICS, RUN_METRICS, paper_claims, parse_claim)
 from .claim_verdicts import claims
-from .collect import collect_runs
+from ..registry import list_models
+from .collect import collect_runs, current_counts
 
 
 def _paper_keys():
@@ -57,7 +58,6 @@ def _needs(paper_key):
 def _best_runs(models, *, dataset, profile, compute, store, stored):
     """{model: best run} over the stored seeds (seed 0 where none is stored), and every record looked at."""
     from ..profiles import run_config
-    from ..registry import list_models
 
     best, records = {}, []
     for model in models:
@@ -86,7 +86,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (see ``METRICS``):
     for every model of the tables the claims read, the stored training runs on that table's dataset
     (``train.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
-    seeds, with top-5, parameters and Size (MB) of that run; the stored batch-64 GPU-memory measurement
+    seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the stored batch-64 GPU-memory measurement
     (``vix-gpu-memory-<dataset>-b64``), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
     paper-comparable figure: the authors' execution path, reserved memory being what nvidia-smi shows); the
     stored efficiency measurement (``efficiency``) for times; and GFLOPs counted from the model definition
@@ -115,9 +115,12 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             for record in runs:
                 keep(record)
             for model, record in best.items():
-                figures[model].update(top1=_number_or_none(record.get("top1")), top5=_number_or_none(record.get("top5")),
-                                      params=_number_or_none(record.get("params_paper")),
-                                      size_mb=_number_or_none(record.get("size_mb")))
+                figures[model].update(top1=_number_or_none(record.get("top1")), top5=_number_or_none(record.get("top5")))
+        if metrics & set(COUNTED_METRICS):
+            for model in models:
+                if model in list_models():
+                    counts = current_counts(model, dataset)
+                    figures[model].update({m: float(counts[k]) for m, k in COUNTED_METRICS.items()})
         measured = False
         if metrics & (set(GPU_MEMORY_COLUMNS) | {"gflops"}):
             record = store.load_record("measure", GPU_MEMORY_RECORD.format(dataset=dataset), profile=profile)
@@ -145,7 +148,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     keep({"provenance": next(r for r in used if r["model"] == model)["provenance"]})
         if "gflops" in metrics and count_flops and measured:
             from ..measure import flops
-            from ..registry import create_model, list_models
+            from ..registry import create_model
 
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():
