@@ -72,7 +72,7 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset is not on disk (and was not, or could not be, downloaded)."""
 
 
-class DataError(ValueError):
+class DataError(RuntimeError):
     """A data set on disk is not what its spec says: a class folder missing, a count off, an image unreadable
     or of another size. The message names the file or folder and what to do."""
 

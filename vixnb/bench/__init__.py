@@ -28,8 +28,8 @@ as they were. Their text tables are the command line's (``vixnb.cli.tables``).
 from .mixers import REFERENCE, bench_mixer, bench_mixers, compile_mode, dispatched_ops, operator_table, with_ratios
 from .stored import (benchmark_record, load, mixers_frame, newest, save, stored_path, stored_table, train_frame,
                      variants_frame, write)
-from .training import TABLE1_MODELS, bench_train
+from .training import bench_train
 
-__all__ = ["REFERENCE", "TABLE1_MODELS", "bench_mixer", "bench_mixers", "bench_train", "benchmark_record",
+__all__ = ["REFERENCE", "bench_mixer", "bench_mixers", "bench_train", "benchmark_record",
            "compile_mode", "dispatched_ops", "load", "mixers_frame", "newest", "operator_table", "save",
            "stored_path", "stored_table", "train_frame", "variants_frame", "with_ratios", "write"]

@@ -6,9 +6,6 @@ import torch
 
 from ..measure import as_dtype, dtype_name, local_rng
 
-TABLE1_MODELS = ("vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
-                 "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin", "hybrid_fnet", "hybrid_mlp_mixer")
-
 
 def _reference_loader(images, labels, batch_size, workers):
     """What the authors' scripts do: a torchvision-style dataset (PIL image -> ToTensor -> Normalize per
@@ -91,7 +88,7 @@ def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, w
         torch.cuda.empty_cache()
 
 
-def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, steps=10, warmup=3, workers=None):
+def bench_train(models=None, *, device=None, dtype=None, batch=None, steps=10, warmup=3, workers=None):
     """Training images/s of each model at its paper batch size: the engine's path (uint8 data resident on
     the device, normalised there, fused attention, ``dtype`` autocast, fused AdamW on a GPU) against a
     reference loop (DataLoader over PIL images, materialised softmax, fp32 forward, eager), both measured
@@ -100,7 +97,12 @@ def bench_train(models=TABLE1_MODELS, *, device=None, dtype=None, batch=None, st
     ``projected_paper_minutes``: the ``paper`` profile's epochs x (its training images + a third of its test
     images, a test pass costing about a third of a training step) at our path's speed in the paper profile's
     precision (``projected_dtype``). When ``dtype`` is not that precision (bf16 on a GPU; the paper profile
-    trains in fp32) our path is timed a second time in it (``ours_paper_dtype_images_per_s``)."""
+    trains in fp32) our path is timed a second time in it (``ours_paper_dtype_images_per_s``). ``models``
+    defaults to the models of the `vix` paper's Table 1."""
+    if models is None:
+        from .. import papers
+
+        models = papers.table_models("vix", "table1")
     from ..data import dataset_spec, load_split
     from ..profiles import run_config
 

@@ -4,6 +4,7 @@ Building the parser imports nothing heavy (no torch, pandas or matplotlib): each
 imported when that subcommand runs (``commands``); its text tables are in ``tables``. The choices below are
 those of the modules the commands run (tests check that they agree)."""
 import argparse
+import os
 import sys
 
 from . import commands
@@ -11,6 +12,31 @@ from . import commands
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")  # vixnb.profiles
+
+
+def whole_number(least):
+    """An argparse type: a whole number >= ``least`` (so 0 is not silently the profile's default)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is below {least}; give a whole number >= {least}")
+        return value
+
+    parse.__name__ = f"whole number >= {least}"
+    return parse
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not > 0")
+    return value
 
 
 def _models_arguments(sub):
@@ -25,14 +51,18 @@ def _train_arguments(sub):
     s.add_argument("model")
     s.add_argument("--dataset", default="cifar10")
     s.add_argument("--profile", default="smoke")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--epochs", type=int)
-    s.add_argument("--batch-size", type=int)
+    s.add_argument("--seed", type=whole_number(0), default=0)
+    s.add_argument("--epochs", type=whole_number(1), help="default: the profile's, else the paper protocol's")
+    s.add_argument("--batch-size", type=whole_number(1), help="default: the profile's, else the paper protocol's")
+    s.add_argument("--lr", type=positive_float, help="learning rate (default: the paper protocol's)")
     s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
     s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT)")
     s.add_argument("--precision", choices=["fp32", "bf16"])
     s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
-    s.add_argument("--post-train-epochs", type=int, help="then train on un-augmented data from the best weights")
+    s.add_argument("--post-train-epochs", type=whole_number(0),
+                   help="then train on un-augmented data from the best weights")
+    s.add_argument("--allow-resize", action="store_true",
+                   help="resize images of another size than the data set's instead of refusing them")
     s.add_argument("--authors-amp", action="store_true", help="the authors' AMP: autocast around the loss only")
     s.add_argument("--no-eval-mode", action="store_true", help="the authors' scripts' missing model.eval()")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
@@ -107,18 +137,63 @@ def _bench_arguments(sub):
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.")
+    p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",
+                                epilog="Errors are one line; --debug (or VIXNB_DEBUG=1) shows the traceback.")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments):
         add(sub)
+    for command in sub.choices.values():  # `vixnb train ... --debug` as well as `vixnb --debug train ...`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        for nested in getattr(command, "_subparsers", None) and command._subparsers._group_actions[0].choices.values() or ():
+            nested.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
+#: exit codes: an error, a usage error (argparse's too), an interruption (128 + SIGINT)
+ERROR, USAGE, INTERRUPTED = 1, 2, 130
+
+
+def one_line(error):
+    """The error's message on one line (a multi-line message's lines joined)."""
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+
+
 def main(argv=None):
+    """Run one command. Every failure ends here: one line ``vixnb <command>: error: <what>; <what to do>`` and
+    exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
+    ``--debug`` or ``VIXNB_DEBUG=1`` also prints the traceback."""
     args = parser().parse_args(argv)
+    debug = args.debug or os.environ.get("VIXNB_DEBUG", "") not in ("", "0")
     try:
         args.fn(args)
-    except (ValueError, FileNotFoundError, RuntimeError, ArithmeticError) as e:
-        print(f"vixnb {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt as e:  # Ctrl-C; training says after which epoch and how to resume
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"vixnb {args.command}: {one_line(e) if str(e) else 'interrupted'}", file=sys.stderr)
+        return INTERRUPTED
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001  (the one error boundary)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        hint = "" if debug or _expected(e) else " (an unexpected error: run again with --debug for the traceback)"
+        print(f"vixnb {args.command}: error: {one_line(e)}{hint}", file=sys.stderr)
+        return USAGE if isinstance(e, ValueError) and not _data_error(e) else ERROR
     return 0
+
+
+def _data_error(e):
+    from ..data import DataError
+    from ..papers import PaperFileError
+
+    return isinstance(e, (DataError, PaperFileError))
+
+
+def _expected(e):
+    """Whether ``e`` is one of the errors the package raises on purpose (its message says what to do)."""
+    return isinstance(e, (ValueError, OSError, RuntimeError, ArithmeticError, LookupError))

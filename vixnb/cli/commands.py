@@ -25,8 +25,9 @@ def train(args):
     options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
-               "compile": args.compile, "channels_last": args.channels_last}
-    overrides = {k: v for k, v in options.items() if v not in (None, False)}
+               "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr,
+               "allow_resize": args.allow_resize}
+    overrides = {k: v for k, v in options.items() if v is not None and v is not False}
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
                  progress=not args.quiet, download=args.download, **overrides)
     if result["status"] != "done":
@@ -93,7 +94,16 @@ def measure(args):
             print(json.dumps(rec))
     else:
         print(measure_table(records))
+    failed = [r["model"] for r in records if _failed(r)]
+    if failed:
+        raise RuntimeError(f"measuring failed for {', '.join(failed)} (see the rows above); run with --debug "
+                           "for details, or measure those models alone")
     return records
+
+
+def _failed(record):
+    """Whether a measurement record failed (``measure_many`` records ``status = "error: ..."``)."""
+    return str(record.get("status", "")).startswith("error")
 
 
 def bench_mixers(args):
@@ -111,10 +121,10 @@ def bench_mixers(args):
 
 def bench_train(args):
     """``vixnb bench train``: training images/s of our path against a reference loop."""
-    from ..bench import TABLE1_MODELS, benchmark_record, bench_train as run, write
+    from ..bench import benchmark_record, bench_train as run, write
     from .tables import train_table
 
-    rows = run(args.models or TABLE1_MODELS, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
+    rows = run(args.models or None, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, workers=args.workers)
     print(train_table(rows))
     if args.save:

@@ -29,7 +29,7 @@ DOCUMENTS = {
 }
 
 
-class PaperFileError(ValueError):
+class PaperFileError(RuntimeError):
     """A paper file is missing, malformed, or lacks what was asked of it."""
 
 
