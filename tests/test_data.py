@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-from vixnb.data import (CIFAR10_CLASSES, CIFAR100_CLASSES, DatasetNotFoundError, data_root, load_split,
+from vixnb.data import (CIFAR10_CLASSES, CIFAR100_CLASSES, DataError, DatasetNotFoundError, data_root, load_split,
                         make_tiny_imagenet_miniature, normalize)
 
 
@@ -138,7 +138,7 @@ def test_image_folder_expands_grayscale(tmp_path):
 
 def test_image_folder_rejects_unknown_class_folders(tmp_path):
     (tmp_path / "cifar10" / "train" / "unicorn").mkdir(parents=True)
-    with pytest.raises(ValueError, match="unicorn"):
+    with pytest.raises(DataError, match="unknown class folder.*unicorn"):
         load_split("cifar10", "train", root=tmp_path)
 
 
