@@ -127,7 +127,7 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"{config['model']}: loss became {loss.item()} at epoch {epoch}, step {steps + 1}; no result stored. "
-                "Try a lower lr or fp32 precision.")
+                "Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
