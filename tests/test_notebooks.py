@@ -119,11 +119,44 @@ def test_error_cell_raises_and_keeps_output(tmp_path):
     msg = str(err.value)
     assert "boom.ipynb" in msg and "ZeroDivisionError" in msg and "deliberate failure smoke" in msg
     assert "cell" in msg
-    assert out.is_file(), "the executed copy must be kept for inspection"
-    executed = nbformat.read(str(out), as_version=4)
+    failed = out.with_name("boom.failed.ipynb")
+    assert failed.is_file() and "boom.failed.ipynb" in msg, "the failed copy must be kept for inspection"
+    assert not out.exists(), "a failed run does not pass for an executed copy"
+    executed = nbformat.read(str(failed), as_version=4)
     kinds = [o.get("output_type") for c in executed.cells for o in c.get("outputs", [])]
     assert "error" in kinds
-    assert "before the error" in outputs_text(out)
+    assert "before the error" in outputs_text(failed)
+
+
+def test_a_failed_run_keeps_the_previous_executed_copy(tmp_path):
+    nb = write_nb(tmp_path / "flaky.ipynb", [(["parameters"], 'profile = "smoke"\nfail = False'),
+                                             ([], "assert not fail, 'asked to fail'\nprint('ran ' + profile)")])
+    out = tmp_path / "executed" / "flaky.ipynb"
+    run_notebook(nb, profile="smoke", output=out, progress=False)
+    good = out.read_bytes()
+    with pytest.raises(RuntimeError, match="asked to fail"):
+        run_notebook(nb, profile="smoke", parameters={"fail": True}, output=out, progress=False)
+    assert out.read_bytes() == good and out.with_name("flaky.failed.ipynb").is_file()
+    assert not list(out.parent.glob(".*running*"))
+    run_notebook(nb, profile="smoke", output=out, progress=False)
+    assert not out.with_name("flaky.failed.ipynb").exists()
+
+
+def test_parameters_are_checked_against_the_declared_types_before_a_kernel_starts(tmp_path, monkeypatch):
+    import vixnb.notebooks as nbmod
+
+    nb = write_nb(tmp_path / "typed.ipynb", [(["parameters"], 'profile = "smoke"\nseeds = [0]\nmodels = []'),
+                                             ([], "print(seeds, models)")])
+    monkeypatch.setattr(nbmod, "ensure_kernel", lambda: pytest.fail("a kernel started before the check"))
+    out = tmp_path / "typed-out.ipynb"
+    with pytest.raises(ValueError, match=r"parameter 'seeds' takes a list of int \(e.g. -p seeds '\[0\]'\), got 'notalist'"):
+        run_notebook(nb, profile="smoke", parameters={"seeds": "notalist"}, output=out, progress=False)
+    with pytest.raises(ValueError, match=r"parameter 'models': unknown model\(s\) 'v'"):
+        run_notebook(nb, profile="smoke", parameters={"models": ["v"]}, output=out, progress=False)
+    with pytest.raises(ValueError, match="unknown profile 'full'"):
+        run_notebook(nb, profile="full", output=out, progress=False)
+    assert nbmod.coerce_parameters({"models": "vit", "seeds": 3}, nbmod.notebook_parameters(nb)) == {
+        "models": ["vit"], "seeds": [3]}
 
 
 def test_notebook_without_kernelspec_runs(tmp_path):

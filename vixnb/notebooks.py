@@ -162,38 +162,63 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+def _declared_default(spec: Mapping[str, Any]) -> Any:
+    try:
+        return ast.literal_eval(str(spec.get("default", "")).strip())
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _as_type(value: Any, kind: type, name: str, shown: str) -> Any:
+    """``value`` as ``kind`` (a string from a command line converted), or a ``ValueError`` naming ``name``."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif kind is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    else:
+        return value
+    raise ValueError(f"parameter {name!r} takes {shown}, got {value!r}")
+
+
 def coerce_parameters(
     parameters: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Convert string values (e.g. from a command line) to the declared default's type.
+    """Check each value against the declared default's type, converting strings from a command line.
 
-    Only ``str`` values for parameters whose default is an ``int``, ``float``
-    or ``bool`` literal are converted; a string that does not convert raises
-    ``ValueError``.  Everything else passes through unchanged.
+    An ``int``, ``float``, ``bool`` or ``str`` default takes a value of its type (``"7"`` -> 7). A list default
+    takes a list whose elements have the type of the default's elements; a single value of that type
+    becomes a one-element list (``-p models vit`` -> ``["vit"]``), anything else is refused. A ``None``
+    default takes anything. A value that does not fit raises ``ValueError`` naming the parameter, the type
+    and an example, before any kernel starts.
     """
     out: dict[str, Any] = {}
     for name, value in parameters.items():
         spec = declared.get(name)
-        if isinstance(value, str) and spec is not None:
-            try:
-                default = ast.literal_eval(str(spec.get("default", "")).strip())
-            except (ValueError, SyntaxError):
-                default = None
-            try:
-                if isinstance(default, bool):
-                    low = value.strip().lower()
-                    if low not in _TRUE | _FALSE:
-                        raise ValueError
-                    value = low in _TRUE
-                elif isinstance(default, int):
-                    value = int(value)
-                elif isinstance(default, float):
-                    value = float(value)
-            except ValueError:
-                raise ValueError(
-                    f"parameter {name!r} is declared as {type(default).__name__} "
-                    f"(default {spec.get('default')}), got {value!r}"
-                ) from None
+        default = _declared_default(spec) if spec is not None else None
+        if isinstance(default, (list, tuple)):
+            kind = type(default[0]) if default else None
+            shown = f"a list of {kind.__name__ if kind else 'values'} (e.g. -p {name} '{list(default) or ['...']}')"
+            items = value if isinstance(value, (list, tuple)) else [value]
+            value = [_as_type(v, kind, name, shown) if kind else v for v in items]
+        elif default is not None:
+            value = _as_type(value, type(default), name, f"a {type(default).__name__} (default {spec.get('default')})")
         out[name] = value
     return out
 
@@ -289,6 +314,7 @@ def run_notebook(
     from papermill.exceptions import PapermillExecutionError
 
     src = notebook_path(notebook)
+    get_profile(profile)  # an unknown profile is refused before any kernel starts
     params = dict(parameters or {})
     if "profile" in params and params["profile"] != profile:
         raise ValueError(
@@ -309,14 +335,22 @@ def run_notebook(
             f"declared in its parameters cell: {', '.join(sorted(declared)) or '(none)'}"
         )
     params = coerce_parameters(params, declared)
+    if params.get("models"):
+        from .registry import list_models
+
+        unknown = [m for m in params["models"] if m not in list_models()]
+        if unknown:
+            raise ValueError(f"parameter 'models': unknown model(s) {', '.join(map(repr, unknown))}; valid names: "
+                             f"{', '.join(list_models())}")
 
     if output is None:
         out = repo_root() / EXECUTED_DIR / f"{src.stem}.ipynb"
     else:
         out = Path(output).expanduser().resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        out.unlink()  # never leave a stale copy that could pass for this run's
+    # the run writes beside the executed copy; the copy is replaced only when the run succeeds, and a failed
+    # run is kept for inspection as <stem>.failed.ipynb (the previous good copy stays as it was)
+    running, failed = out.with_name(f".{out.stem}.running.ipynb"), out.with_name(f"{out.stem}.failed.ipynb")
     kernel = kernel_name or ensure_kernel()
 
     shown = " ".join(f"{k}={v!r}" for k, v in params.items())
@@ -325,7 +359,7 @@ def run_notebook(
     try:
         papermill.execute_notebook(
             str(src),
-            str(out),
+            str(running),
             parameters=params,
             kernel_name=kernel,
             language="python",
@@ -338,19 +372,26 @@ def run_notebook(
             f" (In [{exc.exec_count}])" if exc.exec_count is not None else ""
         )
         first = (exc.source or "").strip().splitlines()
+        os.replace(running, failed)
         raise RuntimeError(
             f"notebook {_rel(src)} failed in {where}: {exc.ename}: {exc.evalue}\n"
             f"  cell starts: {first[0] if first else ''}\n"
-            f"  executed copy kept for inspection: {_rel(out)}"
+            f"  executed copy kept for inspection: {_rel(failed)}"
         ) from exc
+    except BaseException:
+        running.unlink(missing_ok=True)
+        raise
 
-    errors = _error_outputs(out)
+    errors = _error_outputs(running)
     if errors:
         idx, msg = errors[0]
+        os.replace(running, failed)
         raise RuntimeError(
             f"notebook {_rel(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
-            f"  executed copy kept for inspection: {_rel(out)}"
+            f"  executed copy kept for inspection: {_rel(failed)}"
         )
+    os.replace(running, out)
+    failed.unlink(missing_ok=True)
     _mark_executed_copy(out, profile)
     _say(f"done {_rel(src)} in {time.monotonic() - t0:.1f} s")
     return out
