@@ -363,3 +363,25 @@ def test_measure_exits_1_when_a_model_failed(capsys, monkeypatch):
 
 def test_store_errors_are_os_errors_with_the_path(tmp_path):
     assert issubclass(StoreError, OSError)
+
+
+def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, capsys):
+    """A notebook that stores one run and then fails: the stored run is whole and reused; nothing half-written."""
+    import nbformat
+
+    from vixnb.notebooks import run_notebook
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("from vixnb.train import run\n"
+                                  f"r = run('fnet', profile=profile, progress=False, **{TINY!r})"),
+        nbformat.v4.new_code_cell("raise KeyboardInterrupt('stopped midway')")])
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(RuntimeError, match="stopped midway"):
+        run_notebook(path, profile="smoke", output=tmp_path / "out" / "chapter.ipynb", progress=False)
+    store = ResultsStore()
+    files = [p for p in (store.root / "smoke").rglob("*") if p.is_file()]
+    assert [p.suffix for p in files if p.suffix != ".lock"] == [".json"]  # one whole result, no temporary file
+    config = profiles.run_config("fnet", profile="smoke", **TINY)
+    assert store.get(config)["status"] == "done" and not store.checkpoint_path(config).exists()
