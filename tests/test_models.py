@@ -10,7 +10,7 @@ import torch
 
 import vixnb
 from vixnb import layers
-from vixnb.registry import model_cfg, model_entrypoint
+from vixnb.models import model_cfg, model_entrypoint
 from vixnb.report import paper_frame
 
 TABLE1, TABLE2 = paper_frame("vix", "table1"), paper_frame("vix", "table2")

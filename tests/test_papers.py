@@ -1,7 +1,7 @@
 """Paper files (vixnb/papers/<key>.yaml): read on first use, checked, with errors that name the file."""
 import pytest
 
-from vixnb import papers, registry
+from vixnb import models, papers
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_protocol_settings_per_model():
     protocol = papers.protocol("vix")
     assert papers.per_model(protocol["batch_size"], "vil") == 256
     assert papers.per_model(protocol["epochs"], "fnet") == 100 and papers.per_model(protocol["epochs"], "vit") == 40
-    cfg = registry.model_cfg("hybrid_vin")
+    cfg = models.model_cfg("hybrid_vin")
     assert (cfg["paper"], cfg["label"], cfg["batch_size"], cfg["epochs"]) == ("vix", "Hybrid ViN", 128, 40)
 
 
@@ -55,7 +55,7 @@ def test_the_paper_file_is_read_on_first_use_not_at_import():
     import subprocess
     import sys
 
-    code = ("import vixnb, vixnb.papers, vixnb.registry, vixnb.profiles, vixnb.report; "
+    code = ("import vixnb, vixnb.papers, vixnb.models, vixnb.profiles, vixnb.report; "
             "print(vixnb.papers.load.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"

@@ -251,7 +251,7 @@ def chapter_settings(profile="smoke", *, models=None, batch_size=None, tokens=No
     sweep (256 and 1024 on a CPU; up to 16384 on a GPU), ``iters`` (throughput forwards: 2 on a CPU, None =
     seed 003's 100 on a GPU) and ``accuracy_models`` (default all; smoke: vit and fnet, to stay fast)."""
     from .profiles import get_profile
-    from .registry import list_models
+    from .models import list_models
 
     prof = get_profile(profile)
     smoke = profile == "smoke"

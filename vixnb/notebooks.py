@@ -336,7 +336,7 @@ def run_notebook(
         )
     params = coerce_parameters(params, declared)
     if params.get("models"):
-        from .registry import list_models
+        from .models import list_models
 
         unknown = [m for m in params["models"] if m not in list_models()]
         if unknown:

@@ -6,7 +6,7 @@ import yaml
 
 from .data import dataset_spec
 from . import papers
-from .registry import list_models, model_cfg
+from .models import list_models, model_cfg
 
 
 @cache

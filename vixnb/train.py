@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from .data import describe_source, load_split, normalize, source_fingerprint
 from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
-from .registry import create_model
+from .models import create_model
 from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint
 
 

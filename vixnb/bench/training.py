@@ -45,7 +45,7 @@ def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, w
     """Time one path of ``bench_train`` (``"reference"``, or ours in ``path_dt``) into ``row``."""
     from ..data import normalize
     from ..layers import fused_attn
-    from ..registry import create_model
+    from ..models import create_model
 
     model = create_model(name).to(device)
     fused = device.type == "cuda" and path != "reference"

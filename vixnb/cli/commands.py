@@ -6,7 +6,7 @@ import json
 def models(args):
     """``vixnb models [PATTERN]``: name, label, paper and both parameter counts of each registered model."""
     from ..measure.counting import count_params
-    from ..registry import create_model, list_models, model_cfg
+    from ..models import create_model, list_models, model_cfg
 
     names = list_models(args.pattern)
     if not names:
@@ -81,7 +81,7 @@ def book(args):
 def measure(args):
     """``vixnb measure MODEL...``: every efficiency figure of each model, as a table or JSON records."""
     from ..measure import measure_many
-    from ..registry import list_models
+    from ..models import list_models
     from .tables import measure_table
 
     unknown = [m for m in args.models if m not in list_models()]

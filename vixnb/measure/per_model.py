@@ -32,7 +32,7 @@ def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json
     The authors' path always runs fp32; ``dtype`` applies to the fused path. ``overrides`` go to
     ``create_model`` (e.g. ``depth=1``); the model's weights come from seed 0 and the caller's RNG state is
     kept. With ``json_ready`` the record holds only JSON types."""
-    from ..registry import create_model
+    from ..models import create_model
 
     with local_rng("cpu"):  # weights from seed 0; the caller's RNG state kept
         model = create_model(model_name, dataset=dataset, **overrides)
@@ -95,7 +95,7 @@ def gpu_memory_column(models, *, dataset="cifar10", batch_size=64, device=None, 
     and allocated peaks) or the record's status (``"skipped: ..."`` on a CPU, ``"oom"``)."""
     import pandas as pd
 
-    from ..registry import create_model
+    from ..models import create_model
 
     device = resolve_device(device)
     rows = {}

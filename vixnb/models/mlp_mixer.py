@@ -9,7 +9,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import PreNorm, mlp, residual_stack
 from ..layers.stems import embedding, stem_geometry
-from ..registry import register_model
+from .registry import register_model
 
 
 class MLPMixer(nn.Module):

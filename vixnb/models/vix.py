@@ -21,7 +21,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import GRID_SIDE, embedding, stem_geometry
-from ..registry import register_model
+from .registry import register_model
 
 
 class ViX(nn.Module):
@@ -147,7 +147,7 @@ def paper_mixers():
     """{model name: (mixer kind, mixer options)} of the plain (not hybrid) models of this file, as their
     functions configure them: read from a depth-0 build on the meta device (no weights, no random numbers
     drawn), so the functions above stay the one place that states them."""
-    from ..registry import list_models, model_entrypoint
+    from .registry import list_models, model_entrypoint
 
     found = {}
     for name in list_models():

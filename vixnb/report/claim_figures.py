@@ -10,7 +10,7 @@ from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, GPU_MEMORY_RECORD,
                            COUNTED_METRICS, RUN_METRICS, paper_claims, parse_claim)
 from .claim_verdicts import claims
-from ..registry import list_models
+from ..models import list_models
 from .collect import collect_runs, current_counts
 
 
@@ -148,7 +148,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     keep({"provenance": next(r for r in used if r["model"] == model)["provenance"]})
         if "gflops" in metrics and count_flops and measured:
             from ..measure import flops
-            from ..registry import create_model
+            from ..models import create_model
 
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():

@@ -48,7 +48,7 @@ def current_counts(model, dataset):
     """What the current code builds for ``model`` on ``dataset``: its paper and true parameter counts and
     Size (MB), as stored with every training run."""
     from .. import count_params, summary_size_mb
-    from ..registry import create_model
+    from ..models import create_model
 
     built = create_model(model, dataset=dataset)
     return {"params_paper": count_params(built, "paper"), "params_true": count_params(built, "true"),

@@ -123,6 +123,6 @@ def glue(name, value):
 
 def label(model):
     """A model's display label ("Hybrid ViN"), or the name itself for what is not a registered model."""
-    from ..registry import list_models, model_cfg
+    from ..models import list_models, model_cfg
 
     return model_cfg(model)["label"] if model in list_models() else str(model)

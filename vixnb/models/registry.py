@@ -4,6 +4,9 @@ A model is a function ``fn(*, image_size, num_classes, channels, **config) -> nn
 the paper it comes from and its display label (``@register_model(paper="vix", label="ViT")``), one function
 in its family's file under ``vixnb.models``. ``create_model`` resolves the dataset into those plain
 arguments before it calls the function, and attaches one ``default_cfg`` dict to the model it returns.
+
+The family files register their models when they are imported; ``vixnb.models`` imports them all, so use the
+registry through ``vixnb.models`` (or ``vixnb.create_model``). This module imports no family file.
 """
 import fnmatch
 
@@ -24,17 +27,11 @@ def register_model(fn=None, *, paper, label):
     return register(fn) if fn is not None else register
 
 
-def _ensure_registered():
-    from . import models  # noqa: F401  (registers the families on first use, not at package import)
-
-
 def list_models(pattern="*"):
-    _ensure_registered()
     return sorted(n for n in _MODELS if fnmatch.fnmatch(n, pattern))
 
 
 def _check(name):
-    _ensure_registered()
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(list_models())}")
 
@@ -48,7 +45,7 @@ def model_entrypoint(name):
 def model_cfg(name):
     """The model's ``default_cfg``: ``name``, ``paper`` key, display ``label``, and the paper protocol's
     ``batch_size`` and ``epochs`` for it (read from the paper file)."""
-    from . import papers
+    from .. import papers
 
     _check(name)
     cfg = dict(_CFGS[name], name=name)
@@ -60,7 +57,7 @@ def model_cfg(name):
 
 def create_model(name, *, dataset="cifar10", **overrides):
     """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides."""
-    from .data import dataset_spec
+    from ..data import dataset_spec
 
     _check(name)
     spec = dataset_spec(dataset)
