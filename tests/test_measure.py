@@ -9,9 +9,8 @@ import pytest
 import torch
 
 import vixnb
-from vixnb import efficiency as E
 from vixnb import measure as M
-from vixnb import papers, report
+from vixnb import report
 from vixnb.cli import parser
 from vixnb.cli.tables import measure_table
 from vixnb.measure import memory, timing
@@ -329,7 +328,7 @@ def test_crossover_with_reference_out_of_memory():
 
 
 # --------------------------------------------------------------------------------------------------
-# the favor paper's batch search and the Pareto front (pure functions)
+# the favor paper's batch search (a pure function)
 
 def test_batch_candidates_fit_the_memory():
     mb = 1024**2
@@ -339,32 +338,6 @@ def test_batch_candidates_fit_the_memory():
     fit = (total - 1024 * mb) / (10 * mb)
     assert max(cands) == 4096 and all(c <= fit for c in cands)
     assert M.batch_candidates(probes, total, max_batch=512)[-1] == 512
-
-
-def test_pareto_front():
-    # (memory, accuracy): lower memory and higher accuracy are better
-    xs = [1.0, 2.0, 3.0, 2.5, None]
-    ys = [50.0, 60.0, 70.0, 55.0, 99.0]
-    assert E.pareto_front(xs, ys) == [0, 1, 2]
-    assert E.pareto_front([10, 20], [1, 2], x_lower_is_better=False) == [1]
-
-
-SEED003 = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_c6ce1cffb68d8d33.txt"
-
-
-@pytest.mark.skipif(not SEED003.exists(), reason="seed documents not beside the checkout")
-def test_seed003_numbers_match_the_seed_text():
-    """vixnb/papers/favor.yaml are a faithful transcription of seed 003's Table 2 and fit."""
-    text = SEED003.read_text()
-    t = E.seed003_table2()
-    printed = {"FLOPS": "FLOPS", "θ": "$\\theta$", "FT Time": "FT Time", "FFwd Time": "FFwd Time", "FFwd Mem": "FFwd Memory"}
-    for row, label in printed.items():
-        line = next(l for l in text.splitlines() if l.startswith(label + "\t"))
-        cells = [float(v) if v else None for v in line.split("\t")[1:]]
-        ours = [None if pd.isna(v) else v for v in t.loc[row].tolist()]
-        assert ours == cells, row
-    fit = papers.load("favor")["ram_fit"]
-    assert f"{fit['slope_gb_per_gflop']:.2f} \\cdot GFlops + {fit['intercept_gb']:.2f}" in text
 
 
 def test_measure_model_takes_any_classifier():
@@ -388,188 +361,6 @@ def test_gpu_memory_column_says_what_it_could_not_measure():
     assert frame.attrs["provenance"]["batch_size"] == 2
 
 
-# --------------------------------------------------------------------------------------------------
-# the efficiency chapter's bookkeeping: settings, load-or-measure, display-ready tables and notes
-
-def test_chapter_settings_follow_the_profile():
-    smoke = E.chapter_settings("smoke", gpu=True)
-    assert smoke["device"] == "cpu" and smoke["overrides"] == {"depth": 1} and smoke["batch_size"] == 2
-    assert smoke["tokens"] == (256, 1024) and smoke["iters"] == 2 and smoke["accuracy_models"] == ["vit", "fnet"]
-    assert smoke["models"] == vixnb.list_models()
-    gpu = E.chapter_settings("budget", gpu=True)
-    assert gpu["device"] == "cuda" and gpu["overrides"] == {} and gpu["batch_size"] == 64
-    assert gpu["tokens"] == (256, 1024, 4096, 16384) and gpu["iters"] is None
-    assert gpu["accuracy_models"] == gpu["models"]
-    cpu = E.chapter_settings("paper", models=["vit"], batch_size=8, tokens=[64], iters=5, gpu=False)
-    assert (cpu["device"], cpu["models"], cpu["batch_size"]) == ("cpu", ["vit"], 8)
-    assert (cpu["tokens"], cpu["iters"]) == ((64,), 5)
-    assert cpu["accuracy_models"] == ["vit"]
-
-
-def _fake_record(name, gb=None):
-    prov = {"device": "fake GPU", "commit": "abc", "torch": torch.__version__}
-    tr = {"status": "ok", "peak_reserved_gb": gb, "peak_allocated_gb": gb, "step_ms": 5.0} if gb else \
-         {"status": M.CPU_MEMORY_NOTE, "step_ms": 5.0}
-    inf = {"batches": [{"batch_size": 64, "status": "ok", "peak_allocated_gb": gb} if gb else
-                       {"batch_size": 64, "status": M.CPU_MEMORY_NOTE}]}
-    tp = {"images_per_s": 1000.0, "batch_size": 256}
-    return {"model": name, "params_paper": 1234, "params_true": 2345, "size_mb": 1.5, "batch_size": 64,
-            "flops": {"gmacs": 0.0123, "gflops": 0.0250, "seed003_gflops": 0.0130},
-            "training": {p: tr for p in M.PATHS}, "inference": {p: inf for p in M.PATHS},
-            "throughput": {p: tp for p in M.PATHS}, "provenance": prov}
-
-
-def _fake_sweep(device="fake GPU"):
-    rows = []
-    for n, ms in ((256, 1.0), (1024, 16.0)):
-        for mech, scale in (("softmax (fused)", 1.0), ("softmax (materialised)", 2.0), ("linear", 0.5)):
-            rows.append({"mechanism": mech, "tokens": n, "ms": ms * scale, "peak_mb": 10.0 * n * scale / 256,
-                         "gflops": 0.01 * n, "estimate_gb": 0.001 * n * scale, "status": "ok", "batch": 8,
-                         "dim": 128, "mode": "forward+backward", "dtype": "fp32", "provenance": {"device": device}})
-    rows.append({**rows[-1], "tokens": 4096, "ms": None, "peak_mb": None, "gflops": 40.96, "status": "oom"})
-    return rows
-
-
-@pytest.fixture()
-def fake_measuring(monkeypatch):
-    calls = []
-
-    def measure_many(models, **kwargs):
-        calls.append(("models", kwargs))
-        return [_fake_record(m, gb=0.5 + i) for i, m in enumerate(models)]
-
-    def scaling_sweep(**kwargs):
-        calls.append(("sweep", kwargs))
-        return _fake_sweep()
-
-    monkeypatch.setattr(M, "measure_many", measure_many)
-    monkeypatch.setattr(M, "scaling_sweep", scaling_sweep)
-    return calls
-
-
-def test_load_or_measure_saves_on_a_gpu_and_reads_back_on_a_cpu(fake_measuring, tmp_path):
-    gpu = E.chapter_settings("budget", models=["vit", "fnet"], gpu=True)
-    run = E.load_or_measure(gpu, root=tmp_path)
-    assert run["source"] == "measured in this run" and [r["model"] for r in run["records"]] == ["vit", "fnet"]
-    assert [c[0] for c in fake_measuring] == ["models", "sweep"]
-    assert fake_measuring[0][1]["device"] == "cuda" and fake_measuring[0][1]["steps"] == 2
-    assert M.measurement_path("budget", "efficiency", tmp_path).exists()
-    # rebuilt on a CPU: the stored measurements, with their device and sweep sizes; nothing measured again
-    cpu = E.chapter_settings("budget", models=["vit", "fnet"], gpu=False)
-    back = E.load_or_measure(cpu, root=tmp_path)
-    assert len(fake_measuring) == 2 and back["source"].startswith("stored measurements")
-    assert back["device"] == "cuda" and back["tokens"] == (256, 1024, 4096) and back["frame"].shape[0] == 2
-    assert "device: **fake GPU**" in E.measurement_note(back)
-    # remeasure on a CPU has no GPU to measure on: not yet run
-    assert E.load_or_measure(cpu, root=tmp_path, remeasure=True)["source"].startswith("not yet run")
-
-
-def test_gpu_profile_on_a_cpu_without_measurements_is_not_yet_run(fake_measuring, tmp_path):
-    run = E.load_or_measure(E.chapter_settings("paper", gpu=False), root=tmp_path)
-    assert run["records"] == run["sweep"] == [] and run["frame"].empty and not fake_measuring
-    assert run["source"].startswith("not yet run")
-    for view in ("size", "memory", "speed", "paths"):
-        assert E.table(run, view).data == E.NOT_YET_RUN
-    assert E.sweep_table(run).data == E.crossover_table(run).data == E.fused_memory_table(run).data == E.NOT_YET_RUN
-    assert E.our_correlation_table(run).data == E.NOT_YET_RUN
-    nothing = "No measurement was made for this section."
-    for note in (E.provenance_note, E.memory_note, E.fused_memory_note, E.correlation_note):
-        assert note(run) == nothing
-    assert E.memory_fit_note(run, None).startswith(E.NOT_YET_RUN)
-    assert E.plot_pareto_fronts(run["frame"], []) is None and E.plot_scaling(run["sweep"]) is None
-    assert E.plot_memory_fit(run["frame"]) == (None, None)
-    assert not list(tmp_path.rglob("*.json"))
-
-
-@pytest.fixture()
-def no_measuring(monkeypatch):
-    def fail(*a, **k):
-        pytest.fail("measured or trained although measure_missing=False")
-
-    for name in ("measure_many", "scaling_sweep", "measure_model", "save_measurements"):
-        monkeypatch.setattr(M, name, fail)
-    monkeypatch.setattr(vixnb.train, "train", fail)
-
-
-@pytest.mark.parametrize("profile", ["budget", "smoke"])
-def test_load_or_measure_without_measure_missing_measures_nothing_even_on_a_gpu(no_measuring, tmp_path, profile):
-    settings = E.chapter_settings(profile, models=["vit"], accuracy_models=["vit"], gpu=True)
-    assert settings["device"] == ("cpu" if profile == "smoke" else "cuda")
-    for remeasure in (False, True):
-        run = E.load_or_measure(settings, root=tmp_path, remeasure=remeasure, measure_missing=False)
-        assert run["records"] == run["sweep"] == [] and run["source"].startswith("not yet run")
-        assert "measures nothing" in E.measurement_note(run)
-    assert [a["status"] for a in E.chapter_accuracy(run)] == ["not yet run"]  # smoke: not trained either
-    assert not list(tmp_path.rglob("*.json"))
-
-
-def test_load_or_measure_without_measure_missing_reads_stored_measurements(tmp_path, monkeypatch):
-    M.save_measurements({"records": [_fake_record("vit", gb=1.0)], "sweep": _fake_sweep(), "device": "cuda",
-                         "batch_size": 64}, "budget", "efficiency", tmp_path)
-    monkeypatch.setattr(M, "measure_many", lambda *a, **k: pytest.fail("measured"))
-    monkeypatch.setattr(M, "scaling_sweep", lambda *a, **k: pytest.fail("measured"))
-    settings = E.chapter_settings("budget", models=["vit"], gpu=True)
-    run = E.load_or_measure(settings, root=tmp_path, remeasure=True, measure_missing=False)
-    assert run["source"].startswith("stored measurements") and run["frame"].shape[0] == 1
-
-
-def test_references_cpu_only_never_measure_on_the_gpu(monkeypatch):
-    import importlib.machinery
-    import sys
-    import types
-
-    timm = types.ModuleType("timm")
-    timm.__spec__ = importlib.machinery.ModuleSpec("timm", None)
-    timm.create_model = lambda name, pretrained: torch.nn.Identity()
-    monkeypatch.setitem(sys.modules, "timm", timm)
-    calls = []
-    monkeypatch.setattr(M, "measure_model", lambda model, **k: calls.append(k) or {"model": k["name"]})
-    settings = E.chapter_settings("budget", gpu=True)
-    refs = E.measure_references(["resnet50"], settings, cpu_only=True)
-    assert (calls[-1]["device"], calls[-1]["paths"]) == ("cpu", ()) and refs["device"] == "cpu"
-    assert "on a CPU only parameters and FLOPs" in refs["source"]
-    E.measure_references(["resnet50"], settings)
-    assert (calls[-1]["device"], calls[-1]["paths"]) == ("cuda", ("fused",))
-
-
-def test_smoke_measures_on_the_cpu_and_saves_nothing(fake_measuring, tmp_path):
-    run = E.load_or_measure(E.chapter_settings("smoke", models=["vit"], gpu=True), root=tmp_path)
-    assert fake_measuring[0][1]["device"] == "cpu" and fake_measuring[0][1]["depth"] == 1
-    assert fake_measuring[0][1]["cpu_batch"] == 2 and fake_measuring[1][1]["tokens"] == (256, 1024)
-    assert run["source"] == "measured in this run" and not list(tmp_path.rglob("*.json"))
-    assert "one-block models" in E.measurement_note(run)
-
-
-def _run(records, sweep=(), device="cuda"):
-    return {"profile": "budget", "smoke": False, "device": device, "batch_size": 64, "tokens": (256, 1024, 4096),
-            "overrides": {}, "records": records, "sweep": list(sweep), "frame": M.records_frame(records),
-            "source": "measured in this run"}
-
-
-def test_efficiency_views_are_narrow_with_short_names():
-    run = _run([_fake_record("vit", gb=1.0), _fake_record("hybrid_vin", gb=2.0)])
-    size = E.view_frame(run, "size")
-    assert list(size.index) == ["ViT", "Hybrid ViN"] and size.shape[1] == 6
-    assert size.loc["ViT", "params (true)"] == 2345
-    memory = E.view_frame(run, "memory")
-    assert memory.shape[1] == 6 and memory.loc["Hybrid ViN", ("fused", "train GB")] == 2.0
-    paths = E.view_frame(run, "paths")
-    assert list(paths.columns)[:2] == [("train GB", "authors"), ("train GB", "fused")]
-    assert E.view_frame(run, "all").T.shape == (6 + 6 + 6, 2)
-    html = E.table(run, "size").to_html()
-    assert "2,345" in html and "0.0123" in html and "nan" not in html.lower()
-
-
-def test_cpu_memory_is_a_note_not_a_table_of_na():
-    run = _run([_fake_record("vit")], device="cpu")
-    assert "not measured on this device" in E.table(run, "memory").data
-    speed = E.table(run, "speed")
-    assert "1,000" in speed.to_html()
-    assert "n/a (cpu)" in E.table(run, "paths").to_html()
-    assert "not measured on this device" in E.memory_note(run)
-    assert "not measured on this device" in E.memory_fit_note(run, None)
-
-
 def test_page_table_formats_and_blanks():
     import pandas as pd
 
@@ -581,55 +372,6 @@ def test_page_table_formats_and_blanks():
     assert "nan" not in html.lower() and "None" not in html
     assert "0.50" in report.page_table(pd.DataFrame({"r": [0.5]}), decimals=2).to_html()
     assert report.page_table(pd.DataFrame(), empty="nothing").data == "nothing"
-
-
-def test_sweep_crossover_and_fused_memory_tables():
-    run = _run([_fake_record("vit", gb=1.0)], sweep=_fake_sweep())
-    measured = E.sweep_table(run, ["ms", "peak_mb"]).data
-    assert measured.loc["linear", ("ms per step", 4096)] == "oom"
-    assert measured.loc["linear", ("peak MB", 1024)] == pytest.approx(20.0)
-    shapes = E.sweep_table(run, ["gflops", "estimate_gb"]).data
-    assert shapes.loc["linear", ("GFLOPs", 4096)] == pytest.approx(40.96)  # shapes: known even when out of memory
-    cpu_run = _run([], sweep=[{**r, "peak_mb": None} for r in _fake_sweep()], device="cpu")
-    assert "peak MB" not in E.sweep_table(cpu_run, ["ms", "peak_mb"]).data.columns.get_level_values(0)
-    cross = E.crossover_table(run, "softmax (fused)").data
-    assert cross.loc["linear", "ms per step"] == "all sizes" and "peak MB" in cross.columns
-    fused = E.fused_memory_table(run).data
-    assert fused.loc["softmax (materialised)", "× fused softmax"] == pytest.approx(2.0)
-    assert fused.loc["linear", "× materialised softmax"] == pytest.approx(0.25)
-    assert "2.0× the memory of the fused one" in E.fused_memory_note(run)
-
-
-def test_notes_and_references_without_timm(monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
-    settings = E.chapter_settings("smoke")
-    refs = E.measure_references(["resnet50"], settings)
-    assert refs["records"] == [] and "not installed" in refs["source"]
-    assert "**not measured**" in E.table(refs, "all", transpose=True).data
-    run = _run([_fake_record("vit", gb=1.0)])
-    note = E.accuracy_note(run, [{"model": "vit", "top1": 50.0, "status": "done"},
-                                 {"model": "hybrid_vit", "top1": None, "status": "not yet run"}])
-    assert note.startswith("Accuracy: 1 of 2 models") and "not yet run: Hybrid ViT" in note and "fake GPU" in note
-    fit = {"slope_gb_per_gflop": 2.0, "intercept_gb": 0.5, "pearson_r": 0.9, "points": 3}
-    assert "RAM[GB] ≈ 2.00 · GFLOPs + 0.50, Pearson r = 0.90" in E.memory_fit_note(run, fit)
-
-
-def test_chapter_figures_take_accuracy_records(monkeypatch):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    run = _run([_fake_record("vit", gb=1.0), _fake_record("fnet", gb=2.0), _fake_record("vip", gb=3.0)],
-               sweep=_fake_sweep())
-    accuracy = [{"model": m, "top1": a, "status": "done"} for m, a in (("vit", 60.0), ("fnet", 50.0), ("vip", 55.0))]
-    fig = E.plot_pareto_fronts(run["frame"], accuracy)
-    labels = {t.get_text() for ax in fig.axes for t in ax.texts}
-    assert {"ViT", "FNet", "ViP"} <= labels and len(fig.axes) == 4
-    fig, fit = E.plot_memory_fit(run["frame"])
-    assert fit["points"] == 3 and "3 models" in E.memory_fit_note(run, fit)
-    assert len(E.plot_scaling(run["sweep"]).axes) == 3
 
 
 def test_nystrom_counts_on_the_meta_device():
