@@ -60,6 +60,8 @@ BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 ALLOWED_ERROR_TAG = "raises-exception"
 #: Parameters of a chapter in a fixed profile (``book/executed/<profile>/<stem>``): the results store only.
 STORED_ONLY = {"compute": "never"}
+#: Cells carrying this tag are removed from the page of a smoke-profile run (they show stored GPU results).
+REMOVE_IN_SMOKE = "remove-in-smoke"
 
 
 def _say(msg: str) -> None:
@@ -400,7 +402,8 @@ def run_notebook(
 def _mark_executed_copy(path: Path, profile: str) -> None:
     """Make the executed copy say which profile it ran in: its first heading gets the profile's page title
     (so the book's GPU and smoke parts have distinguishable pages), and papermill's injected-parameters cell
-    is tagged ``remove-cell`` (the page's banner says which profile ran)."""
+    is tagged ``remove-cell`` (the page's banner says which profile ran), as is, in the smoke profile, every
+    cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -408,7 +411,8 @@ def _mark_executed_copy(path: Path, profile: str) -> None:
     titled = False
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
+        hidden = "injected-parameters" in tags or (profile == "smoke" and REMOVE_IN_SMOKE in tags)
+        if hidden and "remove-cell" not in tags:
             cell.metadata["tags"] = [*tags, "remove-cell"]
         if not titled and cell.cell_type == "markdown" and cell.source.startswith("# "):
             first, _, rest = cell.source.partition("\n")

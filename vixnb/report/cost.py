@@ -1,0 +1,467 @@
+"""Page pieces for cost measurements: the parameters, FLOPs, memory and time of models (``vixnb.measure``
+records), measured or read back under the compute policy; narrow tables of them; Pareto fronts of accuracy
+against any cost; correlations between costs beside a paper's; a line fit of one cost against another; and
+the token-mixer scaling sweep (time, memory, crossovers). Plain functions of records and DataFrames."""
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import measure
+
+FAVOR_GFLOPS = "GFLOPs (favor conv.)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
+MISSING = "not yet run"
+TRAINING_MEMORY = {"GPU GB reserved": "train GB ({path})", "GPU GB allocated": "train GB alloc ({path})"}
+# The narrow views of ``cost_frame``: page label -> frame column; "{path}" columns come once per execution path.
+VIEWS = {
+    "size": {"params (ViX conv.)": "params (paper)", "params (true)": "params (true)", "Size MB": "Size MB",
+             "GMACs": "GMACs", "GFLOPs": "GFLOPs", "GFLOPs (favor conv.)": FAVOR_GFLOPS},
+    "training": {"GB reserved": "train GB ({path})", "GB allocated": "train GB alloc ({path})",
+                 "step ms": "train step ms ({path})"},
+    "inference": {"GB @64": "infer GB @64 ({path})", "img/s": "img/s ({path})", "at batch": "img/s batch ({path})"},
+}
+SWEEP_LABELS = {"ms": "ms per step", "peak_mb": "peak MB", "gflops": "GFLOPs", "estimate_gb": "estimate GB"}
+
+
+def not_yet_run(command):
+    """The Markdown line of a section nothing has measured yet, naming the command that measures it."""
+    return f"**Not yet run.** {command} measures it and stores it in the results store."
+
+
+# --------------------------------------------------------------------------------------------------
+# measuring, or reading back
+
+def _timm_model(name):
+    import importlib.util
+
+    if importlib.util.find_spec("timm") is None:
+        return None
+    import timm
+
+    return timm.create_model(name, pretrained=False)
+
+
+def _records(names, *, dataset, device, paths, overrides=None, batch_size=None, iters=None, steps=2,
+             cpu_batch=None):
+    """``measure`` records of ``names`` in their order: registered models (``measure.measure_many``, with the
+    config ``overrides``) and, for any other name, the ``timm`` architecture at 224 px, untrained
+    (``measure.measure_model``; the fused path only)."""
+    from ..models import list_models
+
+    registered = set(list_models())
+    ours = [n for n in names if n in registered]
+    measured = dict(zip(ours, measure.measure_many(ours, dataset=dataset, device=device, paths=paths,
+                                                   batch_size=batch_size, iters=iters, steps=steps,
+                                                   cpu_batch=cpu_batch, **(overrides or {}))))
+    records = []
+    for name in names:
+        if name in measured:
+            records.append(measured[name])
+        elif (model := _timm_model(name)) is None:
+            records.append({"model": name, "status": "not measured: timm is not installed"})
+        else:
+            records.append(measure.measure_model(model, name=name, input_size=(3, 224, 224), device=device,
+                                                 batch_size=batch_size, iters=iters, steps=steps, cpu_batch=2,
+                                                 paths=tuple(p for p in paths if p == "fused")))
+    return records
+
+
+def shape_records(names, *, dataset="cifar10"):
+    """Parameters (both conventions), Size (MB) and FLOPs of ``names`` counted from shapes on the CPU: nothing
+    timed, no GPU needed, the same on every machine. Registered models in their paper configuration for
+    ``dataset``; other names as ``timm`` architectures (a record whose status says so where timm is missing)."""
+    return _records(names, dataset=dataset, device="cpu", paths=())
+
+
+def measure_or_load(names, *, profile, compute="missing", dataset="cifar10", record="efficiency",
+                    batch_size=None, tokens=None, iters=None, root=None):
+    """Every cost of ``names`` (``measure`` records: parameters, FLOPs, training and inference memory,
+    throughput) and the token-mixer scaling sweep, under the compute policy, as
+    ``{"records", "sweep", "device", "batch_size", "source"}``; ``source`` is "stored", "measured" or
+    "not yet run" (then records and sweep are empty).
+
+    A GPU profile reads its stored record (``<profile>/measure/<record>.json`` of the results store at
+    ``root``; default ``efficiency``, the record the claims ledger reads); where the store lacks it (or
+    ``compute="always"``) and this machine has a GPU, it measures (training batch 64, sweep up to 16,384
+    tokens) and stores the record. The smoke profile measures on the CPU (its one-block models, training
+    batch 2, sweep at 256 and 1,024 tokens) and stores nothing. ``compute="never"`` measures nothing on any
+    machine."""
+    import torch
+
+    from ..profiles import get_profile
+    from ..results import ResultsStore, check_compute
+
+    check_compute(compute)
+    prof = get_profile(profile)
+    cpu = prof["device"] != "cuda"
+    device = "cpu" if cpu else "cuda"
+    batch_size = batch_size or (2 if cpu else 64)
+    made = []
+
+    def make():
+        made.append(True)
+        records = _records(names, dataset=dataset, device=device, paths=measure.PATHS,
+                           overrides=prof.get("model_overrides", {}), batch_size=batch_size,
+                           iters=iters or (2 if cpu else None), steps=1 if cpu else 2, cpu_batch=2 if cpu else None)
+        sweep = measure.scaling_sweep(tokens=tuple(tokens or ((256, 1024) if cpu else (256, 1024, 4096, 16384))),
+                                      device=device, steps=2 if cpu else 10, warmup=1 if cpu else 3)
+        return measure.jsonable({"records": records, "sweep": sweep, "device": device, "batch_size": batch_size})
+
+    if cpu:
+        data = make() if compute != "never" else None
+    else:
+        data = ResultsStore(root).load_or_compute("measure", record, make,
+                                                  profile=profile, compute=compute,
+                                                  can_compute=torch.cuda.is_available())
+    if data is None:
+        return {"records": [], "sweep": [], "device": None, "batch_size": None, "source": MISSING}
+    return {**data, "source": "measured" if made else "stored"}
+
+
+# --------------------------------------------------------------------------------------------------
+# the records as narrow tables
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _whole(v):
+    return int(v) if _is_number(v) else v
+
+
+def _counts(column):
+    """Whether every number of ``column`` is whole (parameter counts, batch sizes: shown without decimals)."""
+    numbers = [v for v in column if _is_number(v)]
+    return bool(numbers) and all(float(v).is_integer() for v in numbers)
+
+
+def _has_numbers(frame, columns):
+    return any(_is_number(v) for c in columns if c in frame for v in frame[c])
+
+
+def cost_frame(records, *, training_memory=None):
+    """One row per model of ``records`` (``measure.records_frame``; the favor FLOP column named
+    ``FAVOR_GFLOPS``). Where the records hold no training-memory number (nothing measured on a GPU), the
+    training-memory columns come from ``training_memory``, a stored ``measure.gpu_memory_column`` record
+    (``{"rows", "provenance"}``, e.g. ``report.gpu_memory``): GB only, its step times are not taken.
+    ``frame.attrs["training_memory"]``: the records those columns come from (for ``report.provenance_line``)."""
+    frame = measure.records_frame(records)
+    frame = frame.rename(columns={measure.FAVOR_GFLOPS_COLUMN: FAVOR_GFLOPS})
+    columns = [c.format(path=p) for c in TRAINING_MEMORY.values() for p in measure.PATHS]
+    sources = [r for r in records if r.get("training")]
+    if not _has_numbers(frame, columns) and training_memory:
+        frame = frame.astype(object)
+        for model, row in training_memory["rows"].items():
+            for key, value in row.items():
+                what, _, label = key.partition(", ")  # "GPU GB reserved", "authors (fp32)"
+                if what in TRAINING_MEMORY and model in frame.index:
+                    frame.loc[model, TRAINING_MEMORY[what].format(path=label.split(" ")[0])] = value
+        sources = [training_memory]
+    frame.attrs["training_memory"] = sources
+    return frame
+
+
+def cost_view(frame, view, *, order=None, labels=None, missing=MISSING):
+    """One narrow table of ``cost_frame``: ``view`` is "size" (parameters, Size MB, FLOPs), "training" (memory
+    and step time of a training step) or "inference" (inference memory, throughput and its batch), the last
+    two with (path, label) columns. Rows follow ``order`` (default: the frame's), named by ``labels``. A
+    column without any value is left out; an empty cell reads ``missing``, or the record's status (an
+    error, "not measured: ..."). With no column left: the statuses, or an empty frame."""
+    import pandas as pd
+
+    order = list(order) if order is not None else list(frame.index)
+    rows = frame.reindex(order)
+    if view == "size":
+        columns = {label: col for label, col in VIEWS[view].items()}
+    else:
+        columns = {(p, label): col.format(path=p) for p in measure.PATHS for label, col in VIEWS[view].items()}
+    kept = {key: col for key, col in columns.items() if col in rows and rows[col].notna().any()}
+    status = rows["status"] if "status" in rows else pd.Series(None, index=rows.index, dtype=object)
+    names = [labels.get(m, m) if labels else m for m in order]
+    if not kept:
+        if status.notna().any():
+            return pd.DataFrame({"status": status.fillna(missing).tolist()}, index=names)
+        return pd.DataFrame()
+    out = pd.DataFrame({key: rows[col].map(_whole) if _counts(rows[col]) else rows[col]
+                        for key, col in kept.items()}).astype(object)
+    for model in order:
+        why = status.get(model)
+        out.loc[model] = out.loc[model].where(out.loc[model].notna(), why if isinstance(why, str) else missing)
+    if view != "size":
+        out.columns = pd.MultiIndex.from_tuples(list(out.columns))
+    out.index = names
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# accuracy against cost: Pareto fronts
+
+def _label_points(ax, pts, labels, *, fontsize=7):
+    """Name each point of ``pts`` (columns x, y; index: model) to its right; going up from the lowest point,
+    a label whose box (estimated from its length, in points) would overlap one already placed moves up
+    until it does not. Call it once the axis scales and limits are set."""
+    ax.autoscale_view()
+    to_points = 72 / ax.figure.dpi
+    placed = []
+    for name, (x, y) in pts.sort_values(["y", "x"]).iterrows():
+        text = labels.get(name, name) if labels else name
+        px, py = ax.transData.transform((x, y)) * to_points
+        left, right, dy = px + 3, px + 3 + 0.55 * fontsize * len(text), -fontsize / 2
+        while any(left < r and l < right and abs(py + dy - b) < fontsize for l, r, b in placed):
+            dy += fontsize / 2
+        placed.append((left, right, py + dy))
+        ax.annotate(text, (x, y), xytext=(3, dy), textcoords="offset points", fontsize=fontsize)
+
+
+def pareto_front(xs, ys, *, x_lower_is_better=True, y_higher_is_better=True):
+    """Indices of the points no other point beats in both coordinates (missing values are never on it)."""
+    pts = [(i, float(x), float(y)) for i, (x, y) in enumerate(zip(xs, ys)) if _is_number(x) and _is_number(y)]
+    sx, sy = (1 if x_lower_is_better else -1), (1 if y_higher_is_better else -1)
+
+    def dominates(a, b):
+        return (sx * a[1] <= sx * b[1] and sy * a[2] >= sy * b[2]) and (sx * a[1] < sx * b[1] or sy * a[2] > sy * b[2])
+
+    return sorted(p[0] for p in pts if not any(dominates(q, p) for q in pts if q[0] != p[0]))
+
+
+def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_label="top-1 (%)"):
+    """Accuracy against each cost of ``panels`` (``{column: (axis label, lower is better)}``), one panel per
+    cost with points, its Pareto front circled and joined in red. ``accuracy`` maps a model (the frame's
+    index) to its top-1; a model without one, or without the cost, has no point. Costs without any point
+    are named under the figure. None when no panel has a point."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    acc = pd.to_numeric(pd.Series({m: (accuracy.get(m) if accuracy is not None else None) for m in frame.index},
+                                  dtype=object), errors="coerce")
+    data = {}
+    for col, spec in panels.items():
+        xs = pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series(dtype="float64")
+        pts = pd.DataFrame({"x": xs, "y": acc}).dropna()
+        if not pts.empty:
+            data[col] = (pts, *spec)
+    if not data:
+        return None
+    ncols = min(len(data), 2)
+    nrows = math.ceil(len(data) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.5 * nrows), squeeze=False)
+    for ax in axes.flat[len(data):]:
+        ax.set_visible(False)
+    for ax, (col, (pts, x_label, lower)) in zip(axes.flat, data.items()):
+        on = pts.iloc[pareto_front(list(pts["x"]), list(pts["y"]), x_lower_is_better=lower)].sort_values("x")
+        ax.scatter(pts["x"], pts["y"], s=16, color="tab:blue", zorder=3)
+        ax.scatter(on["x"], on["y"], s=70, facecolors="none", edgecolors="tab:red", zorder=4)
+        if len(on) > 1:
+            ax.step(on["x"], on["y"], where="post" if lower else "pre", color="tab:red", lw=1)
+        if pts["x"].max() > 20 * max(pts["x"].min(), 1e-12):
+            ax.set_xscale("log")
+        ax.set_xlabel(x_label, fontsize=9)
+        ax.set_ylabel(y_label, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.margins(x=0.15, y=0.12)
+        ax.grid(alpha=0.3)
+        _label_points(ax, pts, labels)
+    left = [spec[0] for col, spec in panels.items() if col not in data]
+    if left:
+        fig.text(0.5, 0.005, f"No points yet ({MISSING}): " + ", ".join(left), ha="center", va="bottom", fontsize=8)
+    fig.suptitle(title or "accuracy against each cost (red: the Pareto front)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.04 if left else 0, 1, 1))
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# which cost predicts which: correlations, and a line fit
+
+def printed_correlations(printed):
+    """A paper's correlation table as printed (``papers.table``'s ``columns`` and ``rows`` of an upper
+    triangle) as a DataFrame; blanks are NaN."""
+    import pandas as pd
+
+    return pd.DataFrame(list(printed["rows"].values()), index=list(printed["rows"]),
+                        columns=printed["columns"]).astype(float)
+
+
+def correlation_pairs(frame, columns, paper, *, min_points=3):
+    """Pearson correlations of costs of ``frame`` beside a paper's, one row per pair the paper prints
+    (``paper``: ``printed_correlations``): "paper", "ours" and "models" (how many models have both
+    numbers). ``columns`` maps the paper's labels to columns of ``frame``; "ours" reads "not yet run" where
+    fewer than ``min_points`` models have both."""
+    import pandas as pd
+
+    def numbers(label):
+        col = columns.get(label)
+        return pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series(dtype="float64")
+
+    rows = {}
+    for a in paper.index:
+        for b in paper.columns:
+            if pd.isna(paper.at[a, b]):
+                continue
+            both = pd.DataFrame({"a": numbers(a), "b": numbers(b)}).dropna()
+            ours = float(both["a"].corr(both["b"])) if len(both) >= min_points else None
+            rows[f"{a} – {b}"] = {"paper": float(paper.at[a, b]),
+                                  "ours": MISSING if ours is None or math.isnan(ours) else ours,
+                                  "models": len(both)}
+    return pd.DataFrame.from_dict(rows, orient="index").astype(object)
+
+
+def line_fit(frame, x, y, *, min_points=2):
+    """The least-squares line of column ``y`` against ``x`` over the rows with both numbers:
+    ``{"slope", "intercept", "pearson_r", "points"}`` (``pearson_r`` None under 3 points); None under
+    ``min_points`` rows."""
+    import pandas as pd
+
+    pts = pd.DataFrame({"x": pd.to_numeric(frame.get(x), errors="coerce") if x in frame else None,
+                        "y": pd.to_numeric(frame.get(y), errors="coerce") if y in frame else None},
+                       index=frame.index).dropna()
+    if len(pts) < min_points:
+        return None
+    slope, intercept = measure.fit_line(list(pts["x"]), list(pts["y"]))
+    return {"slope": slope, "intercept": intercept, "points": len(pts),
+            "pearson_r": float(pts["x"].corr(pts["y"])) if len(pts) > 2 else None}
+
+
+def fits_frame(fits):
+    """Line fits side by side, one row each (``{name: line_fit or None}``); a fit not made reads "not yet run"."""
+    import pandas as pd
+
+    keys = {"slope": "slope", "intercept": "intercept", "pearson_r": "Pearson r", "points": "models"}
+    rows = [[fit.get(k) if fit else MISSING for k in keys] for fit in fits.values()]
+    return pd.DataFrame(rows, index=list(fits), columns=list(keys.values()), dtype=object)
+
+
+def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None, y_label=None, title=None):
+    """Column ``y`` against ``x`` of ``frame``, one labelled point per model, with ``fit`` (``line_fit``) and a
+    ``reference`` line ``(slope, intercept, legend)`` dashed, on a log y axis. The points are absent (and the
+    figure says so) where ``fit`` is None."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.set_yscale("log")
+    xs = pd.to_numeric(frame[x], errors="coerce") if x in frame else pd.Series(dtype="float64")
+    top = float(xs.max()) * 1.1 if xs.notna().any() else 1.0
+    grid = [top * i / 100 for i in range(101)]
+    if reference:
+        slope, intercept, legend = reference
+        ax.plot(grid, [slope * g + intercept for g in grid], color="grey", ls="--", label=legend)
+    if fit is None:
+        ax.text(0.5, 0.3, f"ours: {MISSING}", ha="center", va="center", transform=ax.transAxes)
+    else:
+        pts = pd.DataFrame({"x": xs, "y": pd.to_numeric(frame[y], errors="coerce")}).dropna()
+        ax.scatter(pts["x"], pts["y"], s=16, zorder=3)
+        line = [(g, fit["slope"] * g + fit["intercept"]) for g in grid if g >= 0.9 * pts["x"].min()]
+        ax.plot(*zip(*[(g, v) for g, v in line if v > 0]), color="tab:red",  # over our points' range
+                label=f"ours: {fit['slope']:.2f} x + {fit['intercept']:.2f}")
+        _label_points(ax, pts, labels)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_xlabel(x_label or x)
+    ax.set_ylabel(y_label or y)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# the token-mixer scaling sweep
+
+def plot_scaling(rows, *, metrics=("ms", "peak_mb", "estimate_gb"), title=None):
+    """Log-log curves of each mechanism of ``rows`` (``measure.scaling_sweep``) against tokens, one panel per
+    metric with values (dotted verticals: out of memory). None without rows."""
+    import matplotlib.pyplot as plt
+
+    panels = [m for m in metrics if any(r.get(m) is not None for r in rows)]
+    if not panels:
+        return None
+    labels = {"ms": "time per step (ms)", "peak_mb": "peak memory (MB, measured)",
+              "estimate_gb": "memory estimate (GB, from shapes)", "gflops": "forward GFLOPs"}
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 1.6, 3.6), squeeze=False)
+    mechs = list(dict.fromkeys(r["mechanism"] for r in rows))
+    colors = plt.get_cmap("tab20").colors
+    for ax, metric in zip(axes[0], panels):
+        for i, mech in enumerate(mechs):
+            pts = [(r["tokens"], r[metric]) for r in rows if r["mechanism"] == mech and r.get(metric) is not None]
+            if pts:
+                ax.plot(*zip(*pts), "--" if "materialised" in mech else "-", marker="os^Dv"[i % 5], ms=3,
+                        color=colors[(2 * i) % 20 + (i >= 10)], label=mech)
+            for n in [r["tokens"] for r in rows if r["mechanism"] == mech and r.get("status") == "oom"]:
+                ax.axvline(n, color="grey", lw=0.5, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens", fontsize=9)
+        ax.set_ylabel(labels.get(metric, metric), fontsize=9)
+        ax.tick_params(labelsize=8)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    r0 = rows[0]
+    fig.suptitle(title or f"token mixers, {r0['mode']}, batch {r0['batch']}, dim {r0['dim']}, "
+                 f"{r0['provenance']['device']}, {r0['dtype']}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _sweep_cell(row, metric):
+    v = measure.metric_value(row, metric)
+    if v is None:
+        status = row.get("status") or "ok"
+        return None if status.startswith("ok") else measure.short_status(status)
+    return "oom" if math.isinf(v) else v
+
+
+def sweep_table(rows, metric):
+    """One ``metric`` of the scaling sweep: one row per mechanism, one column per token count; "oom" and
+    "skipped (budget)" where a step did not run. Empty when no row has a value of ``metric``."""
+    import pandas as pd
+
+    if not any(_is_number(measure.metric_value(r, metric)) for r in rows):
+        return pd.DataFrame()
+    cells = {}
+    for r in rows:
+        cells.setdefault(r["mechanism"], {})[int(r["tokens"])] = _sweep_cell(r, metric)
+    frame = pd.DataFrame.from_dict(cells, orient="index").astype(object)
+    frame = frame[sorted(frame.columns)]
+    frame.columns = pd.Index(list(frame.columns), name="tokens")
+    return frame
+
+
+def crossover_table(rows, reference, metrics=("ms", "peak_mb", "gflops", "estimate_gb")):
+    """Where each mechanism becomes cheaper than ``reference`` (``measure.crossovers``), one column per metric
+    of ``metrics`` that the sweep measured; empty without rows."""
+    import pandas as pd
+
+    metrics = [m for m in metrics if any(_is_number(measure.metric_value(r, m)) for r in rows)]
+    found = measure.crossovers(rows, references=(reference,)) if rows and metrics else []
+    if not found:
+        return pd.DataFrame()
+    frame = measure.crossover_frame(found, metrics=metrics)
+    frame.columns = [SWEEP_LABELS.get(m, m) for _, m in frame.columns]
+    return frame
+
+
+def relative_memory(rows, *, tokens, metric="peak_mb"):
+    """Each mechanism's ``metric`` (and time per step) at the token count of ``rows`` nearest ``tokens``,
+    relative to the materialised and to the fused softmax (``measure.MATERIALISED_SOFTMAX``,
+    ``measure.FUSED_SOFTMAX``); None where a step did not run. Empty without rows."""
+    import pandas as pd
+
+    if not rows:
+        return pd.DataFrame()
+    near = min({r["tokens"] for r in rows}, key=lambda n: abs(n - tokens))
+    at = {r["mechanism"]: r for r in rows if r["tokens"] == near}
+
+    def value(row, m):
+        v = measure.metric_value(row, m) if row else None
+        return v if _is_number(v) else None
+
+    materialised, fused = (value(at.get(name), metric) for name in (measure.MATERIALISED_SOFTMAX,
+                                                                    measure.FUSED_SOFTMAX))
+    out = {}
+    for mech, row in at.items():
+        v = value(row, metric)
+        out[mech] = {SWEEP_LABELS.get(metric, metric): v, "ms per step": value(row, "ms"),
+                     "× materialised softmax": v / materialised if v and materialised else None,
+                     "× fused softmax": v / fused if v and fused else None}
+    frame = pd.DataFrame.from_dict(out, orient="index").astype(object)
+    frame.attrs["tokens"] = near
+    return frame
