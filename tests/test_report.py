@@ -232,3 +232,14 @@ def test_a_truncated_result_file_is_named_on_the_page_and_the_rest_still_renders
     assert "delete it and run again" in runs[0]["reason"] and runs[1]["top1"] == 42.0
     summary = report.summarize_runs(runs)
     assert summary.loc["vit", "top1 best"] == "unreadable result file" and str(path) in summary.loc["vit", "note"]
+
+
+def test_results_beside_paper_with_an_empty_store_has_every_column(fake_gpu):
+    models = ["vit", "hybrid_vit"]
+    runs = report.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never", progress=False)
+    frames = report.results_beside_paper(report.paper_frame("vix", "table1"), runs, dataset="cifar10", models=models,
+                                         labels={m: report.label(m) for m in models}, gpu=None)
+    assert frames["summary"]["top1 best"].isna().all() and frames["summary"]["seeds"].tolist() == [0, 0]
+    assert frames["measured"][report.PAPER_COMPARABLE_GPU].isna().all()
+    assert report.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}
+    assert frames["memory"].loc["ViT", ("GPU GB, batch 64, authors' path", "ours")] == "not yet measured"

@@ -6,6 +6,9 @@ import statistics
 from ..results import made_on
 
 COUNTED = ("params_paper", "params_true", "size_mb")
+#: the columns of ``summarize_runs``, present whether or not any run is done
+SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
+                   "epochs", "batch", "precision", "run peak GB", "device", "commit", "date", "note"]
 
 
 def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None):
@@ -95,7 +98,7 @@ def summarize_runs(results, *, counts=None):
         else:
             row["note"] = None
         rows[model] = row
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=SUMMARY_COLUMNS)
 
 
 def accuracy_text(summary, model, metric):

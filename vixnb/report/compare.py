@@ -46,6 +46,7 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
 
     rows = (gpu or {}).get("rows", {})
     measured = pd.DataFrame.from_dict({m: rows[m] for m in models if m in rows}, orient="index")
+    measured = measured.reindex(columns=list(dict.fromkeys([*measured.columns, PAPER_COMPARABLE_GPU, FUSED_GPU])))
     batch = ((gpu or {}).get("provenance") or {}).get("batch_size", 64)
     missing = "not yet measured" if gpu is None else "not measured"
     memory = beside_paper(measured, paper_rows, {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
