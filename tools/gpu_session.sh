@@ -51,12 +51,14 @@ benchtrain() {
 gpumem() {  # memory only (per-process allocator statistics): may share the GPU with training runs
   log "ViX chapter: training memory at batch 64, every model, both paths"
   timeout $(( $(left) - 15 )) python3 -c '
-from vixnb import list_models, report
-print(report.gpu_memory_table(list_models(), dataset="cifar10", profile="budget").to_string())'
+from vixnb import papers, report
+models = papers.table_models("vix", "table1")
+record = report.gpu_memory(models, paper="vix", dataset="cifar10", profile="budget", compute="always")
+print(record["rows"] if record else "not measured (no GPU)")'
 }
 
 train() {
-  local models=${MODELS:-"vin hybrid_vin vit hybrid_vit vip hybrid_vip vil hybrid_vil mlp_mixer hybrid_mlp_mixer fnet hybrid_fnet"}
+  local models=${MODELS:-$(python3 -c 'from vixnb import papers; print(" ".join(papers.table_models("vix", "table1")))')}
   log "train (budget) $models, ${PARALLEL:-6} at a time"
   [ -n "${WITH_GPUMEM:-}" ] && { gpumem > "$OUT/gpumem.txt" 2>&1 & }
   printf '%s\n' $models | timeout $(( $(left) - 20 )) xargs -P "${PARALLEL:-6}" -I{} \
@@ -70,10 +72,10 @@ train() {
 measure() {
   log "measure (budget)"
   timeout $(( $(left) - 15 )) python3 - <<'PY'
-from vixnb import efficiency
-settings = efficiency.chapter_settings("budget", iters=10)
-run = efficiency.load_or_measure(settings, dataset="cifar10", remeasure=True)
-print(efficiency.measurement_note(run))
+from vixnb import papers
+from vixnb.report import cost
+measured = cost.measure_or_load(papers.table_models("vix", "table1"), profile="budget", compute="always", iters=10)
+print(measured["source"], measured["device"], len(measured["records"]), "records,", len(measured["sweep"]), "sweep rows")
 PY
 }
 
