@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from vixnb.notebooks import EXECUTED_DIR, build_book, copy_book_sources, repo_root, toc_notebooks
+from vixnb.book import build_book, copy_book_sources, toc_notebooks
+from vixnb.notebooks import EXECUTED_DIR, repo_root
 
 ROOT = repo_root()
 CHAPTER = "vix_table1"

@@ -174,6 +174,7 @@ def test_unknown_stem_lists_available():
 # --------------------------------------------------------------------------------------------------
 # the book's chapters: _toc.yml entries in the book's profile and in a fixed profile (stored results)
 
+from vixnb import book as bookmod  # noqa: E402
 from vixnb import notebooks as nbmod  # noqa: E402
 
 TOC = """format: jb-book
@@ -197,17 +198,17 @@ def book_root(folder, toc=TOC):
 
 
 def test_toc_lists_chapters_in_the_books_profile_and_in_fixed_profiles(tmp_path):
-    names = nbmod.toc_notebooks(book_root(tmp_path))
+    names = bookmod.toc_notebooks(book_root(tmp_path))
     assert names == ["budget/vix_table1", "budget/efficiency", "vix_table1", "efficiency"]
-    assert nbmod.chapter_run("budget/efficiency", "smoke") == ("efficiency", "budget", {"compute": "never"})
-    assert nbmod.chapter_run("efficiency", "paper") == ("efficiency", "paper", {})
+    assert bookmod.chapter_run("budget/efficiency", "smoke") == ("efficiency", "budget", {"compute": "never"})
+    assert bookmod.chapter_run("efficiency", "paper") == ("efficiency", "paper", {})
 
 
 @pytest.mark.parametrize("entry", ["book/executed/gpu/vix_table1", "book/executed/budget/x/vix_table1"])
 def test_toc_refuses_a_folder_that_is_not_a_profile(tmp_path, entry):
     root = book_root(tmp_path, f"format: jb-book\nroot: book/intro\nchapters:\n  - file: {entry}\n")
     with pytest.raises(ValueError) as err:
-        nbmod.toc_notebooks(root)
+        bookmod.toc_notebooks(root)
     msg = str(err.value)
     assert entry in msg and "is not a profile" in msg
     assert all(p in msg for p in ("smoke", "budget", "paper")) and "<profile>/<stem>" in msg
@@ -234,14 +235,14 @@ def fake_book(tmp_path, monkeypatch):
         def wait(self):
             return 0
 
-    monkeypatch.setattr(nbmod, "run_notebook", run_notebook)
-    monkeypatch.setattr(nbmod.subprocess, "Popen", Build)
+    monkeypatch.setattr(bookmod, "run_notebook", run_notebook)
+    monkeypatch.setattr(bookmod.subprocess, "Popen", Build)
     return root, calls
 
 
 def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     root, calls = fake_book
-    html = nbmod.build_book("smoke", book_root=root, parameters={"dataset": "cifar10"})
+    html = bookmod.build_book("smoke", book_root=root, parameters={"dataset": "cifar10"})
     assert html == root / "_build" / "html"
     assert calls == [
         {"notebook": "vix_table1.ipynb", "profile": "budget", "output": "book/executed/budget/vix_table1.ipynb",
@@ -255,7 +256,7 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     ]
     # a fixed-profile chapter stays stored-only whatever the caller passes
     calls.clear()
-    nbmod.build_book("paper", book_root=root, notebooks=["budget/efficiency", "efficiency"],
+    bookmod.build_book("paper", book_root=root, notebooks=["budget/efficiency", "efficiency"],
                      parameters={"compute": "missing"})
     assert [(c["output"], c["profile"], c["parameters"]) for c in calls] == [
         ("book/executed/budget/efficiency.ipynb", "budget", {"compute": "never"}),
@@ -266,21 +267,21 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
 def test_build_book_selection_and_checks_cover_fixed_profile_chapters(fake_book):
     root, calls = fake_book
     with pytest.raises(ValueError) as err:
-        nbmod.build_book("smoke", book_root=root, notebooks=["paper/efficiency"])
+        bookmod.build_book("smoke", book_root=root, notebooks=["paper/efficiency"])
     assert "paper/efficiency" in str(err.value) and "budget/vix_table1" in str(err.value) and not calls
     with pytest.raises(RuntimeError, match="no executed copy for chapter.*budget/vix_table1"):
-        nbmod.build_book("smoke", book_root=root, notebooks=["vix_table1"])
-    nbmod.build_book("smoke", book_root=root)
+        bookmod.build_book("smoke", book_root=root, notebooks=["vix_table1"])
+    bookmod.build_book("smoke", book_root=root)
     broken = root / "book" / "executed" / "budget" / "efficiency.ipynb"
     write_nb(broken, [(["parameters"], 'profile = "budget"')])
     nb = nbformat.read(str(broken), as_version=4)
     nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="x", traceback=[])]
     nbformat.write(nb, str(broken))
     with pytest.raises(RuntimeError, match="executed copy of budget/efficiency holds an error"):
-        nbmod.build_book("smoke", book_root=root, notebooks=[])
+        bookmod.build_book("smoke", book_root=root, notebooks=[])
 
 
 def test_book_sources_leave_executed_copies_behind(tmp_path):
-    dest = nbmod.copy_book_sources(tmp_path / "copy")
+    dest = bookmod.copy_book_sources(tmp_path / "copy")
     assert (dest / "_toc.yml").is_file() and (dest / "book" / "intro.md").is_file()
     assert not (dest / nbmod.EXECUTED_DIR).exists()

@@ -73,7 +73,7 @@ def run_notebook(args):
 
 def book(args):
     """``vixnb book``: run every chapter and build the Jupyter Book."""
-    from ..notebooks import build_book
+    from ..book import build_book
 
     print(f"book built in {build_book(args.profile)}")
 
