@@ -1,6 +1,6 @@
 """Efficiency measurements by a named protocol: parameters, FLOPs, training and inference memory,
 throughput, and the token-mixer scaling sweep. Measuring functions return records (dicts) and format
-nothing; the command line's text tables are in ``vixnb.cli.tables``, the pages' in ``vixnb.efficiency``.
+nothing; the command line's text tables are in ``vixnb.cli.tables``, the pages' in ``vixnb.report.cost``.
 
 The protocol is that of the `favor` paper (Nauen et al., "Which Transformer to Favor"; reproduction notes
 section 4), re-implemented here with ``torch.utils.flop_counter`` and no third-party counter:
