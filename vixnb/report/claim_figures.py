@@ -7,11 +7,11 @@ import numbers
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, GPU_MEMORY_RECORD,
+from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
                            COUNTED_METRICS, RUN_METRICS, paper_claims, parse_claim)
 from .claim_verdicts import claims
-from ..models import list_models
-from .collect import collect_runs, current_counts
+from ..models import list_models, model_cfg
+from .collect import collect_runs, current_counts, gpu_memory_record
 
 
 def _paper_keys():
@@ -123,7 +123,9 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     figures[model].update({m: float(counts[k]) for m, k in COUNTED_METRICS.items()})
         measured = False
         if metrics & (set(GPU_MEMORY_COLUMNS) | {"gflops"}):
-            record = store.load_record("measure", GPU_MEMORY_RECORD.format(dataset=dataset), profile=profile)
+            # the measurement is stored under the paper the models belong to (``vixnb.models.model_cfg``)
+            owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)
+            record = store.load_record("measure", gpu_memory_record(owner, dataset), profile=profile)
             if record is not None:
                 keep(record)
                 measured = True

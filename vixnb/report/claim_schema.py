@@ -99,7 +99,6 @@ GPU_MEMORY_COLUMNS = {"gpu_gb": "GPU GB reserved, authors (fp32)", "gpu_gb_fused
 #: metric -> column of ``vixnb.measure.records_frame`` of the stored efficiency measurement
 EFFICIENCY_COLUMNS = {"train_step_ms": "train step ms (authors)", "ms_per_image": "ms per image (authors)",
                       "infer_gb": "infer GB @64 (authors)"}
-GPU_MEMORY_RECORD = "vix-gpu-memory-{dataset}-b64"
 EFFICIENCY_RECORD = "efficiency"
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"

@@ -109,6 +109,11 @@ def accuracy_text(summary, model, metric):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
+def gpu_memory_record(paper, dataset, batch_size=64):
+    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size``."""
+    return f"{paper}-gpu-memory-{dataset}-b{batch_size}"
+
+
 def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=64):
     """The GPU memory of one training step at ``batch_size`` for each model, on the authors' path and ours
     (``vixnb.measure.gpu_memory_column``), under the compute policy: measured where this profile runs on a
@@ -125,5 +130,5 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size
         return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
 
     here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
-    return ResultsStore().load_or_compute("measure", f"{paper}-gpu-memory-{dataset}-b{batch_size}", make,
+    return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size), make,
                                           profile=profile, compute=compute, can_compute=here)
