@@ -194,10 +194,9 @@ class ResultsStore:
         again. ``make`` runs only where ``can_compute`` (e.g. a GPU measurement on a GPU). None where nothing
         is stored and nothing could be computed."""
         check_compute(compute)
-        stored = self.load_record(kind, name, profile=profile) if compute != "always" else None
-        if stored is not None or compute == "never" or not can_compute:
-            return stored if stored is not None else (self.load_record(kind, name, profile=profile)
-                                                      if compute == "always" else None)
+        stored = self.load_record(kind, name, profile=profile)
+        if compute == "never" or not can_compute or (compute == "missing" and stored is not None):
+            return stored
         record = make()
         self.save_record(kind, name, record, profile=profile)
         return record
