@@ -24,8 +24,11 @@ from tqdm.auto import tqdm
 from .data import describe_source, load_split, normalize, source_fingerprint
 from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
-from .models import create_model
+from .models import architecture_signature, create_model
 from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint
+
+
+_now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
 
 
 def topk_correct(logits, labels, ks=(1, 5)):
@@ -139,12 +142,25 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
             "seconds": time.perf_counter() - t0}
 
 
-def train(config, *, progress=True, device=None, checkpoint=None, download=False):
+def out_of_time(deadline, history):
+    """Whether another epoch would end after ``deadline`` (a ``time.time()`` value; None: no limit), judged by
+    the last epoch's duration (``history`` may come from a checkpoint); with no epoch yet, only a passed deadline."""
+    if deadline is None:
+        return False
+    last = history[-1]["seconds"] if history else 0.0
+    return _now() + last > deadline
+
+
+def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
     interrupted at any point (even ``kill -9``) resumes from the last saved epoch, ending with the same
-    metrics as an uninterrupted run on the CPU."""
+    metrics as an uninterrupted run on the CPU. With ``deadline`` (a ``time.time()`` value; needs
+    ``checkpoint``), a run whose next epoch would end after it stops at the epoch boundary with
+    ``TrainingPaused``; its checkpoint is kept, and the next call resumes it."""
+    if deadline is not None and checkpoint is None:
+        raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
@@ -155,6 +171,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         torch.manual_seed(seed)
         model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
         params_paper, params_true = count_params(model, "paper"), count_params(model, "true")
+        signature = architecture_signature(model)
         size_mb = summary_size_mb(model)
         model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
         switch = DualOptSwitch(config["dualopt"]["patience"]) if config["optimizer"] == "dualopt" else None
@@ -203,6 +220,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                                        best=max(h["select_top1"] for h in history))
                 optimizer = _optimizer(model, config, "sgd")
                 continue
+            if out_of_time(deadline, history):
+                raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
+                                     f"{sum(limits.values())} (time budget); run it again to resume")
             try:
                 entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
                                      config=config, augment=stage == "main", autocast=autocast,
@@ -254,6 +274,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         "status": "done", **metrics, "best_epoch": best["epoch"], "epochs_run": len(history),
         "final_top1": history[-1]["select_top1"],
         "params_paper": params_paper, "params_true": params_true, "size_mb": size_mb, **gpu,
+        "architecture": signature,
         "seconds": time.perf_counter() - start,
         "history": history,
         "provenance": provenance(device, stamp="finished", profile=config["profile"], protocol=config["protocol"],
@@ -270,6 +291,10 @@ class TrainingInterrupted(KeyboardInterrupt):
     """Training was interrupted (Ctrl-C); the message says after which epoch and how to resume."""
 
 
+class TrainingPaused(RuntimeError):
+    """A time budget ran out at an epoch boundary; the checkpoint is kept and the next call resumes the run."""
+
+
 def other_data(stored):
     """Why a stored run was made from other data than the copy here (its data fingerprint differs), or None
     (the same data, no copy here to compare with, or a run that recorded no fingerprint)."""
@@ -281,14 +306,15 @@ def other_data(stored):
 
 
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
-        download=False, **overrides):
+        download=False, deadline=None, **overrides):
     """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
     ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains anew,
     from epoch 1, even over a stored result), else a ``{"status": "not yet run"}`` record with the reason.
 
     A stored result made from other data than the copy here is never reused silently: ``"missing"`` trains
     again; ``"never"`` returns it with the reason under ``"stale"``. Two processes on one run: the second
-    waits for the first's result (a lock per run) instead of training it again."""
+    waits for the first's result (a lock per run) instead of training it again. ``deadline``: see ``train``
+    (a run stopped by it raises ``TrainingPaused`` and keeps its checkpoint)."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
@@ -310,7 +336,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         checkpoint = store.checkpoint_path(config)
         if compute == "always":
             remove_checkpoints(checkpoint)
-        result = train(config, progress=progress, checkpoint=checkpoint, download=download)
+        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline)
         store.put(config, result)
         remove_checkpoints(checkpoint)
     return {**result, "config": config}

@@ -27,6 +27,21 @@ def register_model(fn=None, *, paper, label):
     return register(fn) if fn is not None else register
 
 
+def architecture_signature(model):
+    """A short hash of a model's structure: each submodule's path, class and ``extra_repr``, and each
+    parameter's and buffer's name, shape and dtype. Edits that keep the structure (docstrings, refactors)
+    keep it; a changed layer, width or option changes it. A training result records it, and ``vixnb plan``
+    calls a stored result stale when today's model no longer has it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, module in model.named_modules():
+        digest.update(f"{name}|{type(module).__name__}|{module.extra_repr()}\n".encode())
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def list_models(pattern="*"):
     return sorted(n for n in _MODELS if fnmatch.fnmatch(n, pattern))
 
