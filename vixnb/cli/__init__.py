@@ -1,4 +1,4 @@
-"""Command line: ``vixnb models | train | run | book | measure | bench``.
+"""Command line: ``vixnb models | train | run | book | measure | bench | plan | batch``.
 
 Building the parser imports nothing heavy (no torch, pandas or matplotlib): each subcommand's module is
 imported when that subcommand runs (``commands``); its text tables are in ``tables``. The choices below are
@@ -136,12 +136,42 @@ def _bench_arguments(sub):
     s.set_defaults(fn=commands.bench_train)
 
 
+def _plan_arguments(sub):
+    s = sub.add_parser("plan", help="every run and measurement the book needs: status, GPU minutes, priority")
+    s.add_argument("--profile", default="budget")
+    s.add_argument("--json", action="store_true", help="one JSON object per entry (a JSON list)")
+    s.add_argument("--all", action="store_true", help="list stored entries too (default: what is left to run)")
+    s.set_defaults(fn=commands.plan)
+
+    s = sub.add_parser("batch", help="run the plan's missing entries in priority order (submitit: local or Slurm)")
+    s.add_argument("--profile", default="budget")
+    s.add_argument("--budget", type=positive_float, metavar="SECONDS",
+                   help="stop training at an epoch boundary when time is up (checkpoint kept; the next call resumes)")
+    s.add_argument("--executor", choices=("local", "slurm", "inline"), default="local",
+                   help="local: one job per visible GPU (or one CPU job); slurm: a job array; inline: this process")
+    s.add_argument("--dry-run", action="store_true", help="print what would run; submit and run nothing")
+    s.add_argument("--only", nargs="+", metavar="NAME", help="only these models or records")
+    s.add_argument("--max-jobs", type=whole_number(1), help="run at most this many jobs")
+    s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
+                   help="seeds of one configuration as one vectorised ensemble job (auto: where `bench fill` says it wins)")
+    s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
+    s.add_argument("--pack", metavar="FILE.tar.gz", help="afterwards, pack results and paused checkpoints into one archive")
+    s.add_argument("--pack-limit-mb", type=positive_float, default=15, help="size limit of the archive (default 15)")
+    s.add_argument("--partition", help="slurm: partition")
+    s.add_argument("--time-min", type=whole_number(1), help="slurm: time limit per job in minutes (default: from the estimates)")
+    s.add_argument("--gpus-per-job", type=whole_number(0), help="slurm: GPUs per job (default 1 for a GPU profile)")
+    s.add_argument("--max-parallel", type=whole_number(1), help="slurm: jobs of the array running at once")
+    s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
+    s.set_defaults(fn=commands.batch)
+
+
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",
                                 epilog="Errors are one line; --debug (or VIXNB_DEBUG=1) shows the traceback.")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments):
+    for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments,
+                _plan_arguments):
         add(sub)
     for command in sub.choices.values():  # `vixnb train ... --debug` as well as `vixnb --debug train ...`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -176,6 +206,9 @@ def main(argv=None):
         return INTERRUPTED
     except SystemExit:
         raise
+    except BrokenPipeError:  # the reader went away (`vixnb plan | head`): nothing more to say
+        sys.stderr.close()
+        return 0
     except Exception as e:  # noqa: BLE001  (the one error boundary)
         if debug:
             import traceback

@@ -132,3 +132,52 @@ def bench_train(args):
     if args.json:
         print(json.dumps(rows))
     return rows
+
+
+def plan(args):
+    """``vixnb plan``: what the book needs in a profile, what is stored, what is left, in GPU-hours."""
+    from .. import plan as planning
+    from .tables import plan_table, plan_totals
+
+    entries = planning.build(args.profile)
+    if args.json:
+        print(json.dumps(planning.as_json(entries), indent=1))
+        return entries
+    shown = entries if args.all else planning.todo(entries)
+    print(plan_table(shown) if shown else f"nothing left to run in profile {args.profile!r}")
+    print()
+    print(plan_totals(planning.totals(entries), args.profile))
+    print("\nPriority levels: " + "; ".join(f"{k}. {v}" for k, v in planning.LEVELS.items()))
+    return entries
+
+
+def batch(args):
+    """``vixnb batch``: run the plan's missing entries in priority order; ends with a status table."""
+    from .. import batch as runner, plan as planning
+
+    entries = planning.build(args.profile, only=args.only)
+    jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
+    if not jobs:
+        print(f"vixnb batch: nothing left to run in profile {args.profile!r}")
+    elif args.executor == "slurm":
+        parameters = runner.submit_slurm(jobs, folder=args.folder, partition=args.partition, time_min=args.time_min,
+                                         gpus_per_job=args.gpus_per_job, max_parallel=args.max_parallel,
+                                         dry_run=args.dry_run)
+        print("slurm job array: " + ", ".join(f"{k}={v}" for k, v in parameters.items()) +
+              f", {len(jobs)} jobs" + (" (dry run: nothing submitted)" if args.dry_run else ""))
+    elif args.dry_run:
+        for job in jobs:
+            job.outcome, job.note = "would run", f"~{job.est_minutes:.1f} GPU min: " + \
+                "; ".join(e.command for e in job.entries)
+    else:
+        runner.run_local(jobs, budget=args.budget, executor=args.executor, folder=args.folder,
+                         progress=lambda line: print(line, flush=True))
+    if jobs:
+        print(runner.status_table(jobs))
+    if args.pack:
+        path, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_limit_mb, jobs=jobs)
+        print(f"packed {len(packed)} files into {path}" + (f"; left out: {'; '.join(left)}" if left else ""))
+    failed = [j for j in jobs if j.outcome == "failed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} jobs failed: {', '.join(j.label for j in failed)}")
+    return jobs

@@ -114,3 +114,28 @@ def train_table(rows):
                      + (f", timed separately from the {r0['dtype']} column" if "ours_paper_dtype_images_per_s" in r0
                         else "") + ")")
     return "\n".join(lines)
+
+
+def plan_table(entries):
+    """A plain-text table of plan entries (``vixnb.plan.Entry``): priority, what, status, GPU minutes, basis."""
+    head = f"{'#':>4} {'lvl':>3}  {'chapter':<11}{'what':<44}{'status':<9}{'GPU min':>8}  basis / reason"
+    lines = [head]
+    for e in entries:
+        what = (f"{e.model} {e.dataset} seed {e.seed}" + "".join(f" {k}={v}" for k, v in e.settings.items())
+                if e.kind == "train" else f"{e.kind} {e.name}")
+        lines.append(f"{e.priority:>4} {e.level:>3}  {e.chapter:<11}{what:<44}{e.status:<9}"
+                     f"{text_cell(e.est_gpu_minutes, '.1f'):>8}  {e.reason or e.basis}")
+    blocked = sorted({e.dataset for e in entries if e.blocked})
+    if blocked:
+        lines.append(f"\nNo copy here of {', '.join(blocked)} (VIXNB_DATA): those runs need the data first; "
+                     "`vixnb train MODEL --dataset NAME --download` fetches it where online.")
+    return "\n".join(lines)
+
+
+def plan_totals(totals, profile):
+    """Per chapter and for the book: entries, stored, left, and GPU-hours (left / all)."""
+    lines = [f"{'GPU-hours (' + profile + ')':<22}{'entries':>8}{'stored':>8}{'left':>6}{'left h':>9}{'all h':>8}"]
+    for name, t in totals.items():
+        lines.append(f"{name:<22}{t['entries']:>8}{t['stored']:>8}{t['to_run']:>6}"
+                     f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}")
+    return "\n".join(lines)

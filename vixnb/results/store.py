@@ -123,13 +123,19 @@ class ResultsStore:
             raise StoreError(f"results store folder {folder} is not writable ({e.strerror or e}); fix its "
                              "permissions or set VIXNB_RESULTS to a writable folder") from None
 
+    def lock_path(self, config):
+        """The run's lock file, ``<profile>/.locks/<result stem>.lock`` (git-ignored, like checkpoints)."""
+        path = self.path(config)
+        return path.parent / ".locks" / (path.stem + ".lock")
+
     @contextmanager
     def lock(self, config):
-        """Hold the run's lock (``<result>.lock``, an advisory ``flock``) while it is computed; yields True
+        """Hold the run's lock (``lock_path``, an advisory ``flock``) while it is computed; yields True
         when another process held it first (its result may be stored now)."""
         path = self.path(config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "a") as handle:
+        lock = self.lock_path(config)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as handle:
             try:
                 import fcntl
             except ImportError:  # no flock (Windows): nothing to wait for

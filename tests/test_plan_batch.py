@@ -1,0 +1,234 @@
+"""`vixnb plan` and `vixnb batch`: statuses against a store fixture, budget pause and resume, the local and
+Slurm executors (fake sbatch), failures."""
+import json
+import os
+import stat
+import tarfile
+
+import pytest
+
+from vixnb import batch, plan, profiles
+from vixnb.cli import main
+from vixnb.results import ResultsStore
+
+TABLE1 = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin",
+          "hybrid_fnet", "hybrid_mlp_mixer"]
+
+
+def _fake_result(config, **fields):
+    sig, params = plan._architecture(config["model"], config["dataset"],
+                                     json.dumps(config["model_overrides"], sort_keys=True))
+    return {"status": "done", "top1": 10.0, "top5": 50.0, "params_true": params, "architecture": sig,
+            "history": [{"epoch": 1, "seconds": 1.0}],
+            "provenance": {"data_fingerprint": "synthetic-v1"}, **fields}
+
+
+def _by_model(entries):
+    return {e.model: e for e in entries if e.kind == "train"}
+
+
+def test_plan_lists_every_published_row_once_per_seed():
+    entries = plan.build("budget")
+    train = [e for e in entries if e.kind == "train"]
+    # Tables 1 and 2 of the vix paper, three seeds each, plus no study in the budget profile
+    assert len(train) == 12 * 2 * 3
+    assert {(e.model, e.dataset) for e in train if e.seed == 0} == \
+        {(m, d) for m in TABLE1 for d in ("cifar10", "tiny-imagenet")}
+    assert all(e.level == 1 for e in train if e.seed == 0) and all(e.level == 3 for e in train if e.seed != 0)
+    assert [e.priority for e in entries] == list(range(1, len(entries) + 1))
+    assert all(e.status == "missing" for e in entries)  # an empty store
+    # the precision study is asked for in the paper profile only: bf16 beside the profile's fp32 runs
+    study = [e for e in plan.build("paper") if e.purpose == "study: precision"]
+    assert sorted((e.model, e.seed) for e in study) == [(m, s) for m in ("hybrid_vin", "vit") for s in (0, 1, 2)]
+    assert all(e.settings == {"precision": "bf16"} and e.level == 2 for e in study)
+
+
+def test_plan_levels_then_cheaper_first(tmp_path):
+    store = ResultsStore()
+    (store.root / "bench").mkdir(parents=True)
+    rows = [{"model": m, "ours_images_per_s": 1000.0 * (i + 1), "ours_paper_dtype_images_per_s": 500.0 * (i + 1)}
+            for i, m in enumerate(TABLE1)]
+    (store.root / "bench" / "train.json").write_text(json.dumps({"rows": rows, "provenance": {"device": "GPU X"}}))
+    plan._bench_rates.cache_clear()
+    entries = plan.build("budget")
+    levels = [e.level for e in entries]
+    assert levels == sorted(levels)
+    first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10"]
+    assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
+    vit = next(e for e in first if e.model == "vit")
+    config = vit._config
+    expected = config["epochs"] * (50000 + 10000 / 3) / 1000.0 + plan.STARTUP_SECONDS
+    assert vit.est_gpu_minutes == pytest.approx(expected / 60)
+    assert vit.basis.startswith("bench train: 1,000 img/s (bf16, GPU X)")
+    tiny = next(e for e in entries if e.model == "vit" and e.dataset == "tiny-imagenet" and e.seed == 0)
+    assert tiny.basis.startswith("FLOPs:")  # no throughput measured on that dataset: FLOPs at the median rate
+    plan._bench_rates.cache_clear()
+
+
+def test_plan_status_stored_missing_and_stale():
+    store = ResultsStore()
+    configs = {m: profiles.run_config(m, profile="smoke") for m in ("vit", "vip", "vil", "vin", "fnet", "mlp_mixer")}
+    store.put(configs["vit"], _fake_result(configs["vit"]))
+    store.put(configs["vip"], _fake_result(configs["vip"], architecture="0000000000000000"))
+    old = _fake_result(configs["vil"])
+    del old["architecture"]
+    store.put(configs["vil"], {**old, "params_true": 12})
+    store.put(configs["vin"], _fake_result(configs["vin"], provenance={"data_fingerprint": "other-data"}))
+    other = profiles.run_config("fnet", profile="smoke", epochs=3)  # same model, dataset and seed; other settings
+    store.put(other, _fake_result(other))
+    entries = _by_model(plan.build("smoke"))
+    assert entries["vit"].status == "stored"
+    assert entries["vip"].status == "stale" and "other model code (architecture" in entries["vip"].reason
+    assert entries["vil"].status == "stale" and "12 parameters" in entries["vil"].reason
+    assert entries["vin"].status == "stale" and "other data" in entries["vin"].reason
+    assert entries["fnet"].status == "stale" and "epochs 3 -> 2" in entries["fnet"].reason
+    assert entries["mlp_mixer"].status == "missing" and entries["mlp_mixer"].reason == ""
+    assert {e.model for e in plan.todo(entries.values())} == set(entries) - {"vit"}
+
+
+def test_architecture_signature_on_meta_equals_the_trained_models():
+    from vixnb.models import architecture_signature, create_model
+
+    for name in ("vit", "hybrid_vin", "mlp_mixer"):
+        sig, params = plan._architecture(name, "cifar10", "{}")
+        assert sig == architecture_signature(create_model(name))
+        assert sig != plan._architecture(name, "cifar10", json.dumps({"depth": 1}))[0]
+
+
+def test_plan_json_and_totals(capsys):
+    assert main(["plan", "--profile", "smoke", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert entries and {"chapter", "model", "dataset", "profile", "seed", "status", "est_gpu_minutes",
+                        "priority"} <= set(entries[0])
+    assert main(["plan", "--profile", "budget"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-hours (budget)" in out and "\nbook " in out and "vix_table1" in out and "efficiency" in out
+
+
+def _spec_jobs(models, profile="smoke", **kwargs):
+    entries = plan.build(profile, only=models)
+    return batch.jobs_from_plan(entries, ensemble="never", **kwargs)
+
+
+def test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics(monkeypatch, tmp_path):
+    from vixnb import train
+
+    clock = iter([0.0] + [1e9] * 100)  # the second epoch's check finds the budget spent
+    real_now = train._now
+    monkeypatch.setattr(train, "_now", lambda: real_now() + next(clock))
+    jobs = batch.run_local(_spec_jobs(["fnet"]), budget=3600, executor="inline", progress=lambda _: None)
+    assert [j.outcome for j in jobs] == ["paused"] and "paused after epoch 1 of 2" in jobs[0].note
+    config = profiles.run_config("fnet", profile="smoke")
+    store = ResultsStore()
+    assert store.get(config) is None and store.checkpoint_path(config).exists()
+    monkeypatch.setattr(train, "_now", real_now)
+    jobs = batch.run_local(_spec_jobs(["fnet"]), budget=3600, executor="inline", progress=lambda _: None)
+    assert [j.outcome for j in jobs] == ["resumed"]
+    resumed = store.get(config)
+    assert not store.checkpoint_path(config).exists()
+    fresh = train.train(config, progress=False)  # the same run, uninterrupted
+    strip = lambda h: [{k: v for k, v in e.items() if k != "seconds"} for e in h]
+    assert strip(resumed["history"]) == strip(fresh["history"])
+    assert resumed["top1"] == fresh["top1"] and resumed["top5"] == fresh["top5"]
+
+
+def test_local_executor_runs_two_smoke_jobs_end_to_end(tmp_path, capsys):
+    code = main(["batch", "--profile", "smoke", "--executor", "local", "--only", "fnet", "vil",
+                 "--pack", str(tmp_path / "back.tar.gz")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "fnet synthetic seed 0" in out and "vil synthetic seed 0" in out and out.count("done") == 2
+    store = ResultsStore()
+    for m in ("fnet", "vil"):
+        result = store.get(profiles.run_config(m, profile="smoke"))
+        assert result["status"] == "done" and result["provenance"]["device_type"] == "cpu"
+    with tarfile.open(tmp_path / "back.tar.gz") as tar:
+        names = tar.getnames()
+    assert sorted(n.split("/")[1] for n in names) == ["smoke", "smoke"] and all(n.startswith("results/") for n in names)
+    assert main(["batch", "--profile", "smoke", "--only", "fnet", "vil"]) == 0  # now nothing is left
+    assert "nothing left to run" in capsys.readouterr().out
+
+
+def test_a_failed_job_is_marked_failed_and_leaves_the_store_clean(monkeypatch, capsys):
+    from vixnb import train
+
+    real = train._train_epoch
+
+    def fail_second(*args, epoch, **kwargs):
+        if epoch == 2 and kwargs["config"]["model"] == "fnet":
+            raise FloatingPointError("fnet: loss became nan at epoch 2, step 1; no result stored.")
+        return real(*args, epoch=epoch, **kwargs)
+
+    monkeypatch.setattr(train, "_train_epoch", fail_second)
+    code = main(["batch", "--profile", "smoke", "--executor", "inline", "--only", "fnet", "vil"])
+    captured = capsys.readouterr()
+    assert code == 1 and "1 of 2 jobs failed: fnet synthetic seed 0" in captured.err
+    assert "failed" in captured.out and "loss became nan" in captured.out
+    store = ResultsStore()
+    config = profiles.run_config("fnet", profile="smoke")
+    assert store.get(config) is None and not store.checkpoint_path(config).exists()
+    leftovers = [p.name for p in (store.root / "smoke").iterdir() if p.is_file()]
+    assert leftovers == [store.path(profiles.run_config("vil", profile="smoke")).name]  # vil went on and finished
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    """sbatch / squeue / sacct / srun on PATH that record their arguments (and sbatch the script it gets)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "slurm-log"
+    bin_dir.mkdir()
+    log.mkdir()
+    (bin_dir / "sbatch").write_text(
+        '#!/usr/bin/env bash\necho "$@" >> "$FAKE_SLURM_LOG/sbatch-args"\n'
+        'for a in "$@"; do [ -f "$a" ] && cat "$a" >> "$FAKE_SLURM_LOG/sbatch-scripts"; done\n'
+        'echo "Submitted batch job 4242"\n')
+    for name in ("squeue", "sacct", "srun"):
+        (bin_dir / name).write_text(f'#!/usr/bin/env bash\necho "{name} $@" >> "$FAKE_SLURM_LOG/other"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(f.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
+    return log
+
+
+def test_slurm_submits_one_job_array_with_gpus_and_time_limit(fake_slurm, capsys):
+    args = ["batch", "--profile", "budget", "--executor", "slurm", "--only", "vit", "--partition", "gpu",
+            "--time-min", "45", "--max-parallel", "2"]
+    assert main(args + ["--dry-run"]) == 0
+    assert "dry run: nothing submitted" in capsys.readouterr().out
+    assert not (fake_slurm / "sbatch-args").exists()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    script = (fake_slurm / "sbatch-scripts").read_text()
+    assert len((fake_slurm / "sbatch-args").read_text().splitlines()) == 1  # one submission: one array
+    assert "#SBATCH --array=0-5%2" in script  # vit: CIFAR-10 and Tiny ImageNet, three seeds each
+    assert "#SBATCH --gpus-per-node=1" in script and "#SBATCH --time=45" in script
+    assert "#SBATCH --partition=gpu" in script and "#SBATCH --signal=USR2@" in script  # requeue on preemption
+    assert out.count("submitted") == 6 and "slurm job 4242_5" in out
+
+
+def test_slurm_job_function_requeues_itself():
+    from submitit.helpers import Checkpointable, DelayedSubmission
+
+    fn = batch.JobFunction()
+    assert isinstance(fn, Checkpointable)
+    delayed = fn.checkpoint({"kind": "train"}, None)
+    assert isinstance(delayed, DelayedSubmission) and delayed.args == ({"kind": "train"}, None)
+
+
+def test_batch_dry_run_runs_nothing(capsys):
+    assert main(["batch", "--profile", "smoke", "--dry-run", "--only", "fnet"]) == 0
+    out = capsys.readouterr().out
+    assert "would run" in out and "vixnb train fnet" in out
+    assert not any(ResultsStore().root.rglob("*.json"))
+
+
+def test_pack_keeps_checkpoints_under_the_limit(tmp_path):
+    store = ResultsStore()
+    folder = store.root / "budget"
+    (folder / ".checkpoints").mkdir(parents=True)
+    (folder / "run.json").write_text("{}")
+    (folder / ".checkpoints" / "small.pt").write_bytes(b"x" * 1000)
+    (folder / ".checkpoints" / "big.pt").write_bytes(os.urandom(2 * 1024 * 1024))
+    path, packed, left = batch.pack(tmp_path / "out.tar.gz", "budget", limit_mb=1)
+    assert "results/budget/run.json" in packed and "results/budget/.checkpoints/small.pt" in packed
+    assert len(left) == 1 and "big.pt" in left[0] and "over the 1 MiB limit" in left[0]

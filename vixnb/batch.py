@@ -1,0 +1,361 @@
+"""``vixnb batch``: run what the plan (``vixnb.plan``) lacks, highest priority first, through submitit.
+
+Executors:
+- ``local``: submitit's ``LocalExecutor``, one job at a time per visible GPU (``CUDA_VISIBLE_DEVICES`` set per
+  job before CUDA starts); a CPU profile (``smoke``) runs one CPU job at a time. Several training processes on
+  one GPU time-slice it and finish later than the same runs one after another, so there is never more than one
+  job per GPU: many small runs share a GPU as one ensemble job instead (``ensemble``).
+- ``slurm``: submitit's ``SlurmExecutor``; one job array, a GPU per job, a time limit, a partition; a job
+  preempted or at its time limit is requeued and resumes from the engine's epoch checkpoint (``Job.checkpoint``).
+- ``inline``: in this process, one job after another (notebooks, Colab, debugging; no submitit).
+
+``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
+epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
+if its estimate fits the time left. Every job writes its results to the store atomically; a failed job leaves
+no result and no checkpoint. ``pack`` puts what a lent machine must send back (results, the checkpoints of
+paused runs, failed jobs' logs) into one archive under a size limit.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import plan as planning
+
+EXECUTORS = ("local", "slurm", "inline")
+ENSEMBLE_MODES = ("auto", "never", "always")
+PACK_LIMIT_MB = 15  # the device tool brings back files of at most 16 MiB
+
+
+@dataclass
+class Job:
+    """What one job runs: one plan entry, or several seeds of one configuration as one ensemble."""
+    entries: list
+    outcome: str = "pending"  # done, resumed, paused, skipped, failed, submitted
+    note: str = ""
+    seconds: float = 0.0
+    log: str = ""
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def label(self):
+        e = self.entries[0]
+        if e.kind != "train":
+            return f"{e.kind} {e.name}"
+        seeds = ",".join(str(x.seed) for x in self.entries)
+        extra = "".join(f" {k}={v}" for k, v in e.settings.items())
+        return f"{e.model} {e.dataset} seed {seeds}{extra}"
+
+    @property
+    def est_minutes(self):
+        return sum(planning._finite(e.est_gpu_minutes) for e in self.entries)
+
+
+def make_spec(entries, *, download=False):
+    """The picklable description a job process runs (``run_job``)."""
+    e = entries[0]
+    return {"download": download, "kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
+            "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper,
+            "command": e.command, "store": str(_store_root())}
+
+
+def _store_root():
+    from .results import default_root
+
+    return default_root()
+
+
+# ----- what a job does (in the job's process) ----------------------------------------------------------
+
+def run_job(spec, deadline=None):
+    """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
+    executor marks the job failed); a training run's checkpoint is removed then, so the store stays clean."""
+    from .results import ResultsStore
+
+    store = ResultsStore(spec["store"])
+    if spec["kind"] == "train":
+        return _run_training(spec, store, deadline)
+    if spec["kind"] == "measure":
+        _run_measure(spec)
+    else:
+        _run_command(spec["command"])
+    return {"outcome": "done", "note": ""}
+
+
+def _run_training(spec, store, deadline):
+    from .profiles import run_config
+    from .results import remove_checkpoints
+    from .train import TrainingPaused, run
+
+    configs = [run_config(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=s, **spec["settings"])
+               for s in spec["seeds"]]
+    resumed = any(store.checkpoint_path(c).exists() for c in configs)
+    try:
+        if len(configs) > 1:
+            from .ensemble import run_ensemble
+
+            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"])
+        else:
+            result = run(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=spec["seeds"][0],
+                         store=store, progress=False, deadline=deadline, download=spec["download"],
+                         **spec["settings"])
+            if result["status"] != "done":
+                raise RuntimeError(f"{spec['model']}: {result['status']}: {result.get('reason', '')}")
+    except TrainingPaused as paused:
+        return {"outcome": "paused", "note": str(paused)}
+    except BaseException:
+        for c in configs:  # a failure is not resumed: the next batch starts the run afresh
+            remove_checkpoints(store.checkpoint_path(c))
+        raise
+    return {"outcome": "resumed" if resumed else "done", "note": ""}
+
+
+def _run_measure(spec):
+    from . import papers, report
+    from .report import cost
+
+    models = papers.table_models("vix", "table1")
+    if spec["name"] == "efficiency":
+        references = papers.load(spec["paper"])["book"].get("references", [])
+        measured = cost.measure_or_load(models + references, profile=spec["profile"], dataset=spec["dataset"],
+                                        compute="missing")
+        if measured["source"] == "not yet run":
+            raise RuntimeError("the efficiency measurement needs a CUDA GPU")
+    else:
+        record = report.gpu_memory(models, paper=spec["paper"], dataset=spec["dataset"], profile=spec["profile"])
+        if record is None:
+            raise RuntimeError(f"{spec['name']}: the GPU-memory measurement needs a CUDA GPU")
+
+
+def _run_command(command):
+    """A benchmark's command line (``vixnb ...`` or ``python ...``) with this interpreter."""
+    argv = shlex.split(command)
+    argv = [sys.executable, "-m", "vixnb", *argv[1:]] if argv[0] == "vixnb" else [sys.executable, *argv[1:]]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"`{command}` exited with {done.returncode}: {last}")
+
+
+try:  # submitit's requeue hook (Slurm preemption or time limit): resubmit the same job; the engine resumes
+    from submitit.helpers import Checkpointable as _Checkpointable
+except ImportError:  # submitit is needed only for the local and slurm executors
+    _Checkpointable = object
+
+
+class JobFunction(_Checkpointable):
+    """The callable a submitit job runs: ``run_job``; on preemption submitit requeues it with the same
+    arguments, and the training run resumes from its last epoch checkpoint."""
+
+    def __call__(self, spec, deadline=None):
+        return run_job(spec, deadline)
+
+
+# ----- choosing the jobs ---------------------------------------------------------------------------------
+
+def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
+    """Jobs for the plan's missing and stale entries, in priority order. ``ensemble``: ``"never"`` (one run
+    per job), ``"auto"`` (seeds of one configuration as one ensemble job where it is exact and the stored
+    ``bench fill`` record says an ensemble is faster for that model), ``"always"`` (wherever it is exact)."""
+    if ensemble not in ENSEMBLE_MODES:
+        raise ValueError(f"ensemble={ensemble!r}: use one of {', '.join(ENSEMBLE_MODES)}")
+    todo = planning.todo(entries)
+    groups, jobs = {}, []
+    for e in todo:
+        if e.kind == "train" and ensemble != "never" and _ensemble_ok(e, ensemble):
+            key = (e.model, e.dataset, e.profile, tuple(sorted(e.settings.items())))
+            if key in groups:
+                groups[key].entries.append(e)
+                continue
+            groups[key] = Job([e])
+            jobs.append(groups[key])
+        else:
+            jobs.append(Job([e]))
+    for job in jobs:
+        job.spec = make_spec(job.entries, download=download)
+    return jobs[:max_jobs] if max_jobs else jobs
+
+
+def _ensemble_ok(entry, mode):
+    try:
+        from .ensemble import can_ensemble
+    except ImportError:
+        return False
+    exact, _ = can_ensemble(entry._config)
+    if not exact:
+        return False
+    if mode == "always":
+        return True
+    from .bench.fill import fill_winner
+    from .results import ResultsStore
+
+    record = ResultsStore().load_record("bench", "fill")
+    return bool(record) and fill_winner(record, entry.model) == "ensemble"
+
+
+def cannot_run_here(job, executor):
+    """Why a job cannot run on this machine (local and inline executors), or None."""
+    import torch
+
+    from .profiles import get_profile
+
+    e = job.entries[0]
+    if executor == "slurm":
+        return None
+    if get_profile(e.profile)["device"] == "cuda" and not torch.cuda.is_available():
+        return f"profile {e.profile!r} needs a CUDA GPU; none here"
+    if e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset) and not job.spec["download"]:
+        return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
+    if e.kind == "bench" and e.name == "nystrom-variants" and not Path("tools/profile_nystrom.py").is_file():
+        return "tools/profile_nystrom.py is not here (run from the checkout's root)"
+    return None
+
+
+# ----- running them --------------------------------------------------------------------------------------
+
+def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print):
+    """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds."""
+    deadline = time.time() + budget if budget else None
+    runnable = []
+    for job in jobs:
+        if (why := cannot_run_here(job, executor)) is not None:
+            job.outcome, job.note = "skipped", why
+        else:
+            runnable.append(job)
+    slots = _gpu_slots(runnable)
+    queue, lock = list(runnable), threading.Lock()
+
+    def worker(slot):
+        while True:
+            with lock:
+                if not queue:
+                    return
+                job = queue.pop(0)
+            left = deadline - time.time() if deadline else None
+            if left is not None and (left < 30 or (job.entries[0].kind != "train" and job.est_minutes * 60 > left)):
+                job.outcome, job.note = "skipped", f"not started: about {job.est_minutes:.0f} min, {max(left, 0):.0f} s left"
+                continue
+            progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
+            t0 = time.time()
+            try:
+                result = _execute(job, slot, deadline, executor, folder)
+                job.outcome, job.note = result["outcome"], result.get("note", "")
+            except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
+                job.outcome, job.note = "failed", _one_line(e)
+            job.seconds = time.time() - t0
+
+    threads = [threading.Thread(target=worker, args=(slot,)) for slot in slots]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return jobs
+
+
+def _gpu_slots(jobs):
+    """The visible GPUs' indices when any job needs a GPU, else ``[None]`` (one CPU job at a time)."""
+    from .profiles import get_profile
+
+    if not any(get_profile(j.entries[0].profile)["device"] == "cuda" for j in jobs):
+        return [None]
+    import torch
+
+    return list(range(torch.cuda.device_count())) or [None]
+
+
+def _execute(job, slot, deadline, executor, folder):
+    if executor == "inline":
+        return run_job(job.spec, deadline)
+    import submitit
+
+    ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)))
+    timeout = max(1, int((deadline - time.time()) / 60) + 2) if deadline else 24 * 60
+    ex.update_parameters(timeout_min=timeout, gpus_per_node=0 if slot is None else 1,
+                         visible_gpus=() if slot is None else (slot,))
+    handle = ex.submit(JobFunction(), job.spec, deadline)
+    job.log = str(handle.paths.stderr)
+    try:
+        return handle.result()
+    except Exception as e:  # submitit wraps the job's error with its traceback: keep its last line
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        raise RuntimeError(f"{lines[-1] if lines else type(e).__name__} (log: {job.log})") from None
+
+
+def _job_folder(folder, profile):
+    return Path(folder) if folder else _store_root() / profile / ".batch" / "%j"
+
+
+def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_job=None, max_parallel=None,
+                 dry_run=False):
+    """Submit ``jobs`` as one Slurm job array (submitit); returns the submitit jobs ([] on a dry run). Each job
+    asks for ``gpus_per_job`` GPUs (default: 1 for a GPU profile) and ``time_min`` minutes (default: twice the
+    largest estimate, at least 30); preempted or timed-out jobs are requeued and resume."""
+    from .profiles import get_profile
+
+    profile = jobs[0].entries[0].profile
+    gpus = gpus_per_job if gpus_per_job is not None else (1 if get_profile(profile)["device"] == "cuda" else 0)
+    minutes = time_min or max(30, int(2 * max(j.est_minutes for j in jobs)) + 10)
+    parameters = {"job_name": f"vixnb-{profile}", "gpus_per_node": gpus, "time": minutes, "array_parallelism": max_parallel or len(jobs),
+                  "cpus_per_task": 8 if gpus else 2, **({"partition": partition} if partition else {})}
+    if dry_run:
+        return parameters
+    import submitit
+
+    ex = submitit.SlurmExecutor(folder=str(_job_folder(folder, profile)))
+    ex.update_parameters(**parameters)
+    handles = ex.map_array(JobFunction(), [j.spec for j in jobs], [None] * len(jobs))
+    for job, handle in zip(jobs, handles):
+        job.outcome, job.note, job.log = "submitted", f"slurm job {handle.job_id}", str(handle.paths.stderr)
+    return parameters
+
+
+# ----- reporting and packing -----------------------------------------------------------------------------
+
+def status_table(jobs):
+    """The batch's outcome, one line per job: job, outcome, seconds, note or log."""
+    rows = [(j.label, j.outcome, f"{j.seconds:.0f}" if j.seconds else "", j.note + (f" (log: {j.log})"
+             if j.outcome == "failed" and j.log and j.log not in j.note else "")) for j in jobs]
+    widths = [max(len(r[i]) for r in rows + [("job", "outcome", "s", "")]) for i in range(3)]
+    head = f"{'job':<{widths[0]}}  {'outcome':<{widths[1]}}  {'s':>{widths[2]}}  note"
+    return "\n".join([head] + [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}  {d}" for a, b, c, d in rows])
+
+
+def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=()):
+    """Write one ``.tar.gz`` of what a session must bring back: the profile's results and measurements, the
+    benchmark records, failed jobs' logs, and the checkpoints of paused runs while the archive stays under
+    ``limit_mb``. Paths inside are relative to the checkout's root (``results/...``): unpack it there.
+    Returns ``(path, packed names, left-out names with why)``."""
+    root = _store_root()
+    base = root.parent
+    files = sorted((root / profile).glob("*.json")) + sorted((root / profile / "measure").glob("*.json")) + \
+        sorted((root / "bench").glob("*.json"))
+    files += [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
+    checkpoints = sorted((root / profile / ".checkpoints").glob("*.pt"), key=lambda p: p.stat().st_size)
+    limit, packed, left = limit_mb * 1024 * 1024, [], []
+    total = sum(f.stat().st_size for f in files)
+    for c in checkpoints:
+        if total + c.stat().st_size <= limit:
+            files.append(c)
+            total += c.stat().st_size
+        else:
+            left.append(f"{c.relative_to(base)} ({c.stat().st_size / 2**20:.0f} MiB: over the {limit_mb:g} MiB limit)")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for f in files:
+            name = str(f.relative_to(base)) if f.is_relative_to(base) else f"logs/{f.name}"
+            tar.add(f, arcname=name)
+            packed.append(name)
+    return Path(path), packed, left
+
+
+def _one_line(e):
+    return " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__

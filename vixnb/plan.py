@@ -1,0 +1,339 @@
+"""The plan: every training run, measurement and benchmark the book's chapters need in one profile, each
+with its status in the results store, an estimate of its GPU minutes, and a priority (``vixnb plan``).
+
+What a chapter needs is read from its paper file's ``book`` section (``vixnb.papers``): the tables whose
+every row is trained, on the table's dataset, with each of the profile's ``seeds`` (``profiles.yaml``);
+the stored measurements its pages read; the benchmarks it shows; our own studies.
+
+**Status.** ``stored``; ``missing``; ``stale``: a stored result that no longer answers, because it was made
+by other model code (its recorded architecture signature, or for older results its parameter count, differs
+from today's model), from other data (its data fingerprint differs from the copy here), or under another
+engine version or other settings (a result file of the same model, dataset and seed whose configuration
+differs and which no other entry asks for), or a benchmark whose rows a later change superseded.
+
+**Estimate** (``est_gpu_minutes``, with its ``basis``): training runs from the standalone training
+throughput that ``vixnb bench train`` measured (``results/bench/train.json``), in the run's precision;
+for a model it did not measure, from the model's training FLOPs per image (3x the forward) and the device's
+effective rate, the median over the measured models; else from a stored run's epoch times (an upper bound:
+they ran beside others). Each epoch trains the training split and evaluates the test split (a forward at
+a third of a training step's cost); 20 s per run go to start-up. Measurements and benchmarks: nominal
+minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
+
+**Priority**, in levels (``LEVELS``), cheaper first within a level:
+1. one seed (the profile's first) of every published row, and the measurements the pages read, so that
+   every table has a number;
+2. the runs that decide a claim or a study, and the benchmarks behind the speed targets;
+3. further seeds.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from functools import cache
+
+from . import papers
+
+LEVELS = {
+    1: "one seed of every published row, and the measurements the pages read",
+    2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
+    3: "further seeds",
+}
+STATUSES = ("stored", "missing", "stale")
+STARTUP_SECONDS = 20
+EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
+#: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
+NOMINAL_MINUTES = {"gpu_memory": 2, "efficiency": 6, "train": 4, "fill": 4, "mixers-bf16": 2, "mixers-fp32": 2,
+                   "mixers-bf16-compiled": 4, "mixers-bf16-cudagraphs": 4, "nystrom-variants": 2}
+#: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
+BENCH_COMMANDS = {
+    "train": "vixnb bench train --save {path}",
+    "fill": "vixnb bench fill --save {path}",
+    "mixers-bf16": "vixnb bench mixers --dtype bf16 --warmup 10 --steps 30 --json {path}",
+    "mixers-fp32": "vixnb bench mixers --dtype fp32 --warmup 10 --steps 30 --json {path}",
+    "mixers-bf16-compiled": "vixnb bench mixers --dtype bf16 --compile --warmup 10 --steps 30 --json {path}",
+    "mixers-bf16-cudagraphs": ("vixnb bench mixers --dtype bf16 --compile reduce-overhead --warmup 10 --steps 30 "
+                               "--mixers 'softmax (fused)' nystrom --json {path}"),
+    "nystrom-variants": "python tools/profile_nystrom.py {path}",
+}
+
+
+@dataclass
+class Entry:
+    """One thing the book needs: a training run (``kind="train"``), a stored measurement (``"measure"``) or a
+    benchmark (``"bench"``)."""
+    chapter: str
+    paper: str
+    kind: str
+    name: str              # the model of a run; the record of a measurement or benchmark
+    model: str | None
+    dataset: str | None
+    profile: str
+    seed: int | None
+    settings: dict = field(default_factory=dict)  # run settings beyond the profile's (a study's)
+    status: str = "missing"
+    reason: str = ""       # why stale
+    blocked: str = ""      # what stands in the way of running it on this machine's data, if anything
+    est_gpu_minutes: float = 0.0
+    basis: str = ""
+    level: int = 1
+    priority: int = 0
+    purpose: str = ""      # the table, study or target it serves
+    command: str = ""
+    path: str = ""         # the result file in the store
+    key: str = ""          # the run's configuration hash (training runs)
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def chapters():
+    """``{paper key: its book section}`` for every paper file with one, in ``papers.DOCUMENTS`` order."""
+    found = {}
+    for key in papers.DOCUMENTS:
+        if key in papers.list_papers() and papers.load(key).get("book"):
+            found[key] = papers.load(key)["book"]
+    return found
+
+
+def _run_command(model, dataset, profile, seed, settings):
+    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in settings.items())
+    return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}"
+
+
+def _train_entries(key, book, profile, seeds, store):
+    from .profiles import run_config
+    from .results import config_key
+
+    entries = []
+    for table in book.get("train", []):
+        dataset = papers.table(key, table)["dataset"]
+        for model in papers.table_models(key, table):
+            for i, seed in enumerate(seeds):
+                entries.append((1 if i == 0 else 3, f"{key} {table}", model, dataset, seed, {}))
+    for study, spec in (book.get("studies") or {}).items():
+        if profile not in spec.get("profiles", []):
+            continue
+        dataset = papers.table(key, spec["table"])["dataset"]
+        for model in spec["models"]:
+            for seed in seeds:
+                entries.append((2, f"study: {study}", model, dataset, seed, dict(spec.get("settings") or {})))
+    out, seen = [], set()
+    for level, purpose, model, dataset, seed, settings in entries:
+        config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
+        k = config_key(config)
+        if k in seen:  # e.g. smoke: every dataset is the synthetic one
+            continue
+        seen.add(k)
+        out.append(Entry(chapter=book["notebook"], paper=key, kind="train", name=model, model=model,
+                         dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
+                         purpose=purpose, command=_run_command(model, dataset, profile, seed, settings),
+                         path=str(store.path(config).relative_to(store.root)), key=k))
+        out[-1]._config = config
+    return out
+
+
+def _record_entries(key, book, profile, store):
+    from .report.collect import gpu_memory_record
+
+    out = []
+    for measure, dataset in (book.get("measure") or {}).items():
+        record = gpu_memory_record(key, dataset) if measure == "gpu_memory" else measure
+        command = f"vixnb batch --profile {profile} --only {record}"
+        out.append(Entry(chapter=book["notebook"], paper=key, kind="measure", name=record, model=None,
+                         dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",
+                         command=command, path=f"{profile}/measure/{record}.json"))
+        out[-1]._nominal = NOMINAL_MINUTES.get(measure, 5)
+        out[-1]._measure = measure
+    for bench in book.get("bench") or []:
+        name = store.newest_record("bench", bench) if bench == "nystrom-variants" else bench
+        path = f"bench/{name}.json"
+        out.append(Entry(chapter=book["notebook"], paper=key, kind="bench", name=bench, model=None, dataset=None,
+                         profile=profile, seed=None, level=2, purpose="speed targets (benchmarks)",
+                         command=BENCH_COMMANDS.get(bench, f"vixnb bench {bench}").format(path=f"results/{path}"),
+                         path=path))
+        out[-1]._nominal = NOMINAL_MINUTES.get(bench, 5)
+    return out
+
+
+# ----- status -------------------------------------------------------------------------------------------
+
+@cache
+def _architecture(model, dataset, overrides_json):
+    """Today's (architecture signature, true parameter count) of a configured model, built on the meta
+    device (no memory, no random numbers drawn)."""
+    import torch
+
+    from .measure.counting import count_params
+    from .models import architecture_signature, create_model
+
+    with torch.device("meta"):
+        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    return architecture_signature(built), count_params(built, "true")
+
+
+def _run_status(entry, store, needed_paths):
+    from .train import other_data
+
+    config = entry._config
+    stored = store.get(config)
+    if stored is not None:
+        signature, params = _architecture(config["model"], config["dataset"],
+                                          json.dumps(config["model_overrides"], sort_keys=True))
+        if stored.get("architecture", signature) != signature:
+            return "stale", f"made by other model code (architecture {stored['architecture']}, today {signature})"
+        if "architecture" not in stored and stored.get("params_true") not in (None, params):
+            return "stale", f"made by other model code ({stored['params_true']:,} parameters, today {params:,})"
+        if (why := other_data(stored)) is not None:
+            return "stale", why
+        return "stored", ""
+    folder = store.root / entry.profile
+    for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
+        if str(other.relative_to(store.root)) in needed_paths:
+            continue
+        try:
+            old = json.loads(other.read_text())["config"]
+        except (OSError, ValueError, KeyError):
+            continue
+        changed = [f"{k} {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(config) | set(old))
+                   if old.get(k) != config.get(k)]
+        return "stale", f"{other.name} was made with other settings ({'; '.join(changed)})"
+    return "missing", ""
+
+
+def _record_status(entry, store):
+    path = store.root / entry.path
+    if not path.exists():
+        return "missing", ""
+    from .results import read_json
+
+    superseded = read_json(path).get("superseded")
+    if superseded:
+        return "stale", f"rows {', '.join(superseded['rows'])} superseded: {superseded['reason']}"
+    return "stored", ""
+
+
+# ----- estimates ------------------------------------------------------------------------------------------
+
+@cache
+def _bench_rates(root):
+    """``{model: {precision: training images/s}}`` and the device, from ``bench/train.json`` (superseded
+    rows left out)."""
+    from .results import ResultsStore
+
+    record = ResultsStore(root).load_record("bench", "train")
+    if not record:
+        return {}, None
+    stale = set((record.get("superseded") or {}).get("rows", []))
+    rates = {r["model"]: {"bf16": r.get("ours_images_per_s"), "fp32": r.get("ours_paper_dtype_images_per_s")}
+             for r in record["rows"] if r["model"] not in stale}
+    return rates, record.get("provenance", {}).get("device")
+
+
+@cache
+def _training_gflop(model, dataset):
+    """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration."""
+    from .measure.flops import flops
+    from .models import create_model
+    import torch
+
+    with torch.random.fork_rng():
+        return 3 * flops(create_model(model, dataset=dataset))["gflops"]
+
+
+def _estimate(entry, store):
+    """(GPU minutes, basis) of one entry."""
+    from .data import dataset_spec
+    from .profiles import get_profile
+
+    if get_profile(entry.profile)["device"] != "cuda":
+        return 0.0, "CPU profile: no GPU time"
+    if entry.kind != "train":
+        return float(entry._nominal), "nominal (no stored timing)"
+    config = entry._config
+    spec = dataset_spec(config["dataset"])
+    n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
+    images = config["epochs"] * (n_train + EVAL_COST * n_test)
+    precision = config["precision"]
+    rates, device = _bench_rates(str(store.root))
+    rate = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
+    if rate:
+        seconds = images / rate + STARTUP_SECONDS
+        return seconds / 60, f"bench train: {rate:,.0f} img/s ({precision}, {device})"
+    effective = [r[precision] * _training_gflop(m, "cifar10") for m, r in rates.items() if r.get(precision)]
+    if effective:
+        tflops = statistics.median(effective) / 1e3
+        gflop = _training_gflop(config["model"], config["dataset"])
+        seconds = images * gflop / (tflops * 1e3) + STARTUP_SECONDS
+        return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train)"
+    for result in store.results(entry.profile):
+        if result.get("config", {}).get("model") == config["model"] and result.get("history"):
+            per_epoch = statistics.median(h["seconds"] for h in result["history"])
+            return (config["epochs"] * per_epoch + STARTUP_SECONDS) / 60, \
+                f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound)"
+    return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
+
+
+# ----- the plan -----------------------------------------------------------------------------------------
+
+def build(profile, *, store=None, only=None):
+    """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
+    (models or records) to keep."""
+    from .profiles import get_profile
+    from .results import ResultsStore
+
+    prof = get_profile(profile)
+    store = store if store is not None else ResultsStore()
+    seeds = list(prof.get("seeds") or [0])
+    entries = []
+    for key, book in chapters().items():
+        entries += _train_entries(key, book, profile, seeds, store)
+        if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
+            entries += _record_entries(key, book, profile, store)
+    needed = {e.path for e in entries}
+    for e in entries:
+        e.status, e.reason = _run_status(e, store, needed) if e.kind == "train" else _record_status(e, store)
+        e.est_gpu_minutes, e.basis = _estimate(e, store)
+        if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
+            e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
+    order = {k: i for i, k in enumerate(chapters())}
+    entries.sort(key=lambda e: (e.level, _finite(e.est_gpu_minutes), order[e.paper], e.seed or 0))
+    for rank, e in enumerate(entries, 1):
+        e.priority = rank
+    if only:
+        entries = [e for e in entries if e.name in only or e.model in only]
+    return entries
+
+
+def _finite(x):
+    return x if x == x else float("inf")
+
+
+def _data_here(dataset):
+    from .data import source_fingerprint
+
+    return source_fingerprint(dataset) is not None
+
+
+def todo(entries):
+    """The entries still to run (missing or stale), in priority order."""
+    return [e for e in entries if e.status != "stored"]
+
+
+def totals(entries):
+    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours}}`` and the book's, under ``"book"``."""
+    out = {}
+    for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
+                           ("book", entries)]:
+        known = [e for e in members if e.est_gpu_minutes == e.est_gpu_minutes]
+        out[group] = {"entries": len(members), "stored": sum(e.status == "stored" for e in members),
+                      "to_run": sum(e.status != "stored" for e in members),
+                      "to_run_gpu_hours": sum(e.est_gpu_minutes for e in known if e.status != "stored") / 60,
+                      "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
+                      "unestimated": len(members) - len(known)}
+    return out
+
+
+def as_json(entries):
+    """The plan as JSON-ready dicts, one per entry."""
+    return [e.to_dict() for e in entries]
