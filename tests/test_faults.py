@@ -314,7 +314,7 @@ def test_a_second_process_on_the_same_run_waits_for_the_first(cpu_data, capsys, 
     import fcntl
 
     config, store = _config(), ResultsStore()
-    store.path(config).parent.mkdir(parents=True)
+    store.lock_path(config).parent.mkdir(parents=True)
     holder = open(store.lock_path(config), "a")
     fcntl.flock(holder, fcntl.LOCK_EX)  # another process is training this run
     monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained a run another process is training"))
