@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from vixnb import batch, plan, profiles
+from vixnb import batch, plan, profiles, train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
 
@@ -16,9 +16,9 @@ TABLE1 = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "hybrid_vit", "hybrid
 
 
 def _fake_result(config, **fields):
-    sig, params = plan._architecture(config["model"], config["dataset"],
+    sig, counts = train._built_today(config["model"], config["dataset"],
                                      json.dumps(config["model_overrides"], sort_keys=True))
-    return {"status": "done", "top1": 10.0, "top5": 50.0, "params_true": params, "architecture": sig,
+    return {"status": "done", "top1": 10.0, "top5": 50.0, **counts, "architecture": sig,
             "history": [{"epoch": 1, "seconds": 1.0}],
             "provenance": {"data_fingerprint": "synthetic-v1"}, **fields}
 
@@ -79,7 +79,7 @@ def test_plan_status_stored_missing_and_stale():
     entries = _by_model(plan.build("smoke"))
     assert entries["vit"].status == "stored"
     assert entries["vip"].status == "stale" and "other model code (architecture" in entries["vip"].reason
-    assert entries["vil"].status == "stale" and "12 parameters" in entries["vil"].reason
+    assert entries["vil"].status == "stale" and "params_true 12, today" in entries["vil"].reason
     assert entries["vin"].status == "stale" and "other data" in entries["vin"].reason
     assert entries["fnet"].status == "stale" and "epochs 3 -> 2" in entries["fnet"].reason
     assert entries["mlp_mixer"].status == "missing" and entries["mlp_mixer"].reason == ""
@@ -90,9 +90,9 @@ def test_architecture_signature_on_meta_equals_the_trained_models():
     from vixnb.models import architecture_signature, create_model
 
     for name in ("vit", "hybrid_vin", "mlp_mixer"):
-        sig, params = plan._architecture(name, "cifar10", "{}")
+        sig, counts = train._built_today(name, "cifar10", "{}")
         assert sig == architecture_signature(create_model(name))
-        assert sig != plan._architecture(name, "cifar10", json.dumps({"depth": 1}))[0]
+        assert sig != train._built_today(name, "cifar10", json.dumps({"depth": 1}))[0]
 
 
 def test_plan_json_and_totals(capsys):
@@ -111,8 +111,6 @@ def _spec_jobs(models, profile="smoke", **kwargs):
 
 
 def test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics(monkeypatch, tmp_path):
-    from vixnb import train
-
     clock = iter([0.0] + [1e9] * 100)  # the second epoch's check finds the budget spent
     real_now = train._now
     monkeypatch.setattr(train, "_now", lambda: real_now() + next(clock))
@@ -150,8 +148,6 @@ def test_local_executor_runs_two_smoke_jobs_end_to_end(tmp_path, capsys):
 
 
 def test_a_failed_job_is_marked_failed_and_leaves_the_store_clean(monkeypatch, capsys):
-    from vixnb import train
-
     real = train._train_epoch
 
     def fail_second(*args, epoch, **kwargs):

@@ -145,7 +145,7 @@ def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
              "provenance": {"commit": "0123456789abcdef", "finished": "2025-01-02T00:00:00Z", "device": "GPU"}}
             for s, t in enumerate([50.0, 52.0, 51.0])]
     runs.append({"status": "not yet run", "config": run_config("fnet", profile="budget"), "reason": "no data"})
-    summary = report.summarize_runs(runs, counts={"vit": {"params_paper": 530442}, "fnet": {}})
+    summary = report.summarize_runs(runs)
     assert summary.loc["vit", "seeds"] == 3 and summary.loc["vit", "top1 best"] == 52.0
     assert summary.loc["vit", "top1 mean"] == pytest.approx(51.0) and summary.loc["vit", "top1 std"] == pytest.approx(1.0)
     assert summary.loc["vit", "commit"] == "0123456" and summary.loc["vit", "date"] == "2025-01-02"
@@ -153,8 +153,10 @@ def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
     assert summary.loc["fnet", "seeds"] == 0
     assert report.accuracy_text(summary, "vit", "top1") == "51.00 ± 1.00"
     assert report.accuracy_text(summary, "fnet", "top1") is None
-    stale = report.summarize_runs(runs[:1], counts={"vit": {"params_paper": 530443}})
-    assert stale.loc["vit", "note"] == "older model code (params_paper differ)"
+    stale = report.summarize_runs([{**runs[0], "params_paper": 530443}])
+    assert stale.loc["vit", "note"] == "made by other model code (params_paper 530,443, today 530,442)"
+    signed = report.summarize_runs([{**runs[0], "architecture": "0" * 16}])
+    assert signed.loc["vit", "note"].startswith("made by other model code (architecture 0000000000000000, today ")
 
 
 def test_results_beside_paper_from_stored_runs_and_memory(fake_gpu):

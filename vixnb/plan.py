@@ -158,35 +158,14 @@ def _record_entries(key, book, profile, store):
 
 # ----- status -------------------------------------------------------------------------------------------
 
-@cache
-def _architecture(model, dataset, overrides_json):
-    """Today's (architecture signature, true parameter count) of a configured model, built on the meta
-    device (no memory, no random numbers drawn)."""
-    import torch
-
-    from .measure.counting import count_params
-    from .models import architecture_signature, create_model
-
-    with torch.device("meta"):
-        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
-    return architecture_signature(built), count_params(built, "true")
-
-
 def _run_status(entry, store, needed_paths):
-    from .train import other_data
+    from .train import other_code, other_data
 
     config = entry._config
     stored = store.get(config)
     if stored is not None:
-        signature, params = _architecture(config["model"], config["dataset"],
-                                          json.dumps(config["model_overrides"], sort_keys=True))
-        if stored.get("architecture", signature) != signature:
-            return "stale", f"made by other model code (architecture {stored['architecture']}, today {signature})"
-        if "architecture" not in stored and stored.get("params_true") not in (None, params):
-            return "stale", f"made by other model code ({stored['params_true']:,} parameters, today {params:,})"
-        if (why := other_data(stored)) is not None:
-            return "stale", why
-        return "stored", ""
+        why = other_code(stored) or other_data(stored)
+        return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
         if str(other.relative_to(store.root)) in needed_paths:

@@ -12,9 +12,11 @@ optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``); 
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
 (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 """
+import json
 import sys
 import time
 from contextlib import nullcontext
+from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -293,6 +295,30 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 class TrainingPaused(RuntimeError):
     """A time budget ran out at an epoch boundary; the checkpoint is kept and the next call resumes the run."""
+
+
+@cache
+def _built_today(model, dataset, overrides_json):
+    """Today's architecture signature and parameter counts of a configured model, built on the meta device
+    (no memory used, no random numbers drawn)."""
+    with torch.device("meta"):
+        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    return architecture_signature(built), {"params_paper": count_params(built, "paper"),
+                                           "params_true": count_params(built, "true")}
+
+
+def other_code(stored):
+    """Why a stored run was made by other model code than today's, or None: its recorded architecture
+    signature differs from today's model in the same configuration; for a result older than signatures, its
+    parameter counts differ."""
+    config = stored["config"]
+    signature, counts = _built_today(config["model"], config["dataset"],
+                                     json.dumps(config.get("model_overrides", {}), sort_keys=True))
+    if "architecture" in stored:
+        return None if stored["architecture"] == signature else \
+            f"made by other model code (architecture {stored['architecture']}, today {signature})"
+    changed = [f"{k} {stored[k]:,}, today {counts[k]:,}" for k in counts if k in stored and stored[k] != counts[k]]
+    return f"made by other model code ({'; '.join(changed)})" if changed else None
 
 
 def other_data(stored):

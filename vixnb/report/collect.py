@@ -5,7 +5,6 @@ import statistics
 
 from ..results import made_on
 
-COUNTED = ("params_paper", "params_true", "size_mb")
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
                    "epochs", "batch", "precision", "run peak GB", "device", "commit", "date", "note"]
@@ -58,19 +57,14 @@ def current_counts(model, dataset):
             "size_mb": summary_size_mb(built)}
 
 
-def older_code(run, counts):
-    """Why a stored run was made by other model code than today's (its stored counts differ), or None."""
-    changed = [k for k in COUNTED if k in run and counts.get(k) is not None
-               and abs(run[k] - counts[k]) > 1e-6 * max(1.0, abs(counts[k]))]
-    return f"older model code ({', '.join(changed)} differ)" if changed else None
-
-
-def summarize_runs(results, *, counts=None):
+def summarize_runs(results):
     """One row per model (a DataFrame indexed by model name): seeds done of seeds asked, top-1 / top-5 best and
     mean ± std over the seeds done, the best seed's epochs, batch size and training-run peak GPU memory, and
-    its provenance (commit, date, device), with a note when the run was made by older model code (``counts``:
-    model -> ``current_counts``). A model with no seed done has ``seeds`` 0 and nothing else."""
+    its provenance (commit, date, device), with a note when the run was made by other model code than today's
+    (``vixnb.train.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
     import pandas as pd
+
+    from ..train import other_code
 
     by_model = {}
     for r in results:
@@ -90,7 +84,7 @@ def summarize_runs(results, *, counts=None):
                         "precision": best["config"]["precision"],
                         "run peak GB": best.get("gpu_gb_reserved"), "device": prov.get("device"),
                         "commit": str(prov.get("commit", "unknown"))[:7], "date": made_on(prov),
-                        "note": (older_code(best, counts[model]) if counts and model in counts else None)
+                        "note": other_code(best)
                         or best.get("stale")})
         elif unreadable := [r["reason"] for r in runs if r["status"] == "unreadable"]:
             row.update({"top1 best": "unreadable result file", "top5 best": "unreadable result file",

@@ -31,7 +31,7 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
                                             "parameters (true)": ("params_true", None),
                                             "Size (MB)": ("size_mb", "size_mb")}, order=models, labels=labels)
 
-    summary = summarize_runs(runs, counts=counts)
+    summary = summarize_runs(runs)
     ours = pd.DataFrame(index=models)
     several = bool(len(summary)) and summary["seeds"].max() > 1
     for metric in ("top1", "top5"):

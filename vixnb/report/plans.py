@@ -1,0 +1,72 @@
+"""Page pieces of the plan (``vixnb.plan``): GPU-hours per chapter and profile, the entries left to run, and
+a study's answer (its settings beside the profile's own runs, with the seed spread)."""
+import statistics
+
+import pandas as pd
+
+
+def plan_totals_frame(plans):
+    """``{profile: plan entries}`` -> one row per chapter and the book, per profile: entries, stored, left,
+    GPU-hours left and in all (estimates; the plan's ``basis`` says where each comes from)."""
+    from ..plan import totals
+
+    rows = {}
+    for profile, entries in plans.items():
+        for chapter, t in totals(entries).items():
+            rows[(profile, chapter)] = {"entries": t["entries"], "stored": t["stored"], "left": t["to_run"],
+                                        "GPU-h left": t["to_run_gpu_hours"], "GPU-h all": t["all_gpu_hours"]}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["profile", "chapter"])
+    return frame
+
+
+def plan_todo_frame(entries, limit=15):
+    """The first ``limit`` entries left to run, in priority order: what, why it matters, status, minutes."""
+    from ..plan import todo
+
+    rows = []
+    for e in todo(entries)[:limit]:
+        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k} {v}" for k, v in e.settings.items())
+                if e.kind == "train" else f"{e.kind}: {e.name}")
+        rows.append({"#": e.priority, "what": what, "for": e.purpose, "status": e.status,
+                     "GPU min": round(e.est_gpu_minutes, 1), "note": e.reason or e.blocked or e.basis})
+    return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
+
+
+def study_frame(paper, study, profile):
+    """A study of a paper file's ``book.studies``: per model, top-1 (mean ± std over stored seeds) in the
+    profile's own settings and in the study's, their difference, and whether it lies within the seed spread
+    (the larger of the two standard deviations). Seeds not yet run are counted, never filled in."""
+    from .. import papers
+    from ..profiles import get_profile
+    from ..train import run
+
+    spec = papers.load(paper)["book"]["studies"][study]
+    dataset = papers.table(paper, spec["table"])["dataset"]
+    seeds = get_profile(profile).get("seeds") or [0]
+    rows = {}
+    for model in spec["models"]:
+        got = {}
+        for name, settings in (("profile", {}), ("study", spec["settings"])):
+            results = [run(model, dataset=dataset, profile=profile, seed=s, compute="never", **settings)
+                       for s in seeds]
+            got[name] = [r["top1"] for r in results if r["status"] == "done"]
+        label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
+        row = {"profile's runs": _mean_sd(got["profile"], len(seeds)), f"{label}": _mean_sd(got["study"], len(seeds))}
+        if min(len(got["profile"]), len(got["study"])) >= 2:
+            diff = statistics.mean(got["study"]) - statistics.mean(got["profile"])
+            spread = max(statistics.stdev(got["profile"]), statistics.stdev(got["study"]))
+            row.update({"Δ top-1": f"{diff:+.2f}", "seed spread": f"{spread:.2f}",
+                        "answer": "within the spread" if abs(diff) <= spread else "beyond the spread"})
+        else:
+            row.update({"Δ top-1": "not yet run", "seed spread": "not yet run",
+                        "answer": "not yet run: needs at least 2 seeds of each"})
+        rows[model] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _mean_sd(values, asked):
+    if not values:
+        return f"not yet run (0 of {asked})"
+    text = f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+    return f"{text} ({len(values)} of {asked})"
