@@ -29,7 +29,7 @@ def plan_todo_frame(entries, limit=15):
         what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k} {v}" for k, v in e.settings.items())
                 if e.kind == "train" else f"{e.kind}: {e.name}")
         rows.append({"#": e.priority, "what": what, "for": e.purpose, "status": e.status,
-                     "GPU min": round(e.est_gpu_minutes, 1), "note": e.reason or e.blocked or e.basis})
+                     "GPU min": round(e.est_gpu_minutes, 1), "note": e.reason or e.basis})
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
 
 
