@@ -39,10 +39,6 @@ def topk_fraction(logits, labels, ks=(1, 5)):
     return torch.stack([hits[..., :k].any(dim=-1).float().mean(dim=-1) for k in ks], dim=-1)
 
 
-def topk_correct(logits, labels, ks=(1, 5)):
-    return [a * 100 for a in topk_fraction(logits, labels, ks).tolist()]
-
-
 def evaluate(model, images, labels, *, batch_size, autocast):
     """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%). A ``model``
     whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member."""
