@@ -86,7 +86,7 @@ def can_ensemble(config, *, exact=True):
         model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
     dropout = _active_dropout(model)
     if exact and dropout:
-        where = ", ".join(f"{name} p={p}" for name, p in dropout[:3]) + (", ..." if len(dropout) > 3 else "")
+        where = f"p={dropout[0][1]} in {len(dropout)} modules, e.g. {dropout[0][0]}"
         return False, (f"{config['model']} has active dropout ({where}): under vmap each member draws its own masks, "
                        "which cannot equal a separate run's; train the seeds separately, or pass exact=False for "
                        "independent masks per member")
