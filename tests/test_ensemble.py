@@ -173,8 +173,9 @@ def test_dropout_is_refused_for_exactness_and_drawn_per_member_when_not_exact():
 def test_the_callers_rng_state_is_left_as_it_was():
     torch.manual_seed(123)
     before = torch.random.get_rng_state()
-    train_ensemble([{**c, "epochs": 1} for c in _configs("fnet", seeds=[0, 1])], progress=False)
+    members = train_ensemble([{**c, "epochs": 1} for c in _configs("fnet", seeds=[0, 1])], progress=False, exact=False)
     assert torch.equal(torch.random.get_rng_state(), before)
+    assert members[0]["provenance"]["ensemble_exact"]  # no dropout: exact=False changes nothing
 
 
 def _numbers(results):

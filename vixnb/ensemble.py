@@ -71,12 +71,13 @@ def can_ensemble(config, *, exact=True):
     the reason)."""
     refused = [
         (config["optimizer"] != "adamw", f"optimizer {config['optimizer']!r} switches each member to SGD at its own "
-                                         "epoch; an ensemble steps one AdamW (optimizer 'adamw')"),
+                                         "epoch; use optimizer 'adamw' or train the seeds separately"),
         (config["randaugment"], "randaugment draws each image's augmentation from the global RNG, so a member "
-                                "cannot see its separate run's images"),
-        (config["post_train_epochs"], "post_train_epochs: post-training stops each member at its own epoch"),
+                                "cannot see its separate run's images; leave it off or train the seeds separately"),
+        (config["post_train_epochs"], "post_train_epochs: post-training stops each member at its own epoch; set it "
+                                      "to 0 or train the seeds separately"),
         (config["amp_loss_only"], "amp_loss_only: one GradScaler would skip every member's step when one member "
-                                  "overflows"),
+                                  "overflows; leave it off or train the seeds separately"),
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
     ]
     for bad, reason in refused:
@@ -91,7 +92,8 @@ def can_ensemble(config, *, exact=True):
                        "which cannot equal a separate run's; train the seeds separately, or pass exact=False for "
                        "independent masks per member")
     if any(getattr(m, "feature_redraw_interval", None) is not None for m in model.modules()):
-        return False, f"{config['model']} redraws Performer features (a data-dependent buffer update vmap cannot batch)"
+        return False, (f"{config['model']} redraws Performer features (a data-dependent buffer update vmap cannot "
+                       "batch); train the seeds separately")
     return True, None
 
 
@@ -228,6 +230,7 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     ok, reason = can_ensemble(config, exact=exact)
     if not ok:
         raise ValueError(f"{config['model']}: cannot train seeds as an ensemble: {reason}")
+    exact = exact or can_ensemble(config)[0]  # exact=False changes nothing for a model without dropout
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     device = _device(config, device)
