@@ -126,3 +126,44 @@ def test_a_written_benchmark_reads_back_like_a_stored_one(isolated_results):
     assert bench.load("mixers-fp32") == record
     assert bench.stored_path("mixers-fp32") == isolated_results / "bench" / "mixers-fp32.json"
     assert bench.stored_table("mixers-fp32").loc["fnet", "x materialised softmax"] == 0.5
+
+
+def test_bench_fill_measures_one_seed_and_an_ensemble_in_one_run_and_names_the_winner(tmp_path, capsys):
+    import torch
+
+    out = tmp_path / "fill.json"
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    assert main(["bench", "fill", "--models", "fnet", "--seeds", "2", "--batch", "2", "--steps", "1", "--warmup", "0",
+                 "--no-compile", "--save", str(out), "--json"]) == 0
+    assert torch.equal(torch.get_rng_state(), before)
+    printed = capsys.readouterr().out.strip().splitlines()
+    (row,) = json.loads(printed[-1])
+    assert (row["model"], row["seeds"], row["batch_size"], row["device"]) == ("fnet", 2, 2, "cpu")
+    assert all(0 < row[k] < float("inf") for k in ("one_seed_images_per_s", "ensemble_images_per_s", "ensemble_vs_one_seed"))
+    assert row["ensemble_time_vs_separate"] == pytest.approx(1 / row["ensemble_vs_one_seed"])
+    assert "compiled_images_per_s" not in row and row["can_ensemble"] is True
+    assert row["winner"] in ("ensemble", "separate") and row["best_separate"] == "one_seed"
+    assert "ensemble of 2 seeds" in "\n".join(printed) and "fnet: winner" in "\n".join(printed)
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "fill" and saved["provenance"]["device_type"] == "cpu" and saved["provenance"]["commit"]
+    assert bench.fill_winner(saved, "fnet") == row["winner"] and bench.fill_winner(saved, "vit") is None
+    bench.write(bench.stored_path("fill"), saved)
+    assert bench.stored_table("fill").loc["fnet", "winner"] == row["winner"]
+
+
+def test_fill_winner_is_the_ensemble_only_where_it_beats_every_single_seed_approach():
+    from vixnb.bench.fill import _ratios
+
+    def row(**speeds):
+        r = {f"{k}_images_per_s": v for k, v in speeds.items()}
+        _ratios(r)
+        return r
+
+    faster = row(one_seed=100.0, ensemble=250.0, compiled=200.0, cuda_graphs=None)
+    assert (faster["winner"], faster["best_separate"], faster["ensemble_vs_one_seed"]) == ("ensemble", "compiled", 2.5)
+    slower = row(one_seed=100.0, ensemble=250.0, compiled=120.0, cuda_graphs=300.0)
+    assert (slower["winner"], slower["best_separate"]) == ("separate", "cuda_graphs")
+    assert slower["cuda_graphs_time_vs_separate"] == pytest.approx(1 / 3)
+    assert row(one_seed=100.0, ensemble=None)["winner"] is None  # the ensemble ran out of memory: no winner
+    assert bench.fill_winner([faster | {"model": "fnet"}], "fnet") == "ensemble"

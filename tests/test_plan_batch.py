@@ -228,3 +228,34 @@ def test_pack_keeps_checkpoints_under_the_limit(tmp_path):
     path, packed, left = batch.pack(tmp_path / "out.tar.gz", "budget", limit_mb=1)
     assert "results/budget/run.json" in packed and "results/budget/.checkpoints/small.pt" in packed
     assert len(left) == 1 and "big.pt" in left[0] and "over the 1 MiB limit" in left[0]
+
+
+def test_seeds_share_one_ensemble_job_only_where_it_is_exact():
+    entries = plan.build("budget", only=["fnet", "vit"])
+    jobs = batch.jobs_from_plan(entries, ensemble="always")
+    by_label = {j.label: j for j in jobs}
+    assert "fnet cifar10 seed 0,1,2" in by_label and "fnet tiny-imagenet seed 0,1,2" in by_label
+    assert {"vit cifar10 seed 0", "vit cifar10 seed 1", "vit cifar10 seed 2"} <= set(by_label)  # dropout: separate
+    assert len(jobs) == 2 + 6
+    assert all(len(j.entries) == 1 for j in batch.jobs_from_plan(entries, ensemble="never"))
+    # auto: only where a stored `bench fill` record says the ensemble won for that model
+    assert all(len(j.entries) == 1 for j in batch.jobs_from_plan(entries, ensemble="auto"))
+    store = ResultsStore()
+    store.save_record("bench", "fill", {"rows": [{"model": "fnet", "winner": "ensemble"}]})
+    auto = batch.jobs_from_plan(entries, ensemble="auto")
+    assert "fnet cifar10 seed 0,1,2" in {j.label for j in auto}
+
+
+def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, capsys):
+    real = profiles.get_profile
+    monkeypatch.setattr(profiles, "get_profile", lambda name: {**real(name), "seeds": [0, 1]})
+    assert main(["batch", "--profile", "smoke", "--executor", "inline", "--ensemble", "always", "--only", "fnet"]) == 0
+    assert "fnet synthetic seed 0,1  done" in capsys.readouterr().out
+    store = ResultsStore()
+    for seed in (0, 1):
+        config = profiles.run_config("fnet", profile="smoke", seed=seed)
+        stored = store.get(config)
+        assert stored["provenance"]["execution"] == "ensemble of 2 seeds"
+        separate = train.train(config, progress=False)
+        assert stored["top1"] == pytest.approx(separate["top1"]) and stored["best_epoch"] == separate["best_epoch"]
+    assert not any((store.root / "smoke" / ".checkpoints").glob("*.pt"))

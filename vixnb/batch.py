@@ -96,11 +96,14 @@ def _run_training(spec, store, deadline):
 
     configs = [run_config(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=s, **spec["settings"])
                for s in spec["seeds"]]
-    resumed = any(store.checkpoint_path(c).exists() for c in configs)
+    checkpoints = [store.checkpoint_path(c) for c in configs]
+    if len(configs) > 1:
+        from .ensemble import checkpoint_path, run_ensemble
+
+        checkpoints.append(checkpoint_path(store, configs))
+    resumed = any(p.exists() for p in checkpoints)
     try:
         if len(configs) > 1:
-            from .ensemble import run_ensemble
-
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"])
         else:
             result = run(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=spec["seeds"][0],
@@ -111,8 +114,8 @@ def _run_training(spec, store, deadline):
     except TrainingPaused as paused:
         return {"outcome": "paused", "note": str(paused)}
     except BaseException:
-        for c in configs:  # a failure is not resumed: the next batch starts the run afresh
-            remove_checkpoints(store.checkpoint_path(c))
+        for p in checkpoints:  # a failure is not resumed: the next batch starts the run afresh
+            remove_checkpoints(p)
         raise
     return {"outcome": "resumed" if resumed else "done", "note": ""}
 
@@ -186,10 +189,8 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
 
 
 def _ensemble_ok(entry, mode):
-    try:
-        from .ensemble import can_ensemble
-    except ImportError:
-        return False
+    from .ensemble import can_ensemble
+
     exact, _ = can_ensemble(entry._config)
     if not exact:
         return False

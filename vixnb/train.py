@@ -33,22 +33,28 @@ from .results import ResultsStore, check_compute, load_checkpoint, provenance, r
 _now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
 
 
-def topk_correct(logits, labels, ks=(1, 5)):
-    top = logits.topk(max(ks), dim=1).indices
-    hits = top == labels[:, None]
-    return [hits[:, :k].any(dim=1).float().mean().item() * 100 for k in ks]
+def topk_fraction(logits, labels, ks=(1, 5)):
+    """The fraction of a batch whose label is among the top k logits, for each k: a (..., len(ks)) tensor for
+    ``logits`` (..., batch, classes) and ``labels`` (batch,) (leading dimensions: an ensemble's members)."""
+    top = logits.topk(max(ks), dim=-1).indices
+    hits = top == labels[..., None]
+    return torch.stack([hits[..., :k].any(dim=-1).float().mean(dim=-1) for k in ks], dim=-1)
 
 
 def evaluate(model, images, labels, *, batch_size, autocast):
-    """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%)."""
-    top1, top5 = [], []
+    """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%). A ``model``
+    whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member."""
+    per_batch = []
     with torch.no_grad(), autocast():
         for start in range(0, len(images), batch_size):
             logits = model(normalize(images[start:start + batch_size]))
-            a1, a5 = topk_correct(logits.float(), labels[start:start + batch_size])
-            top1.append(a1)
-            top5.append(a5)
-    return sum(top1) / len(top1), sum(top5) / len(top5)
+            per_batch.append(topk_fraction(logits.float(), labels[start:start + batch_size]))
+    fractions = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2): one device sync per evaluation
+
+    def mean(rows):
+        return tuple(sum(row[i] * 100 for row in rows) / len(rows) for i in range(2))
+
+    return mean(fractions) if per_batch[0].dim() == 1 else [mean(rows) for rows in fractions]
 
 
 class DualOptSwitch:
@@ -78,13 +84,18 @@ class DualOptSwitch:
         vars(self).update(state)
 
 
+def adamw(params, config):
+    """The protocol's AdamW over ``params`` (fused on a GPU)."""
+    params = list(params)
+    return torch.optim.AdamW(params, lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
+                             weight_decay=config["weight_decay"], fused=params[0].is_cuda)
+
+
 def _optimizer(model, config, phase):
     if phase == "sgd":
         d = config["dualopt"]
         return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
-    fused = next(model.parameters()).is_cuda
-    return torch.optim.AdamW(model.parameters(), lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
-                             weight_decay=config["weight_decay"], fused=fused)
+    return adamw(model.parameters(), config)
 
 
 def augment_batch(images, randaugment):
@@ -144,6 +155,61 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
             "seconds": time.perf_counter() - t0}
 
 
+def _device(config, device):
+    """The device a run of ``config`` trains on (``device``, else the profile's); an error where it has no GPU."""
+    device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
+    return device
+
+
+def _build_model(config):
+    """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records
+    of it: both parameter counts, the papers' size and the architecture signature."""
+    model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+    facts = {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
+             "size_mb": summary_size_mb(model), "architecture": architecture_signature(model)}
+    return model, facts
+
+
+def _autocasts(config, device):
+    """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk."""
+    bf16 = config["precision"] == "bf16"
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else nullcontext
+    amp = config["amp_loss_only"] and device.type == "cuda"
+    loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
+    return autocast, loss_autocast, torch.amp.GradScaler("cuda", enabled=amp)
+
+
+def _selected(history):
+    """The last epoch reaching the best top-1: the one whose weights the best state holds (ties saved, as in
+    the authors' scripts, which checkpoint on top-1 >= best)."""
+    return max(reversed(history), key=lambda h: h["select_top1"])
+
+
+def _result(config, device, history, facts, *, seconds, test=None, **provenance_fields):
+    """The result of a finished run: the selected epoch's metrics (protocol ``fixed``: ``test``, the test set's
+    (top-1, top-5) with the selected weights), the model's ``facts``, peak GPU memory, history and provenance."""
+    best = _selected(history)
+    if test is not None:
+        metrics = {"top1": test[0], "top5": test[1], "val_top1": best["select_top1"], "val_top5": best["select_top5"]}
+    else:
+        metrics = {"top1": best["select_top1"], "top5": best["select_top5"]}
+    gpu = {}
+    if device.type == "cuda":
+        gpu = {"gpu_gb_allocated": torch.cuda.max_memory_allocated(device) / 1024**3,
+               "gpu_gb_reserved": torch.cuda.max_memory_reserved(device) / 1024**3}
+    return {
+        "status": "done", **metrics, "best_epoch": best["epoch"], "epochs_run": len(history),
+        "final_top1": history[-1]["select_top1"], **facts, **gpu,
+        "seconds": seconds,
+        "history": history,
+        "provenance": provenance(device, stamp="finished", profile=config["profile"], protocol=config["protocol"],
+                                 data=describe_source(config["dataset"]), seed=config["seed"],
+                                 data_fingerprint=source_fingerprint(config["dataset"]), **provenance_fields),
+    }
+
+
 def out_of_time(deadline, history):
     """Whether another epoch would end after ``deadline`` (a ``time.time()`` value; None: no limit), judged by
     the last epoch's duration (``history`` may come from a checkpoint); with no epoch yet, only a passed deadline."""
@@ -163,26 +229,17 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     ``TrainingPaused``; its checkpoint is kept, and the next call resumes it."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
+    device = _device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
     cuda_rng = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda_rng):
         torch.manual_seed(seed)
-        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
-        params_paper, params_true = count_params(model, "paper"), count_params(model, "true")
-        signature = architecture_signature(model)
-        size_mb = summary_size_mb(model)
+        model, facts = _build_model(config)
         model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
         switch = DualOptSwitch(config["dualopt"]["patience"]) if config["optimizer"] == "dualopt" else None
         optimizer = _optimizer(model, config, "adamw")
-        bf16 = config["precision"] == "bf16"
-        autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else nullcontext
-        amp = config["amp_loss_only"] and device.type == "cuda"
-        loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
-        scaler = torch.amp.GradScaler("cuda", enabled=amp)
+        autocast, loss_autocast, scaler = _autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
         history, best_state, elapsed = [], None, 0.0
         # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
@@ -257,32 +314,12 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                     "switch": switch.state_dict() if switch else None})
         bar.close()
 
-        # the last epoch reaching the best top-1: the one whose weights best_state holds (ties saved, as in
-        # the authors' scripts, which checkpoint on top-1 >= best)
-        best = max(reversed(history), key=lambda h: h["select_top1"])
-        if config["protocol"] == "fixed":
+        test = None
+        if config["protocol"] == "fixed":  # the selected weights (_selected), evaluated once on the test set
             model.load_state_dict(best_state)
             model.eval()
-            top1, top5 = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-            metrics = {"top1": top1, "top5": top5, "val_top1": best["select_top1"], "val_top5": best["select_top5"]}
-        else:
-            metrics = {"top1": best["select_top1"], "top5": best["select_top5"]}
-
-    gpu = {}
-    if device.type == "cuda":
-        gpu = {"gpu_gb_allocated": torch.cuda.max_memory_allocated(device) / 1024**3,
-               "gpu_gb_reserved": torch.cuda.max_memory_reserved(device) / 1024**3}
-    return {
-        "status": "done", **metrics, "best_epoch": best["epoch"], "epochs_run": len(history),
-        "final_top1": history[-1]["select_top1"],
-        "params_paper": params_paper, "params_true": params_true, "size_mb": size_mb, **gpu,
-        "architecture": signature,
-        "seconds": time.perf_counter() - start,
-        "history": history,
-        "provenance": provenance(device, stamp="finished", profile=config["profile"], protocol=config["protocol"],
-                                 data=describe_source(config["dataset"]), seed=seed,
-                                 data_fingerprint=source_fingerprint(config["dataset"])),
-    }
+            test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
+    return _result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
 
 
 def can_run(config):

@@ -1,5 +1,6 @@
-"""Benchmarks that print ratios measured in one run: ``vixnb bench mixers`` and ``vixnb bench train``, and the
-benchmarks stored in the results store (``results/bench/``) that the efficiency chapter shows.
+"""Benchmarks that print ratios measured in one run: ``vixnb bench mixers``, ``vixnb bench train`` and
+``vixnb bench fill``, and the benchmarks stored in the results store (``results/bench/``) that the efficiency
+chapter shows.
 
 ``bench_mixers(...)`` (``mixers``) times forward + backward of every token mixer of
 ``measure.sweep_mechanisms`` (labels and options as in the efficiency chapter's scaling sweep) in the ViX
@@ -21,15 +22,19 @@ What is measured (``measure.sweep_row``):
   The benchmark runs what it is asked to: no CPU budget guard.
 
 ``bench_train(...)`` (``training``) compares training images/s of our engine's path with a straightforward
-reference loop. ``stored`` keeps runs (``benchmark_record``, ``save``/``write``, ``load``, ``newest``) and
-reads them back as page tables (``stored_table``). Benchmarks leave the caller's RNG state and thread count
+reference loop. ``bench_fill(...)`` (``fill``) compares one seed's step with several seeds trained as one
+vmapped ensemble and with the compiled step, and records per model which won (``fill_winner``). ``stored``
+keeps runs (``benchmark_record``, ``save``/``write``, ``load``, ``newest``) and reads them back as page tables
+(``stored_table``). Benchmarks leave the caller's RNG state and thread count
 as they were. Their text tables are the command line's (``vixnb.cli.tables``).
 """
 from .mixers import REFERENCE, bench_mixer, bench_mixers, compile_mode, dispatched_ops, operator_table, with_ratios
-from .stored import (benchmark_record, load, mixers_frame, newest, save, stored_path, stored_table, train_frame,
-                     variants_frame, write)
+from .fill import bench_fill, fill_winner
+from .stored import (benchmark_record, fill_frame, load, mixers_frame, newest, save, stored_path, stored_table,
+                     train_frame, variants_frame, write)
 from .training import bench_train
 
-__all__ = ["REFERENCE", "bench_mixer", "bench_mixers", "bench_train", "benchmark_record",
+__all__ = ["REFERENCE", "bench_fill", "bench_mixer", "bench_mixers", "bench_train", "benchmark_record",
+           "fill_frame", "fill_winner",
            "compile_mode", "dispatched_ops", "load", "mixers_frame", "newest", "operator_table", "save",
            "stored_path", "stored_table", "train_frame", "variants_frame", "with_ratios", "write"]

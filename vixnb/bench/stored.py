@@ -1,6 +1,7 @@
 """Stored benchmark results (``results/bench/<name>.json`` in the results store, committed): what the book
 shows of GPU benchmarks. A saved benchmark is one JSON object with the keys ``benchmark`` (its kind:
-"mixers", "train", "nystrom-variants"), ``provenance``, ``command``, ``note``, any extra fields, and ``rows``."""
+"mixers", "train", "nystrom-variants", "fill"), ``provenance``, ``command``, ``note``, any extra fields, and
+``rows``."""
 import json
 import sys
 
@@ -63,7 +64,8 @@ def stored_table(name, root=None):
         frame = pd.DataFrame({"status": [f"not yet run (no results/bench/{name}.json)"]}, index=[name])
         frame.attrs["provenance"] = None
         return frame
-    make = {"mixers": mixers_frame, "train": train_frame, "nystrom-variants": variants_frame}[saved["benchmark"]]
+    make = {"mixers": mixers_frame, "train": train_frame, "nystrom-variants": variants_frame,
+            "fill": fill_frame}[saved["benchmark"]]
     return make(saved)
 
 
@@ -111,3 +113,20 @@ def train_frame(saved):
         "paper protocol, min (projected, fp32)": [r.get("projected_paper_minutes") for r in rows]},
         index=[r["model"] for r in rows])
     return _with_provenance(frame, saved)
+
+
+def fill_frame(saved):
+    """A saved ``vixnb bench fill`` run as a page table: one row per model, images/s of each approach and its
+    ratio to one seed, and the winner."""
+    import pandas as pd
+
+    from .fill import APPROACHES
+
+    rows = saved["rows"]
+    columns = {"batch": [r["batch_size"] for r in rows], "seeds": [r["seeds"] for r in rows]}
+    for approach in APPROACHES:
+        columns[f"{approach} img/s"] = [r.get(f"{approach}_images_per_s") for r in rows]
+        if approach != "one_seed":
+            columns[f"{approach} x one seed"] = [r.get(f"{approach}_vs_one_seed") for r in rows]
+    columns["winner"] = [r.get("winner") for r in rows]
+    return _with_provenance(pd.DataFrame(columns, index=[r["model"] for r in rows]), saved)

@@ -41,27 +41,42 @@ def _time_steps(step, steps, warmup, device):
     return (time.perf_counter() - t0) / steps
 
 
+def _adamw(params, device, *, fused=True):
+    """The benchmarks' AdamW (lr 1e-3, weight decay 0.01), fused on a GPU unless ``fused=False``."""
+    return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, fused=fused and device.type == "cuda")
+
+
+def _ours_step(model, images, labels, *, bs, dtype, forward=None):
+    """Our engine's training step as timed here: a random batch of the uint8 ``images`` / ``labels`` resident on
+    the device, normalised there, ``dtype`` autocast, fused AdamW on a GPU; ``forward`` (default ``model``)
+    makes the logits, e.g. ``torch.compile(model)``."""
+    from ..data import normalize
+
+    forward, device = model if forward is None else forward, images.device
+    opt = _adamw(model.parameters(), device)
+    cast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
+
+    def step():
+        idx = torch.randint(len(images), (bs,), device=device)
+        with cast:
+            loss = torch.nn.functional.cross_entropy(forward(normalize(images[idx])), labels[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, warmup, workers):
     """Time one path of ``bench_train`` (``"reference"``, or ours in ``path_dt``) into ``row``."""
-    from ..data import normalize
     from ..layers import fused_attn
     from ..models import create_model
 
     model = create_model(name).to(device)
-    fused = device.type == "cuda" and path != "reference"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
     if path != "reference":
-        x_all, y_all = images.to(device), labels.to(device)
-        cast = torch.autocast(device.type, dtype=path_dt, enabled=path_dt != torch.float32)
-
-        def step():
-            idx = torch.randint(len(x_all), (bs,), device=device)
-            with cast:
-                loss = torch.nn.functional.cross_entropy(model(normalize(x_all[idx])), y_all[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        step = _ours_step(model, images.to(device), labels.to(device), bs=bs, dtype=path_dt)
     else:
+        opt = _adamw(model.parameters(), device, fused=False)
         loader = _reference_loader(images, labels, bs, workers)
         batches = iter(())
 

@@ -1,4 +1,4 @@
-"""Command line: ``vixnb models | train | run | book | measure | bench | plan | batch``.
+"""Command line: ``vixnb models | train | run | book | measure | bench (mixers | train | fill) | plan | batch``.
 
 Building the parser imports nothing heavy (no torch, pandas or matplotlib): each subcommand's module is
 imported when that subcommand runs (``commands``); its text tables are in ``tables``. The choices below are
@@ -134,6 +134,19 @@ def _bench_arguments(sub):
     s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
     s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
     s.set_defaults(fn=commands.bench_train)
+
+    s = bench.add_parser("fill", help="training images/s of one seed, of several seeds as one ensemble, and compiled")
+    s.add_argument("--models", nargs="+", help="default: the twelve Table 1 models")
+    s.add_argument("--seeds", type=whole_number(1), default=3, metavar="K", help="seeds the ensemble trains at once (default 3)")
+    s.add_argument("--device")
+    s.add_argument("--dtype", choices=DTYPE_NAMES, help="autocast dtype (default bf16 on a GPU, fp32 on a CPU)")
+    s.add_argument("--batch", type=whole_number(1), help="batch per seed (default: each model's paper batch size)")
+    s.add_argument("--steps", type=whole_number(1), default=10)
+    s.add_argument("--warmup", type=whole_number(0), default=3)
+    s.add_argument("--no-compile", action="store_true", help="skip the torch.compile approaches (slow to compile on a CPU)")
+    s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
+    s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/fill.json)")
+    s.set_defaults(fn=commands.bench_fill)
 
 
 def _plan_arguments(sub):

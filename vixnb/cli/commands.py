@@ -181,3 +181,18 @@ def batch(args):
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} jobs failed: {', '.join(j.label for j in failed)}")
     return jobs
+
+
+def bench_fill(args):
+    """``vixnb bench fill``: training images/s of one seed, of several seeds as one ensemble, and compiled."""
+    from ..bench import benchmark_record, bench_fill as run, write
+    from .tables import fill_table
+
+    rows = run(args.models, seeds=args.seeds, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
+               warmup=args.warmup, compile=not args.no_compile)
+    print(fill_table(rows))
+    if args.save:
+        write(args.save, benchmark_record("fill", rows, device=rows[0]["device"], dtype=rows[0]["dtype"]))
+    if args.json:
+        print(json.dumps(rows))
+    return rows

@@ -1,5 +1,5 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
-``vixnb bench mixers`` and ``vixnb bench train`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
+``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
 
 
@@ -138,4 +138,30 @@ def plan_totals(totals, profile):
     for name, t in totals.items():
         lines.append(f"{name:<22}{t['entries']:>8}{t['stored']:>8}{t['to_run']:>6}"
                      f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}")
+    return "\n".join(lines)
+
+
+def fill_table(rows):
+    """A plain-text table of ``bench_fill`` rows: one line per model and approach, then each model's winner."""
+    if not rows:
+        return "(no rows)"
+    k = rows[0]["seeds"]
+    labels = {"one_seed": "one seed", "ensemble": f"ensemble of {k} seeds", "compiled": "torch.compile",
+              "cuda_graphs": "compile, CUDA graphs"}
+    head = f"{'model':<18}{'approach':<24}{'img/s':>10}{'x one seed':>12}{f'time, {k} seeds vs {k} runs':>27}  status"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        for approach, label in labels.items():
+            if f"{approach}_images_per_s" not in r:
+                continue
+            lines.append(f"{r['model']:<18}{label:<24}{text_cell(r[f'{approach}_images_per_s'], '.1f'):>10}"
+                         f"{text_cell(r[f'{approach}_vs_one_seed'], '.2f'):>12}"
+                         f"{text_cell(r[f'{approach}_time_vs_separate'], '.2f'):>27}  {r.get(f'{approach}_status', '')}")
+    r0 = rows[0]
+    lines.append(f"device {r0['device']}, dtype {r0['dtype']}, batch {r0['batch_size']} per seed, torch {r0['torch']}; "
+                 f"time = training {k} seeds this way / {k} separate one-seed runs one after another")
+    for r in rows:
+        exact = "exactly" if r["can_ensemble"] else f"not exactly ({r['can_ensemble_reason'].split(': ')[0]})"
+        lines.append(f"{r['model']}: winner {r['winner'] or '-'} (fastest single-seed approach: "
+                     f"{labels.get(r['best_separate'], '-')}); its paper configuration ensembles {exact}")
     return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""Seeds trained as one vectorised ensemble (vixnb.ensemble) equal separate runs of those seeds: histories,
+metrics, best epoch and weights; protocol `fixed`; BatchNorm; refusals; the caller's RNG; pause and resume."""
+import pytest
+import torch
+from torch import nn
+
+from vixnb import train as engine
+from vixnb.ensemble import Ensemble, can_ensemble, member_state, train_ensemble
+from vixnb.models import registry
+from vixnb.profiles import run_config
+
+# small smoke models: 8 x 8 tokens (patch 4, or a hybrid stem of stride 4), width 32, one block
+TINY = dict(patch_size=4, dim=32, heads=2, dim_head=16, mlp_dim=64)
+SMALL = {"fnet": TINY, "hybrid_vil": dict(TINY, patch_size=1, stem_stride=4), "mlp_mixer": dict(patch_size=4, dim=32),
+         "vil": TINY}
+SEEDS = [0, 1, 2]
+NUMBERS = ("epoch", "train_loss", "train_acc", "select_top1", "select_top5")
+EXTRA_PROVENANCE = {"execution", "ensemble_seeds", "ensemble_exact", "ensemble_note"}
+
+
+def _configs(model, seeds=SEEDS, **options):
+    return [run_config(model, profile="smoke", seed=s, epochs=3, **SMALL.get(model, {}), **options) for s in seeds]
+
+
+def _separate(configs, tmp_path):
+    """Each config trained on its own by the engine; its final checkpoint kept (``s<seed>.pt``)."""
+    runs = [engine.train(c, progress=False, checkpoint=tmp_path / f"s{c['seed']}.pt") for c in configs]
+    return runs, [torch.load(tmp_path / f"s{c['seed']}.pt", weights_only=True) for c in configs]
+
+
+def _assert_same_run(separate, member):
+    assert set(member) == set(separate)
+    assert len(member["history"]) == len(separate["history"])
+    for a, b in zip(separate["history"], member["history"]):
+        assert set(a) == set(b)
+        assert (a["stage"], a["phase"], a["stop"]) == (b["stage"], b["phase"], b["stop"])
+        for key in NUMBERS:
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), key
+    for key in {"top1", "top5", "final_top1", "val_top1", "val_top5"} & set(separate):
+        assert member[key] == pytest.approx(separate[key], rel=1e-4, abs=1e-5), key
+    for key in ("status", "best_epoch", "epochs_run", "params_paper", "params_true", "size_mb", "architecture"):
+        assert member[key] == separate[key], key
+    assert set(member["provenance"]) == set(separate["provenance"]) | EXTRA_PROVENANCE
+    assert member["provenance"]["seed"] == separate["provenance"]["seed"]
+
+
+def _assert_same_weights(separate_state, member_weights, separate_adam=None):
+    """Every tensor within rel 1e-4 / abs 1e-5 of the separate run's, except, given the separate run's AdamW state
+    (``separate_adam``: {name: exp_avg_sq}), elements whose gradient stayed below float32 rounding noise
+    (sqrt(v) < 1e-7, far under AdamW's eps 1e-8 x step scale): AdamW's normalised step turns that noise into
+    updates of up to lr in either run (a bias a following LayerNorm cancels, e.g. MLP-Mixer's token-mixing
+    output bias, has a gradient of exactly zero but for rounding)."""
+    assert member_weights.keys() == separate_state.keys()
+    noise, total = 0, 0
+    for name, expected in separate_state.items():
+        got = member_weights[name]
+        if not expected.is_floating_point():
+            assert torch.equal(got, expected), name
+            continue
+        off = ~torch.isclose(got, expected, rtol=1e-4, atol=1e-5)
+        if off.any():
+            assert separate_adam is not None and name in separate_adam, name
+            assert (separate_adam[name][off].sqrt() < 1e-7).all(), name
+            noise += int(off.sum())
+        total += expected.numel()
+    assert noise <= total // 100
+
+
+def _adam_second_moments(checkpoint, config):
+    names = [n for n, _ in engine._build_model(config)[0].named_parameters()]
+    return {n: checkpoint["optimizer"]["state"][i]["exp_avg_sq"] for i, n in enumerate(names)}
+
+
+@pytest.mark.parametrize("model", ["fnet", "hybrid_vil", "mlp_mixer"])
+def test_an_ensemble_equals_separate_runs_of_its_seeds(model, tmp_path):
+    configs = _configs(model)
+    assert can_ensemble(configs[0]) == (True, None)
+    runs, states = _separate(configs, tmp_path)
+    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt")
+    saved = torch.load(tmp_path / "ensemble.pt", weights_only=True)
+    assert saved["seeds"] == SEEDS and len(members) == len(SEEDS)
+    for i, (run, member, state, config) in enumerate(zip(runs, members, states, configs)):
+        _assert_same_run(run, member)
+        assert member["provenance"]["execution"] == "ensemble of 3 seeds" and member["provenance"]["ensemble_exact"]
+        adam = _adam_second_moments(state, config)
+        _assert_same_weights(state["model"], member_state(saved["model"], i), adam)  # final weights
+        _assert_same_weights(state["best_state"], member_state(saved["best_state"], i), adam)  # selected weights
+
+
+def test_fixed_protocol_selects_each_member_on_validation_and_tests_it_once(tmp_path):
+    configs = _configs("vil", seeds=[0, 1], protocol="fixed")
+    runs, states = _separate(configs, tmp_path)
+    members = train_ensemble(configs, progress=False)
+    for run, member in zip(runs, members):
+        _assert_same_run(run, member)
+        assert "val_top1" in member and member["provenance"]["protocol"] == "fixed"
+
+
+def toy_bn(*, image_size, num_classes, channels, **config):
+    """Conv (no bias: BatchNorm would cancel it) + BatchNorm2d + a linear head; ignores the smoke overrides."""
+    return nn.Sequential(nn.Conv2d(channels, 8, 3, stride=2, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, num_classes))
+
+
+@pytest.fixture
+def batchnorm_model(monkeypatch):
+    """``toy_bn`` registered for this test only."""
+    monkeypatch.setitem(registry._MODELS, "toy_bn", toy_bn)
+    monkeypatch.setitem(registry._CFGS, "toy_bn", {"paper": "vix", "label": "Toy BN"})
+    return "toy_bn"
+
+
+def test_batchnorm_running_statistics_follow_each_member_exactly(batchnorm_model, tmp_path):
+    """Under vmap with stacked buffers, BatchNorm normalises each member by its own batch statistics and updates
+    its own running mean / variance / batch count, as a separate run does: supported, exactly."""
+    configs = _configs(batchnorm_model)
+    assert can_ensemble(configs[0]) == (True, None)
+    runs, states = _separate(configs, tmp_path)
+    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt")
+    saved = torch.load(tmp_path / "ensemble.pt", weights_only=True)
+    for i, (run, member, state) in enumerate(zip(runs, members, states)):
+        _assert_same_run(run, member)
+        mine = member_state(saved["model"], i)
+        assert int(mine["1.num_batches_tracked"]) == 3 * 2  # 3 epochs of 2 batches
+        assert not torch.equal(mine["1.running_mean"], torch.zeros(8))
+        _assert_same_weights(state["model"], mine)  # running statistics included, no exceptions
+    means = saved["model"]["1.running_mean"]
+    assert not torch.allclose(means[0], means[1])  # each member's own statistics
+
+
+@pytest.mark.parametrize("options, word", [({"optimizer": "dualopt"}, "optimizer"), ({"randaugment": [1, 5]}, "randaugment"),
+                                           ({"post_train_epochs": 1}, "post_train_epochs"),
+                                           ({"amp_loss_only": True}, "amp_loss_only"), ({"compile": True}, "compile")])
+def test_settings_an_ensemble_cannot_reproduce_are_refused_with_the_reason(options, word):
+    ok, reason = can_ensemble(run_config("fnet", profile="smoke", **options))
+    assert not ok and word in reason
+    with pytest.raises(ValueError, match=word):
+        train_ensemble(_configs("fnet", seeds=[0, 1], **options), progress=False)
+
+
+def test_configs_must_differ_only_in_the_seed():
+    with pytest.raises(ValueError, match="configs differ in lr"):
+        train_ensemble([run_config("fnet", profile="smoke", seed=0), run_config("fnet", profile="smoke", seed=1, lr=0.01)])
+    with pytest.raises(ValueError, match="repeat a seed"):
+        train_ensemble(_configs("fnet", seeds=[1, 1]))
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # fused attention under vmap on a CPU
+def test_dropout_is_refused_for_exactness_and_drawn_per_member_when_not_exact():
+    config = run_config("vit", profile="smoke", **TINY)
+    assert config["model_overrides"]["dropout"] == 0.25  # the authors' protocol
+    ok, reason = can_ensemble(config)
+    assert not ok and "dropout" in reason and "exact=False" in reason
+    assert can_ensemble(config, exact=False) == (True, None)
+    with pytest.raises(ValueError, match="dropout"):
+        train_ensemble([config, {**config, "seed": 1}], progress=False)
+
+    # two members with the same weights: in training mode their outputs differ (own masks), in eval mode not
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = engine._build_model(config)[0]
+        ensemble = Ensemble([model, model], randomness="different")
+        x = torch.randn(4, 3, 32, 32)
+        with torch.no_grad():
+            trained, evaluated = ensemble.train().shared(x), ensemble.train(False).shared(x)
+    assert not torch.allclose(trained[0], trained[1]) and torch.equal(evaluated[0], evaluated[1])
+
+    members = train_ensemble([{**config, "epochs": 1}, {**config, "epochs": 1, "seed": 1}], progress=False, exact=False)
+    assert [m["provenance"]["ensemble_exact"] for m in members] == [False, False]
+    assert "not equal to separate runs" in members[0]["provenance"]["ensemble_note"]
+
+
+def test_the_callers_rng_state_is_left_as_it_was():
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    members = train_ensemble([{**c, "epochs": 1} for c in _configs("fnet", seeds=[0, 1])], progress=False, exact=False)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert members[0]["provenance"]["ensemble_exact"]  # no dropout: exact=False changes nothing
+
+
+def _numbers(results):
+    return [[{k: v for k, v in h.items() if k != "seconds"} for h in r["history"]] for r in results]
+
+
+def test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes(tmp_path, monkeypatch):
+    configs = _configs("fnet", seeds=[0, 1])
+    reference = train_ensemble(configs, progress=False)
+    clock = iter([0.0, 1000.0])  # before epoch 1: time left; before epoch 2: past the deadline
+    monkeypatch.setattr(engine, "_now", lambda: next(clock))
+    ckpt = tmp_path / "ensemble.pt"
+    with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
+        train_ensemble(configs, progress=False, checkpoint=ckpt, deadline=10.0)
+    assert ckpt.exists() and [len(h) for h in torch.load(ckpt, weights_only=True)["history"]] == [1, 1]
+    resumed = train_ensemble(configs, progress=False, checkpoint=ckpt)
+    assert _numbers(resumed) == _numbers(reference)
+    assert [r["top1"] for r in resumed] == [r["top1"] for r in reference]
+
+
+def test_a_checkpoint_of_other_seeds_is_refused(tmp_path):
+    ckpt = tmp_path / "ensemble.pt"
+    train_ensemble([{**c, "epochs": 1} for c in _configs("fnet", seeds=[0, 1])], progress=False, checkpoint=ckpt)
+    with pytest.raises(ValueError, match=r"not of an ensemble of seeds \[0, 2\]"):
+        train_ensemble(_configs("fnet", seeds=[0, 2]), progress=False, checkpoint=ckpt)
+
+
+def test_a_non_finite_loss_names_the_members_seed(monkeypatch):
+    import vixnb.ensemble as ensemble_module
+
+    monkeypatch.setattr(ensemble_module, "normalize", lambda x: torch.full(x.shape, float("nan")))
+    with pytest.raises(FloatingPointError, match=r"fnet seed 0: loss became nan at epoch 1, step 1; no result stored"):
+        train_ensemble(_configs("fnet", seeds=[0, 1]), progress=False)

@@ -1,0 +1,350 @@
+"""Several seeds of one training configuration trained as ONE vectorised ensemble, so that small models fill a GPU.
+
+The members' parameters and buffers are stacked (``torch.func.stack_module_state``: member i is index i of every
+stacked tensor) and the model is called once for all of them through ``functional_call`` under ``vmap``. Each
+member keeps what makes it a separate run of its seed (``vixnb.train.train``): its initialisation (the model
+built under ``torch.manual_seed(seed)``), its data order (its own ``torch.Generator`` drawing ``randperm`` each
+epoch), its own selection epoch and best weights. One AdamW steps the stacked parameters: AdamW is elementwise,
+so each member's update is its separate run's. The loss is the sum over members of each member's mean
+cross-entropy, so each member's gradient is its separate run's. Every member is evaluated on the selection
+split each epoch with the authors' metric (``train.evaluate``); protocol ``fixed`` evaluates each member's
+selected weights once on the test set.
+
+Exactness (``can_ensemble``): with AdamW, no RandAugment, no post-training, no ``amp_loss_only``, no ``compile``
+and no active dropout, a member's history, metrics and final weights equal a separate run's up to
+floating-point rounding (batched kernels sum in another order; ``tests/test_ensemble.py`` checks it on the CPU).
+One exception, in the weights only: an element whose gradient is zero but for rounding (a bias that a following
+LayerNorm cancels, e.g. MLP-Mixer's token-mixing output bias, or a few of FNet's LayerNorm elements) gets AdamW
+steps of g / (sqrt(v) + eps) made of rounding noise, up to lr each, in a separate run as much as in an ensemble;
+there the two differ by up to lr per step (the test allows it only where the gradient stayed below 1e-7).
+With dropout, ``vmap(randomness="different")`` draws each member's own masks, which cannot equal a separate
+run's draws: ``train_ensemble(..., exact=False)`` trains such models anyway, with independent masks per member,
+and says so in each result's provenance (``ensemble_exact: False``). Those members are NOT equal to separate
+runs of their seeds (they are valid runs of the same distribution of seeds, not the same runs).
+
+BatchNorm (found with PyTorch 2.14 on a CPU with a conv + BatchNorm2d model, ``tests/test_ensemble.py``):
+under ``vmap`` with stacked buffers, a BatchNorm layer in training mode normalises each member's batch by that
+member's own batch statistics and updates that member's running mean, variance and ``num_batches_tracked`` in
+place in the stacked buffers; in eval mode it uses each member's running statistics. Training, running
+statistics and evaluation equal separate runs up to rounding, so BatchNorm models are supported, exactly like
+the rest (not yet checked on a GPU, where cuDNN's batch norm has its own batching rule).
+
+Not supported (``can_ensemble`` says why): DualOpT (members would switch to SGD at different epochs),
+RandAugment (per-image draws from the global RNG), post-training, the authors' AMP (one GradScaler would skip
+every member's step when one overflows), ``compile``, and the Performer's feature redraw (a data-dependent
+buffer update). ``channels_last`` is not applied (stacked tensors are contiguous). On a CPU, fused attention
+(``scaled_dot_product_attention``) has no batching rule and runs member by member (PyTorch warns once).
+
+Checkpoint (``checkpoint=``, saved atomically after every epoch through ``vixnb.results.save_checkpoint``):
+the keys of a single run's checkpoint, where ``model`` and ``best_state`` hold every entry of the model's
+``state_dict`` stacked over members (``member_state(state, i)`` is member i's, in the order of ``configs``,
+loadable into the model), ``optimizer`` is the one AdamW's state, ``shuffle`` the list of the members' data-order
+generator states, ``history`` the list of their histories, plus ``seeds`` (the ensemble it belongs to).
+A result's ``seconds`` and GPU memory are those of the whole ensemble.
+"""
+import copy
+import math
+import time
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from tqdm.auto import tqdm
+
+from .data import normalize
+from .models import create_model
+from .results import load_checkpoint, save_checkpoint
+from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
+                    evaluate, out_of_time)
+
+
+def _active_dropout(model):
+    """(name, p) of every dropout module of ``model`` with p > 0."""
+    return [(name, m.p) for name, m in model.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
+
+
+def can_ensemble(config, *, exact=True):
+    """(True, None) where seeds of ``config`` can train as one ensemble (``train_ensemble``) whose members equal
+    separate runs (with ``exact=False``: where they can train at all, dropout drawn per member); else (False,
+    the reason)."""
+    refused = [
+        (config["optimizer"] != "adamw", f"optimizer {config['optimizer']!r} switches each member to SGD at its own "
+                                         "epoch; use optimizer 'adamw' or train the seeds separately"),
+        (config["randaugment"], "randaugment draws each image's augmentation from the global RNG, so a member "
+                                "cannot see its separate run's images; leave it off or train the seeds separately"),
+        (config["post_train_epochs"], "post_train_epochs: post-training stops each member at its own epoch; set it "
+                                      "to 0 or train the seeds separately"),
+        (config["amp_loss_only"], "amp_loss_only: one GradScaler would skip every member's step when one member "
+                                  "overflows; leave it off or train the seeds separately"),
+        (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
+    ]
+    for bad, reason in refused:
+        if bad:
+            return False, reason
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):  # the structure only: no weights, no RNG draws
+        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+    dropout = _active_dropout(model)
+    if exact and dropout:
+        where = f"p={dropout[0][1]} in {len(dropout)} modules, e.g. {dropout[0][0]}"
+        return False, (f"{config['model']} has active dropout ({where}): under vmap each member draws its own masks, "
+                       "which cannot equal a separate run's; train the seeds separately, or pass exact=False for "
+                       "independent masks per member")
+    if any(getattr(m, "feature_redraw_interval", None) is not None for m in model.modules()):
+        return False, (f"{config['model']} redraws Performer features (a data-dependent buffer update vmap cannot "
+                       "batch); train the seeds separately")
+    return True, None
+
+
+class Ensemble:
+    """Models of one architecture as stacked parameters and buffers, called for all members at once through
+    ``functional_call`` under ``vmap``: ``ensemble(x)`` with one batch per member (members, batch, ...),
+    ``ensemble.shared(x)`` with one batch for all; both return logits (members, batch, classes). ``randomness``:
+    vmap's ("error": a random operation is an error; "different": own draws per member)."""
+
+    def __init__(self, models, *, randomness="error"):
+        self.params, self.buffers = stack_module_state(list(models))
+        self.keys = list(models[0].state_dict())  # what a member's state holds (not non-persistent buffers)
+        self.template = copy.deepcopy(models[0]).to("meta")
+
+        def call(params, buffers, x):
+            return functional_call(self.template, (params, buffers), (x,))
+
+        self._each = vmap(call, randomness=randomness)
+        self._shared = vmap(call, in_dims=(0, 0, None), randomness=randomness)
+
+    def __len__(self):
+        return len(next(iter(self.params.values())))
+
+    def __call__(self, x):
+        return self._each(self.params, self.buffers, x)
+
+    def shared(self, x):
+        return self._shared(self.params, self.buffers, x)
+
+    def train(self, mode=True):
+        self.template.train(mode)
+        return self
+
+    def state_dict(self):
+        """Every entry of a member's ``state_dict``, stacked over members (views of the live tensors)."""
+        stacked = {**self.params, **self.buffers}
+        return {k: stacked[k].detach() for k in self.keys}
+
+    def load_state_dict(self, state):
+        with torch.no_grad():
+            for k, v in self.state_dict().items():
+                v.copy_(state[k])
+
+
+def member_state(state, member):
+    """Member ``member``'s state dict (as a separate run's ``model.state_dict()``) from a stacked ensemble
+    state: a checkpoint's ``model`` or ``best_state``, or ``Ensemble.state_dict()``."""
+    return {k: v[member] for k, v in state.items()}
+
+
+def ensemble_step(ensemble, optimizer, *, autocast=nullcontext):
+    """The training step of every member on its own batch: ``step(images, labels)`` with uint8 ``images``
+    (members, batch, C, H, W) and ``labels`` (members, batch) returns a (2, members) tensor of each member's
+    loss and accuracy (fraction) on the device, without a device sync."""
+    cross_entropy = vmap(F.cross_entropy)
+
+    def step(images, labels):
+        with autocast():
+            logits = ensemble(normalize(images))
+        losses = cross_entropy(logits, labels)  # each member's mean over its own batch
+        optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()  # the sum: each member's gradient is that of its own mean loss
+        optimizer.step()
+        hits = (logits.argmax(dim=-1) == labels).float().mean(dim=-1)
+        return torch.stack([losses.detach().float(), hits])
+
+    return step
+
+
+def _epoch(step, images, labels, *, generators, config, seeds, epoch):
+    """One pass of every member over the training tensors in its own seeded order (as ``train._train_epoch``
+    draws it); returns each member's history entry."""
+    t0, bs = time.perf_counter(), config["batch_size"]
+    orders = torch.stack([torch.randperm(len(images), device=images.device, generator=g) for g in generators])
+    stats = []
+    for i in range(0, orders.shape[1], bs):
+        idx = orders[:, i:i + bs]
+        try:
+            stats.append(step(images[idx], labels[idx]))
+        except torch.OutOfMemoryError as e:
+            raise RuntimeError(f"{config['model']}: an ensemble of {len(seeds)} seeds ran out of memory at batch size "
+                               f"{bs}; train fewer seeds together") from e
+    losses, accuracies = torch.stack(stats, dim=-1).tolist()  # (members, steps) each: one device sync per epoch
+    seconds, entries = time.perf_counter() - t0, []
+    for seed, loss, accuracy in zip(seeds, losses, accuracies):
+        bad = next((i for i, value in enumerate(loss) if not math.isfinite(value)), None)
+        if bad is not None:
+            raise FloatingPointError(
+                f"{config['model']} seed {seed}: loss became {loss[bad]} at epoch {epoch}, step {bad + 1}; no result "
+                "stored. Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
+        entries.append({"epoch": epoch, "train_loss": sum(loss) / len(loss), "train_acc": 100 * sum(accuracy) / len(accuracy),
+                        "seconds": seconds})
+    return entries
+
+
+def _same_configuration(configs):
+    """The seeds of ``configs``, or an error where they differ in anything but ``seed`` or repeat a seed."""
+    if not configs:
+        raise ValueError("configs is empty: give one run_config(..., seed=s) per seed")
+    differ = sorted({k for c in configs for k in set(c) | set(configs[0]) if k != "seed" and c.get(k) != configs[0].get(k)})
+    if differ:
+        raise ValueError(f"configs differ in {', '.join(differ)}: an ensemble trains seeds of one configuration; "
+                         "build them with run_config(..., seed=s), changing only the seed")
+    seeds = [c["seed"] for c in configs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"configs repeat a seed ({seeds}): give each seed once")
+    return seeds
+
+
+def _keep_best(best, current, improved):
+    """The stacked best state with the members ``improved`` (indices) taking ``current``'s weights."""
+    if best is None:
+        return {k: v.clone() for k, v in current.items()}
+    if improved:
+        rows = torch.tensor(improved, device=next(iter(current.values())).device)
+        for k, v in current.items():
+            best[k][rows] = v[rows]
+    return best
+
+
+def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True):
+    """Train the seeds of one configuration (``configs``: ``run_config(..., seed=s)`` each, identical but for
+    the seed) as one vectorised ensemble; return one result per config, in the form ``train.train`` returns,
+    with ``execution="ensemble of N seeds"`` in the provenance.
+
+    ``exact=True`` (default) refuses what ``can_ensemble`` refuses: its members equal separate runs up to
+    floating-point rounding. ``exact=False`` also trains dropout models, each member drawing its own masks;
+    those members are not equal to separate runs of their seeds (the provenance says so). ``checkpoint`` /
+    ``deadline``: as ``train.train`` (saved after every epoch, resumed; a deadline pauses at an epoch boundary
+    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was."""
+    configs = list(configs)
+    seeds = _same_configuration(configs)
+    config, k = configs[0], len(configs)
+    ok, reason = can_ensemble(config, exact=exact)
+    if not ok:
+        raise ValueError(f"{config['model']}: cannot train seeds as an ensemble: {reason}")
+    exact = exact or can_ensemble(config)[0]  # exact=False changes nothing for a model without dropout
+    if deadline is not None and checkpoint is None:
+        raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
+    device = _device(config, device)
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
+    bs, name = config["batch_size"], f"{config['model']} seeds {', '.join(map(str, seeds))}"
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        models, facts = [], []
+        for seed in seeds:  # each member as train.train builds it
+            torch.manual_seed(seed)
+            model, fact = _build_model(config)
+            models.append(model.to(device))
+            facts.append(fact)
+        ensemble = Ensemble(models, randomness="error" if exact else "different")
+        del models
+        optimizer = adamw(ensemble.params.values(), config)
+        autocast, _, _ = _autocasts(config, device)
+        shuffles = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+        histories, best_state, elapsed = [[] for _ in seeds], None, 0.0
+        state = load_checkpoint(checkpoint) if checkpoint is not None else None
+        if state is not None:
+            if state.get("seeds") != seeds:
+                raise ValueError(f"checkpoint {checkpoint} is not of an ensemble of seeds {seeds} (it holds "
+                                 f"{state.get('seeds') or 'a single run'}); remove it or give another checkpoint path")
+            ensemble.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            for shuffle, saved in zip(shuffles, state["shuffle"]):
+                shuffle.set_state(saved)
+            torch.random.set_rng_state(state["cpu_rng"])
+            if device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
+            histories, elapsed = state["history"], state["elapsed"]
+            best_state = {key: v.to(device) for key, v in state["best_state"].items()}
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        step = ensemble_step(ensemble, optimizer, autocast=autocast)
+
+        start = time.perf_counter() - elapsed
+        bar = tqdm(total=config["epochs"], initial=len(histories[0]), desc=name, disable=not progress, leave=False)
+        while len(histories[0]) < config["epochs"]:
+            if out_of_time(deadline, histories[0]):
+                raise TrainingPaused(f"{name}: paused after epoch {len(histories[0])} of {config['epochs']} (time "
+                                     "budget); run it again to resume")
+            try:
+                ensemble.train()
+                entries = _epoch(step, train_x, train_y, generators=shuffles, config=config, seeds=seeds,
+                                 epoch=len(histories[0]) + 1)
+                ensemble.train(not config["eval_mode"])
+                scores = evaluate(ensemble.shared, sel_x, sel_y, batch_size=bs, autocast=autocast)
+            except KeyboardInterrupt:
+                saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
+                raise TrainingInterrupted(f"{name}: interrupted after epoch {len(histories[0])} of "
+                                          f"{config['epochs']}; {saved}") from None
+            improved = []
+            for i, (history, entry, (top1, top5)) in enumerate(zip(histories, entries, scores)):
+                entry.update(select_top1=top1, select_top5=top5, stage="main", phase="adamw", stop=False)
+                if not history or top1 >= max(h["select_top1"] for h in history):
+                    improved.append(i)
+                history.append(entry)
+            best_state = _keep_best(best_state, ensemble.state_dict(), improved)
+            bar.update()
+            bar.set_postfix(loss=f"{sum(e['train_loss'] for e in entries) / k:.3f}")
+            if checkpoint is not None:
+                save_checkpoint(checkpoint, {
+                    "model": ensemble.state_dict(), "optimizer": optimizer.state_dict(), "scaler": {},
+                    "shuffle": [s.get_state().cpu() for s in shuffles], "cpu_rng": torch.random.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "history": histories, "best_state": best_state, "elapsed": time.perf_counter() - start,
+                    "switch": None, "seeds": seeds})
+        bar.close()
+
+        tests = [None] * k
+        if config["protocol"] == "fixed":  # each member's selected weights, evaluated once on the test set
+            ensemble.load_state_dict(best_state)
+            ensemble.train(False)
+            tests = evaluate(ensemble.shared, test_x, test_y, batch_size=bs, autocast=autocast)
+    seconds = time.perf_counter() - start
+    note = ("equal to separate runs of these seeds up to floating-point rounding" if exact else
+            "own dropout masks per member (vmap randomness='different'): not equal to separate runs of these seeds")
+    return [_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
+                    ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
+            for c, history, fact, test in zip(configs, histories, facts, tests)]
+
+
+def checkpoint_path(store, configs):
+    """Where an unfinished ensemble of ``configs`` keeps its checkpoint in ``store``: beside the members' own
+    (``<profile>/.checkpoints/``), named by the first member and the seeds."""
+    first = store.checkpoint_path(configs[0])
+    seeds = "-".join(str(c["seed"]) for c in configs)
+    return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
+
+
+def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True):
+    """Train the members of ``configs`` that ``store`` lacks as one ensemble and store each member's result
+    where ``train.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
+    the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
+    and the next call with the same members resumes it."""
+    from contextlib import ExitStack
+
+    from .results import ResultsStore, remove_checkpoints
+
+    store = store if store is not None else ResultsStore()
+    todo = [c for c in configs if store.get(c) is None]
+    if todo:
+        for c in todo:
+            store.check_writable(c)
+        with ExitStack() as locks:
+            for c in sorted(todo, key=lambda c: str(store.path(c))):
+                locks.enter_context(store.lock(c))
+            todo = [c for c in todo if store.get(c) is None]  # another process may have stored some meanwhile
+            if todo:
+                checkpoint = checkpoint_path(store, todo)
+                results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
+                                         download=download, exact=exact)
+                for c, result in zip(todo, results):
+                    store.put(c, result)
+                remove_checkpoints(checkpoint)
+    return [store.get(c) for c in configs]
