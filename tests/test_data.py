@@ -209,3 +209,28 @@ def test_real_cifar10_image_folder(tmp_path):
         assert images.shape == (count, 3, 32, 32) and images.dtype == torch.uint8
         assert torch.bincount(labels, minlength=10).tolist() == [count // 10] * 10
         assert 80 < images.float().mean() < 160
+
+
+def test_decoded_images_are_cached_beside_the_data_and_renewed_when_a_file_changes(tmp_path, monkeypatch):
+    from vixnb import data
+
+    _write_fake_cifar10(tmp_path / "cifar10")
+    fingerprint = data.source_fingerprint("cifar10", root=tmp_path)
+    images, labels = load_split("cifar10", "train", root=tmp_path, size=20)
+    assert len(list((tmp_path / data.DECODED_DIR).glob("*.npy"))) == 1
+    assert data.source_fingerprint("cifar10", root=tmp_path) == fingerprint  # the cache is outside the data set
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(data, "_decode_image_files", no_decoding)
+    cached, cached_labels = load_split("cifar10", "train", root=tmp_path, size=20)
+    assert torch.equal(cached, images) and torch.equal(cached_labels, labels)
+    changed = torch.full((3, 32, 32), 7, dtype=torch.uint8)
+    _write_png(changed, tmp_path / "cifar10" / "train" / "airplane" / "0000.png")
+    os.utime(tmp_path / "cifar10" / "train" / "airplane" / "0000.png", ns=(1, 1))
+    with pytest.raises(AssertionError, match="decoded again"):
+        load_split("cifar10", "train", root=tmp_path, size=20)
+    monkeypatch.undo()
+    renewed, _ = load_split("cifar10", "train", root=tmp_path, size=20)
+    assert torch.equal(renewed[0], changed) and torch.equal(renewed[1:], images[1:])

@@ -227,12 +227,48 @@ def _synthetic_chunk(generator_seed, n=_SYNTHETIC_CHUNK, image_size=32):
 
 # ----- image files --------------------------------------------------------------------------------
 
-def _decode_files(paths, image_size, desc, *, allow_resize=False):
+DECODED_DIR = ".decoded"  # under the data root: decoded splits, one .npy per list of files
+
+
+def _decoded_cache(paths, image_size, allow_resize, cache_dir):
+    """The cache file of decoding ``paths``: named by a digest of their paths, sizes and modification times
+    (any changed, added or removed file gives another name) and of the decoding options."""
+    digest = hashlib.sha256(f"{image_size}|{allow_resize}".encode())
+    for path in paths:
+        st = path.stat()
+        digest.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return cache_dir / f"{digest.hexdigest()[:20]}.npy"
+
+
+def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None):
     """Decode image files to one uint8 (N, 3, S, S) tensor (grayscale expanded). An unreadable file, or one
     of another size than S x S (unless ``allow_resize``: then it is resized), is a ``DataError`` naming it.
 
-    Uses PIL (what torchvision's ImageFolder uses): torchvision.io's decoders are deprecated since 0.29.
+    With ``cache_dir``, the decoded array is kept there (``_decoded_cache``; a plain ``.npy`` read back with
+    ``allow_pickle=False``) and later calls on the same unchanged files read it instead of decoding (CIFAR-10's
+    training split: about 20 s of decoding against well under a second); a cache that cannot be written is
+    skipped. Uses PIL (what torchvision's ImageFolder uses): torchvision.io's decoders are deprecated since 0.29.
     """
+    cache = _decoded_cache(paths, image_size, allow_resize, cache_dir) if cache_dir is not None and paths else None
+    if cache is not None and cache.is_file():
+        try:
+            array = np.load(cache, allow_pickle=False)
+            if array.shape == (len(paths), 3, image_size, image_size) and array.dtype == np.uint8:
+                return torch.from_numpy(array)
+        except (OSError, ValueError):
+            pass  # a damaged cache is decoded again and rewritten
+    images = _decode_image_files(paths, image_size, desc, allow_resize=allow_resize)
+    if cache is not None:
+        from .results import atomic_write
+
+        try:
+            atomic_write(cache, lambda f: np.save(f, images.numpy(), allow_pickle=False), binary=True)
+        except OSError:
+            pass  # a read-only data folder: decode every time
+    return images
+
+
+def _decode_image_files(paths, image_size, desc, *, allow_resize=False):
     from PIL import UnidentifiedImageError
 
     images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
@@ -288,7 +324,8 @@ def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=No
             shown = ", ".join(f"{c}: {n}" for c, n in list(off.items())[:5])
             raise DataError(f"{split_dir}: {len(off)} class folder(s) do not hold {per_class} images ({shown}); "
                             "restore the missing files from the data set's archive")
-    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize)
+    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize,
+                           cache_dir=split_dir.parent.parent / DECODED_DIR)
     return images, torch.tensor(labels[:size], dtype=torch.int64)
 
 
@@ -350,7 +387,7 @@ def _load_tiny_imagenet(root, split, download, size, allow_resize=False):
     else:
         paths, labels = _tiny_imagenet_val(folder, index)
     images = _decode_files(paths[:size], image_size=64, desc=f"decoding tiny-imagenet {split}",
-                           allow_resize=allow_resize)
+                           allow_resize=allow_resize, cache_dir=root / DECODED_DIR)
     return images, torch.tensor(labels[:size], dtype=torch.int64)
 
 

@@ -26,10 +26,10 @@ def plan_todo_frame(entries, limit=15):
 
     rows = []
     for e in todo(entries)[:limit]:
-        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k} {v}" for k, v in e.settings.items())
+        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {v}" for v in e.settings.values())
                 if e.kind == "train" else f"{e.kind}: {e.name}")
-        rows.append({"#": e.priority, "what": what, "for": e.purpose, "status": e.status,
-                     "GPU min": round(e.est_gpu_minutes, 1), "note": e.reason or e.basis})
+        rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("study: ", ""), "status": e.status,
+                     "GPU min": round(e.est_gpu_minutes, 1), "estimate from": e.basis.split(" (")[0].split(":")[0]})
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
 
 
@@ -52,21 +52,20 @@ def study_frame(paper, study, profile):
                        for s in seeds]
             got[name] = [r["top1"] for r in results if r["status"] == "done"]
         label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
-        row = {"profile's runs": _mean_sd(got["profile"], len(seeds)), f"{label}": _mean_sd(got["study"], len(seeds))}
+        row = {f"{profile} profile": _mean_sd(got["profile"], len(seeds)), label: _mean_sd(got["study"], len(seeds))}
         if min(len(got["profile"]), len(got["study"])) >= 2:
             diff = statistics.mean(got["study"]) - statistics.mean(got["profile"])
             spread = max(statistics.stdev(got["profile"]), statistics.stdev(got["study"]))
             row.update({"Δ top-1": f"{diff:+.2f}", "seed spread": f"{spread:.2f}",
                         "answer": "within the spread" if abs(diff) <= spread else "beyond the spread"})
         else:
-            row.update({"Δ top-1": "not yet run", "seed spread": "not yet run",
-                        "answer": "not yet run: needs at least 2 seeds of each"})
+            row.update({"Δ top-1": "not yet run", "seed spread": "not yet run", "answer": "not yet run"})
         rows[model] = row
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def _mean_sd(values, asked):
     if not values:
-        return f"not yet run (0 of {asked})"
+        return f"not yet run ({asked} seeds)"
     text = f"{statistics.mean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
     return f"{text} ({len(values)} of {asked})"
