@@ -259,3 +259,14 @@ def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, ca
         separate = train.train(config, progress=False)
         assert stored["top1"] == pytest.approx(separate["top1"]) and stored["best_epoch"] == separate["best_epoch"]
     assert not any((store.root / "smoke" / ".checkpoints").glob("*.pt"))
+
+
+def test_batch_trains_a_stale_result_again_and_the_plan_then_holds_it(capsys):
+    config = profiles.run_config("fnet", profile="smoke")
+    store = ResultsStore()
+    store.put(config, _fake_result(config, architecture="0000000000000000"))
+    assert _by_model(plan.build("smoke", only=["fnet"]))["fnet"].status == "stale"
+    assert main(["batch", "--profile", "smoke", "--executor", "inline", "--only", "fnet"]) == 0
+    assert "fnet synthetic seed 0  done" in capsys.readouterr().out
+    assert store.get(config)["architecture"] != "0000000000000000"
+    assert _by_model(plan.build("smoke", only=["fnet"]))["fnet"].status == "stored"

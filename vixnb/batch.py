@@ -232,7 +232,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             job.outcome, job.note = "skipped", why
         else:
             runnable.append(job)
-    slots = _gpu_slots(runnable)
+    slots = [None] if executor == "inline" else _gpu_slots(runnable)
     queue, lock = list(runnable), threading.Lock()
 
     def worker(slot):
@@ -242,7 +242,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                     return
                 job = queue.pop(0)
             left = deadline - time.time() if deadline else None
-            if left is not None and (left < 30 or (job.entries[0].kind != "train" and job.est_minutes * 60 > left)):
+            if left is not None and left < _least_seconds(job):
                 job.outcome, job.note = "skipped", f"not started: about {job.est_minutes:.0f} min, {max(left, 0):.0f} s left"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
@@ -260,6 +260,17 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
     for t in threads:
         t.join()
     return jobs
+
+
+def _least_seconds(job):
+    """The time a job needs to be worth starting: a training run, its start-up and one epoch (it stops at an
+    epoch boundary); a measurement or benchmark, its whole estimate."""
+    e = job.entries[0]
+    if e.kind != "train":
+        return job.est_minutes * 60
+    whole = planning._finite(e.est_gpu_minutes) * 60
+    per_epoch = (whole - planning.STARTUP_SECONDS) / e._config["epochs"] if whole != float("inf") else 30
+    return planning.STARTUP_SECONDS + max(per_epoch, 0) * len(job.entries)
 
 
 def _gpu_slots(jobs):

@@ -323,23 +323,29 @@ def checkpoint_path(store, configs):
 
 
 def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True):
-    """Train the members of ``configs`` that ``store`` lacks as one ensemble and store each member's result
+    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's result
     where ``train.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
     and the next call with the same members resumes it."""
     from contextlib import ExitStack
 
     from .results import ResultsStore, remove_checkpoints
+    from .train import stale_reason
 
     store = store if store is not None else ResultsStore()
-    todo = [c for c in configs if store.get(c) is None]
+
+    def lacking(c):  # not stored, or stored by other code or from other data (as `train.run` decides)
+        stored = store.get(c)
+        return stored is None or stale_reason(stored) is not None
+
+    todo = [c for c in configs if lacking(c)]
     if todo:
         for c in todo:
             store.check_writable(c)
         with ExitStack() as locks:
             for c in sorted(todo, key=lambda c: str(store.path(c))):
                 locks.enter_context(store.lock(c))
-            todo = [c for c in todo if store.get(c) is None]  # another process may have stored some meanwhile
+            todo = [c for c in todo if lacking(c)]  # another process may have stored some meanwhile
             if todo:
                 checkpoint = checkpoint_path(store, todo)
                 results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,

@@ -159,12 +159,12 @@ def _record_entries(key, book, profile, store):
 # ----- status -------------------------------------------------------------------------------------------
 
 def _run_status(entry, store, needed_paths):
-    from .train import other_code, other_data
+    from .train import stale_reason
 
     config = entry._config
     stored = store.get(config)
     if stored is not None:
-        why = other_code(stored) or other_data(stored)
+        why = stale_reason(stored)
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):

@@ -368,21 +368,27 @@ def other_data(stored):
     return None
 
 
+def stale_reason(stored):
+    """Why a stored result no longer answers for its configuration (``other_code`` or ``other_data``), or None."""
+    return other_code(stored) or other_data(stored)
+
+
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
         download=False, deadline=None, **overrides):
     """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
     ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains anew,
     from epoch 1, even over a stored result), else a ``{"status": "not yet run"}`` record with the reason.
 
-    A stored result made from other data than the copy here is never reused silently: ``"missing"`` trains
-    again; ``"never"`` returns it with the reason under ``"stale"``. Two processes on one run: the second
+    A stored result made by other model code than today's or from other data than the copy here
+    (``stale_reason``) is never reused silently: ``"missing"`` trains again; ``"never"`` returns it with the
+    reason under ``"stale"``. Two processes on one run: the second
     waits for the first's result (a lock per run) instead of training it again. ``deadline``: see ``train``
     (a run stopped by it raises ``TrainingPaused`` and keeps its checkpoint)."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
     stored = None if compute == "always" else store.get(config)
-    stale = other_data({**stored, "config": config}) if stored is not None else None
+    stale = stale_reason({**stored, "config": config}) if stored is not None else None
     if stored is not None and (not stale or compute == "never"):
         return {**stored, "stale": stale} if stale else stored
     if compute == "never":
