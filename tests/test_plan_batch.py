@@ -270,3 +270,46 @@ def test_batch_trains_a_stale_result_again_and_the_plan_then_holds_it(capsys):
     assert "fnet synthetic seed 0  done" in capsys.readouterr().out
     assert store.get(config)["architecture"] != "0000000000000000"
     assert _by_model(plan.build("smoke", only=["fnet"]))["fnet"].status == "stored"
+
+
+def test_plan_names_unknown_only_names_and_writes_valid_json(capsys):
+    with pytest.raises(ValueError, match=r"only=\['nosuch'\]: not in the 'smoke' plan"):
+        plan.build("smoke", only=["nosuch"])
+    assert main(["plan", "--profile", "budget", "--json"]) == 0  # an empty store: no throughput, no estimate
+    entries = json.loads(capsys.readouterr().out)  # strict JSON: no NaN
+    assert any(e["est_gpu_minutes"] is None for e in entries)
+    bench = next(e for e in entries if e["kind"] == "bench" and e["name"] == "train")
+    assert bench["command"].endswith("bench/train.json") and ResultsStore().root.name in bench["command"]
+
+
+def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
+    real = train._train_epoch
+
+    def interrupt_second(*args, epoch, **kwargs):
+        if epoch == 2:
+            raise SystemExit(-1)  # what submitit's timeout and preemption handler does
+        return real(*args, epoch=epoch, **kwargs)
+
+    monkeypatch.setattr(train, "_train_epoch", interrupt_second)
+    job = _spec_jobs(["fnet"])[0]
+    with pytest.raises(SystemExit):
+        batch.run_job(job.spec)
+    assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
+
+
+def test_pack_leaves_the_previous_checkpoint_out(tmp_path):
+    folder = ResultsStore().root / "budget" / ".checkpoints"
+    folder.mkdir(parents=True)
+    (folder / "run.pt").write_bytes(b"x")
+    (folder / "run.previous.pt").write_bytes(b"x")
+    _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget")
+    assert packed == ["results/budget/.checkpoints/run.pt"]
+
+
+def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():
+    job = _spec_jobs(["mlp_mixer"], profile="budget")[0]
+    for e in job.entries:
+        e.est_gpu_minutes = 10.0
+    assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters
+    assert batch._least_seconds(job) == pytest.approx(plan.STARTUP_SECONDS + (600 - plan.STARTUP_SECONDS) / 10)
+    assert batch._least_seconds(job, pack_limit_mb=15) == 600

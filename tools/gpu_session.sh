@@ -6,10 +6,14 @@
 #   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz
 # which runs the plan's missing entries in priority order (`vixnb plan`), stops a training run at an epoch
 # boundary when time is up and packs results, benchmark records and paused runs' checkpoints (under 15 MiB).
-# Carry: .whl, data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.
+# Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas`: the plan's page pieces need pandas),
+# data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.
+# BUDGET_S counts from this script's start; the batch gets what is left after the set-up, less a minute for
+# packing; if anything overruns, the results finished so far are still packed on exit.
 # Afterwards, here: `tar xzf <files_at>/results.tar.gz` in the checkout's root, commit results/ (the
 # checkpoints stay ignored; carry them to the next call, which resumes those runs).
-set -u
+set -uo pipefail
+start=$(date +%s)
 PROFILE=${1:-budget}
 BUDGET_S=${2:-540}
 OUT=${OUT:-gpu-out}
@@ -25,7 +29,12 @@ fi
 if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
   mkdir -p "$VIXNB_DATA/cifar10" && tar xzf data/cifar10-jpeg.tar.gz -C "$VIXNB_DATA/cifar10"
 fi
+pack() {  # the batch packs when it ends; this covers a batch that was stopped
+  [ -f "$OUT/results.tar.gz" ] || python3 -c 'import sys; from vixnb.batch import pack; print(pack(*sys.argv[1:])[0])' \
+    "$OUT/results.tar.gz" "$PROFILE"
+}
+trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -m vixnb plan --profile "$PROFILE" | tail -n 6
-# the batch itself stops in time; the margin covers packing
-python3 -m vixnb batch --profile "$PROFILE" --budget $(( BUDGET_S - 30 )) --pack "$OUT/results.tar.gz" 2>&1 | tee "$OUT/batch.log"
+left=$(( BUDGET_S - ($(date +%s) - start) - 60 ))
+timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" 2>&1 \
+  | tee "$OUT/batch.log"

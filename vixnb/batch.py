@@ -18,6 +18,7 @@ paused runs, failed jobs' logs) into one archive under a size limit.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -61,7 +62,7 @@ class Job:
 def make_spec(entries, *, download=False):
     """The picklable description a job process runs (``run_job``)."""
     e = entries[0]
-    return {"download": download, "kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
+    return {"download": download, "stale": any(x.status == "stale" for x in entries), "kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper,
             "command": e.command, "store": str(_store_root())}
 
@@ -83,7 +84,7 @@ def run_job(spec, deadline=None):
     if spec["kind"] == "train":
         return _run_training(spec, store, deadline)
     if spec["kind"] == "measure":
-        _run_measure(spec)
+        _run_measure(spec, compute="always" if spec["stale"] else "missing")
     else:
         _run_command(spec["command"])
     return {"outcome": "done", "note": ""}
@@ -113,26 +114,27 @@ def _run_training(spec, store, deadline):
                 raise RuntimeError(f"{spec['model']}: {result['status']}: {result.get('reason', '')}")
     except TrainingPaused as paused:
         return {"outcome": "paused", "note": str(paused)}
-    except BaseException:
+    except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint
         for p in checkpoints:  # a failure is not resumed: the next batch starts the run afresh
             remove_checkpoints(p)
         raise
     return {"outcome": "resumed" if resumed else "done", "note": ""}
 
 
-def _run_measure(spec):
+def _run_measure(spec, compute):
     from . import papers, report
     from .report import cost
 
-    models = papers.table_models("vix", "table1")
-    if spec["name"] == "efficiency":
-        references = papers.load(spec["paper"])["book"].get("references", [])
-        measured = cost.measure_or_load(models + references, profile=spec["profile"], dataset=spec["dataset"],
-                                        compute="missing")
+    book = papers.load(spec["paper"])["book"]
+    if spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
+        models = papers.table_models("vix", "table1") + book.get("references", [])
+        measured = cost.measure_or_load(models, profile=spec["profile"], dataset=spec["dataset"], compute=compute)
         if measured["source"] == "not yet run":
             raise RuntimeError("the efficiency measurement needs a CUDA GPU")
     else:
-        record = report.gpu_memory(models, paper=spec["paper"], dataset=spec["dataset"], profile=spec["profile"])
+        models = papers.table_models(spec["paper"], papers.table_for(spec["paper"], spec["dataset"], among=book["train"]))
+        record = report.gpu_memory(models, paper=spec["paper"], dataset=spec["dataset"], profile=spec["profile"],
+                                   compute=compute)
         if record is None:
             raise RuntimeError(f"{spec['name']}: the GPU-memory measurement needs a CUDA GPU")
 
@@ -223,8 +225,10 @@ def cannot_run_here(job, executor):
 
 # ----- running them --------------------------------------------------------------------------------------
 
-def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print):
-    """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds."""
+def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None):
+    """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
+    ``pack_limit_mb`` (the results go back in an archive of that size), a run whose checkpoint would not fit
+    in it starts only if the whole run fits in the time left: a paused run's epochs would be lost."""
     deadline = time.time() + budget if budget else None
     runnable = []
     for job in jobs:
@@ -242,8 +246,9 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                     return
                 job = queue.pop(0)
             left = deadline - time.time() if deadline else None
-            if left is not None and left < _least_seconds(job):
-                job.outcome, job.note = "skipped", f"not started: about {job.est_minutes:.0f} min, {max(left, 0):.0f} s left"
+            if left is not None and left < _least_seconds(job, pack_limit_mb):
+                need = _least_seconds(job, pack_limit_mb)
+                job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
             t0 = time.time()
@@ -254,6 +259,9 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                 job.outcome, job.note = "failed", _one_line(e)
             job.seconds = time.time() - t0
 
+    if executor == "inline":  # in the calling thread, so that Ctrl-C reaches the run
+        worker(None)
+        return jobs
     threads = [threading.Thread(target=worker, args=(slot,)) for slot in slots]
     for t in threads:
         t.start()
@@ -262,15 +270,29 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
     return jobs
 
 
-def _least_seconds(job):
+def _least_seconds(job, pack_limit_mb=None):
     """The time a job needs to be worth starting: a training run, its start-up and one epoch (it stops at an
-    epoch boundary); a measurement or benchmark, its whole estimate."""
+    epoch boundary), or the whole run where its checkpoint would not fit in ``pack_limit_mb``; a measurement
+    or benchmark, its whole estimate (it cannot pause)."""
     e = job.entries[0]
-    if e.kind != "train":
-        return job.est_minutes * 60
-    whole = planning._finite(e.est_gpu_minutes) * 60
-    per_epoch = (whole - planning.STARTUP_SECONDS) / e._config["epochs"] if whole != float("inf") else 30
-    return planning.STARTUP_SECONDS + max(per_epoch, 0) * len(job.entries)
+    whole = sum(planning._finite(x.est_gpu_minutes) for x in job.entries) * 60
+    if e.kind != "train" or (pack_limit_mb and checkpoint_mb(job) > pack_limit_mb):
+        return whole
+    if whole == float("inf"):
+        return planning.STARTUP_SECONDS + 60
+    return planning.STARTUP_SECONDS + max(whole - planning.STARTUP_SECONDS * len(job.entries), 0) / e._config["epochs"]
+
+
+def checkpoint_mb(job):
+    """About how large a training job's checkpoint is: per member, 16 bytes per parameter (weights, AdamW's two
+    moments, the best weights)."""
+    import json
+
+    from .train import _built_today
+
+    config = job.entries[0]._config
+    _, counts = _built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
+    return 16 * counts["params_true"] * len(job.entries) / 2**20
 
 
 def _gpu_slots(jobs):
@@ -289,17 +311,24 @@ def _execute(job, slot, deadline, executor, folder):
         return run_job(job.spec, deadline)
     import submitit
 
-    ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)))
-    timeout = max(1, int((deadline - time.time()) / 60) + 2) if deadline else 24 * 60
-    ex.update_parameters(timeout_min=timeout, gpus_per_node=0 if slot is None else 1,
+    ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
+    # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
+    timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
+    ex.update_parameters(timeout_min=timeout, signal_delay_s=15, gpus_per_node=0 if slot is None else 1,
                          visible_gpus=() if slot is None else (slot,))
-    handle = ex.submit(JobFunction(), job.spec, deadline)
+    handle = ex.submit(run_job, job.spec, deadline)  # a plain function: a local job is never requeued
     job.log = str(handle.paths.stderr)
     try:
         return handle.result()
-    except Exception as e:  # submitit wraps the job's error with its traceback: keep its last line
-        lines = [ln for ln in str(e).splitlines() if ln.strip()]
-        raise RuntimeError(f"{lines[-1] if lines else type(e).__name__} (log: {job.log})") from None
+    except Exception as e:  # submitit wraps the job's error with its traceback: keep the error's own line
+        raise RuntimeError(_error_line(str(e))) from None
+
+
+def _error_line(text):
+    """The line of a traceback that names the error (``SomeError: what``), else its last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Interrupted|Paused|Timeout)\b.*", ln)]
+    return (named or lines or ["the job failed without a message"])[-1]
 
 
 def _job_folder(folder, profile):
@@ -315,7 +344,8 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
 
     profile = jobs[0].entries[0].profile
     gpus = gpus_per_job if gpus_per_job is not None else (1 if get_profile(profile)["device"] == "cuda" else 0)
-    minutes = time_min or max(30, int(2 * max(j.est_minutes for j in jobs)) + 10)
+    known = [j.est_minutes for j in jobs if j.est_minutes != float("inf")]
+    minutes = time_min or max(30, int(2 * max(known, default=50)) + 10)
     parameters = {"job_name": f"vixnb-{profile}", "gpus_per_node": gpus, "time": minutes, "array_parallelism": max_parallel or len(jobs),
                   "cpus_per_task": 8 if gpus else 2, **({"partition": partition} if partition else {})}
     if dry_run:
@@ -351,7 +381,8 @@ def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=()):
     files = sorted((root / profile).glob("*.json")) + sorted((root / profile / "measure").glob("*.json")) + \
         sorted((root / "bench").glob("*.json"))
     files += [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
-    checkpoints = sorted((root / profile / ".checkpoints").glob("*.pt"), key=lambda p: p.stat().st_size)
+    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
+                         key=lambda p: p.stat().st_size)
     limit, packed, left = limit_mb * 1024 * 1024, [], []
     total = sum(f.stat().st_size for f in files)
     for c in checkpoints:

@@ -43,8 +43,9 @@ STATUSES = ("stored", "missing", "stale")
 STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
 #: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
-NOMINAL_MINUTES = {"gpu_memory": 2, "efficiency": 6, "train": 4, "fill": 4, "mixers-bf16": 2, "mixers-fp32": 2,
-                   "mixers-bf16-compiled": 4, "mixers-bf16-cudagraphs": 4, "nystrom-variants": 2}
+#: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
+NOMINAL_MINUTES = {"gpu_memory": 3, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
+                   "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
 #: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
 BENCH_COMMANDS = {
     "train": "vixnb bench train --save {path}",
@@ -150,7 +151,7 @@ def _record_entries(key, book, profile, store):
         path = f"bench/{name}.json"
         out.append(Entry(chapter=book["notebook"], paper=key, kind="bench", name=bench, model=None, dataset=None,
                          profile=profile, seed=None, level=2, purpose="speed targets (benchmarks)",
-                         command=BENCH_COMMANDS.get(bench, f"vixnb bench {bench}").format(path=f"results/{path}"),
+                         command=BENCH_COMMANDS.get(bench, f"vixnb bench {bench}").format(path=_shown(store.root / path)),
                          path=path))
         out[-1]._nominal = NOMINAL_MINUTES.get(bench, 5)
     return out
@@ -280,8 +281,20 @@ def build(profile, *, store=None, only=None):
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:
+        unknown = sorted(set(only) - {e.name for e in entries} - {e.model for e in entries})
+        if unknown:
+            names = sorted({e.name for e in entries})
+            raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
     return entries
+
+
+def _shown(path):
+    """``path`` relative to the working directory where it lies below it (commands shown and run), else as is."""
+    import os
+
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def _finite(x):
@@ -314,5 +327,6 @@ def totals(entries):
 
 
 def as_json(entries):
-    """The plan as JSON-ready dicts, one per entry."""
-    return [e.to_dict() for e in entries]
+    """The plan as JSON-ready dicts, one per entry (an estimate that could not be made is null)."""
+    return [{**e.to_dict(), "est_gpu_minutes": e.est_gpu_minutes if e.est_gpu_minutes == e.est_gpu_minutes else None}
+            for e in entries]

@@ -210,12 +210,14 @@ def _result(config, device, history, facts, *, seconds, test=None, **provenance_
     }
 
 
-def out_of_time(deadline, history):
+def out_of_time(deadline, history, last_epoch=None):
     """Whether another epoch would end after ``deadline`` (a ``time.time()`` value; None: no limit), judged by
-    the last epoch's duration (``history`` may come from a checkpoint); with no epoch yet, only a passed deadline."""
+    ``last_epoch`` (the wall time of the last whole epoch: training, evaluation, checkpoint), else by the last
+    history entry's training time with half again for the rest (``history`` may come from a checkpoint); with
+    no epoch yet, only a passed deadline."""
     if deadline is None:
         return False
-    last = history[-1]["seconds"] if history else 0.0
+    last = last_epoch if last_epoch is not None else (1.5 * history[-1]["seconds"] if history else 0.0)
     return _now() + last > deadline
 
 
@@ -262,6 +264,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
 
         start = time.perf_counter() - elapsed
+        last_epoch = None  # wall seconds of the last whole epoch of this call
         limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
         stage = history[-1]["stage"] if history else "main"
         bar = tqdm(total=sum(limits.values()), initial=len(history), desc=f"{config['model']} seed {seed}",
@@ -279,9 +282,10 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                                        best=max(h["select_top1"] for h in history))
                 optimizer = _optimizer(model, config, "sgd")
                 continue
-            if out_of_time(deadline, history):
+            if out_of_time(deadline, history, last_epoch):
                 raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
                                      f"{sum(limits.values())} (time budget); run it again to resume")
+            epoch_start = _now()
             try:
                 entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
                                      config=config, augment=stage == "main", autocast=autocast,
@@ -312,6 +316,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                     "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
                     "switch": switch.state_dict() if switch else None})
+            last_epoch = _now() - epoch_start
         bar.close()
 
         test = None

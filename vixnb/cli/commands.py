@@ -153,8 +153,11 @@ def plan(args):
 
 def batch(args):
     """``vixnb batch``: run the plan's missing entries in priority order; ends with a status table."""
+    import time
+
     from .. import batch as runner, plan as planning
 
+    started = time.time()  # the budget counts from here: building the plan is part of it
     entries = planning.build(args.profile, only=args.only)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
     if not jobs:
@@ -170,8 +173,10 @@ def batch(args):
             job.outcome, job.note = "would run", f"~{job.est_minutes:.1f} GPU min: " + \
                 "; ".join(e.command for e in job.entries)
     else:
-        runner.run_local(jobs, budget=args.budget, executor=args.executor, folder=args.folder,
-                         progress=lambda line: print(line, flush=True))
+        budget = max(args.budget - (time.time() - started), 1) if args.budget else None
+        runner.run_local(jobs, budget=budget, executor=args.executor, folder=args.folder,
+                         progress=lambda line: print(line, flush=True),
+                         pack_limit_mb=args.pack_limit_mb if args.pack else None)
     if jobs:
         print(runner.status_table(jobs))
     if args.pack:
