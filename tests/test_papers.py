@@ -59,3 +59,18 @@ def test_the_paper_file_is_read_on_first_use_not_at_import():
             "print(vixnb.papers.load.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"
+
+
+@pytest.mark.parametrize("name,marker", [("table3", "Table 3. Comparison"), ("table4", "Table 4. Comparison"),
+                                         ("table5", "Table 5. Comparison")])
+def test_tables_3_to_5_are_transcribed_as_printed(paper_text, name, marker):
+    """Each row of vix.yaml's Tables 3-5, in order, equals the line of the paper's table with its label."""
+    text = paper_text("vix")
+    end = text.index(marker)
+    block = text[text.rindex("Model\tParameters", 0, end):end]
+    printed = [line.split("\t") for line in block.splitlines()[1:] if line.strip()]
+    rows = papers.table("vix", name)["rows"]
+    assert [r["label"] for r in rows.values()] == [p[0] for p in printed]
+    for row, (label, params, size, top1, top5, gpu) in zip(rows.values(), printed):
+        assert (row["params"], row["size_mb"], row["top1"], row["top5"], row["gpu_gb"]) == (
+            int(params.replace(",", "")), float(size), float(top1), float(top5), float(gpu)), label
