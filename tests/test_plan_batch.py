@@ -49,7 +49,6 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     rows = [{"model": m, "ours_images_per_s": 1000.0 * (i + 1), "ours_paper_dtype_images_per_s": 500.0 * (i + 1)}
             for i, m in enumerate(TABLE1)]
     (store.root / "bench" / "train.json").write_text(json.dumps({"rows": rows, "provenance": {"device": "GPU X"}}))
-    plan._bench_rates.cache_clear()
     entries = plan.build("budget")
     levels = [e.level for e in entries]
     assert levels == sorted(levels)
@@ -62,7 +61,6 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     assert vit.basis.startswith("bench train: 1,000 img/s (bf16, GPU X)")
     tiny = next(e for e in entries if e.model == "vit" and e.dataset == "tiny-imagenet" and e.seed == 0)
     assert tiny.basis.startswith("FLOPs:")  # no throughput measured on that dataset: FLOPs at the median rate
-    plan._bench_rates.cache_clear()
 
 
 def test_plan_status_stored_missing_and_stale():

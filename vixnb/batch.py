@@ -62,9 +62,10 @@ class Job:
 def make_spec(entries, *, download=False):
     """The picklable description a job process runs (``run_job``)."""
     e = entries[0]
-    return {"download": download, "stale": any(x.status == "stale" for x in entries), "kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
+    return {"kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper,
-            "command": e.command, "store": str(_store_root())}
+            "command": e.command, "store": str(_store_root()), "download": download,
+            "stale": any(x.status == "stale" for x in entries)}
 
 
 def _store_root():
@@ -174,9 +175,10 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
     if ensemble not in ENSEMBLE_MODES:
         raise ValueError(f"ensemble={ensemble!r}: use one of {', '.join(ENSEMBLE_MODES)}")
     todo = planning.todo(entries)
+    fill = _fill_record() if ensemble == "auto" else None
     groups, jobs = {}, []
     for e in todo:
-        if e.kind == "train" and ensemble != "never" and _ensemble_ok(e, ensemble):
+        if e.kind == "train" and ensemble != "never" and _ensemble_ok(e, ensemble, fill):
             key = (e.model, e.dataset, e.profile, tuple(sorted(e.settings.items())))
             if key in groups:
                 groups[key].entries.append(e)
@@ -190,7 +192,14 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
     return jobs[:max_jobs] if max_jobs else jobs
 
 
-def _ensemble_ok(entry, mode):
+def _fill_record():
+    """The stored ``bench fill`` record (which way of training several seeds won, per model), or None."""
+    from .results import ResultsStore
+
+    return ResultsStore().load_record("bench", "fill")
+
+
+def _ensemble_ok(entry, mode, fill):
     from .ensemble import can_ensemble
 
     exact, _ = can_ensemble(entry._config)
@@ -199,10 +208,8 @@ def _ensemble_ok(entry, mode):
     if mode == "always":
         return True
     from .bench.fill import fill_winner
-    from .results import ResultsStore
 
-    record = ResultsStore().load_record("bench", "fill")
-    return bool(record) and fill_winner(record, entry.model) == "ensemble"
+    return bool(fill) and fill_winner(fill, entry.model) == "ensemble"
 
 
 def cannot_run_here(job, executor):
@@ -246,8 +253,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                     return
                 job = queue.pop(0)
             left = deadline - time.time() if deadline else None
-            if left is not None and left < _least_seconds(job, pack_limit_mb):
-                need = _least_seconds(job, pack_limit_mb)
+            if left is not None and left < (need := _least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
@@ -256,7 +262,9 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                 result = _execute(job, slot, deadline, executor, folder)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
-                job.outcome, job.note = "failed", _one_line(e)
+                from .cli import one_line
+
+                job.outcome, job.note = "failed", one_line(e)
             job.seconds = time.time() - t0
 
     if executor == "inline":  # in the calling thread, so that Ctrl-C reaches the run
@@ -399,6 +407,3 @@ def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=()):
             packed.append(name)
     return Path(path), packed, left
 
-
-def _one_line(e):
-    return " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__

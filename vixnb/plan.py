@@ -27,7 +27,6 @@ minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import cache
@@ -145,7 +144,6 @@ def _record_entries(key, book, profile, store):
                          dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",
                          command=command, path=f"{profile}/measure/{record}.json"))
         out[-1]._nominal = NOMINAL_MINUTES.get(measure, 5)
-        out[-1]._measure = measure
     for bench in book.get("bench") or []:
         name = store.newest_record("bench", bench) if bench == "nystrom-variants" else bench
         path = f"bench/{name}.json"
@@ -160,6 +158,7 @@ def _record_entries(key, book, profile, store):
 # ----- status -------------------------------------------------------------------------------------------
 
 def _run_status(entry, store, needed_paths):
+    from .results import StoreError, read_json
     from .train import stale_reason
 
     config = entry._config
@@ -172,8 +171,8 @@ def _run_status(entry, store, needed_paths):
         if str(other.relative_to(store.root)) in needed_paths:
             continue
         try:
-            old = json.loads(other.read_text())["config"]
-        except (OSError, ValueError, KeyError):
+            old = read_json(other)["config"]
+        except (StoreError, KeyError):  # an unreadable file is no evidence either way
             continue
         changed = [f"{k} {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(config) | set(old))
                    if old.get(k) != config.get(k)]
@@ -195,13 +194,10 @@ def _record_status(entry, store):
 
 # ----- estimates ------------------------------------------------------------------------------------------
 
-@cache
-def _bench_rates(root):
+def _bench_rates(store):
     """``{model: {precision: training images/s}}`` and the device, from ``bench/train.json`` (superseded
     rows left out)."""
-    from .results import ResultsStore
-
-    record = ResultsStore(root).load_record("bench", "train")
+    record = store.load_record("bench", "train")
     if not record:
         return {}, None
     stale = set((record.get("superseded") or {}).get("rows", []))
@@ -221,8 +217,18 @@ def _training_gflop(model, dataset):
         return 3 * flops(create_model(model, dataset=dataset))["gflops"]
 
 
-def _estimate(entry, store):
-    """(GPU minutes, basis) of one entry."""
+def _stored_epoch_seconds(store, profile):
+    """``{model: median training seconds per epoch}`` of each model's first stored run in the profile."""
+    epochs = {}
+    for result in store.results(profile):
+        if result.get("history") and result.get("config", {}).get("model") not in epochs:
+            epochs[result["config"]["model"]] = statistics.median(h["seconds"] for h in result["history"])
+    return epochs
+
+
+def _estimate(entry, rates, device, epoch_seconds):
+    """(GPU minutes, basis) of one entry, from the benchmark's ``rates`` on ``device`` (``_bench_rates``),
+    else from FLOPs at their median effective rate, else from the stored runs' ``epoch_seconds``."""
     from .data import dataset_spec
     from .profiles import get_profile
 
@@ -235,7 +241,6 @@ def _estimate(entry, store):
     n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
     images = config["epochs"] * (n_train + EVAL_COST * n_test)
     precision = config["precision"]
-    rates, device = _bench_rates(str(store.root))
     rate = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
     if rate:
         seconds = images / rate + STARTUP_SECONDS
@@ -246,11 +251,9 @@ def _estimate(entry, store):
         gflop = _training_gflop(config["model"], config["dataset"])
         seconds = images * gflop / (tflops * 1e3) + STARTUP_SECONDS
         return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train)"
-    for result in store.results(entry.profile):
-        if result.get("config", {}).get("model") == config["model"] and result.get("history"):
-            per_epoch = statistics.median(h["seconds"] for h in result["history"])
-            return (config["epochs"] * per_epoch + STARTUP_SECONDS) / 60, \
-                f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound)"
+    if (per_epoch := epoch_seconds.get(config["model"])) is not None:
+        return (config["epochs"] * per_epoch + STARTUP_SECONDS) / 60, \
+            f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound)"
     return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
 
 
@@ -271,9 +274,11 @@ def build(profile, *, store=None, only=None):
         if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
             entries += _record_entries(key, book, profile, store)
     needed = {e.path for e in entries}
+    rates, device = _bench_rates(store)
+    epoch_seconds = _stored_epoch_seconds(store, profile)
     for e in entries:
         e.status, e.reason = _run_status(e, store, needed) if e.kind == "train" else _record_status(e, store)
-        e.est_gpu_minutes, e.basis = _estimate(e, store)
+        e.est_gpu_minutes, e.basis = _estimate(e, rates, device, epoch_seconds)
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
     order = {k: i for i, k in enumerate(chapters())}

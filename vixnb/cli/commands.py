@@ -121,14 +121,22 @@ def bench_mixers(args):
 
 def bench_train(args):
     """``vixnb bench train``: training images/s of our path against a reference loop."""
-    from ..bench import benchmark_record, bench_train as run, write
+    from ..bench import bench_train as run
     from .tables import train_table
 
     rows = run(args.models or None, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, workers=args.workers)
-    print(train_table(rows))
+    return _show_benchmark("train", rows, train_table, args)
+
+
+def _show_benchmark(name, rows, table, args):
+    """Print a benchmark's rows as ``table``; with ``--save``, write them with their provenance; with
+    ``--json``, print them as one JSON line too."""
+    from ..bench import benchmark_record, write
+
+    print(table(rows))
     if args.save:
-        write(args.save, benchmark_record("train", rows, device=rows[0]["device"], dtype=rows[0]["dtype"]))
+        write(args.save, benchmark_record(name, rows, device=rows[0]["device"], dtype=rows[0]["dtype"]))
     if args.json:
         print(json.dumps(rows))
     return rows
@@ -190,14 +198,9 @@ def batch(args):
 
 def bench_fill(args):
     """``vixnb bench fill``: training images/s of one seed, of several seeds as one ensemble, and compiled."""
-    from ..bench import benchmark_record, bench_fill as run, write
+    from ..bench import bench_fill as run
     from .tables import fill_table
 
     rows = run(args.models, seeds=args.seeds, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, compile=not args.no_compile)
-    print(fill_table(rows))
-    if args.save:
-        write(args.save, benchmark_record("fill", rows, device=rows[0]["device"], dtype=rows[0]["dtype"]))
-    if args.json:
-        print(json.dumps(rows))
-    return rows
+    return _show_benchmark("fill", rows, fill_table, args)
