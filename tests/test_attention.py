@@ -593,6 +593,58 @@ def test_rope_offset_and_relative_positions():
     torch.testing.assert_close(rq[3] @ rk[1], rq[13] @ rk[11], atol=1e-5, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_rope_preserves_norms_and_position_zero_is_the_identity(interleaved):
+    rope = A.Rotary(DH, 50, interleaved=interleaved)
+    t = torch.randn(2, HEADS, 50, DH, dtype=torch.float64)
+    rotated = A.apply_rope(t, rope)
+    torch.testing.assert_close(rotated.norm(dim=-1), t.norm(dim=-1))
+    torch.testing.assert_close(rotated[:, :, 0], t[:, :, 0])
+    assert not torch.allclose(rotated[:, :, 1:], t[:, :, 1:])
+    # q . k depends only on the offset between the two positions, at every offset
+    q, k = torch.randn(DH, dtype=torch.float64), torch.randn(DH, dtype=torch.float64)
+    rq, rk = (A.apply_rope(v.expand(1, 1, 50, DH), rope)[0, 0] for v in (q, k))
+    scores = rq @ rk.T  # scores[i, j] = f(i - j)
+    for offset in (-7, 0, 3, 20):
+        diagonal = torch.diagonal(scores, offset=-offset)
+        torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal), atol=1e-6, rtol=1e-6)  # fp32 tables
+
+
+def test_rope_pairs_adjacent_channels_at_roformer_frequencies():
+    """Interleaved (the default, RoFormer's and the ViX authors' rotate_every_two): channels 2j and 2j+1 turn by
+    position x 10000^(-2j/d); rotate-half pairs channel j with j + d/2 at the same frequencies."""
+    d, n = 8, 6
+    t = torch.randn(n, d, dtype=torch.float64)
+    expected = t.clone()
+    for pos in range(n):
+        for j in range(d // 2):
+            angle = torch.tensor(pos * 10000.0 ** (-2 * j / d), dtype=torch.float64)
+            x, y = t[pos, 2 * j], t[pos, 2 * j + 1]
+            expected[pos, 2 * j], expected[pos, 2 * j + 1] = x * angle.cos() - y * angle.sin(), x * angle.sin() + y * angle.cos()
+    torch.testing.assert_close(A.apply_rope(t, A.Rotary(d, n).double()), expected)
+    half = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2)))  # adjacent pairs -> (j, j + d/2)
+    torch.testing.assert_close(A.apply_rope(t[:, half], A.Rotary(d, n, interleaved=False).double()), expected[:, half])
+
+
+def test_nystrom_rope_over_padding_is_the_authors_form():
+    """rope_over_padding=True rotates the front-padded sequence from its first row (the authors' ViN-RoPE): the
+    real tokens then take positions pad..pad+n-1, which is the default form applied to a longer padded input."""
+    n, m = 20, 8  # padded to 24: 4 zero rows in front
+    rope = A.Rotary(DH, 32)
+    ours = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=m, rope=rope)
+    authors = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=m, rope=rope, rope_over_padding=True)
+    authors.load_state_dict(ours.state_dict())
+    x = x_input(n)
+    q_ours, k_ours = ours._qkv_landmarks(x)[:2]
+    q_auth, k_auth = authors._qkv_landmarks(x)[:2]
+    unrotated = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=m)
+    unrotated.load_state_dict(ours.state_dict())
+    q_plain, k_plain = unrotated._qkv_landmarks(x)[:2]
+    torch.testing.assert_close(q_auth, A.apply_rope(q_plain, rope))  # every padded row rotated from 0
+    torch.testing.assert_close(q_ours[:, :, 4:], A.apply_rope(q_plain[:, :, 4:], rope))  # real tokens from 0
+    assert not torch.allclose(authors(x), ours(x))
+
 def test_rope_nystrom_padding_and_exactness():
     n = 40
     rope = A.Rotary(DH, n)

@@ -301,15 +301,17 @@ def test_duplicate_ids_are_an_error(paper_file):
 
 
 def test_ours_from_an_empty_store_is_not_yet_run():
-    ours, records = L.ours_from_store("vix", "budget")  # conftest: an empty store per test
+    sections = ["abstract", "5.1", "5.2"]  # the Table 1-2 chapter's claims
+    ours, records = L.ours_from_store("vix", "budget", sections=sections)  # conftest: an empty store per test
     assert set(ours) == {"cifar10", "tiny-imagenet"}
     assert set(ours["cifar10"]) == set(papers.table_models("vix", "table1"))
     # parameters and Size (MB) are counted on the models as built; nothing else exists without a run
     assert all(set(figures) == {"params", "size_mb"} for figures in ours["cifar10"].values())
     assert ours["cifar10"]["vit"] == {"params": 530442.0, "size_mb": pytest.approx(209.39, abs=0.005)}
     assert records and all(r["status"] == "not yet run" for r in records)
-    frame = C.claims("vix", ours)
-    counted = {c["id"] for c in papers.claims("vix") if c.get("metric") in ("params", "size_mb")}
+    frame = C.claims("vix", ours, sections=sections)
+    counted = {c["id"] for c in papers.claims("vix") if c.get("metric") in ("params", "size_mb")
+               and c["section"] in sections}
     assert set(frame.loc[sorted(counted), "our verdict"]) <= {"holds", "does not hold"}
     assert set(frame.drop(index=sorted(counted))["our verdict"]) == {"not yet run"}
 
@@ -319,7 +321,8 @@ def test_ours_from_the_committed_budget_store():
     if not (REPO_RESULTS / "budget" / "measure" / "vix-gpu-memory-cifar10-b64.json").exists():
         pytest.skip("the committed budget results are not in this checkout")
     memory = store.load_record("measure", "vix-gpu-memory-cifar10-b64", profile="budget")["rows"]
-    ours, records = L.ours_from_store("vix", "budget", store=store)
+    sections = ["abstract", "5.1", "5.2"]  # the Table 1-2 chapter's claims
+    ours, records = L.ours_from_store("vix", "budget", store=store, sections=sections)
     c10 = ours["cifar10"]
     stored_runs = {r["config"]["model"]: r for r in store.results("budget") if r["config"]["dataset"] == "cifar10"}
     for model in papers.table_models("vix", "table1"):
@@ -331,7 +334,7 @@ def test_ours_from_the_committed_budget_store():
             assert "top1" not in c10[model]
     done = [r for r in records if r.get("status") == "done"]
     assert len(done) == len(stored_runs) and any("rows" in r for r in records)
-    frame = C.claims("vix", ours)
+    frame = C.claims("vix", ours, sections=sections)
     third = max(memory[m]["GPU GB reserved, authors (fp32)"] for m in ("vip", "vil", "vin")) / memory["vit"]["GPU GB reserved, authors (fp32)"]
     assert frame.loc["vix-5.1-xformers-third-gpu", "our figure"] == pytest.approx(third)
     assert frame.loc["vix-5.1-xformers-third-gpu", "our verdict"] == ("holds" if third < 1 / 3 else "does not hold")
@@ -341,6 +344,21 @@ def test_ours_from_the_committed_budget_store():
     fnet = (stored_runs["fnet"]["top1"] - stored_runs["vit"]["top1"]) / stored_runs["vit"]["top1"] * 100
     assert frame.loc["vix-5.1-fnet-vs-vit", "our figure"] == pytest.approx(fnet)
     assert set(frame.loc[frame.index.str.contains("tiny"), "our verdict"]) == {"not yet run"}
+    with pytest.raises(ValueError, match=r"sections=\['9.9'\]: paper 'vix' makes no claim there; its sections: abstract, 5.1"):
+        C.claims("vix", ours, sections=["9.9"])
+
+
+def test_claims_reading_several_tables_and_none():
+    """A claim may read two tables of one dataset (Table 6 beside Table 1), or only name the dataset of ours where
+    the paper prints no figure (Table 6 has no parameter counts)."""
+    frame = C.claims("vix", {"vit_rope": {"top1": 70.0, "params": 530442.0}, "vit": {"top1": 60.0, "params": 530442.0}},
+                     sections=["5.4"])
+    rope = frame.loc["vix-5.4-rope-more-accurate"]
+    assert rope["paper figure"] == pytest.approx(55.88 - 57.45) and rope["paper bears it out"] == "no"  # ViL, the worst pair
+    assert rope["our verdict"] == "not yet run" and "ViP-RoPE" in rope["why no verdict"]
+    params = frame.loc["vix-5.4-rope-same-params"]
+    assert params["paper figure"] is None and params["paper bears it out"] == "—"
+    assert "prints none of the numbers" in params["reading"]
 
 
 def test_favor_correlation_from_the_committed_budget_store(monkeypatch):

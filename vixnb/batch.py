@@ -63,7 +63,7 @@ def make_spec(entries, *, download=False):
     """The picklable description a job process runs (``run_job``)."""
     e = entries[0]
     return {"kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
-            "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper,
+            "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
             "command": e.command, "store": str(_store_root()), "download": download,
             "stale": any(x.status == "stale" for x in entries)}
 
@@ -126,16 +126,17 @@ def _run_measure(spec, compute):
     from . import papers, report
     from .report import cost
 
-    book = papers.load(spec["paper"])["book"]
+    book = papers.book_chapter(spec["paper"], spec["chapter"])
     if spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
         models = papers.table_models("vix", "table1") + book.get("references", [])
         measured = cost.measure_or_load(models, profile=spec["profile"], dataset=spec["dataset"], compute=compute)
         if measured["source"] == "not yet run":
             raise RuntimeError("the efficiency measurement needs a CUDA GPU")
     else:
-        models = papers.table_models(spec["paper"], papers.table_for(spec["paper"], spec["dataset"], among=book["train"]))
+        models = [m for table in book["train"] if papers.table(spec["paper"], table).get("dataset") == spec["dataset"]
+                  for m in papers.table_models(spec["paper"], table)]
         record = report.gpu_memory(models, paper=spec["paper"], dataset=spec["dataset"], profile=spec["profile"],
-                                   compute=compute)
+                                   compute=compute, part=book.get("part"))
         if record is None:
             raise RuntimeError(f"{spec['name']}: the GPU-memory measurement needs a CUDA GPU")
 

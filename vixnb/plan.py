@@ -88,12 +88,10 @@ class Entry:
 
 
 def chapters():
-    """``{paper key: its book section}`` for every paper file with one, in ``papers.DOCUMENTS`` order."""
-    found = {}
-    for key in papers.DOCUMENTS:
-        if key in papers.list_papers() and papers.load(key).get("book"):
-            found[key] = papers.load(key)["book"]
-    return found
+    """``[(paper key, chapter)]``: every chapter of every paper file's ``book`` section
+    (``papers.book_chapters``), in ``papers.DOCUMENTS`` order, then the file's."""
+    return [(key, chapter) for key in papers.DOCUMENTS if key in papers.list_papers()
+            for chapter in papers.book_chapters(key)]
 
 
 def _run_command(model, dataset, profile, seed, settings):
@@ -138,7 +136,7 @@ def _record_entries(key, book, profile, store):
 
     out = []
     for measure, dataset in (book.get("measure") or {}).items():
-        record = gpu_memory_record(key, dataset) if measure == "gpu_memory" else measure
+        record = gpu_memory_record(key, dataset, part=book.get("part")) if measure == "gpu_memory" else measure
         command = f"vixnb batch --profile {profile} --only {record}"
         out.append(Entry(chapter=book["notebook"], paper=key, kind="measure", name=record, model=None,
                          dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",
@@ -269,7 +267,7 @@ def build(profile, *, store=None, only=None):
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
     entries = []
-    for key, book in chapters().items():
+    for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store)
         if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
             entries += _record_entries(key, book, profile, store)
@@ -281,8 +279,8 @@ def build(profile, *, store=None, only=None):
         e.est_gpu_minutes, e.basis = _estimate(e, rates, device, epoch_seconds)
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
-    order = {k: i for i, k in enumerate(chapters())}
-    entries.sort(key=lambda e: (e.level, _finite(e.est_gpu_minutes), order[e.paper], e.seed or 0))
+    order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
+    entries.sort(key=lambda e: (e.level, _finite(e.est_gpu_minutes), order[e.chapter], e.seed or 0))
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:

@@ -191,7 +191,7 @@ class TokenConv(nn.Conv2d):
 class NystromAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
                  residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto",
-                 compile_pinv=False, pinv_backward="manual"):
+                 compile_pinv=False, pinv_backward="manual", rope_over_padding=False):
         super().__init__()
         inner = heads * dim_head
         self.heads, self.scale, self.rope, self.fused = heads, dim_head**-0.5, rope, fused
@@ -200,7 +200,7 @@ class NystromAttention(nn.Module):
             raise ValueError(f"compile_pinv={compile_pinv!r}: use False, True or one of {', '.join(COMPILE_MODES)}")
         if pinv_backward not in PINV_BACKWARDS:
             raise ValueError(f"pinv_backward={pinv_backward!r}: use 'manual' or 'autograd'")
-        self.pinv_backward = pinv_backward
+        self.pinv_backward, self.rope_over_padding = pinv_backward, rope_over_padding
         self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
         self.residual = residual
@@ -213,8 +213,10 @@ class NystromAttention(nn.Module):
         pad = -n % m
         if pad:
             x = F.pad(x, (0, 0, pad, 0))
-        # real tokens keep positions 0..n-1 under RoPE; the zero padding stays zero
-        q, k, v = split_heads(*self.to_qkv(x).chunk(3, dim=-1), heads=self.heads, rope=self.rope, start=pad)
+        # real tokens keep positions 0..n-1 under RoPE and the zero padding stays zero; or (the authors' ViN-RoPE)
+        # the padded sequence is rotated from its first row, so the real tokens take positions pad..pad+n-1
+        start = 0 if self.rope_over_padding else pad
+        q, k, v = split_heads(*self.to_qkv(x).chunk(3, dim=-1), heads=self.heads, rope=self.rope, start=start)
         q = q * self.scale
         b, h, length, d = q.shape
         l = ceil(n / m)

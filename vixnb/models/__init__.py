@@ -5,8 +5,9 @@ registers every model.
 - ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``).
 """
 from .mlp_mixer import MLPMixer
-from .registry import architecture_signature, create_model, list_models, model_cfg, model_entrypoint, register_model
+from .registry import (architecture_signature, create_model, list_models, model_cfg, model_entrypoint, model_family,
+                       register_model)
 from .vix import ViX, paper_mixers
 
-__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint", "paper_mixers",
+__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint", "model_family", "paper_mixers",
            "register_model"]

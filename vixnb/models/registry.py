@@ -57,6 +57,13 @@ def model_entrypoint(name):
     return _MODELS[name]
 
 
+def model_family(name):
+    """The family file model ``name`` is registered in (``"vix"``, ``"levit"``, ...): what its tables and
+    figures group it by."""
+    _check(name)
+    return _MODELS[name].__module__.rsplit(".", 1)[-1]
+
+
 def model_cfg(name):
     """The model's ``default_cfg``: ``name``, ``paper`` key, display ``label``, and the paper protocol's
     ``batch_size`` and ``epochs`` for it (read from the paper file)."""

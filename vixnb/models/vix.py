@@ -1,10 +1,15 @@
-"""ViT and the Vision X-formers (ViP, ViL, ViN), FNet, and their Hybrid (convolutional-embedding) forms, as
-the `vix` paper configures them.
+"""ViT and the Vision X-formers (ViP, ViL, ViN), FNet, their Hybrid (convolutional-embedding) forms, and the
+RoPE forms of the eight ViX and Hybrid ViX models (Table 6), as the `vix` paper configures them.
 
 ``ViX`` is the one class: pixels or patches (or the 3-conv stem) -> tokens, class token, learnable 1-D
 position embedding (or RoPE inside the mixer), the shared ``Transformer`` with an injected token mixer, and a
 LayerNorm + Linear head on the class token. Its defaults are the paper's (dim 128, depth 4, 4 heads of 32,
 MLP 256).
+
+RoPE (``pos_embedding="rope"``): 1-D rotary embedding over the token index (class token at 0, base 10000,
+interleaved pairs) applied to q and k in every layer, and no learned position embedding added. The authors'
+ViT/ViL-RoPE scripts keep the unused learned embedding as a parameter, their ViN/ViP-RoPE scripts comment it
+out; we build none (torchsummary never counted it, so the paper's counts are the base models').
 
 Each registered model is one function below, whose body names its token mixer and the mixer options that
 reproduce the paper's parameter counts (the authors' scripts). ``vix_model`` applies the overrides given to
@@ -21,7 +26,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import GRID_SIDE, embedding, stem_geometry
-from .registry import register_model
+from .registry import model_entrypoint, register_model
 
 
 class ViX(nn.Module):
@@ -36,13 +41,15 @@ class ViX(nn.Module):
         side = image_size // (stem_stride if hybrid else patch_size)
         num_patches = side * side
         self.mixer_kind, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
+        self.pos_kind = pos_embedding
         self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
         self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim)) if pos_embedding == "learned" else None
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
         options = dict(self.mixer_options)
         if pos_embedding == "rope":
-            options["rope"] = layers.Rotary(dim_head, num_patches + 1)
+            # room for a mixer that pads the sequence (Nystrom: up to a multiple of its landmarks)
+            options["rope"] = layers.Rotary(dim_head, 2 * (num_patches + 1))
         self.transformer = Transformer(
             dim=dim, depth=depth, mlp_dim=mlp_dim, dropout=dropout,
             make_mixer=partial(layers.build, mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=num_patches + 1,
@@ -143,11 +150,69 @@ def hybrid_fnet(*, image_size, num_classes, channels, **config):
     return vix_model(image_size, num_classes, channels, config, hybrid=True, mixer="fnet")
 
 
+# ---- Table 6: the RoPE forms. The mixer settings are the base models' (the authors' RoPE scripts change only the
+# position embedding); their protocol (batch size, dropout) is the paper file's.
+def rope_model(base, image_size, num_classes, channels, config):
+    """Model ``base`` of this file with RoPE in place of the learned position embedding."""
+    return model_entrypoint(base)(image_size=image_size, num_classes=num_classes, channels=channels,
+                                  **{"pos_embedding": "rope", **config})
+
+
+@register_model(paper="vix", label="ViT-RoPE")
+def vit_rope(*, image_size, num_classes, channels, **config):
+    """ViT with RoPE."""
+    return rope_model("vit", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="ViP-RoPE")
+def vip_rope(*, image_size, num_classes, channels, **config):
+    """ViP with RoPE (on the queries and keys before the random-feature map)."""
+    return rope_model("vip", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="ViL-RoPE")
+def vil_rope(*, image_size, num_classes, channels, **config):
+    """ViL with RoPE (on the queries and keys before the keys' sequence projection)."""
+    return rope_model("vil", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="ViN-RoPE")
+def vin_rope(*, image_size, num_classes, channels, **config):
+    """ViN with RoPE on the real tokens (class token at 0); ``mixer_options={"rope_over_padding": True}`` rotates
+    the front-padded sequence from its first row, as the authors' ViN-RoPE script does."""
+    return rope_model("vin", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="Hybrid ViT-RoPE")
+def hybrid_vit_rope(*, image_size, num_classes, channels, **config):
+    """Hybrid ViT with RoPE."""
+    return rope_model("hybrid_vit", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="Hybrid ViP-RoPE")
+def hybrid_vip_rope(*, image_size, num_classes, channels, **config):
+    """Hybrid ViP with RoPE."""
+    return rope_model("hybrid_vip", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="Hybrid ViL-RoPE")
+def hybrid_vil_rope(*, image_size, num_classes, channels, **config):
+    """Hybrid ViL with RoPE."""
+    return rope_model("hybrid_vil", image_size, num_classes, channels, config)
+
+
+@register_model(paper="vix", label="Hybrid ViN-RoPE")
+def hybrid_vin_rope(*, image_size, num_classes, channels, **config):
+    """Hybrid ViN with RoPE (class token at 0; see ``vin_rope``)."""
+    return rope_model("hybrid_vin", image_size, num_classes, channels, config)
+
+
 def paper_mixers():
-    """{model name: (mixer kind, mixer options)} of the plain (not hybrid) models of this file, as their
+    """{model name: (mixer kind, mixer options)} of the plain models of this file (not hybrid, learned position
+    embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet), as their
     functions configure them: read from a depth-0 build on the meta device (no weights, no random numbers
     drawn), so the functions above stay the one place that states them."""
-    from .registry import list_models, model_entrypoint
+    from .registry import list_models
 
     found = {}
     for name in list_models():
@@ -156,6 +221,6 @@ def paper_mixers():
             continue
         with torch.device("meta"):
             model = fn(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0)
-        if not model.hybrid:
+        if not model.hybrid and model.pos_kind == "learned":
             found[name] = (model.mixer_kind, dict(model.mixer_options))
     return found

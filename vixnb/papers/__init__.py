@@ -107,10 +107,30 @@ def per_model(setting, model):
     return setting
 
 
+def book_chapters(key):
+    """The book's chapters on paper ``key``: its file's ``book`` section, one mapping (one chapter) or a list of
+    them, as a list of mappings, each with its ``notebook`` (see ``vixnb.plan``). Empty when it has none."""
+    book = load(key).get("book") or []
+    chapters = [book] if isinstance(book, dict) else list(book)
+    for chapter in chapters:
+        if not isinstance(chapter, dict) or not isinstance(chapter.get("notebook"), str):
+            raise PaperFileError(f"vixnb/papers/{key}.yaml: every chapter of `book` needs a `notebook`, not {chapter!r}")
+    return chapters
+
+
+def book_chapter(key, notebook):
+    """The chapter of paper ``key``'s ``book`` section that ``notebook`` renders."""
+    for chapter in book_chapters(key):
+        if chapter["notebook"] == notebook:
+            return chapter
+    names = ", ".join(c["notebook"] for c in book_chapters(key)) or "none"
+    raise PaperFileError(f"vixnb/papers/{key}.yaml: no chapter {notebook!r} in `book`; its chapters: {names}")
+
+
 def claims(key):
     """The quantitative claims of paper ``key``'s text (list of mappings; see ``vixnb.report.claims``)."""
     return list(load(key)["claims"])
 
 
-__all__ = ["DOCUMENTS", "PaperFileError", "list_papers", "load", "table", "table_models", "table_for", "caption",
+__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "list_papers", "load", "table", "table_models", "table_for", "caption",
            "protocol", "per_model", "claims"]

@@ -8,10 +8,10 @@ import pandas as pd
 
 from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
-                           COUNTED_METRICS, RUN_METRICS, paper_claims, parse_claim)
+                           COUNTED_METRICS, RUN_METRICS, claim_table, paper_claims, parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
-from .collect import collect_runs, current_counts, gpu_memory_record
+from .collect import collect_runs, current_counts, gpu_memory_rows
 
 
 def _paper_keys():
@@ -36,17 +36,20 @@ def claim_list():
 # our figures from the results store
 
 
-def _needs(paper_key):
-    """{dataset: {"models": [...], "metrics": set}} that the testable claims of a paper need from our results;
-    the models are every model of each table the claims read (in printed order), plus those they name."""
+def _needs(paper_key, sections=None):
+    """{dataset: {"models": [...], "metrics": set}} that the testable claims of a paper (in ``sections``, or all)
+    need from our results; the models are every model of each table the claims read (in printed order), plus
+    those they name."""
     needs = {}
     for claim in paper_claims(paper_key):
+        if sections is not None and str(claim.get("section")) not in {str(x) for x in sections}:
+            continue
         claim = parse_claim(paper_key, claim)
         if not claim["testable"]:
             continue
         need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set()})
         named = claim["models"] or [m for pair in claim["pair_list"] for m in pair if m is not None]
-        tabled = papers.table_models(paper_key, claim["table"]) if claim.get("table") else []
+        tabled = claim_table(paper_key, claim)["models"] if claim.get("table") else []
         for model in [*tabled, *named]:
             if model not in need["models"]:
                 need["models"].append(model)
@@ -80,18 +83,20 @@ def _number_or_none(value):
     return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
 
 
-def ours_from_store(paper_key, profile, *, compute="never", store=None, count_flops=True):
+def ours_from_store(paper_key, profile, *, compute="never", store=None, count_flops=True, sections=None):
     """Our figures for the claims of ``paper_key`` in ``profile``, from the results store: ``(ours, records)``.
 
     ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (see ``METRICS``):
     for every model of the tables the claims read, the stored training runs on that table's dataset
     (``train.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
-    seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the stored batch-64 GPU-memory measurement
-    (``vix-gpu-memory-<dataset>-b64``), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
+    seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
+    stored batch-64 GPU-memory measurements of the paper's chapters (``collect.gpu_memory_rows``:
+    ``vix-gpu-memory-<dataset>-b64`` and its later parts), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
     paper-comparable figure: the authors' execution path, reserved memory being what nvidia-smi shows); the
     stored efficiency measurement (``efficiency``) for times; and GFLOPs counted from the model definition
     (``count_flops``; only where a stored measurement gives them a partner metric). Measurements are only
-    read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``."""
+    read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
+    ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``)."""
     from ..results import ResultsStore, check_compute
 
     check_compute(compute)
@@ -106,7 +111,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             seen.add(ident)
             records.append(record)
 
-    for dataset, need in _needs(paper_key).items():
+    for dataset, need in _needs(paper_key, sections).items():
         figures = ours.setdefault(dataset, {m: {} for m in need["models"]})
         metrics, models = need["metrics"], need["models"]
         if metrics & set(RUN_METRICS):
@@ -125,12 +130,13 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
         if metrics & (set(GPU_MEMORY_COLUMNS) | {"gflops"}):
             # the measurement is stored under the paper the models belong to (``vixnb.models.model_cfg``)
             owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)
-            record = store.load_record("measure", gpu_memory_record(owner, dataset), profile=profile)
-            if record is not None:
+            rows, used = gpu_memory_rows(owner, dataset, profile=profile, store=store)
+            for record in used:
                 keep(record)
+            if used:
                 measured = True
                 for model in models:
-                    row = record.get("rows", {}).get(model) or {}
+                    row = rows.get(model) or {}
                     for metric, column in GPU_MEMORY_COLUMNS.items():
                         figures[model][metric] = _number_or_none(row.get(column))
         if metrics & (set(EFFICIENCY_COLUMNS) | {"gflops"}):

@@ -33,9 +33,13 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
 ``x``, ``y``, ``models``
     for ``correlation``: the two metrics and the models, a list or ``{paper: KEY, table: NAME}`` (that
     table's models, in printed order).
+``dataset`` without ``table``
+    the paper prints no numbers for the claim (Table 6 has no Parameters column, yet the text says RoPE
+    leaves the count as it was): the paper side reads "—", ours is computed on ``dataset``.
 ``table``
     the paper's table whose printed rows give the paper-side figure; its ``dataset`` is the dataset of
-    our runs. ``dataset`` names our dataset where no table gives it (``models: {paper, table}`` does too).
+    our runs. A list of tables on one dataset reads their rows together (a claim comparing Table 6's RoPE
+    models with Table 1's: ``[table6, table1]``). ``dataset`` names our dataset where no table gives it (``models: {paper, table}`` does too).
 ``printed``
     the paper-side figure is printed rather than computed from rows: ``{table, row, column}`` (a cell of a
     table whose rows are lists under ``columns``, or mappings) or ``{path: [key, ...]}`` into the paper file
@@ -155,6 +159,25 @@ def _table_of(key, claim, name):
         _fail(key, claim, f"table {name!r}: {e}")
 
 
+def claim_table(key, claim):
+    """The table a claim reads: ``{"names": [...], "rows": {model: row}, "models": [...], "dataset": ...}``, the
+    rows of every table its ``table`` names (one name or a list of tables on one dataset), in printed order."""
+    names = claim["table"] if isinstance(claim["table"], list) else [claim["table"]]
+    if not names or not all(isinstance(n, str) for n in names):
+        _fail(key, claim, f"`table` must be a table name or a list of them, not {claim['table']!r}")
+    tables = [_table_of(key, claim, name) for name in names]
+    datasets = {t.get("dataset") for t in tables}
+    if len(datasets) > 1:
+        _fail(key, claim, f"the tables {', '.join(names)} are on different datasets ({', '.join(map(str, datasets))})")
+    rows = {}
+    for name, table in zip(names, tables):
+        for model, row in table["rows"].items():
+            if model in rows:
+                _fail(key, claim, f"model {model!r} is in more than one of the tables {', '.join(names)}")
+            rows[model] = row
+    return {"names": names, "rows": rows, "models": list(rows), "dataset": datasets.pop()}
+
+
 def _correlation_models(key, claim):
     spec = claim.get("models")
     if isinstance(spec, dict):
@@ -209,7 +232,7 @@ def parse_claim(key, claim):
     if "printed" in claim:
         _printed(key, claim)  # checked now: a bad cell is an error of the file, not of the evaluation
     if claim.get("table") is not None:
-        table = _table_of(key, claim, claim["table"])
+        table = claim_table(key, claim)
         out["dataset"] = out["dataset"] or table.get("dataset")
     if method in PAIRWISE:
         if not isinstance(claim.get("metric"), str):
@@ -239,9 +262,10 @@ def parse_claim(key, claim):
         if len(pairs) == 1 and "over" in claim:
             _fail(key, claim, "`over` applies only to more than one pair")
         out["pair_list"] = pairs
-        if "printed" not in claim:
+        if "printed" not in claim and (claim.get("table") is not None or not claim.get("dataset")):
             if claim.get("table") is None:
-                _fail(key, claim, "needs the `table` its figures are printed in (or `printed`)")
+                _fail(key, claim, "needs the `table` its figures are printed in (or `printed`, or only the "
+                                  "`dataset` of ours where the paper prints none)")
             rows = table["rows"]
             for model in {m for pair in pairs for m in pair if m is not None}:
                 if model not in rows:

@@ -10,7 +10,8 @@ import statistics
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, paper_claims, parse_claim)
+from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, claim_table, paper_claims,
+                           parse_claim)
 from .tables import label as model_label
 from .tables import page_table
 
@@ -96,7 +97,7 @@ def _evaluate(claim, get):
 
 
 def _paper_getter(key, claim):
-    rows = papers.table(key, claim["table"])["rows"]
+    rows = claim_table(key, claim)["rows"]
     return lambda model, metric: float(rows[model][metric])
 
 
@@ -122,7 +123,7 @@ def _model_order(key, claim):
     if claim.get("models"):
         return list(claim["models"])
     named = [m for pair in claim["pair_list"] for m in pair if m is not None]
-    tabled = papers.table_models(key, claim["table"]) if claim.get("table") else []
+    tabled = claim_table(key, claim)["models"] if claim.get("table") else []
     return [*tabled, *(m for m in named if m not in tabled)]
 
 
@@ -150,6 +151,8 @@ def _pair_text(pair):
 
 
 def _table_text(key, name):
+    if isinstance(name, list):
+        return " and ".join(_table_text(key, n) for n in name)
     entry = papers.table(key, name)
     caption = str(entry.get("caption", name)).split(":")[0]
     return f"{key} {caption}" + (f", {entry['dataset']}" if entry.get("dataset") else "")
@@ -201,6 +204,8 @@ def _reading(key, claim, paper_pair, our_pair):
         parts.append(f"from {_table_text(key, claim['table'])}")
     elif not method:
         parts.append("not computed: the paper file holds none of the numbers behind it")
+    else:
+        parts.append("the paper prints none of the numbers behind it: ours only")
     if method in ("relative_gain", "point_gain") and claim.get("table") and "printed" not in claim \
             and (len(claim["pair_list"]) == 1 or claim.get("over") == "mean"):
         other = dict(claim, method="point_gain" if method == "relative_gain" else "relative_gain")
@@ -247,11 +252,19 @@ def evaluate(key, claim, ours=None):
 
 
 
-def claims(paper_key, ours=None):
+def claims(paper_key, ours=None, *, sections=None):
     """Every claim of paper ``paper_key`` evaluated against the paper's printed numbers and against ``ours``
     (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
-    for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing."""
-    rows = [evaluate(paper_key, claim, ours) for claim in paper_claims(paper_key)]
+    for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing.
+    ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own)."""
+    chosen = paper_claims(paper_key)
+    if sections is not None:
+        wanted = {str(s) for s in sections}
+        chosen = [c for c in chosen if str(c.get("section")) in wanted]
+        if not chosen:
+            raise ValueError(f"sections={sorted(wanted)}: paper {paper_key!r} makes no claim there; its sections: "
+                             f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
+    rows = [evaluate(paper_key, claim, ours) for claim in chosen]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
                            "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],
                            "our figure": r["our_figure"], "our verdict": r["our_verdict"],

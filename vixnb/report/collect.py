@@ -103,12 +103,27 @@ def accuracy_text(summary, model, metric):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
-def gpu_memory_record(paper, dataset, batch_size=64):
-    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size``."""
-    return f"{paper}-gpu-memory-{dataset}-b{batch_size}"
+def gpu_memory_record(paper, dataset, batch_size=64, *, part=None):
+    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size``;
+    ``part``: the paper's chapter (its ``book`` entry's ``part``) when a later chapter measures other models."""
+    return f"{paper}{'-' + part if part else ''}-gpu-memory-{dataset}-b{batch_size}"
 
 
-def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=64):
+def gpu_memory_rows(paper, dataset, *, profile, store, batch_size=64):
+    """``(rows, records)``: the stored batch-64 GPU-memory rows of every chapter of ``paper`` on ``dataset``,
+    merged (``{model: {column: value}}``), and the records they come from."""
+    from .. import papers
+
+    rows, records = {}, []
+    for part in dict.fromkeys(c.get("part") for c in papers.book_chapters(paper) or [{}]):
+        record = store.load_record("measure", gpu_memory_record(paper, dataset, batch_size, part=part), profile=profile)
+        if record is not None:
+            records.append(record)
+            rows.update(record.get("rows") or {})
+    return rows, records
+
+
+def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=64, part=None):
     """The GPU memory of one training step at ``batch_size`` for each model, on the authors' path and ours
     (``vixnb.measure.gpu_memory_column``), under the compute policy: measured where this profile runs on a
     GPU here and the store lacks it (or ``compute="always"``), else read from the store. Returns the record
@@ -124,5 +139,5 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size
         return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
 
     here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
-    return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size), make,
+    return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size, part=part), make,
                                           profile=profile, compute=compute, can_compute=here)

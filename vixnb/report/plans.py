@@ -41,7 +41,7 @@ def study_frame(paper, study, profile):
     from ..profiles import get_profile
     from ..train import run
 
-    spec = papers.load(paper)["book"]["studies"][study]
+    spec = next(c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {}))
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
     rows = {}

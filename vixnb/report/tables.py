@@ -90,14 +90,16 @@ def beside_paper(ours, paper, metrics, *, order=None, labels=None, missing="not 
     return frame.where(frame.notna(), None)
 
 
-def differences(frame, pairs, column):
+def differences(frame, pairs, column, *, by="first"):
     """``frame[column]`` of the second model of each pair minus that of the first (e.g. hybrid minus plain),
-    one entry per pair, named by its first model; None where either is missing."""
+    one entry per pair, named by its ``by`` ("first" or "second") model; None where either is missing."""
+    if by not in ("first", "second"):
+        raise ValueError(f"by must be 'first' or 'second', got {by!r}")
     rows = {}
     for first, second in pairs:
         a = frame.at[first, column] if first in frame.index else None
         b = frame.at[second, column] if second in frame.index else None
-        rows[first] = b - a if _is_number(a) and _is_number(b) else None
+        rows[first if by == "first" else second] = b - a if _is_number(a) and _is_number(b) else None
     return rows
 
 
