@@ -2,11 +2,13 @@
 registers every model.
 
 - ``vix``: ViT, ViP, ViL, ViN, FNet and their Hybrid forms (class ``ViX``);
-- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``).
+- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``);
+- ``cct``: CCT, CCP, CCL, CCN (class ``CCX``).
 """
 from .mlp_mixer import MLPMixer
 from .registry import architecture_signature, create_model, list_models, model_cfg, model_entrypoint, register_model
 from .vix import ViX, paper_mixers
+from . import cct  # noqa: F401,E402  (registers CCT, CCP, CCL, CCN)
 
 __all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint", "paper_mixers",
            "register_model"]
