@@ -1,15 +1,18 @@
 """Model families, one file each, and the registry that names them (``registry``): importing this package
 registers every model.
 
-- ``vix``: ViT, ViP, ViL, ViN, FNet and their Hybrid forms (class ``ViX``);
+- ``vix``: ViT, ViP, ViL, ViN, FNet, their Hybrid forms and their RoPE forms (class ``ViX``);
 - ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``);
-- ``levit``: LeViT, LeViP, LeViL, LeViN (class ``LeViX``).
+- ``levit``: LeViT, LeViP, LeViL, LeViN (class ``LeViX``);
+- ``cct``: CCT, CCP, CCL, CCN (class ``CCX``);
+- ``cvt``: CvT, CvP, CvL, CvN;
+- ``pit``: PiT, PiN, PiP and their Hybrid forms.
 """
-from . import levit  # noqa: F401
+from . import cct, levit  # noqa: F401  (registers the families)
 from .mlp_mixer import MLPMixer
 from .registry import (architecture_signature, create_model, list_models, model_cfg, model_entrypoint, model_family,
                        register_model)
 from .vix import ViX, paper_mixers
 
-__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint", "model_family", "paper_mixers",
-           "register_model"]
+__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint",
+           "model_family", "paper_mixers", "register_model"]
