@@ -2,11 +2,13 @@
 registers every model.
 
 - ``vix``: ViT, ViP, ViL, ViN, FNet and their Hybrid forms (class ``ViX``);
-- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``).
+- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``);
+- ``cvt``: CvT and its X-formers CvP, CvL, CvN (class ``CvX``).
 """
 from .mlp_mixer import MLPMixer
 from .registry import architecture_signature, create_model, list_models, model_cfg, model_entrypoint, register_model
 from .vix import ViX, paper_mixers
+from . import cvt  # noqa: F401,E402
 
 __all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "model_cfg", "model_entrypoint", "paper_mixers",
            "register_model"]
