@@ -19,9 +19,22 @@ NAMES = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
          "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin", "hybrid_fnet", "hybrid_mlp_mixer"]
 
 
-def test_registry_lists_the_twelve_models():
-    assert vixnb.list_models() == sorted(NAMES)
-    assert vixnb.list_models("hybrid_*") == sorted(n for n in NAMES if n.startswith("hybrid_"))
+def test_registry_holds_every_row_of_the_vix_tables():
+    """38 models: Tables 1-2's twelve, Tables 3-5's 22 convolutional-transformer models (the section's 30 rows,
+    Table 4 repeating Table 3), Table 6's eight RoPE forms; each in its family's file."""
+    from vixnb import papers
+    from vixnb.models import model_family
+
+    rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6") for m in papers.table_models("vix", t)}
+    assert set(vixnb.list_models()) == rows and len(rows) == 12 + 22 + 8
+    assert vixnb.list_models("hybrid_*") == sorted(m for m in rows if m.startswith("hybrid_"))
+    families = {}
+    for m in rows:
+        families.setdefault(model_family(m), set()).add(m)
+    assert families["mlp_mixer"] == {"mlp_mixer", "hybrid_mlp_mixer"} and families["levit"] == {"levit", "levip", "levil", "levin"}
+    assert families["cct"] == {"cct", "ccp", "ccl", "ccn"} and families["cvt"] == {"cvt", "cvp", "cvl", "cvn"}
+    assert families["pit"] == {"pit", "pin", "pip", "hybrid_pit", "hybrid_pin", "hybrid_pip"}
+    assert families["vix"] == {m for m in NAMES if "mlp_mixer" not in m} | set(papers.table_models("vix", "table6"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -62,6 +75,28 @@ def test_cross_table_identities():
     assert p["vip"] - p["vin"] == 1008 and p["vin"] - p["vil"] == 115216 and p["vit"] == p["vin"] - 528
     for n in ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer"]:
         assert p[f"hybrid_{n}"] - p[n] == 92736
+
+
+def test_section2_identities_in_every_family():
+    """Notes section 2 across Tables 1 and 3-5 (the family tests assert each count equals the printed one, LeViP's
+    typo aside): P - N = 1,008 and N - L = 115,216 in every family; T = N - 528 where the family's softmax
+    attention is ViT's (ViX, CCT, PiT; LeViT and CvT have their own); hybrid = plain + 92,736."""
+    from vixnb import papers
+
+    counts = {m: r["params"] for t in ("table1", "table3", "table5") for m, r in papers.table("vix", t)["rows"].items()}
+    counts["levip"] = 622410  # printed 662,410: a typo (Table 4 gives 646,920 = 622,410 + 24,510)
+    families = {"vi": "", "levi": "", "cc": "", "cv": "", "pi": "", "hybrid_vi": "", "hybrid_pi": ""}
+    for f in families:
+        p, n, l, t = (counts.get(f + x) for x in "pnlt")
+        assert p - n == 1008, f
+        if l is not None:
+            assert n - l == 115216, f
+        if f in ("vi", "cc", "pi", "hybrid_vi", "hybrid_pi"):
+            assert t == n - 528, f
+    for plain in ("vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "pit", "pin", "pip"):
+        assert counts[f"hybrid_{plain}"] - counts[plain] == 92736, plain
+    table4 = papers.table("vix", "table4")["rows"]
+    assert all(table4[m]["params"] - counts[m] == 24510 for m in table4)
 
 
 def test_size_depends_on_execution_path():
