@@ -6,9 +6,9 @@ registers every model.
 - ``levit``: LeViT, LeViP, LeViL, LeViN (class ``LeViX``);
 - ``cct``: CCT, CCP, CCL, CCN (class ``CCX``);
 - ``cvt``: CvT, CvP, CvL, CvN (class ``CvX``);
-- ``pit``: PiT, PiN, PiP and their Hybrid forms.
+- ``pit``: PiT, PiN, PiP and their Hybrid forms (class ``PiX``).
 """
-from . import cct, cvt, levit  # noqa: F401  (registers the families)
+from . import cct, cvt, levit, pit  # noqa: F401  (registers the families)
 from .mlp_mixer import MLPMixer
 from .registry import (architecture_signature, create_model, list_models, model_cfg, model_entrypoint, model_family,
                        register_model)
