@@ -65,7 +65,7 @@ def test_size_mb_matches_tables_3_and_4(name, dataset):
 def test_cvt_size_needs_the_materialised_softmax():
     """CvT's Size counts the nn.Softmax output, (b*h) x 1024 x 1024 counted once per head batch: 8 MB a layer
     (one layer here, for speed)."""
-    model = fresh("cvt", depths=(1, 0, 0))
+    model = fresh("cvt", depth=(1, 0, 0))
     assert vixnb.summary_size_mb(model) - vixnb.summary_size_mb(model, path="as-built") == pytest.approx(8.0)
 
 

@@ -20,13 +20,13 @@ NAMES = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer",
 
 
 def test_registry_holds_every_row_of_the_vix_tables():
-    """38 models: Tables 1-2's twelve, Tables 3-5's 22 convolutional-transformer models (the section's 30 rows,
+    """38 models: Tables 1-2's twelve, Tables 3-5's 18 convolutional-transformer models (the section's 30 rows,
     Table 4 repeating Table 3), Table 6's eight RoPE forms; each in its family's file."""
     from vixnb import papers
     from vixnb.models import model_family
 
     rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6") for m in papers.table_models("vix", t)}
-    assert set(vixnb.list_models()) == rows and len(rows) == 12 + 22 + 8
+    assert set(vixnb.list_models()) == rows and len(rows) == 12 + 18 + 8
     assert vixnb.list_models("hybrid_*") == sorted(m for m in rows if m.startswith("hybrid_"))
     families = {}
     for m in rows:
@@ -227,3 +227,13 @@ def test_torchsummary_agrees_with_our_count_and_the_paper(name):
         params, size_mb = torchsummary_report(model)
     assert params == vixnb.count_params(model, "paper") == TABLE1.loc[name, "params"]
     assert size_mb == round(vixnb.summary_size_mb(model), 2) == TABLE1.loc[name, "size_mb"]
+
+
+def test_every_model_takes_the_smoke_profiles_overrides():
+    """The smoke profile builds every model with ``depth=1`` (profiles.yaml): each family takes it."""
+    from vixnb.profiles import get_profile
+
+    overrides = get_profile("smoke")["model_overrides"]
+    with torch.device("meta"):
+        for name in vixnb.list_models():
+            vixnb.create_model(name, **overrides)

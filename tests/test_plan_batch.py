@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from vixnb import batch, plan, profiles, train
+from vixnb import batch, papers, plan, profiles, train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
 
@@ -30,10 +30,18 @@ def _by_model(entries):
 def test_plan_lists_every_published_row_once_per_seed():
     entries = plan.build("budget")
     train = [e for e in entries if e.kind == "train"]
-    # Tables 1 and 2 of the vix paper, three seeds each, plus no study in the budget profile
-    assert len(train) == 12 * 2 * 3
-    assert {(e.model, e.dataset) for e in train if e.seed == 0} == \
-        {(m, d) for m in TABLE1 for d in ("cifar10", "tiny-imagenet")}
+    # the vix paper's three chapters: Tables 1-2 (12 models x 2 datasets), Tables 3-5 (12 x 2 + 6), Table 6 (8),
+    # three seeds each, plus no study in the budget profile
+    assert len(train) == (12 * 2 + 12 * 2 + 6 + 8) * 3
+    tables = {"vix_table1": ("table1", "table2"), "vix_families": ("table3", "table5", "table4"), "vix_rope": ("table6",)}
+    for chapter, names in tables.items():
+        rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
+        assert {(e.model, e.dataset) for e in train if e.seed == 0 and e.chapter == chapter} == rows
+    assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "efficiency"]
+    measures = {e.name: e.chapter for e in entries if e.kind == "measure"}
+    assert {k: v for k, v in measures.items() if k.startswith("vix")} == {
+        "vix-gpu-memory-cifar10-b64": "vix_table1", "vix-families-gpu-memory-cifar10-b64": "vix_families",
+        "vix-rope-gpu-memory-cifar10-b64": "vix_rope"}
     assert all(e.level == 1 for e in train if e.seed == 0) and all(e.level == 3 for e in train if e.seed != 0)
     assert [e.priority for e in entries] == list(range(1, len(entries) + 1))
     assert all(e.status == "missing" for e in entries)  # an empty store
@@ -52,7 +60,7 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     entries = plan.build("budget")
     levels = [e.level for e in entries]
     assert levels == sorted(levels)
-    first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10"]
+    first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10" and e.model in TABLE1]
     assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
     vit = next(e for e in first if e.model == "vit")
     config = vit._config

@@ -35,7 +35,8 @@ stages that down-sample; the authors' configuration keeps every stage at 32 x 32
 LayerNorm divides by (std + eps), as vit-pytorch did before 2022; so does ours.
 
 Overrides given to ``create_model`` work as for ViX: ``mixer_options`` is merged into the model's own mixer
-options, every other key replaces an argument (``depths=(1, 1, 1)``, ``mixer="shaped"``).
+options, every other key replaces an argument (``depth=(1, 1, 1)``, ``mixer="shaped"``). ``depth`` is the layers
+of each stage, a tuple, or one int for every stage (so the smoke profile's ``depth=1`` gives (1, 1, 1)).
 """
 import torch
 import torch.nn.functional as F
@@ -159,17 +160,18 @@ def _conv_out(side, stride):
 
 class CvX(nn.Module):
     def __init__(self, *, image_size, num_classes, mixer=CONV_ATTENTION, mixer_options=None, channels=3, dim=128,
-                 depths=(1, 1, 2), emb_kernel=3, emb_strides=(1, 1, 1), heads=4, dim_head=32, mlp_mult=2,
+                 depth=(1, 1, 2), emb_kernel=3, emb_strides=(1, 1, 1), heads=4, dim_head=32, mlp_mult=2,
                  proj_kernel=3, kv_proj_stride=1, dropout=0.0):
         super().__init__()
+        depths = (depth,) * len(emb_strides) if isinstance(depth, int) else tuple(depth)
         if len(depths) != len(emb_strides):
             raise ValueError(f"depths {depths} and emb_strides {emb_strides} must name the same stages")
         self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
         total, done, side, stages, dim_in = sum(depths), 0, image_size, [], channels
-        for depth, stride in zip(depths, emb_strides):
+        for stage_depth, stride in zip(depths, emb_strides):
             side = _conv_out(side, stride)
             mixers = []
-            for i in range(done + 1, done + depth + 1):
+            for i in range(done + 1, done + stage_depth + 1):
                 if mixer == CONV_ATTENTION:
                     mixers.append(ConvAttention(dim, heads=heads, dim_head=dim_head, proj_kernel=proj_kernel,
                                                 kv_proj_stride=kv_proj_stride, dropout=dropout, **self.mixer_options))
@@ -177,7 +179,7 @@ class CvX(nn.Module):
                     mixers.append(TokenMixer2d(layers.build(mixer, dim=dim, heads=heads, dim_head=dim_head,
                                                             seq_len=side * side, layer_index=i, depth=total,
                                                             **self.mixer_options), side))
-            done += depth
+            done += stage_depth
             stages.append(nn.Sequential(nn.Conv2d(dim_in, dim, emb_kernel, stride=stride, padding=emb_kernel // 2),
                                         ChannelNorm(dim), Transformer2d(dim, mixers, mlp_mult=mlp_mult, dropout=dropout)))
             dim_in = dim
