@@ -23,3 +23,26 @@ def paper_text():
         return path.read_text(encoding="utf-8")
 
     return read
+
+
+@pytest.fixture
+def torchsummary_report():
+    """``torchsummary_report(model)``: (Total params, Estimated Total Size (MB)) as torchsummary 1.5.1's ``summary``
+    prints them for the model's ``default_cfg`` input on the CPU, with the softmax materialised as the authors ran
+    it; the test is skipped where torchsummary is not installed."""
+    import contextlib
+    import io
+    import re
+
+    torchsummary = pytest.importorskip("torchsummary")
+    from vixnb import layers
+
+    def report(model):
+        out = io.StringIO()
+        with layers.fused_attn(model, False), contextlib.redirect_stdout(out):
+            torchsummary.summary(model, tuple(model.default_cfg["input_size"]), device="cpu")
+        text = out.getvalue()
+        params = int(re.search(r"Total params: ([\d,]+)", text).group(1).replace(",", ""))
+        return params, float(re.search(r"Estimated Total Size \(MB\): ([\d.]+)", text).group(1))
+
+    return report

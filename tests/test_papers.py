@@ -74,3 +74,32 @@ def test_tables_3_to_5_are_transcribed_as_printed(paper_text, name, marker):
     for row, (label, params, size, top1, top5, gpu) in zip(rows.values(), printed):
         assert (row["params"], row["size_mb"], row["top1"], row["top5"], row["gpu_gb"]) == (
             int(params.replace(",", "")), float(size), float(top1), float(top5), float(gpu)), label
+
+
+def test_book_chapters_one_or_several_per_paper(paper_dir):
+    assert [c["notebook"] for c in papers.book_chapters("vix")] == ["vix_table1", "vix_families", "vix_rope"]
+    assert [c["notebook"] for c in papers.book_chapters("favor")] == ["efficiency"]  # one mapping: one chapter
+    assert papers.book_chapter("vix", "vix_rope")["train"] == ["table6"]
+    with pytest.raises(papers.PaperFileError, match=r"vix.yaml: no chapter 'nope' in `book`; its chapters: vix_table1, "):
+        papers.book_chapter("vix", "nope")
+    text = (paper_dir / "vix.yaml").read_text()
+    (paper_dir / "vix.yaml").write_text(text.replace("  - notebook: vix_rope", "  - notes: vix_rope"))
+    papers.load.cache_clear()
+    with pytest.raises(papers.PaperFileError, match=r"vix.yaml: every chapter of `book` needs a `notebook`"):
+        papers.book_chapters("vix")
+
+
+def test_gpu_memory_rows_merge_the_chapters_records():
+    from vixnb.report.collect import gpu_memory_record, gpu_memory_rows
+    from vixnb.results import ResultsStore
+
+    store = ResultsStore()
+    assert gpu_memory_record("vix", "cifar10") == "vix-gpu-memory-cifar10-b64"
+    assert gpu_memory_record("vix", "cifar10", part="rope") == "vix-rope-gpu-memory-cifar10-b64"
+    store.save_record("measure", "vix-gpu-memory-cifar10-b64", {"rows": {"vit": {"x": 1.0}}, "provenance": {}},
+                      profile="budget")
+    store.save_record("measure", "vix-rope-gpu-memory-cifar10-b64", {"rows": {"vit_rope": {"x": 2.0}},
+                                                                      "provenance": {}}, profile="budget")
+    rows, records = gpu_memory_rows("vix", "cifar10", profile="budget", store=store)
+    assert rows == {"vit": {"x": 1.0}, "vit_rope": {"x": 2.0}} and len(records) == 2
+    assert gpu_memory_rows("vix", "tiny-imagenet", profile="budget", store=store) == ({}, [])

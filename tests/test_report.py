@@ -188,6 +188,8 @@ def test_page_table_formats_and_wraps():
     html = report.page_table(frame, decimals=2, wrap=["note"]).to_html()
     assert "1,234,567" in html and "0.50" in html and "—" in html and "white-space: normal" in html
     assert report.page_table(frame.iloc[0:0]).data == report.NOT_YET_RUN
+    # a difference that rounds to zero reads 0.00, never -0.00 (ours 213.1499 beside the paper's 213.15)
+    assert [report.cell_text(v, 2) for v in (-0.0001, -0.07, -1234.5)] == ["0.00", "-0.07", "-1,234.50"]
 
 
 def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():

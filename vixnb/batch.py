@@ -17,7 +17,6 @@ paused runs, failed jobs' logs) into one archive under a size limit.
 """
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess

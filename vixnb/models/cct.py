@@ -43,7 +43,7 @@ from .. import layers
 from ..layers.heads import merge_heads
 from ..layers.softmax import SoftmaxAttention
 from ..layers.stems import stem_geometry
-from .registry import register_model
+from .registry import mixer_overrides, register_model
 from .vix import paper_mixers
 
 
@@ -191,10 +191,7 @@ def ccx_model(image_size, num_classes, channels, config, *, vix_name, mixer_opti
     ``mixer_options``, the first conv's stride for ``image_size`` (``stem_geometry``: 1 at 32 px, 2 at 64 px), and
     the ``create_model`` overrides ``config`` applied (see the module doc)."""
     mixer, own = paper_mixers()[vix_name]
-    config = dict(config)
-    kind = config.pop("mixer", mixer)
-    own = {**own, **(mixer_options or {})} if kind == mixer else {}
-    options = {**own, **(config.pop("mixer_options", None) or {})}
+    kind, options, config = mixer_overrides(config, mixer, {**own, **(mixer_options or {})})
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
     return CCX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)

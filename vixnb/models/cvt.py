@@ -47,7 +47,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import GRID_SIDE
-from .registry import register_model
+from .registry import mixer_overrides, register_model
 from .vix import paper_mixers
 
 CONV_ATTENTION = "cvt"  # the mixer kind naming CvT's own convolutional-projection softmax attention
@@ -195,10 +195,7 @@ def cvx_model(image_size, num_classes, channels, config, *, mixer, mixer_options
     32 x 32 grid for ``image_size``, and the ``create_model`` overrides ``config`` applied (module doc)."""
     if image_size % GRID_SIDE:
         raise ValueError(f"image_size {image_size} must be a multiple of {GRID_SIDE} (the 32 x 32 token grid)")
-    config = dict(config)
-    kind = config.pop("mixer", mixer)
-    own = (mixer_options or {}) if kind == mixer else {}
-    options = {**own, **(config.pop("mixer_options", None) or {})}
+    kind, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"emb_strides": (image_size // GRID_SIDE, 1, 1), "dim_head": dim_head, **config}
     return CvX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)

@@ -39,7 +39,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import conv_stem, stem_geometry
-from .registry import register_model
+from .registry import mixer_overrides, register_model
 
 
 class LeViTAttention(nn.Module):
@@ -165,10 +165,7 @@ class LeViX(nn.Module):
 def levix_model(image_size, num_classes, channels, config, *, mixer, mixer_options=None):
     """A ``LeViX`` with mixer ``mixer`` (options ``mixer_options``), the stem stride that gives the 32 x 32
     map for ``image_size`` (``stem_geometry``), and the ``create_model`` overrides ``config`` (module doc)."""
-    config = dict(config)
-    kind = config.pop("mixer", mixer)
-    own = (mixer_options or {}) if kind == mixer else {}
-    options = {**own, **(config.pop("mixer_options", None) or {})}
+    kind, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
     return LeViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                  **arguments)

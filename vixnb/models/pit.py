@@ -50,7 +50,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import conv_stem, stem_geometry
-from .registry import register_model
+from .registry import mixer_overrides, register_model
 from .vix import paper_mixers
 
 
@@ -127,10 +127,7 @@ def pix_model(image_size, num_classes, channels, config, *, like, hybrid=False):
     """A ``PiX`` with the token mixer (kind and options) of the ViX model ``like`` ("vit", "vin", "vip"), the
     patch embedding or (``hybrid``) the conv stem at the ViX geometry for ``image_size``, and the
     ``create_model`` overrides ``config`` applied (see the module doc)."""
-    mixer, own = paper_mixers()[like]
-    config = dict(config)
-    kind = config.pop("mixer", mixer)
-    options = {**(own if kind == mixer else {}), **(config.pop("mixer_options", None) or {})}
+    kind, options, config = mixer_overrides(config, *paper_mixers()[like])
     arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
     return PiX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)

@@ -27,6 +27,16 @@ def register_model(fn=None, *, paper, label):
     return register(fn) if fn is not None else register
 
 
+def mixer_overrides(config, mixer, mixer_options=None):
+    """``(kind, options, rest)`` of a family's ``create_model`` overrides ``config``, one rule for every family:
+    ``mixer=`` swaps the model's mixer kind ``mixer`` (and then starts from none of its ``mixer_options``),
+    ``mixer_options`` is merged into the model's own, and every other key is left in ``rest``."""
+    rest = dict(config)
+    kind = rest.pop("mixer", mixer)
+    own = (mixer_options or {}) if kind == mixer else {}
+    return kind, {**own, **(rest.pop("mixer_options", None) or {})}, rest
+
+
 def architecture_signature(model):
     """A short hash of a model's structure: each submodule's path, class and ``extra_repr``, and each
     parameter's and buffer's name, shape and dtype. Edits that keep the structure (docstrings, refactors)

@@ -26,7 +26,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import GRID_SIDE, embedding, stem_geometry
-from .registry import model_entrypoint, register_model
+from .registry import mixer_overrides, model_entrypoint, register_model
 
 
 class ViX(nn.Module):
@@ -75,10 +75,7 @@ def vix_model(image_size, num_classes, channels, config, *, mixer, mixer_options
     """A ``ViX`` with token mixer ``mixer`` (options ``mixer_options``), the patch embedding or (``hybrid``) the
     conv stem at the paper's geometry for ``image_size`` (``stem_geometry``), and the ``create_model``
     overrides ``config`` applied (see the module doc)."""
-    config = dict(config)
-    kind = config.pop("mixer", mixer)
-    own = (mixer_options or {}) if kind == mixer else {}
-    options = {**own, **(config.pop("mixer_options", None) or {})}
+    kind, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
     return ViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)

@@ -131,6 +131,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             # the measurement is stored under the paper the models belong to (``vixnb.models.model_cfg``)
             owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)
             rows, used = gpu_memory_rows(owner, dataset, profile=profile, store=store)
+            used = [r for r in used if set(r.get("rows") or {}) & set(models)]  # another chapter's models only
             for record in used:
                 keep(record)
             if used:

@@ -31,7 +31,8 @@ def cell_text(v, decimals=None):
     if not math.isfinite(v):
         return "oom" if v > 0 else str(v)
     if decimals is not None:
-        return f"{v:,.{decimals}f}"
+        text = f"{v:,.{decimals}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.,") else text  # never "-0.00"
     a = abs(v)
     if a == 0:
         return "0"
