@@ -344,6 +344,9 @@ def test_ours_from_the_committed_budget_store():
     fnet = (stored_runs["fnet"]["top1"] - stored_runs["vit"]["top1"]) / stored_runs["vit"]["top1"] * 100
     assert frame.loc["vix-5.1-fnet-vs-vit", "our figure"] == pytest.approx(fnet)
     assert set(frame.loc[frame.index.str.contains("tiny"), "our verdict"]) == {"not yet run"}
+    assert {"vix-5.1-vin-vs-vit", "vix-5.2-hybrid-vin-gain"} <= set(frame.index)
+    assert any(i.startswith("vix-5.2-fig4") for i in frame.index)  # "5.2" takes "5.2 (Figure 4)" too
+    assert not any(i.startswith(("vix-5.3", "vix-5.4")) for i in frame.index)
     with pytest.raises(ValueError, match=r"sections=\['9.9'\]: paper 'vix' makes no claim there; its sections: abstract, 5.1"):
         C.claims("vix", ours, sections=["9.9"])
 

@@ -170,6 +170,24 @@ def test_dropout_is_refused_for_exactness_and_drawn_per_member_when_not_exact():
     assert "not equal to separate runs" in members[0]["provenance"]["ensemble_note"]
 
 
+def test_stochastic_depth_and_attention_dropout_count_as_dropout():
+    """CCT draws random numbers in training outside ``nn.Dropout``: stochastic depth (``DropPath``) and dropout on
+    its attention weights. An exact ensemble refuses it; with own draws per member it runs."""
+    config = run_config("cct", profile="smoke")
+    ok, reason = can_ensemble(config)
+    assert not ok and "self_attn" in reason
+    no_attn = run_config("cct", profile="smoke", depth=2, mixer_options={"attn_dropout": 0.0})  # DropPath 0, 0.1
+    ok, reason = can_ensemble(no_attn)
+    assert not ok and "drop_path" in reason
+    quiet = run_config("cct", profile="smoke", depth=1, mixer_options={"attn_dropout": 0.0})  # one layer: p = 0
+    assert can_ensemble(quiet) == (True, None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = engine._build_model(config)[0]
+        out = Ensemble([model, model], randomness="different").train().shared(torch.randn(2, 3, 32, 32))
+    assert out.shape == (2, 2, 10)
+
+
 def test_the_callers_rng_state_is_left_as_it_was():
     torch.manual_seed(123)
     before = torch.random.get_rng_state()

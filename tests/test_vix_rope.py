@@ -57,6 +57,7 @@ def test_rope_protocol_is_the_authors_rope_scripts():
     # ViN-RoPE classes default emb_dropout to 0.5; the RoPE scripts pass dropout 0 (no ViT 0.25)
     assert run_config("vin_rope", profile="paper")["model_overrides"] == {"emb_dropout": 0.5}
     assert run_config("vit_rope", profile="paper")["model_overrides"] == {}
+    assert run_config("hybrid_vin_rope", profile="paper")["model_overrides"] == {"emb_dropout": 0.5, "dropout": 0.5}
     assert vixnb.create_model("vin_rope", emb_dropout=0.5).dropout.p == 0.5
 
 
@@ -76,3 +77,11 @@ def test_rotary_tables_cover_the_padded_sequence():
     rope = model.transformer.layers[0][0].fn.rope
     assert isinstance(rope, layers.Rotary) and rope.cos.shape[0] >= 1088  # 1,025 tokens padded to 17 x 64
     assert model(torch.randn(1, 3, 32, 32)).shape == (1, 10)
+
+
+def test_the_authors_vil_rope_scripts_use_four_key_heads():
+    """ViLRoPE.py and HybridViLRoPE.py set one_kv_head=False ("use False for RoPE"): +49,152 parameters, so for their
+    code RoPE does change the count; ours keeps ViL's one key/value head, as the paper's text has it."""
+    authors = {"one_kv_head": False}
+    assert vixnb.count_params(vixnb.create_model("vil_rope", mixer_options=authors)) == 415754 + 49152
+    assert vixnb.count_params(vixnb.create_model("hybrid_vil_rope", mixer_options=authors)) == 508490 + 49152

@@ -54,6 +54,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from .data import normalize
+from .layers.blocks import DropPath
 from .models import create_model
 from .results import load_checkpoint, save_checkpoint
 from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
@@ -61,8 +62,16 @@ from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_mode
 
 
 def _active_dropout(model):
-    """(name, p) of every dropout module of ``model`` with p > 0."""
-    return [(name, m.p) for name, m in model.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
+    """(name, p) of every module of ``model`` that draws random numbers in training: dropout and stochastic depth
+    (``layers.blocks.DropPath``) with p > 0, and mixers with dropout on their attention weights
+    (``attn_dropout`` > 0, e.g. CCT's)."""
+    found = []
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.modules.dropout._DropoutNd, DropPath)) and m.p > 0:
+            found.append((name, m.p))
+        elif getattr(m, "attn_dropout", 0) > 0:
+            found.append((name, m.attn_dropout))
+    return found
 
 
 def can_ensemble(config, *, exact=True):

@@ -3,6 +3,7 @@
 Module structure follows vit-pytorch (2021), which the ViX authors adapted: ``PreNorm`` wraps both the
 mixer and the feed-forward, residuals are added outside, and ``FeedForward`` wraps an
 ``nn.Sequential``. The papers' "Size (MB)" column depends on exactly which modules are called.
+``DropPath`` is stochastic depth (CCT's layers use it); ``residual_stack`` runs (mixer, feed-forward) pairs.
 """
 from torch import nn
 
@@ -28,6 +29,23 @@ class FeedForward(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: in training, zero a sample's branch with probability ``p`` (rescaling the rest)."""
+
+    def __init__(self, p=0.0):
+        super().__init__()
+        self.p = p
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        keep = x.new_empty(x.shape[0], *(1,) * (x.dim() - 1)).bernoulli_(1 - self.p)
+        return x * keep / (1 - self.p)
 
 
 def residual_stack(layers, x):

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import layers
+from ..layers.blocks import DropPath
 from ..layers.heads import merge_heads
 from ..layers.softmax import SoftmaxAttention
 from ..layers.stems import stem_geometry
@@ -66,23 +67,6 @@ class CCTAttention(SoftmaxAttention):
         else:
             out = F.dropout(self.attend(q @ k.transpose(-1, -2) * self.scale), p) @ v
         return self.to_out(merge_heads(out))
-
-
-class DropPath(nn.Module):
-    """Stochastic depth: in training, zero a sample's branch with probability ``p`` (rescaling the rest)."""
-
-    def __init__(self, p=0.0):
-        super().__init__()
-        self.p = p
-
-    def extra_repr(self):
-        return f"p={self.p}"
-
-    def forward(self, x):
-        if not self.training or self.p == 0:
-            return x
-        keep = x.new_empty(x.shape[0], *(1,) * (x.dim() - 1)).bernoulli_(1 - self.p)
-        return x * keep / (1 - self.p)
 
 
 class Tokenizer(nn.Module):

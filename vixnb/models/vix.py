@@ -169,7 +169,9 @@ def vip_rope(*, image_size, num_classes, channels, **config):
 
 @register_model(paper="vix", label="ViL-RoPE")
 def vil_rope(*, image_size, num_classes, channels, **config):
-    """ViL with RoPE (on the queries and keys before the keys' sequence projection)."""
+    """ViL with RoPE (on the queries and keys before the keys' sequence projection), ViL's one key/value head, so
+    the count is ViL's as the paper says; the authors' ViL-RoPE script sets ``one_kv_head=False`` ("use False for
+    RoPE": +49,152), which ``mixer_options={"one_kv_head": False}`` builds."""
     return rope_model("vil", image_size, num_classes, channels, config)
 
 
@@ -194,7 +196,7 @@ def hybrid_vip_rope(*, image_size, num_classes, channels, **config):
 
 @register_model(paper="vix", label="Hybrid ViL-RoPE")
 def hybrid_vil_rope(*, image_size, num_classes, channels, **config):
-    """Hybrid ViL with RoPE."""
+    """Hybrid ViL with RoPE (one key/value head; the authors' script: ``mixer_options={"one_kv_head": False}``)."""
     return rope_model("hybrid_vil", image_size, num_classes, channels, config)
 
 

@@ -8,7 +8,8 @@ import pandas as pd
 
 from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
-                           COUNTED_METRICS, RUN_METRICS, claim_table, paper_claims, parse_claim)
+                           COUNTED_METRICS, RUN_METRICS, claim_table, in_sections, paper_claims,
+                           parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
 from .collect import collect_runs, current_counts, gpu_memory_rows
@@ -42,7 +43,7 @@ def _needs(paper_key, sections=None):
     those they name."""
     needs = {}
     for claim in paper_claims(paper_key):
-        if sections is not None and str(claim.get("section")) not in {str(x) for x in sections}:
+        if not in_sections(claim, sections):
             continue
         claim = parse_claim(paper_key, claim)
         if not claim["testable"]:

@@ -143,6 +143,14 @@ def _number(key, claim, field):
     _fail(key, claim, f"`{field}` must be a number or a fraction like \"1/3\", not {raw!r}")
 
 
+def in_sections(claim, sections):
+    """Whether ``claim`` is made in one of ``sections`` (None: any); "5.2" takes "5.2 (Figure 4)" too."""
+    if sections is None:
+        return True
+    section = str(claim.get("section", ""))
+    return any(section == str(s) or section.startswith(f"{s} ") for s in sections)
+
+
 def _models(key, claim, field):
     value = claim.get(field)
     if isinstance(value, str):

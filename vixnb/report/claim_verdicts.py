@@ -10,7 +10,7 @@ import statistics
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, claim_table, paper_claims,
+from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, claim_table, in_sections, paper_claims,
                            parse_claim)
 from .tables import label as model_label
 from .tables import page_table
@@ -256,14 +256,12 @@ def claims(paper_key, ours=None, *, sections=None):
     """Every claim of paper ``paper_key`` evaluated against the paper's printed numbers and against ``ours``
     (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
     for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing.
-    ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own)."""
-    chosen = paper_claims(paper_key)
-    if sections is not None:
-        wanted = {str(s) for s in sections}
-        chosen = [c for c in chosen if str(c.get("section")) in wanted]
-        if not chosen:
-            raise ValueError(f"sections={sorted(wanted)}: paper {paper_key!r} makes no claim there; its sections: "
-                             f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
+    ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own;
+    ``claim_schema.in_sections``)."""
+    chosen = [c for c in paper_claims(paper_key) if in_sections(c, sections)]
+    if not chosen:
+        raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
+                         f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
     rows = [evaluate(paper_key, claim, ours) for claim in chosen]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
                            "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],

@@ -41,7 +41,10 @@ def study_frame(paper, study, profile):
     from ..profiles import get_profile
     from ..train import run
 
-    spec = next(c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {}))
+    found = [c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {})]
+    if not found:
+        raise ValueError(f"study={study!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")
+    spec = found[0]
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
     rows = {}
