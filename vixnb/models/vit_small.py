@@ -1,0 +1,141 @@
+"""The small ViTs of the `shaped` paper (the blog "Optimizations of Transformers for Small-scale Performance"):
+a vanilla ViT and the simplified (shaped-attention) ViT of He & Hofmann (2023), on CIFAR-10 with 4 x 4 patches
+(64 patch tokens and a class token: 65).
+
+``create_model("vit_small_vanilla" | "vit_small_simplified", width=96, depth=8, heads=4, patch=4,
+alpha_beta="uniform", layout="blog", blog_scale=False)``.
+
+``layout="blog"`` (default) is the layout that the blog's six parameter counts fix exactly (Tables 2, 4, 5):
+
+- stem: a ``patch`` x ``patch`` Conv2d patch embedding with bias, 65 learned position vectors (the first is the
+  class token's: a separate class-token parameter would be the same learnable vector counted twice), one
+  LayerNorm before the encoder;
+- each block: one LayerNorm (at the block's input), then the token mixer, then an MLP width -> width -> width
+  (GELU). The queries and keys project to width/heads channels in total, so there is one attention map per
+  layer, applied to every channel;
+  - vanilla: x + O(A V(x)) then x + MLP(x), with full-width value and output Linear layers (bias);
+    ``skips=False`` removes both residuals (the blog's Fig. 14, "vanishing gradients");
+  - simplified: (alpha I + beta A) x then MLP, no value/output projections, no skips, scalar alpha and beta
+    initialised by ``alpha_beta`` (``layers.shaped``: uniform, identity, attention, dynamic, inverse-dynamic;
+    the per-layer schemes get each block's ``layer_index`` and the ``depth``);
+- head: a width x width Linear with tanh on the class token (the original ViT's pre-logits layer; the counts fix
+  only its size) and the 10-way Linear.
+
+That is width^2 + 127 width + 10 outside the blocks, and per block 2(width x width/heads + width/heads) for q and k,
+2 width for the LayerNorm, 2(width^2 + width) for the MLP, plus 2(width^2 + width) for V and O (vanilla) or 2 for
+alpha and beta (simplified).
+
+``layout="standard"``: a textbook pre-LN multi-head block for comparison: x + MHA(LN(x)), x + MLP(LN(x)) with
+``heads`` maps of width/heads channels (vanilla), and LN -> multi-head shaped attention -> LN -> MLP without
+skips (simplified); the same stem and head.
+
+The blog's code is a sketch with bugs; this implements the intended mathematics (the page lists the bugs). It
+divides the scores by ``head_dim ** -0.5``, i.e. multiplies them by sqrt(d): ``blog_scale=True`` reproduces that
+as an ablation (it changes only the scale), never by default.
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import layers
+from ..layers.blocks import mlp
+from .registry import register_model
+
+LAYOUTS = ("blog", "standard")
+
+
+class OneMapAttention(nn.Module):
+    """Softmax attention with one map per layer: q, k project to ``dim_head`` channels (bias), the map applies
+    to full-width values V(x), then O (both Linear with bias)."""
+
+    def __init__(self, *, dim, dim_head, fused=True):
+        super().__init__()
+        self.scale, self.fused = dim_head**-0.5, fused
+        self.to_q, self.to_k = nn.Linear(dim, dim_head), nn.Linear(dim, dim_head)
+        self.to_v, self.to_out = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.attend = nn.Softmax(dim=-1)
+
+    def attention_map(self, x):
+        """(b, 1, n, n): the one map of the layer."""
+        return self.attend(self.to_q(x) @ self.to_k(x).transpose(-1, -2) * self.scale).unsqueeze(1)
+
+    def forward(self, x):
+        q, k, v = self.to_q(x), self.to_k(x), self.to_v(x)
+        if self.fused:
+            mixed = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        else:
+            mixed = self.attend(q @ k.transpose(-1, -2) * self.scale) @ v
+        return self.to_out(mixed)
+
+
+class Block(nn.Module):
+    """norm -> mixer (+ x where ``skips``) -> [norm] -> MLP (+ x where ``skips``)."""
+
+    def __init__(self, dim, mixer, *, skips, second_norm):
+        super().__init__()
+        self.norm, self.mixer, self.skips = nn.LayerNorm(dim), mixer, skips
+        self.norm2 = nn.LayerNorm(dim) if second_norm else nn.Identity()
+        self.mlp = mlp(dim, dim)  # hidden size = width (the counts fix it)
+
+    def forward(self, x):
+        x = self.mixer(self.norm(x)) + (x if self.skips else 0)
+        return self.mlp(self.norm2(x)) + (x if self.skips else 0)
+
+
+class SmallViT(nn.Module):
+    def __init__(self, *, image_size, num_classes, channels=3, simplified, width=96, depth=8, heads=4, patch=4,
+                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None):
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout={layout!r}: use one of {', '.join(LAYOUTS)}")
+        if width % heads or image_size % patch:
+            raise ValueError(f"width {width} must be divisible by heads {heads}, image_size {image_size} by patch {patch}")
+        if simplified and skips:
+            raise ValueError("skips=True: the simplified block has none; pass skips only to vit_small_vanilla")
+        self.simplified, self.layout = simplified, layout
+        skips = (not simplified) if skips is None else skips
+        tokens = (image_size // patch) ** 2 + 1
+        self.to_patch_embedding = nn.Conv2d(channels, width, patch, stride=patch)
+        self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)
+        self.norm = nn.LayerNorm(width)
+        blog = layout == "blog"
+        dim_head, map_heads = (width // heads, 1) if blog else (width // heads, heads)
+
+        def mixer(i):
+            if simplified:
+                m = layers.build("shaped", dim=width, heads=map_heads, dim_head=dim_head, layer_index=i, depth=depth,
+                                 init=alpha_beta)
+            elif blog:
+                m = OneMapAttention(dim=width, dim_head=dim_head)
+            else:
+                m = layers.build("softmax", dim=width, heads=heads, dim_head=dim_head)
+            if blog_scale:  # the blog's bug: scores times sqrt(d) instead of divided by it
+                m.scale = dim_head**0.5
+            return m
+
+        self.blocks = nn.Sequential(*(Block(width, mixer(i), skips=skips, second_norm=not blog)
+                                      for i in range(1, depth + 1)))
+        self.pre_logits = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, img):
+        x = self.to_patch_embedding(img).flatten(2).transpose(1, 2)
+        x = torch.cat((x.new_zeros(x.shape[0], 1, x.shape[2]), x), dim=1) + self.pos_embedding  # class token first
+        x = self.blocks(self.norm(x))
+        return self.head(self.pre_logits(x[:, 0]))
+
+
+def small_vit(image_size, num_classes, channels, config, *, simplified):
+    return SmallViT(image_size=image_size, num_classes=num_classes, channels=channels, simplified=simplified, **config)
+
+
+@register_model(paper="shaped", label="Vanilla ViT")
+def vit_small_vanilla(*, image_size, num_classes, channels, **config):
+    """The blog's vanilla ViT (width 96, depth 8, 4 heads, 4 x 4 patches by default; ``skips=False``: Fig. 14)."""
+    return small_vit(image_size, num_classes, channels, config, simplified=False)
+
+
+@register_model(paper="shaped", label="Simplified ViT")
+def vit_small_simplified(*, image_size, num_classes, channels, **config):
+    """The blog's simplified ViT: shaped attention alpha I + beta A, no V/O, no skips (``alpha_beta`` scheme)."""
+    return small_vit(image_size, num_classes, channels, config, simplified=True)
