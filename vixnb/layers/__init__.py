@@ -25,12 +25,12 @@ from .fnet import FourierMixer
 from .heads import merge_heads, split_heads
 from .linear import ImageLinearAttention, LinearAttention, linear_attention
 from .linformer import LinformerAttention
-from .maps import attention_rollout, class_token_map, collect_attention_maps
+from .maps import attention_rollout, class_token_map, collect_attention_maps, diagonal_prominence
 from .mlp import TokenMLP
 from .nystrom import NystromAttention, moore_penrose_pinv
 from .performer import PerformerAttention, local_window_attention
 from .rope import Rotary, apply_rope
-from .shaped import ShapedAttention, shaped_init
+from .shaped import ShapedAttention, shaped_init, shaped_ratios
 from .softmax import SoftmaxAttention
 
 MIXERS = {
@@ -98,5 +98,5 @@ __all__ = [
     "Rotary", "apply_rope", "split_heads", "merge_heads", "SoftmaxAttention", "PerformerAttention",
     "LinformerAttention", "NystromAttention", "LinearAttention", "ImageLinearAttention", "ShapedAttention",
     "FourierMixer", "TokenMLP", "shaped_init", "linear_attention", "local_window_attention", "moore_penrose_pinv",
-    "attention_rollout", "collect_attention_maps", "class_token_map",
+    "attention_rollout", "collect_attention_maps", "class_token_map", "diagonal_prominence", "shaped_ratios",
 ]

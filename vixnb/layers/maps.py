@@ -6,7 +6,8 @@ mechanisms their documented equivalents; see each mixer). Like vit-pytorch's ``R
 mixers by type, so it needs no knowledge of the model's layout. ``attention_rollout(maps)`` fuses the heads of
 each layer, optionally discards the weakest links, adds the residual identity, renormalises the rows and
 multiplies the layers: rollout = A_L ... A_2 A_1, row i giving how much each input token reaches output
-token i. ``class_token_map`` turns the class-token row into an image-shaped map.
+token i. ``class_token_map`` turns the class-token row into an image-shaped map. ``diagonal_prominence``
+measures how much each token attends to itself, per layer and head (the `shaped` paper's Fig. 11 question).
 """
 import math
 
@@ -63,11 +64,10 @@ def attention_rollout(maps, *, head_fusion="mean", discard_ratio=0.0, add_residu
     return rollout
 
 
-def mixer_types():
-    """The classes ``collect_attention_maps`` records by default: every token mixer kind of ``layers.MIXERS``."""
-    from . import MIXERS  # the package imports this module first
-
-    return tuple(MIXERS.values())
+def has_attention_map(module):
+    """Whether ``module``'s class defines ``attention_map``: every token mixer of ``layers.MIXERS`` and the families'
+    own attentions (LeViT's, CvT's, the `shaped` paper's one-map attention), whatever wraps them."""
+    return callable(getattr(type(module), "attention_map", None))
 
 
 @torch.no_grad()
@@ -76,14 +76,22 @@ def collect_attention_maps(model, images, *, types=None):
     call, in call order (for a ViX model: one per layer, first layer first).
 
     Mixers are found by type, not by where they sit in the model: every submodule that is an instance of
-    ``types`` (a class or a tuple of classes; default ``mixer_types()``) gets a forward pre-hook that records
-    its input; each map is then ``mixer.attention_map(input)`` on the recorded input. A mixer without a map
-    (FNet, the token MLP) raises ``NotImplementedError``; a model with no mixer gives ``ValueError``.
+    ``types`` (a class or a tuple of classes; default: every class that defines ``attention_map``,
+    ``has_attention_map``, outermost ones only) gets a forward pre-hook that records its input; each map is then
+    ``mixer.attention_map(input)`` on the recorded input. A mixer without a map (FNet, the token MLP) raises
+    ``NotImplementedError``; a model with no mixer gives ``ValueError``.
     """
-    types = mixer_types() if types is None else (types,) if isinstance(types, type) else tuple(types)
-    mixers = [m for m in model.modules() if isinstance(m, types)]
+    if types is None:  # the outermost modules with a map (a Performer's inner FastAttention has its own)
+        named = [(n, m) for n, m in model.named_modules() if m is not model and has_attention_map(m)]
+        outer = [n for n, _ in named]
+        mixers = [m for n, m in named if not any(n.startswith(o + ".") for o in outer)]
+        wanted = "type with an attention_map"
+    else:
+        types = (types,) if isinstance(types, type) else tuple(types)
+        mixers = [m for m in model.modules() if isinstance(m, types)]
+        wanted = f"type {', '.join(t.__name__ for t in types)}"
     if not mixers:
-        raise ValueError(f"{type(model).__name__} has no module of type {', '.join(t.__name__ for t in types)}")
+        raise ValueError(f"{type(model).__name__} has no module of {wanted}")
     calls = []
     handles = [m.register_forward_pre_hook(lambda module, args: calls.append((module, args[0]))) for m in mixers]
     was_training = model.training
@@ -110,3 +118,11 @@ def class_token_map(rollout, *, cls_index=0):
     if side * side != row.shape[-1]:
         raise ValueError(f"{row.shape[-1]} patch tokens do not form a square grid")
     return row.view(-1, side, side)
+
+
+def diagonal_prominence(maps):
+    """(layers, heads): for each map of ``maps`` (one (b, h, n, n) map per layer, as ``collect_attention_maps``
+    returns), the mean over samples and tokens of the attention a token pays to itself, times n: 1 where
+    attention is uniform, n where each token attends only to itself, below 1 where tokens avoid themselves.
+    Layers must have the same number of heads (their token counts may differ)."""
+    return torch.stack([m.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)) * m.shape[-1] for m in maps])

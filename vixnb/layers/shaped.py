@@ -47,6 +47,12 @@ def shaped_init(scheme, *, layer_index=None, depth=None):
     return (a, 1.0 - a) if scheme == "dynamic" else (1.0 - a, a)
 
 
+def shaped_ratios(model):
+    """alpha / (alpha + beta) of every ``ShapedAttention`` of ``model``, in module order (first layer first): the
+    weight of the identity in each layer's map (1: the token keeps itself; 0: pure attention)."""
+    return [float(m.alpha / (m.alpha + m.beta)) for m in model.modules() if isinstance(m, ShapedAttention)]
+
+
 class ShapedAttention(nn.Module):
     def __init__(self, *, dim, heads=4, dim_head=32, init="uniform", layer_index=None, depth=None, alpha=None,
                  beta=None, qk_bias=True, centering=False, fused=True, rope=None, seq_len=None):
