@@ -18,7 +18,7 @@ paper's "Parameters" and "Size (MB)" (torchsummary) depend on which modules exis
 - sequence pooling: LayerNorm, softmax over the tokens of Linear(128, 1), the weighted mean of the tokens,
   Linear head. As in vit-pytorch, tokenizer and the rest (``SeqPoolTransformer``) are two modules.
 
-Token mixers: CCP, CCL, CCN take the ViX models' mixers and options (``vix.paper_mixers()``: ViP, ViL, ViN) at
+Token mixers: CCP, CCL, CCN take the ViX models' mixers and options (``vix.paper_mixer``: ViP, ViL, ViN) at
 the family's own sequence length (1024 tokens, no class token). CCT's attention is ViT's softmax attention
 (the same Linear modules, so T = N - 528 holds) plus the authors' dropout of 0.1 on the attention weights
 (``CCTAttention``); in the authors' code the hooked module with the n x n output is that dropout (softmax is
@@ -45,7 +45,7 @@ from ..layers.heads import merge_heads
 from ..layers.softmax import SoftmaxAttention
 from ..layers.stems import stem_geometry
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixers
+from .vix import paper_mixer
 
 
 class CCTAttention(SoftmaxAttention):
@@ -170,12 +170,11 @@ class CCX(nn.Module):
         return self.classifier(self.tokenizer(img))
 
 
-def ccx_model(image_size, num_classes, channels, config, *, vix_name, mixer_options=None):
-    """A ``CCX`` with the token mixer and options of ViX model ``vix_name`` (``paper_mixers``) updated by
-    ``mixer_options``, the first conv's stride for ``image_size`` (``stem_geometry``: 1 at 32 px, 2 at 64 px), and
-    the ``create_model`` overrides ``config`` applied (see the module doc)."""
-    mixer, own = paper_mixers()[vix_name]
-    kind, options, config = mixer_overrides(config, mixer, {**own, **(mixer_options or {})})
+def ccx_model(image_size, num_classes, channels, config, mixer, mixer_options=None):
+    """A ``CCX`` with token mixer ``mixer`` (options ``mixer_options``), the first conv's stride for ``image_size``
+    (``stem_geometry``: 1 at 32 px, 2 at 64 px), and the ``create_model`` overrides ``config`` applied (see the
+    module doc)."""
+    kind, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
     return CCX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)
@@ -184,22 +183,23 @@ def ccx_model(image_size, num_classes, channels, config, *, vix_name, mixer_opti
 @register_model(paper="vix", label="CCT")
 def cct(*, image_size, num_classes, channels, **config):
     """Compact Convolutional Transformer: softmax attention with dropout 0.1 on the weights (``CCTAttention``)."""
-    return ccx_model(image_size, num_classes, channels, config, vix_name="vit", mixer_options=dict(attn_dropout=0.1))
+    kind, options = paper_mixer("vit")
+    return ccx_model(image_size, num_classes, channels, config, kind, {**options, "attn_dropout": 0.1})
 
 
 @register_model(paper="vix", label="CCP")
 def ccp(*, image_size, num_classes, channels, **config):
     """Compact Convolutional Performer: ViP's mixer (FAVOR+, softmax kernel, biased q/k/v)."""
-    return ccx_model(image_size, num_classes, channels, config, vix_name="vip")
+    return ccx_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
 
 
 @register_model(paper="vix", label="CCL")
 def ccl(*, image_size, num_classes, channels, **config):
     """Compact Convolutional Linformer: ViL's mixer (no script of the authors'; k=64, one shared key/value head)."""
-    return ccx_model(image_size, num_classes, channels, config, vix_name="vil")
+    return ccx_model(image_size, num_classes, channels, config, *paper_mixer("vil"))
 
 
 @register_model(paper="vix", label="CCN")
 def ccn(*, image_size, num_classes, channels, **config):
     """Compact Convolutional Nystromformer: ViN's mixer (64 landmarks, 6 iterations, residual conv of kernel 33)."""
-    return ccx_model(image_size, num_classes, channels, config, vix_name="vin")
+    return ccx_model(image_size, num_classes, channels, config, *paper_mixer("vin"))

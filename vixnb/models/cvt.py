@@ -14,7 +14,7 @@ kv projection stride 1 (no key/value downsampling).
   heads are 64 wide: vit-pytorch's ``Transformer`` never passes ``dim_head`` on, so its default 64 holds
   (there is no CvT notebook; 64 is what reproduces Table 3's 1,099,786, 32 would give 837,642).
 - CvP, CvL, CvN: the attention replaced by ViX's Performer, Linformer and Nystrom mixers with their ViX
-  settings (``paper_mixers()``), heads of 32 (the authors' ``Transformer`` sets ``dim_head = 32``), on the
+  settings (``vix.paper_mixer``), heads of 32 (the authors' ``Transformer`` sets ``dim_head = 32``), on the
   flattened tokens of the feature map (``TokenMixer2d``: flatten, mixer, unflatten). CvL has no notebook: it
   is the ViL mixer at each stage's sequence length.
 
@@ -48,7 +48,7 @@ from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import GRID_SIDE
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixers
+from .vix import paper_mixer
 
 CONV_ATTENTION = "cvt"  # the mixer kind naming CvT's own convolutional-projection softmax attention
 
@@ -190,7 +190,7 @@ class CvX(nn.Module):
         return self.head(self.stages(img))
 
 
-def cvx_model(image_size, num_classes, channels, config, *, mixer, mixer_options=None, dim_head=32):
+def cvx_model(image_size, num_classes, channels, config, mixer, mixer_options=None, *, dim_head=32):
     """A ``CvX`` with token mixer ``mixer`` (options ``mixer_options``), the first embedding's stride giving a
     32 x 32 grid for ``image_size``, and the ``create_model`` overrides ``config`` applied (module doc)."""
     if image_size % GRID_SIDE:
@@ -201,30 +201,25 @@ def cvx_model(image_size, num_classes, channels, config, *, mixer, mixer_options
                **arguments)
 
 
-def vix_mixer(name, image_size, num_classes, channels, config):
-    kind, options = paper_mixers()[name]
-    return cvx_model(image_size, num_classes, channels, config, mixer=kind, mixer_options=options)
-
-
 @register_model(paper="vix", label="CvT")
 def cvt(*, image_size, num_classes, channels, **config):
     """CvT: softmax attention with depthwise-separable conv projections, heads of 64 (vit-pytorch's default)."""
-    return cvx_model(image_size, num_classes, channels, config, mixer=CONV_ATTENTION, dim_head=64)
+    return cvx_model(image_size, num_classes, channels, config, CONV_ATTENTION, dim_head=64)
 
 
 @register_model(paper="vix", label="CvP")
 def cvp(*, image_size, num_classes, channels, **config):
     """CvT with ViP's Performer attention on each stage's tokens."""
-    return vix_mixer("vip", image_size, num_classes, channels, config)
+    return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
 
 
 @register_model(paper="vix", label="CvL")
 def cvl(*, image_size, num_classes, channels, **config):
     """CvT with ViL's Linformer attention at each stage's sequence length (no authors' notebook)."""
-    return vix_mixer("vil", image_size, num_classes, channels, config)
+    return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vil"))
 
 
 @register_model(paper="vix", label="CvN")
 def cvn(*, image_size, num_classes, channels, **config):
     """CvT with ViN's Nystrom attention on each stage's tokens."""
-    return vix_mixer("vin", image_size, num_classes, channels, config)
+    return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vin"))

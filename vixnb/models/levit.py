@@ -12,7 +12,7 @@ LeViT itself has no published script: ``levit`` keeps vit-pytorch's own attentio
 1x1-conv + BatchNorm projections, GELU before a 1x1-conv + BatchNorm output, dim_key = dim_value = 32 as in
 the authors' copy) without its relative position-bias table, which the paper says it removed (section 3);
 that reproduces Table 3's 624,970, and ``mixer_options={"pos_bias": True}`` adds the table (641,354).
-LeViP, LeViL and LeViN use the ViX mixers with the settings of ViP, ViL and ViN (``paper_mixers``), at
+LeViP, LeViL and LeViN use the ViX mixers with the settings of ViP, ViL and ViN (``vix.paper_mixer``), at
 seq_len 1,024, as the notebooks configure LeViP and LeViN; LeViL has no script either, so it takes ViL's
 Linformer (k 64, one shared key/value head) in the same skeleton, which gives Table 3's 506,186.
 
@@ -40,6 +40,7 @@ from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import conv_stem, stem_geometry
 from .registry import mixer_overrides, register_model
+from .vix import paper_mixer
 
 
 class LeViTAttention(nn.Module):
@@ -162,7 +163,7 @@ class LeViX(nn.Module):
         return self.mlp_head(self.pool(self.backbone(self.conv_embedding(img))))
 
 
-def levix_model(image_size, num_classes, channels, config, *, mixer, mixer_options=None):
+def levix_model(image_size, num_classes, channels, config, mixer, mixer_options=None):
     """A ``LeViX`` with mixer ``mixer`` (options ``mixer_options``), the stem stride that gives the 32 x 32
     map for ``image_size`` (``stem_geometry``), and the ``create_model`` overrides ``config`` (module doc)."""
     kind, options, config = mixer_overrides(config, mixer, mixer_options)
@@ -171,35 +172,27 @@ def levix_model(image_size, num_classes, channels, config, *, mixer, mixer_optio
                  **arguments)
 
 
-def vix_mixer(name):
-    """{"mixer": kind, "mixer_options": options} of ViX model ``name`` ("vip", "vil", "vin")."""
-    from .vix import paper_mixers
-
-    kind, options = paper_mixers()[name]
-    return {"mixer": kind, "mixer_options": options}
-
-
 @register_model(paper="vix", label="LeViT")
 def levit(*, image_size, num_classes, channels, **config):
     """LeViT: LeViT's attention without the position-bias table, as the paper ran it (624,970; with
     ``mixer_options={"pos_bias": True}`` 641,354)."""
-    return levix_model(image_size, num_classes, channels, config, mixer="levit", mixer_options=dict(pos_bias=False))
+    return levix_model(image_size, num_classes, channels, config, "levit", dict(pos_bias=False))
 
 
 @register_model(paper="vix", label="LeViP")
 def levip(*, image_size, num_classes, channels, **config):
     """LeViP: ViP's Performer. 622,410; the paper prints 662,410, 40,000 more (a typo: its Table 4 gives
     646,920 = 622,410 + 24,510, as the authors' notebook prints)."""
-    return levix_model(image_size, num_classes, channels, config, **vix_mixer("vip"))
+    return levix_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
 
 
 @register_model(paper="vix", label="LeViL")
 def levil(*, image_size, num_classes, channels, **config):
     """LeViL: ViL's Linformer (k 64, shared one-head keys and values) over the 1,024 tokens (no script)."""
-    return levix_model(image_size, num_classes, channels, config, **vix_mixer("vil"))
+    return levix_model(image_size, num_classes, channels, config, *paper_mixer("vil"))
 
 
 @register_model(paper="vix", label="LeViN")
 def levin(*, image_size, num_classes, channels, **config):
     """LeViN: ViN's Nystromformer (64 landmarks, 1,024 tokens: no padding)."""
-    return levix_model(image_size, num_classes, channels, config, **vix_mixer("vin"))
+    return levix_model(image_size, num_classes, channels, config, *paper_mixer("vin"))

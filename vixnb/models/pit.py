@@ -20,7 +20,7 @@ patches (stride = patch size): 1024 tokens + class token (seq_len 1025), pooled 
 class token (seq_len 257). The hybrids use the ViX 3-conv stem unchanged. Size (MB) also needs vit-pytorch's
 ``DepthWiseConv2d`` wrapper module (``DepthwiseConv``; without it 0.50 MB less).
 
-Mixers: the ViX models' (``vix.paper_mixers``), each built with its stage's seq_len: PiT the plain softmax
+Mixers: the ViX models' (``vix.paper_mixer``), each built with its stage's seq_len: PiT the plain softmax
 attention (``nn.Softmax`` on the materialised path, which Size (MB) counts), PiN ViN's Nystrom (64
 landmarks; stage 2's 257 tokens are front-padded to 320), PiP ViP's Performer (softmax-kernel FAVOR+, as the
 ViP script runs it). A learned position embedding (not counted by the paper's convention) is added to the
@@ -51,7 +51,7 @@ from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import conv_stem, stem_geometry
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixers
+from .vix import paper_mixer
 
 
 def unfold_embedding(channels, dim, *, patch_size=1):
@@ -123,11 +123,11 @@ class PiX(nn.Module):
         return self.mlp_head(x[:, 0])
 
 
-def pix_model(image_size, num_classes, channels, config, *, like, hybrid=False):
-    """A ``PiX`` with the token mixer (kind and options) of the ViX model ``like`` ("vit", "vin", "vip"), the
+def pix_model(image_size, num_classes, channels, config, mixer, mixer_options=None, *, hybrid=False):
+    """A ``PiX`` with token mixer ``mixer`` (options ``mixer_options``; the ViX models', ``vix.paper_mixer``), the
     patch embedding or (``hybrid``) the conv stem at the ViX geometry for ``image_size``, and the
     ``create_model`` overrides ``config`` applied (see the module doc)."""
-    kind, options, config = mixer_overrides(config, *paper_mixers()[like])
+    kind, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
     return PiX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
                **arguments)
@@ -136,34 +136,34 @@ def pix_model(image_size, num_classes, channels, config, *, like, hybrid=False):
 @register_model(paper="vix", label="PiT")
 def pit(*, image_size, num_classes, channels, **config):
     """PiT: softmax attention (ViT's)."""
-    return pix_model(image_size, num_classes, channels, config, like="vit")
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vit"))
 
 
 @register_model(paper="vix", label="PiN")
 def pin(*, image_size, num_classes, channels, **config):
     """PiN: ViN's Nystrom attention in both stages."""
-    return pix_model(image_size, num_classes, channels, config, like="vin")
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vin"))
 
 
 @register_model(paper="vix", label="PiP")
 def pip(*, image_size, num_classes, channels, **config):
     """PiP: ViP's Performer (softmax-kernel FAVOR+, biased q/k/v) in both stages."""
-    return pix_model(image_size, num_classes, channels, config, like="vip")
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
 
 
 @register_model(paper="vix", label="Hybrid PiT")
 def hybrid_pit(*, image_size, num_classes, channels, **config):
     """PiT with the 3-conv stem."""
-    return pix_model(image_size, num_classes, channels, config, like="vit", hybrid=True)
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vit"), hybrid=True)
 
 
 @register_model(paper="vix", label="Hybrid PiN")
 def hybrid_pin(*, image_size, num_classes, channels, **config):
     """PiN with the 3-conv stem."""
-    return pix_model(image_size, num_classes, channels, config, like="vin", hybrid=True)
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vin"), hybrid=True)
 
 
 @register_model(paper="vix", label="Hybrid PiP")
 def hybrid_pip(*, image_size, num_classes, channels, **config):
     """PiP with the 3-conv stem."""
-    return pix_model(image_size, num_classes, channels, config, like="vip", hybrid=True)
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip"), hybrid=True)

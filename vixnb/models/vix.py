@@ -206,20 +206,30 @@ def hybrid_vin_rope(*, image_size, num_classes, channels, **config):
     return rope_model("hybrid_vin", image_size, num_classes, channels, config)
 
 
+def _configured(name):
+    """Model ``name`` of this file as its function configures it, built at depth 0 on the meta device (no weights,
+    no random numbers drawn), so the functions above stay the one place that states their mixers."""
+    with torch.device("meta"):
+        return model_entrypoint(name)(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0)
+
+
+def paper_mixer(name):
+    """(mixer kind, mixer options) of ViX model ``name`` ("vit", "vip", "vil", "vin", ...), as its function
+    configures them: what the other families' X variants take (LeViP = LeViT's skeleton + ``paper_mixer("vip")``)."""
+    model = _configured(name)
+    return model.mixer_kind, dict(model.mixer_options)
+
+
 def paper_mixers():
     """{model name: (mixer kind, mixer options)} of the plain models of this file (not hybrid, learned position
-    embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet), as their
-    functions configure them: read from a depth-0 build on the meta device (no weights, no random numbers
-    drawn), so the functions above stay the one place that states them."""
+    embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet), as their functions configure them."""
     from .registry import list_models
 
     found = {}
     for name in list_models():
-        fn = model_entrypoint(name)
-        if fn.__module__ != __name__:
+        if model_entrypoint(name).__module__ != __name__:
             continue
-        with torch.device("meta"):
-            model = fn(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0)
+        model = _configured(name)
         if not model.hybrid and model.pos_kind == "learned":
             found[name] = (model.mixer_kind, dict(model.mixer_options))
     return found
