@@ -50,7 +50,7 @@ def _needs(paper_key, sections=None):
             continue
         need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set()})
         named = claim["models"] or [m for pair in claim["pair_list"] for m in pair if m is not None]
-        tabled = claim_table(paper_key, claim)["models"] if claim.get("table") else []
+        tabled = list(claim_table(paper_key, claim)["rows"]) if claim.get("table") else []
         for model in [*tabled, *named]:
             if model not in need["models"]:
                 need["models"].append(model)

@@ -168,8 +168,8 @@ def _table_of(key, claim, name):
 
 
 def claim_table(key, claim):
-    """The table a claim reads: ``{"names": [...], "rows": {model: row}, "models": [...], "dataset": ...}``, the
-    rows of every table its ``table`` names (one name or a list of tables on one dataset), in printed order."""
+    """The table a claim reads: ``{"rows": {model: row}, "dataset": ...}``, the rows of every table its ``table``
+    names (one name or a list of tables on one dataset), in printed order."""
     names = claim["table"] if isinstance(claim["table"], list) else [claim["table"]]
     if not names or not all(isinstance(n, str) for n in names):
         _fail(key, claim, f"`table` must be a table name or a list of them, not {claim['table']!r}")
@@ -183,7 +183,7 @@ def claim_table(key, claim):
             if model in rows:
                 _fail(key, claim, f"model {model!r} is in more than one of the tables {', '.join(names)}")
             rows[model] = row
-    return {"names": names, "rows": rows, "models": list(rows), "dataset": datasets.pop()}
+    return {"rows": rows, "dataset": datasets.pop()}
 
 
 def _correlation_models(key, claim):

@@ -123,7 +123,7 @@ def _model_order(key, claim):
     if claim.get("models"):
         return list(claim["models"])
     named = [m for pair in claim["pair_list"] for m in pair if m is not None]
-    tabled = claim_table(key, claim)["models"] if claim.get("table") else []
+    tabled = list(claim_table(key, claim)["rows"]) if claim.get("table") else []
     return [*tabled, *(m for m in named if m not in tabled)]
 
 
