@@ -29,15 +29,16 @@ def _by_model(entries):
 
 def test_plan_lists_every_published_row_once_per_seed():
     entries = plan.build("budget")
-    train = [e for e in entries if e.kind == "train"]
+    train = [e for e in entries if e.kind == "train" and e.paper == "vix"]
     # the vix paper's three chapters: Tables 1-2 (12 models x 2 datasets), Tables 3-5 (12 x 2 + 6), Table 6 (8),
-    # three seeds each, plus no study in the budget profile
+    # three seeds each, plus no study in the budget profile (the shaped paper's: tests/test_shaped_chapter.py)
     assert len(train) == (12 * 2 + 12 * 2 + 6 + 8) * 3
     tables = {"vix_table1": ("table1", "table2"), "vix_families": ("table3", "table5", "table4"), "vix_rope": ("table6",)}
     for chapter, names in tables.items():
         rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
         assert {(e.model, e.dataset) for e in train if e.seed == 0 and e.chapter == chapter} == rows
-    assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "efficiency"]
+    assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "efficiency",
+                                                        "simplified"]
     measures = {e.name: e.chapter for e in entries if e.kind == "measure"}
     assert {k: v for k, v in measures.items() if k.startswith("vix")} == {
         "vix-gpu-memory-cifar10-b64": "vix_table1", "vix-families-gpu-memory-cifar10-b64": "vix_families",

@@ -126,7 +126,11 @@ def _run_measure(spec, compute):
     from .report import cost
 
     book = papers.book_chapter(spec["paper"], spec["chapter"])
-    if spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
+    if spec["name"] == report.collect.attention_maps_name(spec["paper"], spec["dataset"]):
+        if report.collect.attention_maps(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
+                                         compute=compute) is None:
+            raise RuntimeError(f"{spec['name']}: the attention maps of this profile need its GPU")
+    elif spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
         models = papers.table_models("vix", "table1") + book.get("references", [])
         measured = cost.measure_or_load(models, profile=spec["profile"], dataset=spec["dataset"], compute=compute)
         if measured["source"] == "not yet run":

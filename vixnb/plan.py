@@ -65,7 +65,7 @@ class Entry:
     chapter: str
     paper: str
     kind: str
-    name: str              # the model of a run; the record of a measurement or benchmark
+    name: str              # the run (its table row: the model, or a paper's run name); the record of a measurement or benchmark
     model: str | None
     dataset: str | None
     profile: str
@@ -82,6 +82,7 @@ class Entry:
     command: str = ""
     path: str = ""         # the result file in the store
     key: str = ""          # the run's configuration hash (training runs)
+    keep_weights: bool = False  # the run stores its trained weights (``train.run(keep_weights=True)``)
 
     def to_dict(self):
         return asdict(self)
@@ -94,9 +95,33 @@ def chapters():
             for chapter in papers.book_chapters(key)]
 
 
-def _run_command(model, dataset, profile, seed, settings):
-    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in settings.items())
-    return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}"
+def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
+    import inspect
+    import json
+
+    from .profiles import run_config
+
+    run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
+    extra = "".join(f" --{k.replace('_', '-')} {v}" if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
+                    for k, v in settings.items())
+    keep = " --keep-weights" if keep_weights else ""
+    return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
+
+
+def table_runs(key, book, table, profile, seeds=None):
+    """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
+    section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
+    ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
+    as the table's ``runs`` where the paper made more runs (GPU profiles only)."""
+    from .profiles import get_profile
+
+    prof = get_profile(profile)
+    seeds = list(seeds if seeds is not None else prof.get("seeds") or [0])
+    runs = papers.table(key, table).get("runs", 0)
+    if prof["device"] == "cuda" and runs > len(seeds):
+        seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
+    shrink = (book.get("profile_settings") or {}).get(profile) or {}
+    return [(row, model, {**settings, **shrink}, seeds) for row, model, settings in papers.table_runs(key, table)]
 
 
 def _train_entries(key, book, profile, seeds, store):
@@ -106,37 +131,41 @@ def _train_entries(key, book, profile, seeds, store):
     entries = []
     for table in book.get("train", []):
         dataset = papers.table(key, table)["dataset"]
-        for model in papers.table_models(key, table):
-            for i, seed in enumerate(seeds):
-                entries.append((1 if i == 0 else 3, f"{key} {table}", model, dataset, seed, {}))
+        keep = table in (book.get("keep_weights") or [])
+        for row, model, settings, table_seeds in table_runs(key, book, table, profile, seeds):
+            for i, seed in enumerate(table_seeds):
+                entries.append((1 if i == 0 else 3, f"{key} {table}", row, model, dataset, seed, settings,
+                                keep and i == 0))
     for study, spec in (book.get("studies") or {}).items():
         if profile not in spec.get("profiles", []):
             continue
         dataset = papers.table(key, spec["table"])["dataset"]
         for model in spec["models"]:
             for seed in seeds:
-                entries.append((2, f"study: {study}", model, dataset, seed, dict(spec.get("settings") or {})))
-    out, seen = [], set()
-    for level, purpose, model, dataset, seed, settings in entries:
+                entries.append((2, f"study: {study}", model, model, dataset, seed, dict(spec.get("settings") or {}),
+                                False))
+    out, seen = {}, set()
+    for level, purpose, name, model, dataset, seed, settings, keep in entries:
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
-        if k in seen:  # e.g. smoke: every dataset is the synthetic one
+        if k in out:  # e.g. smoke: every dataset is the synthetic one; or a run two tables show
+            out[k].keep_weights |= keep
             continue
-        seen.add(k)
-        out.append(Entry(chapter=book["notebook"], paper=key, kind="train", name=model, model=model,
-                         dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
-                         purpose=purpose, command=_run_command(model, dataset, profile, seed, settings),
-                         path=str(store.path(config).relative_to(store.root)), key=k))
-        out[-1]._config = config
-    return out
+        out[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
+                       dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
+                       purpose=purpose, command=_run_command(model, dataset, profile, seed, settings, keep),
+                       path=str(store.path(config).relative_to(store.root)), key=k, keep_weights=keep)
+        out[k]._config = config
+    return list(out.values())
 
 
 def _record_entries(key, book, profile, store):
-    from .report.collect import gpu_memory_record
+    from .report.collect import attention_maps_name, gpu_memory_record
 
     out = []
     for measure, dataset in (book.get("measure") or {}).items():
-        record = gpu_memory_record(key, dataset, part=book.get("part")) if measure == "gpu_memory" else measure
+        record = {"gpu_memory": lambda: gpu_memory_record(key, dataset, part=book.get("part")),
+                  "attention_maps": lambda: attention_maps_name(key, dataset)}.get(measure, lambda: measure)()
         command = f"vixnb batch --profile {profile} --only {record}"
         out.append(Entry(chapter=book["notebook"], paper=key, kind="measure", name=record, model=None,
                          dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",

@@ -67,6 +67,9 @@ def _train_arguments(sub):
     s.add_argument("--no-eval-mode", action="store_true", help="the authors' scripts' missing model.eval()")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")
     s.add_argument("--channels-last", action="store_true")
+    s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="model setting, VALUE parsed as YAML (e.g. --override width=128 --override skips=false)")
+    s.add_argument("--keep-weights", action="store_true", help="store the trained weights (float16) beside the result")
     s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
     s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
     s.add_argument("--quiet", action="store_true", help="no progress bars")

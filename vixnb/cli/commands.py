@@ -28,8 +28,9 @@ def train(args):
                "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr,
                "allow_resize": args.allow_resize}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
+    keep = {"keep_weights": True} if args.keep_weights else {}
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
-                 progress=not args.quiet, download=args.download, **overrides)
+                 progress=not args.quiet, download=args.download, **keep, **overrides, **_overrides(args.override))
     if result["status"] != "done":
         raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
     summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,

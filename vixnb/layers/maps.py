@@ -71,9 +71,11 @@ def has_attention_map(module):
 
 
 @torch.no_grad()
-def collect_attention_maps(model, images, *, types=None):
+def collect_attention_maps(model, images, *, types=None, method="attention_map"):
     """Run ``model`` on ``images`` once (eval mode, restored after) and return one (b, h, n, n) map per mixer
-    call, in call order (for a ViX model: one per layer, first layer first).
+    call, in call order (for a ViX model: one per layer, first layer first). ``method``: the mixer method that
+    makes each map (``softmax_map``: shaped attention's learned part alone, without alpha I; a mixer without
+    that method gives its ``attention_map``).
 
     Mixers are found by type, not by where they sit in the model: every submodule that is an instance of
     ``types`` (a class or a tuple of classes; default: every class that defines ``attention_map``,
@@ -102,7 +104,7 @@ def collect_attention_maps(model, images, *, types=None):
         finally:
             for h in handles:
                 h.remove()
-        return [mixer.attention_map(x) for mixer, x in calls]  # still in eval mode
+        return [getattr(mixer, method, mixer.attention_map)(x) for mixer, x in calls]  # still in eval mode
     finally:
         model.train(was_training)
 

@@ -50,7 +50,7 @@ def shaped_init(scheme, *, layer_index=None, depth=None):
 def shaped_ratios(model):
     """alpha / (alpha + beta) of every ``ShapedAttention`` of ``model``, in module order (first layer first): the
     weight of the identity in each layer's map (1: the token keeps itself; 0: pure attention)."""
-    return [float(m.alpha / (m.alpha + m.beta)) for m in model.modules() if isinstance(m, ShapedAttention)]
+    return [float((m.alpha / (m.alpha + m.beta)).detach()) for m in model.modules() if isinstance(m, ShapedAttention)]
 
 
 class ShapedAttention(nn.Module):

@@ -5,7 +5,9 @@ to its source document's file name. A paper file holds:
 
 - ``title`` and ``document``;
 - ``tables``: each published table exactly as printed, ``{caption, dataset, rows: {model: {column: value}}}``.
-  A table's rows, in printed order, are its list of models (``table_models``); nothing else repeats it;
+  A table's rows, in printed order, are its list of models (``table_models``); nothing else repeats it. A table
+  may give the ``create_model`` settings of its runs (``model_config``), and a row may name its ``model`` and
+  ``settings`` (``row_run``), where the paper shows one model in several configurations;
 - ``protocol``: the authors' optimizer, epochs, batch sizes and per-model overrides (``protocol``);
 - ``claims``: the quantitative claims of its text (``vixnb.report.claims`` evaluates them).
 
@@ -78,6 +80,34 @@ def table_models(key, name):
     return list(table(key, name)["rows"])
 
 
+def row_run(key, name, row):
+    """``(model, settings)`` of row ``row`` of table ``name``: the model (the row's ``model``, else the row's name)
+    and its ``create_model`` settings (the table's ``model_config``, then the row's ``settings``). A paper whose
+    tables show one model in several configurations (the blog's experiments) names its rows by run and gives
+    each a ``model``; a row name then means the same run in every table of the file."""
+    entry = table(key, name)["rows"].get(row)
+    if entry is None:
+        raise PaperFileError(f"vixnb/papers/{key}.yaml: table {name!r} has no row {row!r}")
+    entry = entry if isinstance(entry, dict) else {}
+    return entry.get("model", row), {**(table(key, name).get("model_config") or {}), **(entry.get("settings") or {})}
+
+
+def table_runs(key, name):
+    """``[(row, model, settings)]`` of a table, in printed order (``row_run``)."""
+    return [(row, *row_run(key, name, row)) for row in table_models(key, name)]
+
+
+def paper_runs(key):
+    """``{row: (model, settings)}`` over every table of paper ``key``: the runs its rows name."""
+    return {row: (model, settings) for name in load(key)["tables"] for row, model, settings in table_runs(key, name)}
+
+
+def params_convention(key):
+    """How paper ``key``'s tables count parameters: ``paper`` (the ViX convention of ``measure.counting``) unless
+    its file says ``params_convention: "true"`` (every trainable parameter once)."""
+    return load(key).get("params_convention", "paper")
+
+
 def table_for(key, dataset, *, among=None):
     """The name of the table of ``key`` reported on ``dataset`` (the first such, or the first of ``among``)."""
     names = among or list(load(key)["tables"])
@@ -132,5 +162,6 @@ def claims(key):
     return list(load(key)["claims"])
 
 
-__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "list_papers", "load", "table", "table_models", "table_for", "caption",
-           "protocol", "per_model", "claims"]
+__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "list_papers", "load", "table", "table_models",
+           "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption", "protocol", "per_model",
+           "claims"]

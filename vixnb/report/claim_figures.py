@@ -2,13 +2,15 @@
 results store (``ours_from_store``), and every paper's claims evaluated (``ledger``, ``claim_list``)."""
 from __future__ import annotations
 
+import json
 import numbers
+import statistics
 
 import pandas as pd
 
 from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
-                           COUNTED_METRICS, RUN_METRICS, claim_table, in_sections, paper_claims,
+                           COUNTED_METRICS, RUN_METRICS, SEED_METRICS, claim_table, in_sections, paper_claims,
                            parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
@@ -38,9 +40,10 @@ def claim_list():
 
 
 def _needs(paper_key, sections=None):
-    """{dataset: {"models": [...], "metrics": set}} that the testable claims of a paper (in ``sections``, or all)
-    need from our results; the models are every model of each table the claims read (in printed order), plus
-    those they name."""
+    """{dataset: {"models": [...], "metrics": set, "runs": {name: (model, settings)}}} that the testable claims of
+    a paper (in ``sections``, or all) need from our results; the models are every row of each table the claims
+    read (in printed order), plus those they name; ``runs`` gives each its model and settings
+    (``papers.row_run``: a row name is the model itself unless the paper file says otherwise)."""
     needs = {}
     for claim in paper_claims(paper_key):
         if not in_sections(claim, sections):
@@ -48,36 +51,87 @@ def _needs(paper_key, sections=None):
         claim = parse_claim(paper_key, claim)
         if not claim["testable"]:
             continue
-        need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set()})
+        need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set(), "runs": {}})
         named = claim["models"] or [m for pair in claim["pair_list"] for m in pair if m is not None]
-        tabled = list(claim_table(paper_key, claim)["rows"]) if claim.get("table") else []
-        for model in [*tabled, *named]:
+        tables = ([claim["table"]] if isinstance(claim["table"], str) else claim["table"]) if claim.get("table") else []
+        for name in tables:
+            for row, model, settings in papers.table_runs(paper_key, name):
+                need["runs"].setdefault(row, (model, settings))
+        for model in [*(row for name in tables for row in papers.table_models(paper_key, name)), *named]:
             if model not in need["models"]:
                 need["models"].append(model)
+            need["runs"].setdefault(model, papers.paper_runs(paper_key).get(model, (model, {})))
         metrics = {claim["x"], claim["y"]} if claim["method"] == "correlation" else {claim["metric"]}
         need["metrics"] |= metrics
     return needs
 
 
-def _best_runs(models, *, dataset, profile, compute, store, stored):
-    """{model: best run} over the stored seeds (seed 0 where none is stored), and every record looked at."""
+def _stored_seeds(stored, config):
+    """The seeds of the stored results whose configuration is ``config`` but for the seed."""
+    def same(other):
+        return isinstance(other, dict) and {k: v for k, v in other.items() if k != "seed"} == \
+            {k: v for k, v in config.items() if k != "seed"}
+    return sorted({r["config"]["seed"] for r in stored if same(r.get("config"))})
+
+
+def _best_runs(runs, *, dataset, profile, compute, store, stored):
+    """``({name: best run}, {name: [done runs]}, records)``: for each run ``{name: (model, settings)}``, its
+    stored seeds (seed 0 where none is stored), the best by top-1, every seed done, and every record looked at."""
     from ..profiles import run_config
 
-    best, records = {}, []
-    for model in models:
+    best, done_runs, records = {}, {}, []
+    for name, (model, settings) in runs.items():
         if model not in list_models():
             records.append({"status": "not yet run", "reason": f"{model!r} is not a vixnb model"})
             continue
-        used = run_config(model, dataset=dataset, profile=profile)["dataset"]
-        seeds = sorted({r["config"]["seed"] for r in stored if isinstance(r.get("config"), dict)
-                        and r["config"].get("model") == model and r["config"].get("dataset") == used}) or [0]
-        runs = collect_runs([model], dataset=dataset, profile=profile, seeds=seeds, compute=compute, progress=False,
-                            store=store)
-        records.extend(runs)
-        done = [r for r in runs if r.get("status") == "done" and isinstance(r.get("top1"), numbers.Real)]
+        seeds = _stored_seeds(stored, run_config(model, dataset=dataset, profile=profile, **settings)) or [0]
+        found = collect_runs([model], dataset=dataset, profile=profile, seeds=seeds, compute=compute, progress=False,
+                             store=store, **settings)
+        records.extend(found)
+        done = [r for r in found if r.get("status") == "done" and isinstance(r.get("top1"), numbers.Real)]
         if done:
-            best[model] = max(done, key=lambda r: r["top1"])
-    return best, records
+            best[name], done_runs[name] = max(done, key=lambda r: r["top1"]), done
+    return best, done_runs, records
+
+
+def _mean(values):
+    values = [v for v in values if isinstance(v, numbers.Real)]
+    return sum(values) / len(values) if values else None
+
+
+def _epoch_seconds(run):
+    later = [h["seconds"] for h in run["history"][1:]] or [h["seconds"] for h in run["history"]]
+    return sum(later) / len(later)
+
+
+def _first_last(entry, key):
+    values = entry.get(key)
+    return (values[0], values[-1]) if values else None
+
+
+def _identity_share(run):
+    pairs = run["history"][-1].get("alpha_beta")
+    if not pairs:
+        return None
+    shares = [a / (a + b) if a + b else float("nan") for a, b in pairs]
+    return 100 * (shares[0] - shares[-1])
+
+
+def _grad_ratio(run):
+    ends = _first_last(run["history"][0], "grad_norms")
+    return ends[0] / ends[1] if ends and ends[1] else None
+
+
+#: metric -> its figure from the done runs (every stored seed) of one configuration (``SEED_METRICS``)
+RUN_STATISTICS = {
+    "top1_mean": lambda runs: _mean([r["top1"] for r in runs]),
+    "train_acc_final": lambda runs: _mean([r["history"][-1]["train_acc"] for r in runs]),
+    "train_acc_final_std": lambda runs: (statistics.stdev([r["history"][-1]["train_acc"] for r in runs])
+                                         if len(runs) > 1 else None),
+    "epoch_s": lambda runs: _mean([_epoch_seconds(r) for r in runs]),
+    "grad_norm_first_last": lambda runs: _mean([_grad_ratio(r) for r in runs]),
+    "identity_share_first_last": lambda runs: _mean([_identity_share(r) for r in runs]),
+}
 
 
 def _number_or_none(value):
@@ -107,7 +161,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
     def keep(record):
         config = record.get("config")
-        ident = (config.get("model"), config.get("dataset"), config.get("seed")) if isinstance(config, dict) else id(record)
+        ident = json.dumps(config, sort_keys=True) if isinstance(config, dict) else id(record)
         if ident not in seen:
             seen.add(ident)
             records.append(record)
@@ -115,18 +169,28 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     for dataset, need in _needs(paper_key, sections).items():
         figures = ours.setdefault(dataset, {m: {} for m in need["models"]})
         metrics, models = need["metrics"], need["models"]
-        if metrics & set(RUN_METRICS):
-            best, runs = _best_runs(models, dataset=dataset, profile=profile, compute=compute, store=store,
-                                    stored=stored)
+        if metrics & {*RUN_METRICS, *SEED_METRICS}:
+            # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
+            shrink = {k: v for book in papers.book_chapters(paper_key)
+                      for k, v in ((book.get("profile_settings") or {}).get(profile) or {}).items()}
+            made = {name: (model, {**settings, **shrink})
+                    for name, (model, settings) in need["runs"].items()}
+            best, done, runs = _best_runs(made, dataset=dataset, profile=profile, compute=compute,
+                                          store=store, stored=stored)
             for record in runs:
                 keep(record)
             for model, record in best.items():
                 figures[model].update(top1=_number_or_none(record.get("top1")), top5=_number_or_none(record.get("top5")))
+                for metric in metrics & set(SEED_METRICS):
+                    figures[model][metric] = _number_or_none(RUN_STATISTICS[metric](done[model]))
         if metrics & set(COUNTED_METRICS):
+            convention = papers.params_convention(paper_key)
             for model in models:
-                if model in list_models():
-                    counts = current_counts(model, dataset)
-                    figures[model].update({m: float(counts[k]) for m, k in COUNTED_METRICS.items()})
+                name, settings = need["runs"].get(model, (model, {}))
+                if name in list_models():
+                    counts = current_counts(name, dataset, **settings)
+                    figures[model].update({m: float(counts[k if m != "params" else f"params_{convention}"])
+                                           for m, k in COUNTED_METRICS.items()})
         measured = False
         if metrics & (set(GPU_MEMORY_COLUMNS) | {"gflops"}):
             # the measurement is stored under the paper the models belong to (``vixnb.models.model_cfg``)
@@ -176,3 +240,12 @@ def ledger(profile, *, compute="never", store=None, count_flops=True):
         ours, records = ours_from_store(key, profile, compute=compute, store=store, count_flops=count_flops)
         out[key] = {"frame": claims(key, ours), "records": records}
     return out
+
+
+def seed_statistic(metric, runs):
+    """One of ``RUN_STATISTICS`` (``epoch_s``, ``train_acc_final``, ...) over the done training records ``runs``
+    (every seed of one configuration), or None where it cannot be had."""
+    if metric not in RUN_STATISTICS:
+        raise ValueError(f"metric={metric!r}: use one of {', '.join(RUN_STATISTICS)}")
+    done = [r for r in runs if r.get("status") == "done" and r.get("history")]
+    return _number_or_none(RUN_STATISTICS[metric](done)) if done else None

@@ -90,11 +90,25 @@ METRICS = {
     "train_gb_fused": ("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 measurement"),
     "gflops": ("GFLOPs", "GFLOPs", "counted from the model definition in the favor paper's convention "
                                    "(vixnb.measure.flops, favor_gflops)"),
+    "top1_mean": ("mean top-1", "points", "the mean over the stored seeds of each run's top-1"),
+    "train_acc_final": ("final training accuracy", "points", "training accuracy of the last epoch (the batches' mean "
+                        "while training, augmented), mean over the stored seeds"),
+    "train_acc_final_std": ("spread of the final training accuracy", "points",
+                            "standard deviation over the stored seeds of the last epoch's training accuracy"),
+    "epoch_s": ("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the stored seeds"),
+    "grad_norm_first_last": ("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm over the "
+                             "last layer's in epoch 1 (sampled steps), mean over the stored seeds"),
+    "identity_share_first_last": ("identity share, first minus last layer", "points of share",
+                                  "alpha/(alpha+beta) of the first layer minus that of the last, after the last "
+                                  "epoch, mean over the stored seeds"),
     "train_step_ms": ("training-step time", "ms", "train step ms (authors) of the stored efficiency measurement"),
     "ms_per_image": ("inference time", "ms", "ms per image (authors) of the stored efficiency measurement"),
     "infer_gb": ("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement"),
 }
 RUN_METRICS = ("top1", "top5")
+#: metrics over every stored seed of a run (``claim_figures.RUN_STATISTICS`` computes them from the histories)
+SEED_METRICS = ("top1_mean", "train_acc_final", "train_acc_final_std", "epoch_s", "grad_norm_first_last",
+                "identity_share_first_last")
 #: metrics of the model itself (``report.current_counts``): no run needed
 COUNTED_METRICS = {"params": "params_paper", "size_mb": "size_mb"}
 #: metric -> column of the stored batch-64 GPU-memory measurement (``vix-gpu-memory-<dataset>-b64``)

@@ -10,9 +10,10 @@ SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5
                    "epochs", "batch", "precision", "run peak GB", "device", "commit", "date", "note"]
 
 
-def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None):
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, **settings):
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
-    marked "not yet run" (also when the data set is not on this machine: the reason says how to get it)."""
+    marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
+    ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``)."""
     from tqdm.auto import tqdm
 
     from ..data import DatasetNotFoundError
@@ -28,13 +29,13 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
         bar.set_postfix(model=model, seed=seed)
         try:
             results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False,
-                               store=store))
+                               store=store, **settings))
         except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
             results.append({"status": "unreadable", "config": run_config(model, dataset=dataset, profile=profile,
-                                                                          seed=seed), "reason": str(e)})
+                                                                          seed=seed, **settings), "reason": str(e)})
         except DatasetNotFoundError as e:
             results.append({"status": "not yet run", "config": run_config(model, dataset=dataset, profile=profile,
-                                                                           seed=seed),
+                                                                           seed=seed, **settings),
                             "reason": f"{dataset} is not on this machine; `vixnb train {model} --dataset {dataset} "
                                       f"--profile {profile} --download` fetches it ({str(e).splitlines()[0]})"})
     return results
@@ -46,13 +47,16 @@ def _mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def current_counts(model, dataset):
-    """What the current code builds for ``model`` on ``dataset``: its paper and true parameter counts and
-    Size (MB), as stored with every training run."""
+def current_counts(model, dataset, **settings):
+    """What the current code builds for ``model`` on ``dataset`` (with ``create_model`` ``settings``): its paper
+    and true parameter counts and Size (MB), as stored with every training run."""
+    import torch
+
     from .. import count_params, summary_size_mb
     from ..models import create_model
 
-    built = create_model(model, dataset=dataset)
+    with torch.random.fork_rng():
+        built = create_model(model, dataset=dataset, **settings)
     return {"params_paper": count_params(built, "paper"), "params_true": count_params(built, "true"),
             "size_mb": summary_size_mb(built)}
 
@@ -141,3 +145,111 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size
     here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
     return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size, part=part), make,
                                           profile=profile, compute=compute, can_compute=here)
+
+
+def attention_maps_name(paper, dataset):
+    """The name of the stored attention-map measurement of a paper's chapter on ``dataset``."""
+    return f"{paper}-attention-maps-{dataset}"
+
+
+def attention_maps(paper, notebook, dataset, *, profile, compute="missing", store=None):
+    """The attention maps and diagonal prominence (``vixnb.analysis.attention_record``) of the runs whose weights
+    a chapter keeps (its ``keep_weights`` tables, first seed), under the compute policy: measured where the
+    profile's device is here and the store lacks it (training the runs where their weights are missing and
+    ``compute`` allows), else read from the store. None when nothing is stored and nothing can be measured;
+    a ``RuntimeError`` where it should be measured and a run's weights cannot be had."""
+    import torch
+
+    from .. import papers
+    from ..analysis import attention_record
+    from ..plan import table_runs
+    from ..profiles import get_profile
+    from ..results import ResultsStore
+
+    store = store if store is not None else ResultsStore()
+    book = papers.book_chapter(paper, notebook)
+    runs = {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
+            for row, model, settings, seeds in table_runs(paper, book, table, profile)}
+    def make():  # a record is stored only whole
+        record = attention_record(runs, dataset=dataset, profile=profile, compute=compute, store=store)
+        missing = [f"{name} ({run['reason']})" for name, run in record["runs"].items() if run["status"] != "done"]
+        if missing:
+            raise RuntimeError(f"{attention_maps_name(paper, dataset)}: no trained weights of {'; '.join(missing)}")
+        return record
+
+    here = get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()
+    return store.load_or_compute("measure", attention_maps_name(paper, dataset), make, profile=profile,
+                                 compute=compute, can_compute=here and compute != "never")
+
+
+def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
+    """``{row: [result per seed]}`` of one table of a chapter (``plan.table_runs``: the table's settings and the
+    profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
+    chapter's ``keep_weights`` tables keeps its weights."""
+    from .. import papers
+    from ..plan import table_runs
+    from ..train import run
+
+    book = papers.book_chapter(paper, notebook)
+    keep = table in (book.get("keep_weights") or [])
+    dataset = papers.table(paper, table)["dataset"]
+    out = {}
+    for row, model, settings, seeds in table_runs(paper, book, table, profile):
+        out[row] = [run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                        progress=progress, **({"keep_weights": True} if keep and i == 0 else {}), **settings)
+                    for i, seed in enumerate(seeds)]
+    return out
+
+
+def seed_comparison(a, b):
+    """Whether the difference of two runs' means survives their spread over seeds: ``a``, ``b`` are the values
+    per seed; returns ``{"difference", "standard_error", "survives"}``: mean(a) - mean(b), the standard error
+    of that difference (Welch: sqrt(var_a/n_a + var_b/n_b)), and whether |difference| > 2 standard errors (None
+    with fewer than two seeds on a side)."""
+    import statistics
+
+    if not a or not b:
+        return {"difference": None, "standard_error": None, "survives": None}
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:
+        return {"difference": diff, "standard_error": None, "survives": None}
+    se = (statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 0.5
+    return {"difference": diff, "standard_error": se, "survives": abs(diff) > 2 * se}
+
+
+#: per-seed figures of a done training record, for ``compare_pairs``
+PER_SEED = {"train_acc_final": ("final training accuracy (%)", lambda r: r["history"][-1]["train_acc"]),
+            "top1": ("best test top-1 (%)", lambda r: r["top1"])}
+
+
+def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1")):
+    """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
+    (``{name: [records]}``); for each metric of ``PER_SEED``, a's and b's mean ± std (seeds), a − b, and whether
+    it survives the spread (``seed_comparison``: beyond two standard errors)."""
+    import statistics
+
+    import pandas as pd
+
+    NOT_RUN = "not yet run"
+
+    def text(values):
+        if not values:
+            return NOT_RUN
+        std = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+        return f"{statistics.fmean(values):.2f}{std} ({len(values)})"
+
+    rows = {}
+    for label, a, b in pairs:
+        row = rows.setdefault(label, {})
+        for metric in metrics:
+            heading, value = PER_SEED[metric]
+            va, vb = ([value(r) for r in runs.get(n, []) if r.get("status") == "done" and r.get("history")]
+                      for n in (a, b))
+            cmp = seed_comparison(va, vb)
+            row[(heading, "a")], row[(heading, "b")] = text(va), text(vb)
+            row[(heading, "a − b")] = NOT_RUN if cmp["difference"] is None else f"{cmp['difference']:+.2f}"
+            row[(heading, "beyond 2 SE")] = {None: "—", True: "yes", False: "no"}[cmp["survives"]]
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
+

@@ -1,5 +1,5 @@
-"""Figures for the page: accuracy against a cost (the paper's panel beside ours, on the same axes) and
-training curves with a band over random seeds."""
+"""Figures for the page: accuracy against a cost (the paper's panel beside ours, on the same axes), training
+curves with a band over random seeds, values per layer, and grids of attention maps."""
 from __future__ import annotations
 
 import math
@@ -76,16 +76,28 @@ def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 
     return fig
 
 
-def training_curves(results, *, metric="select_top1", labels=None, title=None, y_label="test top-1 (%)"):
-    """One line per model over epochs: the mean of ``metric`` over the random seeds done, with a band from the
-    lowest to the highest seed (none for a single seed). ``results``: training records (``train.run``)."""
+def training_curves(results, *, metric="select_top1", labels=None, title=None, y_label="test top-1 (%)", band="range",
+                    ax=None):
+    """One line per model over epochs: the mean of ``metric`` over the random seeds done, with a band over the
+    seeds (none for a single seed): ``band="range"`` from the lowest to the highest seed, ``"std"`` mean ± one
+    standard deviation. ``results``: training records (``train.run``), grouped by model, or a mapping
+    ``{name: [records]}`` (one line per name: a paper's runs of one model in several settings). ``ax``: draw
+    there (the figure is then the caller's); returns the figure."""
     import matplotlib.pyplot as plt
 
-    curves = {}
-    for r in results:
-        if r.get("status") == "done" and r.get("history"):
-            curves.setdefault(r["config"]["model"], []).append([h[metric] for h in r["history"]])
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if band not in ("range", "std"):
+        raise ValueError(f"band must be 'range' or 'std', got {band!r}")
+    if isinstance(results, dict):
+        groups = results.items()
+    else:
+        groups = {}
+        for r in results:
+            groups.setdefault(r.get("config", {}).get("model"), []).append(r)
+        groups = groups.items()
+    curves = {name: [[h[metric] for h in r["history"]] for r in runs if r.get("status") == "done" and r.get("history")]
+              for name, runs in groups}
+    curves = {name: runs for name, runs in curves.items() if runs}
+    fig, ax = (plt.subplots(figsize=(8, 4.2)) if ax is None else (ax.figure, ax))
     if not curves:
         ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
     for i, (model, runs) in enumerate(curves.items()):
@@ -93,17 +105,77 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         per_epoch = [[c[e] for c in runs] for e in range(epochs)]
         mean = [math.fsum(v) / len(v) for v in per_epoch]
         xs = range(1, epochs + 1)
-        color = plt.cm.tab20(i % 20)
+        color = COLORS[i % len(COLORS)] if len(curves) <= len(COLORS) else plt.cm.tab20(i % 20)
         name = labels.get(model, model) if labels else model
         ax.plot(xs, mean, color=color, lw=1.3, label=f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
         if len(runs) > 1:
-            ax.fill_between(xs, [min(v) for v in per_epoch], [max(v) for v in per_epoch], color=color, alpha=0.2)
+            if band == "std":
+                std = [math.sqrt(math.fsum((x - m) ** 2 for x in v) / (len(v) - 1)) for v, m in zip(per_epoch, mean)]
+                low, high = [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)]
+            else:
+                low, high = [min(v) for v in per_epoch], [max(v) for v in per_epoch]
+            ax.fill_between(xs, low, high, color=color, alpha=0.2)
     ax.set_xlabel("epoch")
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
     if curves:
-        ax.legend(fontsize=7, ncol=2, loc="lower right")
+        ax.legend(fontsize=7, ncol=2 if len(curves) > 3 else 1, loc="lower right")
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False):
+    """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
+    left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
+    uniform map's diagonal prominence). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = (plt.subplots(figsize=(6.5, 3.6)) if ax is None else (ax.figure, ax))
+    drawn = {name: values for name, values in series.items() if values}
+    if not drawn:
+        ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
+    for i, (name, values) in enumerate(drawn.items()):
+        ax.plot(range(1, len(values) + 1), values, marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.2,
+                color=COLORS[i % len(COLORS)], label=name)
+    if reference is not None:
+        ax.axhline(reference, color="grey", lw=0.8, ls="--")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("layer")
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def map_grid(rows, *, columns, images=None, title=None):
+    """A grid of square maps, nearest interpolation: ``rows`` is ``{row label: [map per column]}`` (each map a
+    2-D array-like; None leaves the cell empty), ``columns`` the column titles; ``images``: an image per row
+    (h, w, 3 uint8) drawn in a first column. Returns the figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    titles = (["image"] if images is not None else []) + list(columns)
+    n_rows, n_cols = len(rows), len(titles)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(0.95 * n_cols + 0.6, 0.95 * n_rows + 0.5), squeeze=False)
+    for r, (label, maps) in enumerate(rows.items()):
+        cells = ([images[r]] if images is not None else []) + list(maps)
+        for c, cell in enumerate(cells):
+            ax = axes[r][c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if cell is not None:
+                ax.imshow(np.asarray(cell), interpolation="nearest", cmap=None if images is not None and c == 0 else "viridis")
+            if r == 0:
+                ax.set_title(titles[c], fontsize=7)
+        axes[r][0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig

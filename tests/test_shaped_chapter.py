@@ -1,0 +1,125 @@
+"""The `shaped` paper's chapter machinery: runs named by table rows (model + settings), the plan's entries for
+them (seeds, kept weights, commands), the claims read on such runs, the statistics over seeds, and the panel."""
+import math
+
+import pytest
+
+from vixnb import papers, plan, report
+from vixnb.analysis import panel
+from vixnb.cli import parser
+from vixnb.report.claim_figures import RUN_STATISTICS
+
+
+def test_a_row_name_means_one_run_in_every_table():
+    seen = {}
+    for name in papers.load("shaped")["tables"]:
+        for row, model, settings in papers.table_runs("shaped", name):
+            assert seen.setdefault(row, (model, settings)) == (model, settings), (row, name)
+    assert seen["exp4_identity"] == ("vit_small_simplified",
+                                     {"width": 128, "depth": 8, "heads": 4, "patch": 4, "alpha_beta": "identity"})
+    assert seen["exp0_no_skips"][1]["skips"] is False
+    # a ViX table's rows are its models, with no settings
+    assert papers.row_run("vix", "table1", "vit") == ("vit", {})
+
+
+def test_the_params_convention_is_per_paper():
+    assert papers.params_convention("shaped") == "true" and papers.params_convention("vix") == "paper"
+
+
+def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
+    entries = [e for e in plan.build("budget") if e.paper == "shaped"]
+    runs = [e for e in entries if e.kind == "train"]
+    seeds = {}
+    for e in runs:
+        seeds.setdefault(e.name, []).append(e.seed)
+    # 11 runs; Experiment 3 with the blog's 5 runs, the rest with the profile's 3 seeds
+    assert {k: sorted(v) for k, v in seeds.items()} == {
+        **{r: [0, 1, 2] for r in ("exp0_no_skips", "exp1_vanilla", "exp1_simplified", "exp2_vanilla",
+                                  "exp2_simplified", "exp4_identity", "exp4_attention", "exp5_dynamic",
+                                  "exp6_inverse_dynamic")},
+        "exp3_vanilla": [0, 1, 2, 3, 4], "exp3_simplified": [0, 1, 2, 3, 4]}
+    assert len(runs) == 37
+    kept = sorted((e.name, e.seed) for e in runs if e.keep_weights)
+    assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0)]
+    exp4 = next(e for e in runs if e.name == "exp4_identity" and e.seed == 0)
+    assert exp4.command == ("vixnb train vit_small_simplified --dataset cifar10 --profile budget --seed 0 "
+                            "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
+                            "--override alpha_beta=identity")
+    assert next(e for e in runs if e.keep_weights).command.endswith(" --keep-weights")
+    assert [e.name for e in entries if e.kind == "measure"] == ["shaped-attention-maps-cifar10"]
+    # the same run shown in two tables is one entry
+    assert sum(e.name == "exp2_simplified" for e in runs) == 3
+
+
+def test_the_smoke_profile_shrinks_the_models_but_keeps_the_rest():
+    book = papers.book_chapter("shaped", "simplified")
+    runs = plan.table_runs("shaped", book, "fig12", "smoke")
+    assert [(row, settings["depth"], settings.get("alpha_beta"), seeds) for row, _, settings, seeds in runs] == [
+        ("exp5_dynamic", 2, "dynamic", [0]), ("exp2_simplified", 2, None, [0])]
+
+
+def test_the_plans_command_parses_back_to_the_same_run():
+    args = parser().parse_args(["train", "vit_small_vanilla", "--override", "skips=false", "--override", "width=96",
+                                "--keep-weights"])
+    from vixnb.cli.commands import _overrides
+
+    assert _overrides(args.override) == {"skips": False, "width": 96} and args.keep_weights
+
+
+def test_the_blogs_claims_read_our_counts_exactly():
+    ours, _ = report.ours_from_store("shaped", "budget")
+    frame = report.claims("shaped", ours)
+    params = frame.loc[["shaped-exp1-params", "shaped-exp2-params", "shaped-exp3-params"]]
+    assert list(params["paper bears it out"]) == ["yes"] * 3 and list(params["our verdict"]) == ["holds"] * 3
+    assert ours["cifar10"]["exp3_vanilla"]["params"] == 927370
+    # accuracy claims have no printed figure and wait for runs
+    row = frame.loc["shaped-exp5-dynamic"]
+    assert row["paper figure"] is None and row["paper bears it out"] == "—" and row["our verdict"] == "not yet run"
+
+
+def _record(train_acc, top1, seconds=(3.0, 2.0, 2.0), grads=None, alpha_beta=None):
+    history = [{"train_acc": a, "seconds": s, "grad_norms": grads, "alpha_beta": alpha_beta}
+               for a, s in zip(train_acc, seconds)]
+    return {"status": "done", "top1": top1, "history": history}
+
+
+def test_statistics_over_seeds_are_exact():
+    runs = [_record([10, 20, 30], 40, grads=[1.0, 4.0], alpha_beta=[[3.0, 1.0], [1.0, 3.0]]),
+            _record([10, 20, 50], 60, seconds=(9.0, 4.0, 6.0), grads=[1.0, 2.0], alpha_beta=[[1.0, 1.0], [1.0, 1.0]])]
+    assert RUN_STATISTICS["train_acc_final"](runs) == 40
+    assert RUN_STATISTICS["train_acc_final_std"](runs) == pytest.approx(math.sqrt(200))
+    assert RUN_STATISTICS["top1_mean"](runs) == 50
+    assert RUN_STATISTICS["epoch_s"](runs) == (2.0 + 5.0) / 2  # epoch 1 left out
+    assert RUN_STATISTICS["grad_norm_first_last"](runs) == (0.25 + 0.5) / 2
+    assert RUN_STATISTICS["identity_share_first_last"](runs) == pytest.approx((50.0 + 0.0) / 2)
+    assert report.seed_statistic("epoch_s", [{"status": "not yet run"}]) is None
+
+
+def test_seed_comparison_and_pairs():
+    got = report.seed_comparison([1.0, 3.0], [0.0, 0.0])
+    assert got == {"difference": 2.0, "standard_error": 1.0, "survives": False}
+    assert report.seed_comparison([5.0, 5.5], [1.0, 1.5])["survives"] is True
+    assert report.seed_comparison([1.0], [0.0])["survives"] is None
+    frame = report.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
+                                                     "b": [_record([1, 1], 60)]})
+    row = frame.loc["x"]
+    assert row[("final training accuracy (%)", "a")] == "4.00 ± 1.41 (2)"
+    assert row[("final training accuracy (%)", "a − b")] == "+3.00"
+    assert row[("best test top-1 (%)", "beyond 2 SE")] == "—"
+    assert report.compare_pairs([("y", "a", "c")], {"a": []}).loc["y"].iloc[0] == "not yet run"
+
+
+def test_the_panel_takes_classes_in_turns():
+    labels = [3, 0, 0, 1, 3, 2, 1, 0]
+    assert panel(labels=labels, per_class=2) == [1, 3, 5, 0, 2, 6, 4]
+    assert panel(labels=labels, per_class=1) == [1, 3, 5, 0]
+    first = panel("synthetic")
+    assert first == panel("synthetic") and len(first) == 20  # stable, two of each of the 10 classes
+
+
+def test_training_curves_take_named_groups_and_a_std_band():
+    fig = report.training_curves({"a": [_record([1, 2], 1), _record([3, 4], 1)]}, metric="train_acc", band="std")
+    ax = fig.axes[0]
+    assert list(ax.lines[0].get_ydata()) == [2.0, 3.0]
+    with pytest.raises(ValueError, match="band"):
+        report.training_curves([], band="minmax")
