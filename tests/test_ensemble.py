@@ -227,3 +227,63 @@ def test_a_non_finite_loss_names_the_members_seed(monkeypatch):
     monkeypatch.setattr(ensemble_module, "normalize", lambda x: torch.full(x.shape, float("nan")))
     with pytest.raises(FloatingPointError, match=r"fnet seed 0: loss became nan at epoch 1, step 1; no result stored"):
         train_ensemble(_configs("fnet", seeds=[0, 1]), progress=False)
+
+
+BLOG_TINY = dict(width=16, depth=2, heads=2, patch=8, schedule="cosine", augment={"hflip": True, "vflip": True, "rotate": 15},
+                 grad_norm_every=1)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # fused attention under vmap on a CPU
+def test_the_blog_protocol_in_an_ensemble_equals_separate_runs(tmp_path):
+    """Cosine schedule (one lr for all), flips and rotations (each member from its own generator, seeded as its
+    separate run's), per-layer gradient norms every step, alpha / beta, and each member's kept weights."""
+    configs = _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)
+    assert can_ensemble(configs[0]) == (True, None)
+    runs, states = _separate(configs, tmp_path)
+    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt", keep_weights=True)
+    for run, member, state, config in zip(runs, members, states, configs):
+        # the key bias has a gradient of zero but for rounding (softmax ignores a constant per row): AdamW noise
+        _assert_same_weights(state["best_state"], member.pop("best_state"), _adam_second_moments(state, config))
+        _assert_same_run(run, member)
+        for a, b in zip(run["history"], member["history"]):
+            assert b["lr"] == a["lr"]
+            assert len(b["grad_norms"]) == 2 and len(b["alpha_beta"]) == 2
+            assert b["grad_norms"] == pytest.approx(a["grad_norms"], rel=1e-4, abs=1e-5)
+            for got, expected in zip(b["alpha_beta"], a["alpha_beta"]):
+                assert got == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    assert members[0]["history"][0]["grad_norms"] != members[1]["history"][0]["grad_norms"]  # each member its own
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_run_ensemble_keeps_each_members_weights():
+    """Each member's selected weights (equal to its separate run's: the test above) stored beside its result."""
+    from vixnb.ensemble import run_ensemble
+    from vixnb.results import ResultsStore
+
+    configs = [{**c, "epochs": 1} for c in _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)]
+    store = ResultsStore()
+    stored = run_ensemble(configs, progress=False, keep_weights=True)
+    again = train_ensemble(configs, progress=False, keep_weights=True)  # deterministic on the CPU
+    kept = [store.load_weights(c) for c in configs]
+    for config, result, member, state in zip(configs, stored, again, kept):
+        assert result["weights"]["file"] == f"weights/{store.path(config).stem}.pt"
+        assert state.keys() == member["best_state"].keys()
+        assert all(v.dtype == torch.float16 and torch.equal(v, member["best_state"][k].half()) for k, v in state.items())
+    assert not torch.equal(kept[0]["pos_embedding"], kept[1]["pos_embedding"])  # each member its own
+    assert run_ensemble(configs, progress=False, keep_weights=True) == stored  # kept: nothing to train
+    store.weights_path(configs[0]).unlink()
+    assert run_ensemble(configs, progress=False, keep_weights=True)[1] == stored[1]  # member 0 trained again, alone
+    assert store.weights_path(configs[0]).exists()
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_an_augmented_ensemble_resumes_exactly(tmp_path, monkeypatch):
+    configs = _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)
+    reference = train_ensemble(configs, progress=False)
+    clock = iter([0.0, 1000.0])
+    monkeypatch.setattr(engine, "_now", lambda: next(clock))
+    ckpt = tmp_path / "ensemble.pt"
+    with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
+        train_ensemble(configs, progress=False, checkpoint=ckpt, deadline=10.0)
+    assert len(torch.load(ckpt, weights_only=True)["augment_rng"]) == 2
+    assert _numbers(train_ensemble(configs, progress=False, checkpoint=ckpt)) == _numbers(reference)

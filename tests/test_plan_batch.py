@@ -304,6 +304,16 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
     assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
 
 
+def test_pack_brings_back_the_kept_weights_of_the_packed_results(tmp_path):
+    folder = ResultsStore().root / "budget"
+    (folder / "weights").mkdir(parents=True)
+    (folder / "run.json").write_text("{}")
+    (folder / "weights" / "run.pt").write_bytes(b"w")
+    (folder / "weights" / "orphan.pt").write_bytes(b"w")  # no result of its own: not packed
+    _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget")
+    assert packed == ["results/budget/run.json", "results/budget/weights/run.pt"]
+
+
 def test_pack_leaves_the_previous_checkpoint_out(tmp_path):
     folder = ResultsStore().root / "budget" / ".checkpoints"
     folder.mkdir(parents=True)

@@ -12,8 +12,8 @@ Executors:
 ``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
 epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
 if its estimate fits the time left. Every job writes its results to the store atomically; a failed job leaves
-no result and no checkpoint. ``pack`` puts what a lent machine must send back (results, the checkpoints of
-paused runs, failed jobs' logs) into one archive under a size limit.
+no result and no checkpoint. ``pack`` puts what a lent machine must send back (results and their kept weights,
+the checkpoints of paused runs, failed jobs' logs) into one archive under a size limit.
 """
 from __future__ import annotations
 
@@ -384,14 +384,16 @@ def status_table(jobs):
 
 
 def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=()):
-    """Write one ``.tar.gz`` of what a session must bring back: the profile's results and measurements, the
-    benchmark records, failed jobs' logs, and the checkpoints of paused runs while the archive stays under
-    ``limit_mb``. Paths inside are relative to the checkout's root (``results/...``): unpack it there.
+    """Write one ``.tar.gz`` of what a session must bring back: the profile's results (with their kept weights,
+    ``weights/``) and measurements, the benchmark records, failed jobs' logs, and the checkpoints of paused runs
+    while the archive stays under ``limit_mb``. Paths inside are relative to the checkout's root (``results/...``):
+    unpack it there.
     Returns ``(path, packed names, left-out names with why)``."""
     root = _store_root()
     base = root.parent
-    files = sorted((root / profile).glob("*.json")) + sorted((root / profile / "measure").glob("*.json")) + \
-        sorted((root / "bench").glob("*.json"))
+    results = sorted((root / profile).glob("*.json"))
+    weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file()]  # kept weights
+    files = results + weights + sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
     files += [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
     checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
                          key=lambda p: p.stat().st_size)

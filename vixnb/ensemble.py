@@ -29,6 +29,12 @@ place in the stacked buffers; in eval mode it uses each member's running statist
 statistics and evaluation equal separate runs up to rounding, so BatchNorm models are supported, exactly like
 the rest (not yet checked on a GPU, where cuDNN's batch norm has its own batching rule).
 
+The blog's protocol (paper `shaped`) keeps members equal to separate runs: ``schedule: cosine`` sets the one
+AdamW's lr each epoch (the same for every member), ``augment`` augments each member's batch from that member's
+own generator, seeded as its separate run's (``train.AUGMENT_SEED_OFFSET``), ``grad_norm_every`` reduces the
+stacked gradients of each layer (``blocks.<i>.…``) over all but the member dimension, and each member records
+its own ``alpha_beta``; ``keep_weights`` gives each member's selected weights (``run_ensemble`` stores them).
+
 Not supported (``can_ensemble`` says why): DualOpT (members would switch to SGD at different epochs),
 RandAugment (per-image draws from the global RNG), post-training, the authors' AMP (one GradScaler would skip
 every member's step when one overflows), ``compile``, and the Performer's feature redraw (a data-dependent
@@ -38,8 +44,9 @@ buffer update). ``channels_last`` is not applied (stacked tensors are contiguous
 Checkpoint (``checkpoint=``, saved atomically after every epoch through ``vixnb.results.save_checkpoint``):
 the keys of a single run's checkpoint, where ``model`` and ``best_state`` hold every entry of the model's
 ``state_dict`` stacked over members (``member_state(state, i)`` is member i's, in the order of ``configs``,
-loadable into the model), ``optimizer`` is the one AdamW's state, ``shuffle`` the list of the members' data-order
-generator states, ``history`` the list of their histories, plus ``seeds`` (the ensemble it belongs to).
+loadable into the model), ``optimizer`` is the one AdamW's state, ``shuffle`` and ``augment_rng`` the lists of
+the members' data-order and augmentation generator states, ``history`` the list of their histories, plus
+``seeds`` (the ensemble it belongs to).
 A result's ``seconds`` and GPU memory are those of the whole ensemble.
 """
 import copy
@@ -54,11 +61,12 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from .data import normalize
+from .layers import ShapedAttention
 from .layers.blocks import DropPath
 from .models import create_model
 from .results import load_checkpoint, save_checkpoint
-from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
-                    evaluate, out_of_time)
+from .train import (AUGMENT_SEED_OFFSET, TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result,
+                    _splits, adamw, check_weights_size, evaluate, flip_rotate, layer_names, lr_at, out_of_time)
 
 
 def _active_dropout(model):
@@ -153,18 +161,32 @@ def member_state(state, member):
     return {k: v[member] for k, v in state.items()}
 
 
-def ensemble_step(ensemble, optimizer, *, autocast=nullcontext):
+def member_grad_norms(layers):
+    """(layers, members) tensor on the device: each member's L2 norm of all gradients of each layer's stacked
+    parameters (``layers``: a list of stacked tensors per layer), reduced over all but the member dimension."""
+    def norms(g):  # (members,): each member's norm of one stacked gradient
+        return torch.linalg.vector_norm(g.reshape(len(g), -1), dim=1)
+
+    return torch.stack([torch.linalg.vector_norm(torch.stack([norms(p.grad) for p in params if p.grad is not None]), dim=0)
+                        for params in layers])
+
+
+def ensemble_step(ensemble, optimizer, *, autocast=nullcontext, layers=None):
     """The training step of every member on its own batch: ``step(images, labels)`` with uint8 ``images``
     (members, batch, C, H, W) and ``labels`` (members, batch) returns a (2, members) tensor of each member's
-    loss and accuracy (fraction) on the device, without a device sync."""
+    loss and accuracy (fraction) on the device, without a device sync. ``step(..., norms=a_list)`` (with
+    ``layers``, the stacked parameters of each layer) also appends each member's per-layer gradient norms
+    (``member_grad_norms``), taken between the backward pass and the optimizer step."""
     cross_entropy = vmap(F.cross_entropy)
 
-    def step(images, labels):
+    def step(images, labels, norms=None):
         with autocast():
             logits = ensemble(normalize(images))
         losses = cross_entropy(logits, labels)  # each member's mean over its own batch
         optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()  # the sum: each member's gradient is that of its own mean loss
+        if norms is not None:
+            norms.append(member_grad_norms(layers))
         optimizer.step()
         hits = (logits.argmax(dim=-1) == labels).float().mean(dim=-1)
         return torch.stack([losses.detach().float(), hits])
@@ -172,29 +194,34 @@ def ensemble_step(ensemble, optimizer, *, autocast=nullcontext):
     return step
 
 
-def _epoch(step, images, labels, *, generators, config, seeds, epoch):
+def _epoch(step, images, labels, *, generators, config, seeds, epoch, augmenters=None):
     """One pass of every member over the training tensors in its own seeded order (as ``train._train_epoch``
-    draws it); returns each member's history entry."""
-    t0, bs = time.perf_counter(), config["batch_size"]
+    draws it), each member's batch augmented from its own generator (``augmenters``) where the config says;
+    returns each member's history entry."""
+    t0, bs, every = time.perf_counter(), config["batch_size"], config.get("grad_norm_every")
     orders = torch.stack([torch.randperm(len(images), device=images.device, generator=g) for g in generators])
-    stats = []
-    for i in range(0, orders.shape[1], bs):
+    stats, norms = [], []
+    for step_index, i in enumerate(range(0, orders.shape[1], bs)):
         idx = orders[:, i:i + bs]
+        batch = images[idx]
+        if config.get("augment"):
+            batch = torch.stack([flip_rotate(b, **config["augment"], generator=g) for b, g in zip(batch, augmenters)])
         try:
-            stats.append(step(images[idx], labels[idx]))
+            stats.append(step(batch, labels[idx], norms=norms if every and step_index % every == 0 else None))
         except torch.OutOfMemoryError as e:
             raise RuntimeError(f"{config['model']}: an ensemble of {len(seeds)} seeds ran out of memory at batch size "
                                f"{bs}; train fewer seeds together") from e
     losses, accuracies = torch.stack(stats, dim=-1).tolist()  # (members, steps) each: one device sync per epoch
+    grad_norms = torch.stack(norms).mean(dim=0).T.tolist() if norms else [None] * len(seeds)  # (members, layers)
     seconds, entries = time.perf_counter() - t0, []
-    for seed, loss, accuracy in zip(seeds, losses, accuracies):
+    for seed, loss, accuracy, grad_norm in zip(seeds, losses, accuracies, grad_norms):
         bad = next((i for i, value in enumerate(loss) if not math.isfinite(value)), None)
         if bad is not None:
             raise FloatingPointError(
                 f"{config['model']} seed {seed}: loss became {loss[bad]} at epoch {epoch}, step {bad + 1}; no result "
                 "stored. Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
         entries.append({"epoch": epoch, "train_loss": sum(loss) / len(loss), "train_acc": 100 * sum(accuracy) / len(accuracy),
-                        "seconds": seconds})
+                        **({"grad_norms": grad_norm} if grad_norm is not None else {}), "seconds": seconds})
     return entries
 
 
@@ -223,7 +250,18 @@ def _keep_best(best, current, improved):
     return best
 
 
-def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True):
+@torch.no_grad()
+def _alpha_beta(ensemble):
+    """Each member's [[alpha, beta], ...] of its ``ShapedAttention`` layers in module order, or None (one sync)."""
+    names = [n for n, m in ensemble.template.named_modules() if isinstance(m, ShapedAttention)]
+    if not names:
+        return None
+    p = ensemble.params
+    return torch.stack([torch.stack([p[f"{n}.alpha"], p[f"{n}.beta"]], -1) for n in names], 1).tolist()
+
+
+def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True,
+                   keep_weights=False):
     """Train the seeds of one configuration (``configs``: ``run_config(..., seed=s)`` each, identical but for
     the seed) as one vectorised ensemble; return one result per config, in the form ``train.train`` returns,
     with ``execution="ensemble of N seeds"`` in the provenance.
@@ -232,7 +270,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     floating-point rounding. ``exact=False`` also trains dropout models, each member drawing its own masks;
     those members are not equal to separate runs of their seeds (the provenance says so). ``checkpoint`` /
     ``deadline``: as ``train.train`` (saved after every epoch, resumed; a deadline pauses at an epoch boundary
-    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was."""
+    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was. ``keep_weights``:
+    as ``train.train``, each result also holds its member's ``best_state``."""
     configs = list(configs)
     seeds = _same_configuration(configs)
     config, k = configs[0], len(configs)
@@ -242,6 +281,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     exact = exact or can_ensemble(config)[0]  # exact=False changes nothing for a model without dropout
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
+    if keep_weights:
+        check_weights_size(config)
     device = _device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     bs, name = config["batch_size"], f"{config['model']} seeds {', '.join(map(str, seeds))}"
@@ -257,6 +298,11 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
         optimizer = adamw(ensemble.params.values(), config)
         autocast, _, _ = _autocasts(config, device)
         shuffles = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+        augmenters = [torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET) for seed in seeds]  # as train's
+        layers = None
+        if config.get("grad_norm_every"):
+            layers = [[ensemble.params[n] for n in names if n in ensemble.params]
+                      for names in layer_names(ensemble.template, config)]
         histories, best_state, elapsed = [[] for _ in seeds], None, 0.0
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
         if state is not None:
@@ -265,8 +311,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                                  f"{state.get('seeds') or 'a single run'}); remove it or give another checkpoint path")
             ensemble.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
-            for shuffle, saved in zip(shuffles, state["shuffle"]):
-                shuffle.set_state(saved)
+            for generator, saved in zip(shuffles + augmenters, state["shuffle"] + (state.get("augment_rng") or [])):
+                generator.set_state(saved)
             torch.random.set_rng_state(state["cpu_rng"])
             if device.type == "cuda":
                 torch.cuda.set_rng_state(state["cuda_rng"], device)
@@ -274,7 +320,7 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
             best_state = {key: v.to(device) for key, v in state["best_state"].items()}
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        step = ensemble_step(ensemble, optimizer, autocast=autocast)
+        step = ensemble_step(ensemble, optimizer, autocast=autocast, layers=layers)
 
         start = time.perf_counter() - elapsed
         bar = tqdm(total=config["epochs"], initial=len(histories[0]), desc=name, disable=not progress, leave=False)
@@ -282,10 +328,16 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
             if out_of_time(deadline, histories[0]):
                 raise TrainingPaused(f"{name}: paused after epoch {len(histories[0])} of {config['epochs']} (time "
                                      "budget); run it again to resume")
+            epoch = len(histories[0]) + 1
+            scheduled = {"lr": lr_at(config, epoch)} if config.get("schedule") else {}
+            if scheduled:  # the same lr for every member, from the epoch number alone (as train.train)
+                for group in optimizer.param_groups:
+                    group["lr"] = scheduled["lr"]
             try:
                 ensemble.train()
-                entries = _epoch(step, train_x, train_y, generators=shuffles, config=config, seeds=seeds,
-                                 epoch=len(histories[0]) + 1)
+                entries = _epoch(step, train_x, train_y, generators=shuffles, config=config, seeds=seeds, epoch=epoch,
+                                 augmenters=augmenters)
+                shaped = _alpha_beta(ensemble) or [None] * k
                 ensemble.train(not config["eval_mode"])
                 scores = evaluate(ensemble.shared, sel_x, sel_y, batch_size=bs, autocast=autocast)
             except KeyboardInterrupt:
@@ -293,7 +345,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                 raise TrainingInterrupted(f"{name}: interrupted after epoch {len(histories[0])} of "
                                           f"{config['epochs']}; {saved}") from None
             improved = []
-            for i, (history, entry, (top1, top5)) in enumerate(zip(histories, entries, scores)):
+            for i, (history, entry, (top1, top5), ab) in enumerate(zip(histories, entries, scores, shaped)):
+                entry.update(scheduled, **({"alpha_beta": ab} if ab is not None else {}))
                 entry.update(select_top1=top1, select_top5=top5, stage="main", phase="adamw", stop=False)
                 if not history or top1 >= max(h["select_top1"] for h in history):
                     improved.append(i)
@@ -304,7 +357,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
             if checkpoint is not None:
                 save_checkpoint(checkpoint, {
                     "model": ensemble.state_dict(), "optimizer": optimizer.state_dict(), "scaler": {},
-                    "shuffle": [s.get_state().cpu() for s in shuffles], "cpu_rng": torch.random.get_rng_state(),
+                    "shuffle": [s.get_state().cpu() for s in shuffles],
+                    "augment_rng": [a.get_state().cpu() for a in augmenters], "cpu_rng": torch.random.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                     "history": histories, "best_state": best_state, "elapsed": time.perf_counter() - start,
                     "switch": None, "seeds": seeds})
@@ -318,9 +372,10 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     seconds = time.perf_counter() - start
     note = ("equal to separate runs of these seeds up to floating-point rounding" if exact else
             "own dropout masks per member (vmap randomness='different'): not equal to separate runs of these seeds")
-    return [_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
-                    ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
-            for c, history, fact, test in zip(configs, histories, facts, tests)]
+    results = [_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
+                       ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
+               for c, history, fact, test in zip(configs, histories, facts, tests)]
+    return [{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if keep_weights else results
 
 
 def checkpoint_path(store, configs):
@@ -331,11 +386,12 @@ def checkpoint_path(store, configs):
     return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
 
 
-def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True):
+def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights=False):
     """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's result
     where ``train.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it."""
+    and the next call with the same members resumes it. ``keep_weights``: as ``train.run`` (each member's
+    selected weights stored beside its result; a stored result whose weights are missing counts as lacking)."""
     from contextlib import ExitStack
 
     from .results import ResultsStore, remove_checkpoints
@@ -343,9 +399,9 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
 
     store = store if store is not None else ResultsStore()
 
-    def lacking(c):  # not stored, or stored by other code or from other data (as `train.run` decides)
+    def lacking(c):  # not stored, or stored by other code or from other data (as `train.run` decides), or unkept
         stored = store.get(c)
-        return stored is None or stale_reason(stored) is not None
+        return stored is None or stale_reason(stored) is not None or bool(keep_weights and store.weights_missing(c, stored))
 
     todo = [c for c in configs if lacking(c)]
     if todo:
@@ -358,8 +414,10 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
             if todo:
                 checkpoint = checkpoint_path(store, todo)
                 results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                                         download=download, exact=exact)
+                                         download=download, exact=exact, keep_weights=keep_weights)
                 for c, result in zip(todo, results):
+                    if keep_weights:  # the weights first, as train.run
+                        result["weights"] = store.save_weights(c, result.pop("best_state"))
                     store.put(c, result)
                 remove_checkpoints(checkpoint)
     return [store.get(c) for c in configs]

@@ -30,20 +30,42 @@ def _first(*values):
     return next((v for v in values if v is not None), None)
 
 
-PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")
+PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt"), ("constant", "cosine")
+AUGMENT_KEYS = ("hflip", "vflip", "rotate")
 # Part of every run's identity: bump it when a change to the engine or the models changes what a stored
 # result means, so that stale results and checkpoints are not reused.
 ENGINE_VERSION = 1
 
 
+def _augment(value):
+    """``augment`` normalised to all of ``AUGMENT_KEYS`` (None for no flip and no rotation), or a one-line error."""
+    if value is None or value is False or value == {}:
+        return None
+    fix = ("give a mapping of hflip and vflip (true/false) and rotate (the most degrees, 0 to 180), e.g. "
+           "{hflip: true, vflip: true, rotate: 15}, or augment=False for none")
+    if not isinstance(value, dict) or set(value) - set(AUGMENT_KEYS):
+        raise ValueError(f"augment={value!r}: {fix}")
+    flips, rotate = [value.get(k, False) for k in AUGMENT_KEYS[:2]], value.get("rotate", 0)
+    if not all(isinstance(f, bool) for f in flips) or isinstance(rotate, bool) or \
+            not isinstance(rotate, (int, float)) or not 0 <= rotate <= 180:
+        raise ValueError(f"augment={value!r}: {fix}")
+    return {"hflip": flips[0], "vflip": flips[1], "rotate": float(rotate)} if any(flips) or rotate else None
+
+
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
-               eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, **model_overrides):
+               eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
+               augment=None, grad_norm_every=None, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
     defaults to bf16 autocast on a GPU profile; ``amp_loss_only`` / ``eval_mode`` reproduce the authors'
     quirks when set to True / False; ``compile`` (torch.compile) and ``channels_last`` are speed switches.
+
+    ``schedule`` (``constant`` | ``cosine``), ``augment`` (``{hflip, vflip, rotate}``: random flips and rotations
+    of training batches; False for none) and ``grad_norm_every`` (record per-layer gradient norms every N-th step;
+    0 for none) default to the paper protocol's optional keys of those names; each enters the dict only where it
+    is set (cosine, some augmentation, N >= 1), so that the identities of runs without them stay as they were.
     """
     for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
                                ("post_train_epochs", post_train_epochs, 0)):
@@ -62,6 +84,22 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
     dualopt = optimizer == "dualopt"
+    schedule = _first(schedule, proto.get("schedule"), "constant")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
+    if schedule == "cosine" and (dualopt or post_train_epochs):
+        name, value = ("optimizer", optimizer) if dualopt else ("post_train_epochs", post_train_epochs)
+        raise ValueError(f"schedule 'cosine' is not defined with {name}={value!r} (it stops on patience, not after a "
+                         f"fixed number of epochs); use schedule='constant' or leave {name} out")
+    augment = _augment(proto.get("augment") if augment is None else augment)
+    if augment and randaugment:
+        raise ValueError("randaugment and augment are both set: use one (augment=False turns off the paper protocol's "
+                         "flips and rotations)")
+    every = _first(grad_norm_every, proto.get("grad_norm_every"), 0)
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"grad_norm_every={every!r}: give a whole number of steps >= 1 (0 for none)")
+    if every and (prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only):
+        raise ValueError("grad_norm_every is not supported with amp_loss_only (scaled gradients); leave one of them out")
     return {
         "engine_version": ENGINE_VERSION,
         "model": model,
@@ -92,4 +130,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "model_overrides": overrides,
         # only where set, so that the identities of earlier runs stay as they were
         **({"allow_resize": True} if allow_resize else {}),
+        **({"schedule": "cosine"} if schedule == "cosine" else {}),
+        **({"augment": augment} if augment else {}),
+        **({"grad_norm_every": every} if every else {}),
     }

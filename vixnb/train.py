@@ -11,8 +11,18 @@ Protocol ``fixed`` selects the epoch on a held-out validation split and evaluate
 optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
 (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
+
+The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``):
+``schedule: cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so
+a resumed run is exact; each history entry records its ``lr``), ``augment`` (random horizontal and vertical
+flips and rotations of the main stage's training batches on the device, ``flip_rotate``, drawn from the run's
+own generator, saved in the checkpoint) and ``grad_norm_every`` (the mean per-layer gradient norm over every
+N-th step, ``grad_norms`` in each history entry). A model with shaped attention records each layer's
+``alpha_beta`` after every epoch. ``run(..., keep_weights=True)`` stores the selected weights in float16 beside
+the result (``ResultsStore.load_weights``, ``trained_model``).
 """
 import json
+import math
 import sys
 import time
 from contextlib import nullcontext
@@ -20,10 +30,12 @@ from functools import cache
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
 from .data import describe_source, load_split, normalize, source_fingerprint
+from .layers import ShapedAttention
 from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
 from .models import architecture_signature, create_model
@@ -107,6 +119,75 @@ def augment_batch(images, randaugment):
     return torch.stack([ra(img) for img in images])
 
 
+def lr_at(config, epoch):
+    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``, or under ``schedule: cosine`` what
+    torch's CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form."""
+    if config.get("schedule") != "cosine":
+        return config["lr"]
+    return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
+
+
+def rotate_batch(images, angles):
+    """Each image of a uint8 (b, c, h, w) batch rotated by its own angle (``angles``, degrees; positive is
+    counter-clockwise) about its centre as torchvision's ``rotate`` does it: nearest pixel, zero fill, same size."""
+    rad = torch.deg2rad(angles.double())
+    cos, sin, zero = rad.cos(), rad.sin(), torch.zeros_like(rad)
+    h, w = images.shape[-2:]
+    # torchvision's inverse map in pixels about the centre, [[cos, -sin], [sin, cos]], in affine_grid's [-1, 1] units
+    theta = torch.stack([torch.stack([cos, -sin * h / w, zero], -1), torch.stack([sin * w / h, cos, zero], -1)], -2)
+    grid = F.affine_grid(theta.float(), list(images.shape), align_corners=False)
+    out = F.grid_sample(images.float(), grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    return out.to(torch.uint8)
+
+
+AUGMENT_SEED_OFFSET = 1_000_003  # a run's augmentation generator is seeded with its seed plus this
+
+
+def flip_rotate(images, *, hflip, vflip, rotate, generator):
+    """The blog's augmentation of a uint8 (b, c, h, w) batch, on its device, for all images at once: each image
+    flipped horizontally (p=0.5), vertically (p=0.5) and rotated by its own angle uniform in [-rotate, rotate]
+    degrees (``rotate_batch``), as torchvision's RandomHorizontalFlip, RandomVerticalFlip and RandomRotation.
+    Every draw comes from ``generator`` (on the images' device): the same three per image whatever is on."""
+    draws = torch.rand(3, len(images), generator=generator, device=images.device)
+    for on, heads, dim in ((hflip, draws[0], -1), (vflip, draws[1], -2)):
+        if on:
+            images = torch.where((heads < 0.5)[:, None, None, None], images.flip(dim), images)
+    return rotate_batch(images, (2 * draws[2] - 1) * rotate) if rotate else images
+
+
+def layer_grad_norms(layers):
+    """(layers,) tensor on the device: for each layer (a list of parameters), the L2 norm of all its gradients
+    together (no device sync)."""
+    norms = []
+    for params in layers:
+        grads = [p.grad for p in params if p.grad is not None]
+        norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else params[0].new_zeros(()))
+    return torch.stack(norms)
+
+
+def layer_names(model, config):
+    """The parameter names of each layer of ``model`` (each child of ``model.blocks``, first layer first:
+    ``blocks.<i>.…``), for ``grad_norm_every``; an error naming the model where it has no ``blocks``."""
+    blocks = list(getattr(model, "blocks", nn.Sequential()).named_children())
+    if not blocks:
+        raise ValueError(f"{config['model']} has no `blocks` (its sequence of layers), which grad_norm_every needs; "
+                         "leave grad_norm_every out for this model")
+    return [[f"blocks.{i}.{n}" for n, _ in block.named_parameters()] for i, block in blocks]
+
+
+def _layers(model, config):
+    """The parameters of each layer of ``model`` (``layer_names``)."""
+    params = dict(model.named_parameters())
+    return [[params[n] for n in names if n in params] for names in layer_names(model, config)]
+
+
+@torch.no_grad()
+def alpha_beta(model):
+    """[[alpha, beta], ...] of each ``ShapedAttention`` of ``model`` in module order (one device sync), or None."""
+    shaped = [m for m in model.modules() if isinstance(m, ShapedAttention)]
+    return torch.stack([torch.stack([m.alpha, m.beta]) for m in shaped]).tolist() if shaped else None
+
+
 def _splits(config, device, download=False):
     """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
     `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
@@ -123,15 +204,20 @@ def _splits(config, device, download=False):
     return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
-def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch):
-    """One pass over the training tensors in a seeded random order; returns the epoch's history entry."""
+def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch,
+                 augment_generator=None, layers=None):
+    """One pass over the training tensors in a seeded random order; returns the epoch's history entry. ``augment``:
+    RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers`` (``_layers``): record
+    the per-layer gradient norms every ``grad_norm_every``-th step."""
     t0, bs = time.perf_counter(), config["batch_size"]
     model.train()
     order = torch.randperm(len(images), device=images.device, generator=order_generator)
-    loss_sum, correct, steps = 0.0, 0.0, 0
+    loss_sum, correct, steps, norm_sum, sampled = 0.0, 0.0, 0, 0.0, 0
     for i in range(0, len(order), bs):
         idx = order[i:i + bs]
         batch = augment_batch(images[idx], config["randaugment"]) if augment else images[idx]
+        if augment and config.get("augment"):
+            batch = flip_rotate(batch, **config["augment"], generator=augment_generator)
         try:
             with autocast():
                 logits = model(normalize(batch))
@@ -146,13 +232,17 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
                 "Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        if layers is not None and steps % config["grad_norm_every"] == 0:  # unscaled: no amp_loss_only (run_config)
+            norm_sum, sampled = norm_sum + layer_grad_norms(layers), sampled + 1
         scaler.step(optimizer)
         scaler.update()
         loss_sum += loss.item()
         correct += (logits.argmax(dim=1) == labels[idx]).float().mean().item()
         steps += 1
-    return {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps,
-            "seconds": time.perf_counter() - t0}
+    entry = {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps}
+    if layers is not None:
+        entry["grad_norms"] = (norm_sum / sampled).tolist()
+    return {**entry, "seconds": time.perf_counter() - t0}
 
 
 def _device(config, device):
@@ -221,16 +311,20 @@ def out_of_time(deadline, history, last_epoch=None):
     return _now() + last > deadline
 
 
-def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None):
+def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, keep_weights=False):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
     interrupted at any point (even ``kill -9``) resumes from the last saved epoch, ending with the same
     metrics as an uninterrupted run on the CPU. With ``deadline`` (a ``time.time()`` value; needs
     ``checkpoint``), a run whose next epoch would end after it stops at the epoch boundary with
-    ``TrainingPaused``; its checkpoint is kept, and the next call resumes it."""
+    ``TrainingPaused``; its checkpoint is kept, and the next call resumes it. ``keep_weights``: the weights'
+    size is checked against ``WEIGHTS_LIMIT_MB`` first, and the result also holds ``best_state``, the
+    selected weights (tensors, not JSON: ``run`` stores them and takes them out)."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
+    if keep_weights:
+        check_weights_size(config)
     device = _device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
@@ -243,6 +337,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         optimizer = _optimizer(model, config, "adamw")
         autocast, loss_autocast, scaler = _autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
+        # the augmentation's own generator: seeded from the run's seed, but not the data order's stream
+        augmenter = torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET)
+        layers = _layers(model, config) if config.get("grad_norm_every") else None
         history, best_state, elapsed = [], None, 0.0
         # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
@@ -255,6 +352,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             optimizer.load_state_dict(state["optimizer"])
             scaler.load_state_dict(state["scaler"])
             shuffle.set_state(state["shuffle"])
+            if state.get("augment_rng") is not None:
+                augmenter.set_state(state["augment_rng"])
             torch.random.set_rng_state(state["cpu_rng"])
             if device.type == "cuda":
                 torch.cuda.set_rng_state(state["cuda_rng"], device)
@@ -286,10 +385,18 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
                                      f"{sum(limits.values())} (time budget); run it again to resume")
             epoch_start = _now()
+            scheduled = {"lr": lr_at(config, len(history) + 1)} if config.get("schedule") else {}
+            if scheduled:  # from the epoch number alone, no scheduler state: a resumed run is exact
+                for group in optimizer.param_groups:
+                    group["lr"] = scheduled["lr"]
             try:
                 entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
                                      config=config, augment=stage == "main", autocast=autocast,
-                                     loss_autocast=loss_autocast, epoch=len(history) + 1)
+                                     loss_autocast=loss_autocast, epoch=len(history) + 1, augment_generator=augmenter,
+                                     layers=layers)
+                entry.update(scheduled)
+                if (shaped := alpha_beta(model)) is not None:
+                    entry["alpha_beta"] = shaped
                 if config["eval_mode"]:
                     model.eval()
                 top1, top5 = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast)
@@ -312,7 +419,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if checkpoint is not None:
                 save_checkpoint(checkpoint, {
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                    "shuffle": shuffle.get_state().cpu(), "cpu_rng": torch.random.get_rng_state(),
+                    "shuffle": shuffle.get_state().cpu(), "augment_rng": augmenter.get_state().cpu(),
+                    "cpu_rng": torch.random.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                     "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
                     "switch": switch.state_dict() if switch else None})
@@ -324,7 +432,27 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             model.load_state_dict(best_state)
             model.eval()
             test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-    return _result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
+    result = _result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
+    return {**result, "best_state": best_state} if keep_weights else result
+
+
+WEIGHTS_LIMIT_MB = 16  # the most a run's kept weights (float16) may take
+
+
+def weights_bytes(config):
+    """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
+    they are), from a build on the meta device (no memory, no random numbers)."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+    return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
+
+
+def check_weights_size(config):
+    """A one-line error, before any training, where ``config``'s weights are too large to keep."""
+    size = weights_bytes(config) / 2**20
+    if size > WEIGHTS_LIMIT_MB:
+        raise ValueError(f"{config['model']}: its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} "
+                         "MiB cap on kept weights (train.WEIGHTS_LIMIT_MB); run it without keep_weights")
 
 
 def can_run(config):
@@ -379,7 +507,7 @@ def stale_reason(stored):
 
 
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
-        download=False, deadline=None, **overrides):
+        download=False, deadline=None, keep_weights=False, **overrides):
     """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
     ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains anew,
     from epoch 1, even over a stored result), else a ``{"status": "not yet run"}`` record with the reason.
@@ -388,29 +516,61 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     (``stale_reason``) is never reused silently: ``"missing"`` trains again; ``"never"`` returns it with the
     reason under ``"stale"``. Two processes on one run: the second
     waits for the first's result (a lock per run) instead of training it again. ``deadline``: see ``train``
-    (a run stopped by it raises ``TrainingPaused`` and keeps its checkpoint)."""
+    (a run stopped by it raises ``TrainingPaused`` and keeps its checkpoint).
+
+    ``keep_weights=True``: the selected weights are stored too, in float16 (``ResultsStore.save_weights``; the
+    result records them under ``"weights"``); ``"missing"`` trains again a stored result whose weights are
+    missing, ``"never"`` returns it as it is."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
     stored = None if compute == "always" else store.get(config)
     stale = stale_reason({**stored, "config": config}) if stored is not None else None
-    if stored is not None and (not stale or compute == "never"):
+    unkept = store.weights_missing(config, stored) if keep_weights and stored is not None else None
+    if stored is not None and (not (stale or unkept) or compute == "never"):
         return {**stored, "stale": stale} if stale else stored
     if compute == "never":
         return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
     if not can_run(config):
-        return {"status": "not yet run", "config": config,
-                "reason": f"profile {profile!r} needs a CUDA GPU; no stored result for this configuration"}
-    if stale:
-        print(f"vixnb: {store.path(config).name} was {stale}; training it again", file=sys.stderr, flush=True)
+        held = f"the stored result was {stale}" if stale else f"the stored result {unkept}" if unkept else \
+            "no stored result for this configuration"
+        return {"status": "not yet run", "config": config, "reason": f"profile {profile!r} needs a CUDA GPU; {held}"}
+    if stale or unkept:
+        print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
+              f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
     store.check_writable(config)
     with store.lock(config) as waited:
-        if waited and compute != "always" and (done := store.get(config)) is not None:
+        if waited and compute != "always" and (done := store.get(config)) is not None and \
+                not (keep_weights and store.weights_missing(config, done)):
             return done
         checkpoint = store.checkpoint_path(config)
         if compute == "always":
             remove_checkpoints(checkpoint)
-        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline)
+        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
+                       keep_weights=keep_weights)
+        if keep_weights:  # the weights first: a stored result's weights record always names a written file
+            result["weights"] = store.save_weights(config, result.pop("best_state"))
         store.put(config, result)
         remove_checkpoints(checkpoint)
     return {**result, "config": config}
+
+
+def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
+    """``(module, result)``: the trained model of a run (``run(..., keep_weights=True)`` under ``compute``),
+    built as ``_build_model`` builds it (under a forked, seeded RNG: the caller's is untouched), its kept
+    weights loaded (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights
+    and ``compute`` does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
+    store = store if store is not None else ResultsStore()
+    result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, keep_weights=True,
+                 **overrides)
+    state = store.load_weights(result["config"]) if result["status"] == "done" else None
+    if state is None:
+        return None, result if result["status"] != "done" else {
+            "status": "not yet run", "config": result["config"],
+            "reason": f"the stored result {store.weights_missing(result['config'], result)}; train it again with "
+                      "compute='missing' (it keeps the weights)"}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(result["config"]["seed"])
+        module, _ = _build_model(result["config"])
+    module.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    return module.eval(), result

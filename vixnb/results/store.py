@@ -2,7 +2,9 @@
 
 Layout:
 - training runs: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``, keyed by a hash of the run's
-  configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``;
+  configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``; a run's
+  kept weights (``run(..., keep_weights=True)``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
+  committed with the results (unlike checkpoints), their SHA-256 recorded in the result;
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
@@ -13,6 +15,7 @@ git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash nev
 and two processes finishing the same run leave one complete file.
 """
 import hashlib
+import io
 import json
 import os
 import sys
@@ -102,6 +105,48 @@ class ResultsStore:
         """Where an unfinished run of ``config`` keeps its per-epoch checkpoint (removed when it finishes)."""
         path = self.path(config)
         return path.parent / ".checkpoints" / (path.stem + ".pt")
+
+    def weights_path(self, config):
+        """Where a run's kept weights are: ``<profile>/weights/<result stem>.pt``."""
+        path = self.path(config)
+        return path.parent / "weights" / (path.stem + ".pt")
+
+    def save_weights(self, config, state):
+        """Write ``state`` (a state dict) to ``weights_path`` in float16 (floating tensors cast, integer buffers as
+        they are), atomically; return the record its result keeps under ``"weights"`` (``file`` relative to the
+        profile's folder)."""
+        import torch
+
+        half = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype, copy=True)
+                for k, v in state.items()}
+        buffer = io.BytesIO()
+        torch.save(half, buffer)
+        data = buffer.getvalue()
+        path = atomic_write(self.weights_path(config), lambda f: f.write(data), binary=True)
+        return {"file": path.relative_to(self.root / config["profile"]).as_posix(),
+                "sha256": hashlib.sha256(data).hexdigest(), "dtype": "float16", "bytes": len(data)}
+
+    def weights_missing(self, config, result):
+        """Why the stored ``result`` of ``config`` has no kept weights here, or None where its file is present."""
+        record = result.get("weights")
+        if not record:
+            return "keeps no weights"
+        return None if (self.root / config["profile"] / record["file"]).is_file() else \
+            f"lacks its weights file {record['file']}"
+
+    def load_weights(self, config):
+        """The kept weights of ``config``'s run (a state dict of float16 tensors on the CPU), or None where its
+        result or their file is absent; a ``StoreError`` where the file does not match the recorded SHA-256."""
+        import torch
+
+        result = self.get(config)
+        if result is None or self.weights_missing(config, result):
+            return None
+        path = self.root / config["profile"] / result["weights"]["file"]
+        if hashlib.sha256(path.read_bytes()).hexdigest() != result["weights"]["sha256"]:
+            raise StoreError(f"weights file {path} does not match the SHA-256 its result records; delete it and train "
+                             "again (run(..., keep_weights=True) trains a result whose weights are missing)")
+        return torch.load(path, weights_only=True, map_location="cpu")
 
     def get(self, config):
         path = self.path(config)
