@@ -73,6 +73,7 @@ def test_the_blogs_claims_read_our_counts_exactly():
     assert list(params["paper bears it out"]) == ["yes"] * 3 and list(params["our verdict"]) == ["holds"] * 3
     assert ours["cifar10"]["exp3_vanilla"]["params"] == 927370
     # accuracy claims have no printed figure and wait for runs
+    assert "as points" not in frame.loc["shaped-exp1-params", "reading"]
     row = frame.loc["shaped-exp5-dynamic"]
     assert row["paper figure"] is None and row["paper bears it out"] == "—" and row["our verdict"] == "not yet run"
 
@@ -102,11 +103,10 @@ def test_seed_comparison_and_pairs():
     assert report.seed_comparison([1.0], [0.0])["survives"] is None
     frame = report.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
                                                      "b": [_record([1, 1], 60)]})
-    row = frame.loc["x"]
-    assert row[("final training accuracy (%)", "a")] == "4.00 ± 1.41 (2)"
-    assert row[("final training accuracy (%)", "a − b")] == "+3.00"
-    assert row[("best test top-1 (%)", "beyond 2 SE")] == "—"
-    assert report.compare_pairs([("y", "a", "c")], {"a": []}).loc["y"].iloc[0] == "not yet run"
+    train, test = frame.loc[("x", "final training accuracy (%)")], frame.loc[("x", "best test top-1 (%)")]
+    assert (train["a"], train["b"], train["a − b"]) == ("4.00 ± 1.41 (2)", "1.00 (1)", "+3.00")
+    assert test["beyond 2 SE"] == "—" and test["a − b"] == "+11.00"
+    assert report.compare_pairs([("y", "a", "c")], {"a": []}).iloc[0]["a"] == "not yet run"
 
 
 def test_the_panel_takes_classes_in_turns():

@@ -63,6 +63,7 @@ def make_spec(entries, *, download=False):
     e = entries[0]
     return {"kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
+            "keep_weights": [x.seed for x in entries if getattr(x, "keep_weights", False)],
             "command": e.command, "store": str(_store_root()), "download": download,
             "stale": any(x.status == "stale" for x in entries)}
 
@@ -105,11 +106,12 @@ def _run_training(spec, store, deadline):
     resumed = any(p.exists() for p in checkpoints)
     try:
         if len(configs) > 1:
-            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"])
+            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
+                         keep_weights=spec.get("keep_weights", []))
         else:
             result = run(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=spec["seeds"][0],
                          store=store, progress=False, deadline=deadline, download=spec["download"],
-                         **spec["settings"])
+                         keep_weights=spec["seeds"][0] in spec.get("keep_weights", []), **spec["settings"])
             if result["status"] != "done":
                 raise RuntimeError(f"{spec['model']}: {result['status']}: {result.get('reason', '')}")
     except TrainingPaused as paused:

@@ -391,7 +391,8 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
     where ``train.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
     and the next call with the same members resumes it. ``keep_weights``: as ``train.run`` (each member's
-    selected weights stored beside its result; a stored result whose weights are missing counts as lacking)."""
+    selected weights stored beside its result; a stored result whose weights are missing counts as lacking), or
+    the seeds of the members that keep theirs."""
     from contextlib import ExitStack
 
     from .results import ResultsStore, remove_checkpoints
@@ -399,9 +400,12 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
 
     store = store if store is not None else ResultsStore()
 
+    def keeps(c):
+        return keep_weights is True or (not isinstance(keep_weights, bool) and c["seed"] in keep_weights)
+
     def lacking(c):  # not stored, or stored by other code or from other data (as `train.run` decides), or unkept
         stored = store.get(c)
-        return stored is None or stale_reason(stored) is not None or bool(keep_weights and store.weights_missing(c, stored))
+        return stored is None or stale_reason(stored) is not None or bool(keeps(c) and store.weights_missing(c, stored))
 
     todo = [c for c in configs if lacking(c)]
     if todo:
@@ -414,10 +418,11 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
             if todo:
                 checkpoint = checkpoint_path(store, todo)
                 results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                                         download=download, exact=exact, keep_weights=keep_weights)
+                                         download=download, exact=exact, keep_weights=any(map(keeps, todo)))
                 for c, result in zip(todo, results):
-                    if keep_weights:  # the weights first, as train.run
-                        result["weights"] = store.save_weights(c, result.pop("best_state"))
+                    best_state = result.pop("best_state", None)
+                    if keeps(c):  # the weights first, as train.run
+                        result["weights"] = store.save_weights(c, best_state)
                     store.put(c, result)
                 remove_checkpoints(checkpoint)
     return [store.get(c) for c in configs]

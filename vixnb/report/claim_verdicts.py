@@ -206,7 +206,9 @@ def _reading(key, claim, paper_pair, our_pair):
         parts.append("not computed: the paper file holds none of the numbers behind it")
     else:
         parts.append("the paper prints none of the numbers behind it: ours only")
+    # "% better" is ambiguous (relative or in points) only for a metric in points (accuracy)
     if method in ("relative_gain", "point_gain") and claim.get("table") and "printed" not in claim \
+            and METRICS.get(claim["metric"], ("", ""))[1] == "points" \
             and (len(claim["pair_list"]) == 1 or claim.get("over") == "mean"):
         other = dict(claim, method="point_gain" if method == "relative_gain" else "relative_gain")
         figure, _, _ = _evaluate(other, _paper_getter(key, claim))

@@ -224,32 +224,29 @@ PER_SEED = {"train_acc_final": ("final training accuracy (%)", lambda r: r["hist
 
 def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1")):
     """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
-    (``{name: [records]}``); for each metric of ``PER_SEED``, a's and b's mean ± std (seeds), a − b, and whether
-    it survives the spread (``seed_comparison``: beyond two standard errors)."""
+    (``{name: [records]}``); one row per pair and metric of ``PER_SEED``: a's and b's mean ± std (seeds), a − b,
+    and whether it survives the spread (``seed_comparison``: beyond two standard errors)."""
     import statistics
 
     import pandas as pd
 
-    NOT_RUN = "not yet run"
+    not_run = "not yet run"
 
     def text(values):
         if not values:
-            return NOT_RUN
+            return not_run
         std = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
         return f"{statistics.fmean(values):.2f}{std} ({len(values)})"
 
     rows = {}
     for label, a, b in pairs:
-        row = rows.setdefault(label, {})
         for metric in metrics:
             heading, value = PER_SEED[metric]
             va, vb = ([value(r) for r in runs.get(n, []) if r.get("status") == "done" and r.get("history")]
                       for n in (a, b))
             cmp = seed_comparison(va, vb)
-            row[(heading, "a")], row[(heading, "b")] = text(va), text(vb)
-            row[(heading, "a − b")] = NOT_RUN if cmp["difference"] is None else f"{cmp['difference']:+.2f}"
-            row[(heading, "beyond 2 SE")] = {None: "—", True: "yes", False: "no"}[cmp["survives"]]
-    frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
-    return frame
-
+            rows[(label, heading)] = {
+                "a": text(va), "b": text(vb),
+                "a − b": not_run if cmp["difference"] is None else f"{cmp['difference']:+.2f}",
+                "beyond 2 SE": {None: "—", True: "yes", False: "no"}[cmp["survives"]]}
+    return pd.DataFrame.from_dict(rows, orient="index")

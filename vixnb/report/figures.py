@@ -84,6 +84,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     ``{name: [records]}`` (one line per name: a paper's runs of one model in several settings). ``ax``: draw
     there (the figure is then the caller's); returns the figure."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     if band not in ("range", "std"):
         raise ValueError(f"band must be 'range' or 'std', got {band!r}")
@@ -116,6 +117,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
                 low, high = [min(v) for v in per_epoch], [max(v) for v in per_epoch]
             ax.fill_between(xs, low, high, color=color, alpha=0.2)
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
     if curves:
@@ -131,6 +133,7 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
     uniform map's diagonal prominence). Returns the figure."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = (plt.subplots(figsize=(6.5, 3.6)) if ax is None else (ax.figure, ax))
     drawn = {name: values for name, values in series.items() if values}
@@ -141,8 +144,13 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
                 color=COLORS[i % len(COLORS)], label=name)
     if reference is not None:
         ax.axhline(reference, color="grey", lw=0.8, ls="--")
-    if log:
+    if log:  # plain tick labels (matplotlib's default 10^k ones need TeX fonts the book's machines may lack)
+        from matplotlib.ticker import LogFormatter
+
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer")
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
@@ -179,3 +187,90 @@ def map_grid(rows, *, columns, images=None, title=None):
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def training_panels(groups, *, title):
+    """Training accuracy and test top-1 per epoch side by side, one line per name of ``groups``
+    (``{name: [records]}``), mean ± one standard deviation over the seeds. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, metric, y_label in [(axes[0], "train_acc", "training accuracy (%)"), (axes[1], "select_top1", "test top-1 (%)")]:
+        training_curves(groups, metric=metric, y_label=y_label, band="std", ax=ax, title=f"{title}: {y_label[:-4]}")
+    fig.tight_layout()
+    return fig
+
+
+def identity_share_trajectories(groups):
+    """One panel per name of ``groups`` (``{name: [records]}`` of shaped-attention runs): alpha/(alpha+beta) of every
+    layer over training, mean over the seeds, epoch 0 being the initialisation (the scheme in each run's
+    ``alpha_beta`` setting, ``layers.shaped_init``), one line per layer from dark (first) to light (last)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from ..layers import shaped_init
+
+    cols = min(3, len(groups))
+    rows = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.8 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    for ax, (name, records) in zip(axes.flat, groups.items()):
+        done = [r for r in records if r.get("status") == "done" and r["history"][0].get("alpha_beta")]
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if not done:
+            ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
+            continue
+        scheme = done[0]["config"]["model_overrides"].get("alpha_beta", "uniform")
+        depth, epochs = len(done[0]["history"][0]["alpha_beta"]), min(len(r["history"]) for r in done)
+        for layer in range(depth):
+            a0, b0 = shaped_init(scheme, layer_index=layer + 1, depth=depth)
+            share = [a0 / (a0 + b0)] + [math.fsum(a / (a + b) for a, b in (r["history"][e]["alpha_beta"][layer]
+                                                                           for r in done)) / len(done)
+                                        for e in range(epochs)]
+            ax.plot(range(epochs + 1), share, color=plt.cm.viridis(layer / max(depth - 1, 1)), lw=1.1,
+                    label=f"layer {layer + 1}" if layer in (0, depth - 1) else None)
+        ax.legend(fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("α / (α + β)")
+    fig.tight_layout()
+    return fig
+
+
+def attention_map_panels(record, *, labels=None, images=None):
+    """One ``map_grid`` per run of an attention record (``vixnb.analysis.attention_record``): the class token's
+    attention over the patch grid in the first, a quarter, half, three quarters and the last layer, for each
+    panel image; ``images``: the panel's images (h, w, 3), drawn first where given. Returns the figures."""
+    figures = []
+    for row, run in record["runs"].items():
+        depth = len(run["class_token"][0])
+        shown = sorted({1, max(1, depth // 4), max(1, depth // 2), max(1, 3 * depth // 4), depth})
+        side = math.isqrt(len(run["class_token"][0][0]))
+        grid = {f"image {k + 1}": [[run["class_token"][k][layer - 1][i * side:(i + 1) * side] for i in range(side)]
+                                   for layer in shown] for k in range(len(record["panel"]))}
+        name = labels.get(row, row) if labels else row
+        figures.append(map_grid(grid, columns=[f"layer {l}" for l in shown], images=images,
+                                title=f"{name} (depth {depth}), seed {run['seed']}"))
+    return figures
+
+
+def prominence_figures(record, *, labels=None):
+    """Diagonal prominence per layer (heads averaged) of every run of an attention record: the applied map, and
+    for shaped attention its softmax part; then the learned alpha/(alpha+beta) per layer. Returns the figures."""
+    def over_heads(rows):
+        return [math.fsum(heads) / len(heads) for heads in rows]
+
+    name = (lambda row: labels.get(row, row)) if labels else (lambda row: row)
+    series, share = {}, {}
+    for row, run in record["runs"].items():
+        series[f"{name(row)}: applied map"] = over_heads(run["prominence"])
+        if run["identity_share"]:
+            series[f"{name(row)}: softmax part"] = over_heads(run["prominence_softmax"])
+            share[name(row)] = run["identity_share"]
+    figures = [per_layer_lines(series, y_label="diagonal prominence", reference=1, log=True,
+                               title=f"diagonal prominence, {record['prominence_images']} test images")]
+    if share:
+        figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, end of training"))
+    return figures
