@@ -46,3 +46,25 @@ def torchsummary_report():
         return params, float(re.search(r"Estimated Total Size \(MB\): ([\d.]+)", text).group(1))
 
     return report
+
+
+@pytest.fixture
+def crash_after_checkpoint(monkeypatch):
+    """A function that, once called, makes the training engine raise the exception class it returns right after
+    every checkpoint it saves (a crash at each epoch boundary, the checkpoint on disk)."""
+    from vixnb import train as engine
+
+    class Crash(Exception):
+        pass
+
+    real = engine.save_checkpoint
+
+    def save_then_crash(path, state):
+        real(path, state)
+        raise Crash
+
+    def install():
+        monkeypatch.setattr(engine, "save_checkpoint", save_then_crash)
+        return Crash
+
+    return install

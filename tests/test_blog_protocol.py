@@ -235,22 +235,13 @@ def test_alpha_beta_recorded_for_shaped_layers_only():
     assert "alpha_beta" not in vanilla["history"][0] and "grad_norms" in vanilla["history"][0]
 
 
-def test_resume_with_schedule_augmentation_and_grad_norms_is_identical(tmp_path, monkeypatch):
+def test_resume_with_schedule_augmentation_and_grad_norms_is_identical(tmp_path, crash_after_checkpoint):
     """Crash after every epoch's checkpoint and resume: the same history (lr, augmented batches, grad norms,
     alpha / beta) and metrics as an uninterrupted run."""
     config = run_config("vit_small_simplified", profile="smoke", epochs=3, **TINY, **BLOG)
     reference = engine.train(config, progress=False)
 
-    class Crash(Exception):
-        pass
-
-    real = engine.save_checkpoint
-
-    def save_then_crash(path, state):
-        real(path, state)
-        raise Crash
-
-    monkeypatch.setattr(engine, "save_checkpoint", save_then_crash)
+    Crash = crash_after_checkpoint()
     ckpt, result = tmp_path / "run.pt", None
     for _ in range(4):
         try:
@@ -337,3 +328,22 @@ def test_run_trains_again_where_the_weights_are_missing(monkeypatch, capsys):
 def test_a_gpu_profiles_trained_model_on_a_cpu_is_not_yet_run():
     module, record = engine.trained_model("vit_small_simplified", profile="paper", compute="missing")
     assert module is None and record["status"] == "not yet run" and "needs a CUDA GPU" in record["reason"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_a_stored_gpu_result_without_weights_stays_a_result_on_a_cpu():
+    """Its metrics stand (the page shows them); only the weights are said to be missing."""
+    config = run_config("vit_small_simplified", profile="paper", **TINY)
+    store = ResultsStore()
+    store.put(config, {"status": "done", "top1": 50.0, "top5": 90.0, "history": []})
+    result = engine.run("vit_small_simplified", profile="paper", keep_weights=True, **TINY)
+    assert result["status"] == "done" and result["top1"] == 50.0
+    assert "needs a CUDA GPU to train it again" in result["weights_missing"]
+
+
+def test_trained_model_never_loads_the_weights_of_a_stale_result(monkeypatch):
+    options = dict(profile="smoke", epochs=1, **TINY)
+    engine.run("vit_small_simplified", progress=False, keep_weights=True, **options)
+    monkeypatch.setattr(engine, "stale_reason", lambda stored: "made by other model code (test)")
+    module, record = engine.trained_model("vit_small_simplified", **options)
+    assert module is None and "made by other model code (test)" in record["reason"]

@@ -71,7 +71,9 @@ def test_build_leaves_the_checkout_alone(book):
 
 
 @pytest.mark.parametrize("page, title", [(CHAPTER, "pipeline check, smoke profile"),
-                                         (STORED, "GPU results, budget profile")])
+                                         (STORED, "GPU results, budget profile"),
+                                         ("simplified", "pipeline check, smoke profile"),
+                                         ("budget/simplified", "GPU results, budget profile")])
 def test_pages_name_their_profile_and_show_no_injected_parameters_or_raw_reprs(html, page, title):
     text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
     plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))

@@ -123,3 +123,38 @@ def test_training_curves_take_named_groups_and_a_std_band():
     assert list(ax.lines[0].get_ydata()) == [2.0, 3.0]
     with pytest.raises(ValueError, match="band"):
         report.training_curves([], band="minmax")
+
+
+def test_an_ensembles_seconds_are_not_an_epoch_time():
+    member = {**_record([1, 2], 1, seconds=(9.0, 9.0)), "provenance": {"execution": "ensemble of 3 seeds"}}
+    assert RUN_STATISTICS["epoch_s"]([member]) is None
+    assert RUN_STATISTICS["epoch_s"]([member, _record([1, 2], 1, seconds=(5.0, 3.0))]) == 3.0
+
+
+def test_the_identity_share_needs_a_nonzero_sum():
+    assert RUN_STATISTICS["identity_share_first_last"]([_record([1], 1, alpha_beta=[[0.0, 0.0], [1.0, 1.0]])]) is None
+
+
+def test_an_override_that_is_a_training_option_is_refused():
+    from vixnb.cli.commands import train
+
+    args = parser().parse_args(["train", "vit_small_vanilla", "--override", "lr=0.1"])
+    with pytest.raises(ValueError, match=r"--override lr=\.\.\.: lr is a training option; pass --lr instead"):
+        train(args)
+
+
+def test_a_kept_weights_run_stored_without_them_is_stale_in_the_plan_and_a_measured_record_goes_stale():
+    from vixnb.analysis import record_stale
+    from vixnb.results import ResultsStore
+
+    store = ResultsStore()
+    entry = next(e for e in plan.build("smoke") if e.paper == "shaped" and e.keep_weights)
+    store.put(entry._config, {"status": "done", "top1": 1.0, "history": [{"seconds": 1.0}]})
+    again = next(e for e in plan.build("smoke", only=[entry.name]) if e.key == entry.key)
+    assert again.status == "stale" and "weights" in again.reason
+    record = {"runs": {entry.name: {"config": entry._config, "weights_sha256": "abc"}}}
+    assert "no weights stored now" in record_stale(record, store)
+    store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "def"}})
+    assert "retrained" in record_stale(record, store)
+    record["runs"][entry.name]["weights_sha256"] = "def"
+    assert record_stale(record, store) is None

@@ -106,7 +106,7 @@ def _metrics(result):
     return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]], result["top1"], result["top5"]
 
 
-def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypatch):
+def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypatch, crash_after_checkpoint):
     """Stop after every epoch (a crash), resume from the checkpoint, and end exactly as an uninterrupted run:
     through the AdamW -> SGD switch and into the post-training stage. Loaded RNG states stay on the CPU."""
     config = run_config("vit", profile="smoke", epochs=3, optimizer="dualopt", randaugment=[1, 5],
@@ -121,17 +121,8 @@ def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypat
     scripted.values = list(scores)
     reference = engine.train(config, progress=False)
 
-    class Crash(Exception):
-        pass
-
-    real = engine.save_checkpoint
-
-    def save_then_crash(path, state):
-        real(path, state)
-        raise Crash
-
     ckpt, result = tmp_path / "run.pt", None
-    monkeypatch.setattr(engine, "save_checkpoint", save_then_crash)
+    Crash = crash_after_checkpoint()
     for _ in range(len(scores) + 1):  # five crashes, one per epoch, then a run that only finishes
         scripted.values = list(scores[len(torch.load(ckpt, weights_only=True)["history"]):] if ckpt.exists() else scores)
         try:

@@ -77,8 +77,9 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
     for name, (model, settings, seed) in runs.items():
-        module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed, compute=compute,
-                                       store=store, **settings)
+        # measuring again never trains again: "always" reuses the stored weights
+        module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
+                                       compute="missing" if compute == "always" else compute, store=store, **settings)
         if module is None:
             out[name] = {"status": "not yet run", "reason": result.get("reason", "no stored weights")}
             continue
@@ -86,6 +87,20 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
         maps = model_maps(module, test_x[shown].to(device), prominence_images=test_x[:prominence_images].to(device))
         prov = result["provenance"]
         out[name] = {"status": "done", "model": model, "settings": settings, "seed": seed, **maps,
+                     "config": result["config"], "weights_sha256": result["weights"]["sha256"],
                      "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}
     return {"dataset": used, "panel": shown, "prominence_images": min(prominence_images, len(test_x)),
             "runs": out, "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
+
+
+def record_stale(record, store):
+    """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
+    retrained, or gone), or None."""
+    for name, run in (record.get("runs") or {}).items():
+        if "config" not in run:
+            continue
+        stored = store.get(run["config"])
+        sha = ((stored or {}).get("weights") or {}).get("sha256")
+        if sha != run.get("weights_sha256"):
+            return f"{name}'s weights changed since it was measured ({'retrained' if sha else 'no weights stored now'})"
+    return None

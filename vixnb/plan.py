@@ -149,7 +149,9 @@ def _train_entries(key, book, profile, seeds, store):
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
         if k in out:  # e.g. smoke: every dataset is the synthetic one; or a run two tables show
-            out[k].keep_weights |= keep
+            if keep and not out[k].keep_weights:
+                out[k].keep_weights = True
+                out[k].command = _run_command(model, dataset, profile, seed, out[k].settings, True)
             continue
         out[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
                        dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
@@ -191,7 +193,7 @@ def _run_status(entry, store, needed_paths):
     config = entry._config
     stored = store.get(config)
     if stored is not None:
-        why = stale_reason(stored)
+        why = stale_reason(stored) or (entry.keep_weights and store.weights_missing(config, stored))
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
@@ -213,10 +215,14 @@ def _record_status(entry, store):
         return "missing", ""
     from .results import read_json
 
-    superseded = read_json(path).get("superseded")
+    record = read_json(path)
+    superseded = record.get("superseded")
     if superseded:
         return "stale", f"rows {', '.join(superseded['rows'])} superseded: {superseded['reason']}"
-    return "stored", ""
+    from .analysis import record_stale
+
+    why = record_stale(record, store) if entry.kind == "measure" else None
+    return ("stale", why) if why else ("stored", "")
 
 
 # ----- estimates ------------------------------------------------------------------------------------------
@@ -234,14 +240,17 @@ def _bench_rates(store):
 
 
 @cache
-def _training_gflop(model, dataset):
-    """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration."""
+def _training_gflop(model, dataset, overrides_json="{}"):
+    """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration, with
+    the run's model settings (``overrides_json``: JSON of ``model_overrides``)."""
+    import json
+
     from .measure.flops import flops
     from .models import create_model
     import torch
 
     with torch.random.fork_rng():
-        return 3 * flops(create_model(model, dataset=dataset))["gflops"]
+        return 3 * flops(create_model(model, dataset=dataset, **json.loads(overrides_json)))["gflops"]
 
 
 def _stored_epoch_seconds(store, profile):
@@ -256,6 +265,8 @@ def _stored_epoch_seconds(store, profile):
 def _estimate(entry, rates, device, epoch_seconds):
     """(GPU minutes, basis) of one entry, from the benchmark's ``rates`` on ``device`` (``_bench_rates``),
     else from FLOPs at their median effective rate, else from the stored runs' ``epoch_seconds``."""
+    import json
+
     from .data import dataset_spec
     from .profiles import get_profile
 
@@ -275,7 +286,8 @@ def _estimate(entry, rates, device, epoch_seconds):
     effective = [r[precision] * _training_gflop(m, "cifar10") for m, r in rates.items() if r.get(precision)]
     if effective:
         tflops = statistics.median(effective) / 1e3
-        gflop = _training_gflop(config["model"], config["dataset"])
+        gflop = _training_gflop(config["model"], config["dataset"],
+                                json.dumps(config["model_overrides"], sort_keys=True))
         seconds = images * gflop / (tflops * 1e3) + STARTUP_SECONDS
         return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train)"
     if (per_epoch := epoch_seconds.get(config["model"])) is not None:

@@ -520,7 +520,8 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
 
     ``keep_weights=True``: the selected weights are stored too, in float16 (``ResultsStore.save_weights``; the
     result records them under ``"weights"``); ``"missing"`` trains again a stored result whose weights are
-    missing, ``"never"`` returns it as it is."""
+    missing, ``"never"`` (or a machine that cannot train the profile) returns it as it is, saying why under
+    ``"weights_missing"``."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
@@ -532,8 +533,9 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     if compute == "never":
         return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
     if not can_run(config):
-        held = f"the stored result was {stale}" if stale else f"the stored result {unkept}" if unkept else \
-            "no stored result for this configuration"
+        if stored is not None and not stale:  # its metrics stand; only the weights cannot be had here
+            return {**stored, "weights_missing": f"{unkept}; profile {profile!r} needs a CUDA GPU to train it again"}
+        held = f"the stored result was {stale}" if stale else "no stored result for this configuration"
         return {"status": "not yet run", "config": config, "reason": f"profile {profile!r} needs a CUDA GPU; {held}"}
     if stale or unkept:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
@@ -563,6 +565,9 @@ def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute=
     store = store if store is not None else ResultsStore()
     result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, keep_weights=True,
                  **overrides)
+    if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded
+        return None, {"status": "not yet run", "config": result["config"],
+                      "reason": f"the stored result was {result['stale']}; train it again with compute='missing'"}
     state = store.load_weights(result["config"]) if result["status"] == "done" else None
     if state is None:
         return None, result if result["status"] != "done" else {

@@ -29,8 +29,12 @@ def train(args):
                "allow_resize": args.allow_resize}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
     keep = {"keep_weights": True} if args.keep_weights else {}
+    settings = _overrides(args.override)
+    if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
+        raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
+                         f"--{clash[0].replace('_', '-')} instead")
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
-                 progress=not args.quiet, download=args.download, **keep, **overrides, **_overrides(args.override))
+                 progress=not args.quiet, download=args.download, **keep, **overrides, **settings)
     if result["status"] != "done":
         raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
     summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,

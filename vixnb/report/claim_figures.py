@@ -100,6 +100,10 @@ def _mean(values):
 
 
 def _epoch_seconds(run):
+    """Mean training seconds per epoch (epoch 1 left out); None for a member of an ensemble, whose seconds are
+    the whole ensemble's."""
+    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
+        return None
     later = [h["seconds"] for h in run["history"][1:]] or [h["seconds"] for h in run["history"]]
     return sum(later) / len(later)
 
@@ -113,8 +117,9 @@ def _identity_share(run):
     pairs = run["history"][-1].get("alpha_beta")
     if not pairs:
         return None
-    shares = [a / (a + b) if a + b else float("nan") for a, b in pairs]
-    return 100 * (shares[0] - shares[-1])
+    if not all(a + b for a, b in (pairs[0], pairs[-1])):
+        return None
+    return 100 * (pairs[0][0] / sum(pairs[0]) - pairs[-1][0] / sum(pairs[-1]))
 
 
 def _grad_ratio(run):

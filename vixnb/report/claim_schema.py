@@ -95,7 +95,8 @@ METRICS = {
                         "while training, augmented), mean over the stored seeds"),
     "train_acc_final_std": ("spread of the final training accuracy", "points",
                             "standard deviation over the stored seeds of the last epoch's training accuracy"),
-    "epoch_s": ("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the stored seeds"),
+    "epoch_s": ("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the stored seeds "
+                "trained as separate runs (an ensemble's seconds are all its members')"),
     "grad_norm_first_last": ("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm over the "
                              "last layer's in epoch 1 (sampled steps), mean over the stored seeds"),
     "identity_share_first_last": ("identity share, first minus last layer", "points of share",

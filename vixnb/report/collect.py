@@ -156,12 +156,14 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
     """The attention maps and diagonal prominence (``vixnb.analysis.attention_record``) of the runs whose weights
     a chapter keeps (its ``keep_weights`` tables, first seed), under the compute policy: measured where the
     profile's device is here and the store lacks it (training the runs where their weights are missing and
-    ``compute`` allows), else read from the store. None when nothing is stored and nothing can be measured;
-    a ``RuntimeError`` where it should be measured and a run's weights cannot be had."""
+    ``compute`` allows), else read from the store. A stored record measured from weights that have changed since
+    (``analysis.record_stale``) is measured again where it can be, else returned with the reason under
+    ``"stale"``. None when nothing is stored and nothing can be measured; a ``RuntimeError`` where it should be
+    measured and a run's weights cannot be had."""
     import torch
 
     from .. import papers
-    from ..analysis import attention_record
+    from ..analysis import attention_record, record_stale
     from ..plan import table_runs
     from ..profiles import get_profile
     from ..results import ResultsStore
@@ -178,8 +180,14 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
         return record
 
     here = get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()
-    return store.load_or_compute("measure", attention_maps_name(paper, dataset), make, profile=profile,
-                                 compute=compute, can_compute=here and compute != "never")
+    name = attention_maps_name(paper, dataset)
+    stored = store.load_record("measure", name, profile=profile)
+    stale = record_stale(stored, store) if stored is not None else None
+    if stale and compute == "missing":  # measured from other weights: measure again where possible
+        compute = "always"
+    record = store.load_or_compute("measure", name, make, profile=profile, compute=compute,
+                                   can_compute=here and compute != "never")
+    return {**record, "stale": stale} if record is stored and stale else record
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):

@@ -258,7 +258,8 @@ def attention_map_panels(record, *, labels=None, images=None):
 
 def prominence_figures(record, *, labels=None):
     """Diagonal prominence per layer (heads averaged) of every run of an attention record: the applied map, and
-    for shaped attention its softmax part; then the learned alpha/(alpha+beta) per layer. Returns the figures."""
+    for shaped attention its softmax part; then the learned alpha/(alpha+beta) per layer (of the kept weights:
+    the selected epoch's). Returns the figures."""
     def over_heads(rows):
         return [math.fsum(heads) / len(heads) for heads in rows]
 
@@ -272,5 +273,5 @@ def prominence_figures(record, *, labels=None):
     figures = [per_layer_lines(series, y_label="diagonal prominence", reference=1, log=True,
                                title=f"diagonal prominence, {record['prominence_images']} test images")]
     if share:
-        figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, end of training"))
+        figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, selected epoch"))
     return figures
