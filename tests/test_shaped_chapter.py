@@ -7,6 +7,7 @@ import pytest
 from vixnb import papers, plan, report
 from vixnb.analysis import panel
 from vixnb.cli import parser
+from vixnb.profiles import table_runs
 from vixnb.report.claim_figures import RUN_STATISTICS
 
 
@@ -53,7 +54,7 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
 
 def test_the_smoke_profile_shrinks_the_models_but_keeps_the_rest():
     book = papers.book_chapter("shaped", "simplified")
-    runs = plan.table_runs("shaped", book, "fig12", "smoke")
+    runs = table_runs("shaped", book, "fig12", "smoke")
     assert [(row, settings["depth"], settings.get("alpha_beta"), seeds) for row, _, settings, seeds in runs] == [
         ("exp5_dynamic", 2, "dynamic", [0]), ("exp2_simplified", 2, None, [0])]
 

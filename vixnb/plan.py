@@ -108,24 +108,8 @@ def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
     return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
 
 
-def table_runs(key, book, table, profile, seeds=None):
-    """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
-    section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
-    ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
-    as the table's ``runs`` where the paper made more runs (GPU profiles only)."""
-    from .profiles import get_profile
-
-    prof = get_profile(profile)
-    seeds = list(seeds if seeds is not None else prof.get("seeds") or [0])
-    runs = papers.table(key, table).get("runs", 0)
-    if prof["device"] == "cuda" and runs > len(seeds):
-        seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
-    shrink = (book.get("profile_settings") or {}).get(profile) or {}
-    return [(row, model, {**settings, **shrink}, seeds) for row, model, settings in papers.table_runs(key, table)]
-
-
 def _train_entries(key, book, profile, seeds, store):
-    from .profiles import run_config
+    from .profiles import run_config, table_runs
     from .results import config_key
 
     entries = []

@@ -1,4 +1,5 @@
-"""Run profiles (smoke / budget / paper) and the resolved configuration that identifies one training run."""
+"""Run profiles (smoke / budget / paper), the resolved configuration that identifies one training run, and the
+runs a chapter makes of a paper table in a profile (``table_runs``)."""
 from functools import cache
 from importlib import resources
 
@@ -134,3 +135,17 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         **({"augment": augment} if augment else {}),
         **({"grad_norm_every": every} if every else {}),
     }
+
+
+def table_runs(key, book, table, profile, seeds=None):
+    """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
+    section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
+    ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
+    as the table's ``runs`` where the paper made more runs (GPU profiles only)."""
+    prof = get_profile(profile)
+    seeds = list(seeds if seeds is not None else prof.get("seeds") or [0])
+    runs = papers.table(key, table).get("runs", 0)
+    if prof["device"] == "cuda" and runs > len(seeds):
+        seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
+    shrink = (book.get("profile_settings") or {}).get(profile) or {}
+    return [(row, model, {**settings, **shrink}, seeds) for row, model, settings in papers.table_runs(key, table)]

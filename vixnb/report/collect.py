@@ -164,7 +164,7 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
 
     from .. import papers
     from ..analysis import attention_record, record_stale
-    from ..plan import table_runs
+    from ..profiles import table_runs
     from ..profiles import get_profile
     from ..results import ResultsStore
 
@@ -191,11 +191,11 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
-    """``{row: [result per seed]}`` of one table of a chapter (``plan.table_runs``: the table's settings and the
+    """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables keeps its weights."""
     from .. import papers
-    from ..plan import table_runs
+    from ..profiles import table_runs
     from ..train import run
 
     book = papers.book_chapter(paper, notebook)
