@@ -121,7 +121,7 @@ def test_printed_correlation_and_not_testable_claims():
     assert frame.loc["favor-pipeline-gain", "paper bears it out"] == "—"
 
 
-@pytest.mark.parametrize("key", [k for k in papers.list_papers() if papers.claims(k)])  # `shaped`: none yet
+@pytest.mark.parametrize("key", [k for k in papers.list_papers() if papers.claims(k)])
 def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
     frame = C.claims(key, {})
     assert list(frame.columns) == S.COLUMNS and len(frame) == len(papers.claims(key)) > 0
