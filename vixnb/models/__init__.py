@@ -6,10 +6,11 @@ registers every model.
 - ``levit``: LeViT, LeViP, LeViL, LeViN (class ``LeViX``);
 - ``cct``: CCT, CCP, CCL, CCN (class ``CCX``);
 - ``cvt``: CvT, CvP, CvL, CvN (class ``CvX``);
+- ``cxv``: the `cxv` paper's CNV, CPV and CLTV (class ``CXV``);
 - ``pit``: PiT, PiN, PiP and their Hybrid forms (class ``PiX``);
 - ``vit_small``: the `shaped` paper's vanilla and simplified small ViTs (class ``SmallViT``).
 """
-from . import cct, cvt, levit, pit, vit_small  # noqa: F401  (registers the families)
+from . import cct, cvt, cxv, levit, pit, vit_small  # noqa: F401  (registers the families)
 from .mlp_mixer import MLPMixer
 from .registry import (architecture_signature, create_model, list_models, model_cfg, model_entrypoint, model_family,
                        register_model)
