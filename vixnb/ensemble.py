@@ -31,7 +31,7 @@ the rest (not yet checked on a GPU, where cuDNN's batch norm has its own batchin
 
 The blog's protocol (paper `shaped`) keeps members equal to separate runs: ``schedule: cosine`` sets the one
 AdamW's lr each epoch (the same for every member), ``augment`` augments each member's batch from that member's
-own generator, seeded as its separate run's (``train.AUGMENT_SEED_OFFSET``), ``grad_norm_every`` reduces the
+own generator, seeded as its separate run's (``train.augment_generator``), ``grad_norm_every`` reduces the
 stacked gradients of each layer (``blocks.<i>.…``) over all but the member dimension, and each member records
 its own ``alpha_beta``; ``keep_weights`` gives each member's selected weights (``run_ensemble`` stores them).
 
@@ -65,8 +65,9 @@ from .layers import ShapedAttention
 from .layers.blocks import DropPath
 from .models import create_model
 from .results import load_checkpoint, save_checkpoint
-from .train import (AUGMENT_SEED_OFFSET, TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result,
-                    _splits, adamw, check_weights_size, evaluate, flip_rotate, layer_names, lr_at, out_of_time)
+from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
+                    augment_generator, check_weights_size, evaluate, flip_rotate, layer_params, out_of_time,
+                    set_epoch_lr)
 
 
 def _active_dropout(model):
@@ -298,11 +299,8 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
         optimizer = adamw(ensemble.params.values(), config)
         autocast, _, _ = _autocasts(config, device)
         shuffles = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
-        augmenters = [torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET) for seed in seeds]  # as train's
-        layers = None
-        if config.get("grad_norm_every"):
-            layers = [[ensemble.params[n] for n in names if n in ensemble.params]
-                      for names in layer_names(ensemble.template, config)]
+        augmenters = [augment_generator(seed, device) for seed in seeds]  # each member's as its separate run's
+        layers = layer_params(ensemble.params, ensemble.template, config) if config.get("grad_norm_every") else None
         histories, best_state, elapsed = [[] for _ in seeds], None, 0.0
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
         if state is not None:
@@ -329,10 +327,7 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                 raise TrainingPaused(f"{name}: paused after epoch {len(histories[0])} of {config['epochs']} (time "
                                      "budget); run it again to resume")
             epoch = len(histories[0]) + 1
-            scheduled = {"lr": lr_at(config, epoch)} if config.get("schedule") else {}
-            if scheduled:  # the same lr for every member, from the epoch number alone (as train.train)
-                for group in optimizer.param_groups:
-                    group["lr"] = scheduled["lr"]
+            scheduled = set_epoch_lr(optimizer, config, epoch)  # the same lr for every member
             try:
                 ensemble.train()
                 entries = _epoch(step, train_x, train_y, generators=shuffles, config=config, seeds=seeds, epoch=epoch,

@@ -35,7 +35,7 @@ from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
 from .data import describe_source, load_split, normalize, source_fingerprint
-from .layers import ShapedAttention
+from .layers import alpha_beta
 from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
 from .models import architecture_signature, create_model
@@ -175,17 +175,26 @@ def layer_names(model, config):
     return [[f"blocks.{i}.{n}" for n, _ in block.named_parameters()] for i, block in blocks]
 
 
-def _layers(model, config):
-    """The parameters of each layer of ``model`` (``layer_names``)."""
-    params = dict(model.named_parameters())
+def layer_params(params, model, config):
+    """The parameters of each layer of ``model`` (``layer_names``), taken from ``params`` (name -> tensor: the
+    model's own, or an ensemble's stacked ones)."""
     return [[params[n] for n in names if n in params] for names in layer_names(model, config)]
 
 
-@torch.no_grad()
-def alpha_beta(model):
-    """[[alpha, beta], ...] of each ``ShapedAttention`` of ``model`` in module order (one device sync), or None."""
-    shaped = [m for m in model.modules() if isinstance(m, ShapedAttention)]
-    return torch.stack([torch.stack([m.alpha, m.beta]) for m in shaped]).tolist() if shaped else None
+def augment_generator(seed, device):
+    """A run's augmentation generator: seeded from the run's seed, but not the data order's stream."""
+    return torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET)
+
+
+def set_epoch_lr(optimizer, config, epoch):
+    """Under a schedule, set ``optimizer``'s lr for main-stage ``epoch`` (``lr_at``) from the epoch number alone
+    (no scheduler state: a resumed run is exact) and return ``{"lr": ...}`` for the history entry; else ``{}``."""
+    if not config.get("schedule"):
+        return {}
+    lr = lr_at(config, epoch)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return {"lr": lr}
 
 
 def _splits(config, device, download=False):
@@ -207,7 +216,7 @@ def _splits(config, device, download=False):
 def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch,
                  augment_generator=None, layers=None):
     """One pass over the training tensors in a seeded random order; returns the epoch's history entry. ``augment``:
-    RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers`` (``_layers``): record
+    RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers`` (``layer_params``): record
     the per-layer gradient norms every ``grad_norm_every``-th step."""
     t0, bs = time.perf_counter(), config["batch_size"]
     model.train()
@@ -337,9 +346,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         optimizer = _optimizer(model, config, "adamw")
         autocast, loss_autocast, scaler = _autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
-        # the augmentation's own generator: seeded from the run's seed, but not the data order's stream
-        augmenter = torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET)
-        layers = _layers(model, config) if config.get("grad_norm_every") else None
+        augmenter = augment_generator(seed, device)
+        layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
         history, best_state, elapsed = [], None, 0.0
         # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
@@ -385,10 +393,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
                                      f"{sum(limits.values())} (time budget); run it again to resume")
             epoch_start = _now()
-            scheduled = {"lr": lr_at(config, len(history) + 1)} if config.get("schedule") else {}
-            if scheduled:  # from the epoch number alone, no scheduler state: a resumed run is exact
-                for group in optimizer.param_groups:
-                    group["lr"] = scheduled["lr"]
+            scheduled = set_epoch_lr(optimizer, config, len(history) + 1)
             try:
                 entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
                                      config=config, augment=stage == "main", autocast=autocast,

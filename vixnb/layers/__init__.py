@@ -30,7 +30,7 @@ from .mlp import TokenMLP
 from .nystrom import NystromAttention, moore_penrose_pinv
 from .performer import PerformerAttention, local_window_attention
 from .rope import Rotary, apply_rope
-from .shaped import ShapedAttention, shaped_init, shaped_ratios
+from .shaped import ShapedAttention, alpha_beta, shaped_init, shaped_ratios
 from .softmax import SoftmaxAttention
 
 MIXERS = {
@@ -98,5 +98,5 @@ __all__ = [
     "Rotary", "apply_rope", "split_heads", "merge_heads", "SoftmaxAttention", "PerformerAttention",
     "LinformerAttention", "NystromAttention", "LinearAttention", "ImageLinearAttention", "ShapedAttention",
     "FourierMixer", "TokenMLP", "shaped_init", "linear_attention", "local_window_attention", "moore_penrose_pinv",
-    "attention_rollout", "collect_attention_maps", "class_token_map", "diagonal_prominence", "shaped_ratios",
+    "attention_rollout", "collect_attention_maps", "class_token_map", "diagonal_prominence", "alpha_beta", "shaped_ratios",
 ]

@@ -47,10 +47,18 @@ def shaped_init(scheme, *, layer_index=None, depth=None):
     return (a, 1.0 - a) if scheme == "dynamic" else (1.0 - a, a)
 
 
+@torch.no_grad()
+def alpha_beta(model):
+    """[[alpha, beta], ...] of every ``ShapedAttention`` of ``model`` in module order (first layer first; one
+    device sync), or None where it has none."""
+    shaped = [m for m in model.modules() if isinstance(m, ShapedAttention)]
+    return torch.stack([torch.stack([m.alpha, m.beta]) for m in shaped]).tolist() if shaped else None
+
+
 def shaped_ratios(model):
     """alpha / (alpha + beta) of every ``ShapedAttention`` of ``model``, in module order (first layer first): the
     weight of the identity in each layer's map (1: the token keeps itself; 0: pure attention)."""
-    return [float((m.alpha / (m.alpha + m.beta)).detach()) for m in model.modules() if isinstance(m, ShapedAttention)]
+    return [a / (a + b) for a, b in alpha_beta(model) or []]
 
 
 class ShapedAttention(nn.Module):
