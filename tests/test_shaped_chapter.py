@@ -159,3 +159,17 @@ def test_a_kept_weights_run_stored_without_them_is_stale_in_the_plan_and_a_measu
     assert "retrained" in record_stale(record, store)
     record["runs"][entry.name]["weights_sha256"] = "def"
     assert record_stale(record, store) is None
+
+
+def test_a_stored_attention_record_from_other_weights_says_so():
+    from vixnb.results import ResultsStore
+
+    store = ResultsStore()
+    entry = next(e for e in plan.build("budget") if e.paper == "shaped" and e.keep_weights)
+    store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "now"}})
+    name = "shaped-attention-maps-cifar10"
+    store.save_record("measure", name, {"runs": {entry.name: {"config": entry._config, "weights_sha256": "then"}}},
+                      profile="budget")
+    record = report.attention_maps("shaped", "simplified", "cifar10", profile="budget", compute="never")
+    assert "retrained" in record["stale"]
+    assert report.attention_maps("shaped", "simplified", "cifar10", profile="smoke", compute="never") is None

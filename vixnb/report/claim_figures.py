@@ -14,7 +14,7 @@ from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COL
                            parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
-from .collect import collect_runs, current_counts, gpu_memory_rows
+from .collect import PER_SEED, collect_runs, current_counts, gpu_memory_rows
 
 
 def _paper_keys():
@@ -129,9 +129,9 @@ def _grad_ratio(run):
 
 #: metric -> its figure from the done runs (every stored seed) of one configuration (``SEED_METRICS``)
 RUN_STATISTICS = {
-    "top1_mean": lambda runs: _mean([r["top1"] for r in runs]),
-    "train_acc_final": lambda runs: _mean([r["history"][-1]["train_acc"] for r in runs]),
-    "train_acc_final_std": lambda runs: (statistics.stdev([r["history"][-1]["train_acc"] for r in runs])
+    "top1_mean": lambda runs: _mean([PER_SEED["top1"][1](r) for r in runs]),
+    "train_acc_final": lambda runs: _mean([PER_SEED["train_acc_final"][1](r) for r in runs]),
+    "train_acc_final_std": lambda runs: (statistics.stdev([PER_SEED["train_acc_final"][1](r) for r in runs])
                                          if len(runs) > 1 else None),
     "epoch_s": lambda runs: _mean([_epoch_seconds(r) for r in runs]),
     "grad_norm_first_last": lambda runs: _mean([_grad_ratio(r) for r in runs]),

@@ -10,10 +10,12 @@ SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5
                    "epochs", "batch", "precision", "run peak GB", "device", "commit", "date", "note"]
 
 
-def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, **settings):
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, keep_weights=False,
+                 **settings):
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
-    ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``)."""
+    ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``);
+    ``keep_weights``: as ``train.run``."""
     from tqdm.auto import tqdm
 
     from ..data import DatasetNotFoundError
@@ -29,7 +31,7 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
         bar.set_postfix(model=model, seed=seed)
         try:
             results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False,
-                               store=store, **settings))
+                               store=store, keep_weights=keep_weights, **settings))
         except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
             results.append({"status": "unreadable", "config": run_config(model, dataset=dataset, profile=profile,
                                                                           seed=seed, **settings), "reason": str(e)})
@@ -179,15 +181,14 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
             raise RuntimeError(f"{attention_maps_name(paper, dataset)}: no trained weights of {'; '.join(missing)}")
         return record
 
-    here = get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()
     name = attention_maps_name(paper, dataset)
-    stored = store.load_record("measure", name, profile=profile)
-    stale = record_stale(stored, store) if stored is not None else None
-    if stale and compute == "missing":  # measured from other weights: measure again where possible
-        compute = "always"
-    record = store.load_or_compute("measure", name, make, profile=profile, compute=compute,
-                                   can_compute=here and compute != "never")
-    return {**record, "stale": stale} if record is stored and stale else record
+    can = (get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()) and compute != "never"
+    record = store.load_or_compute("measure", name, make, profile=profile, compute=compute, can_compute=can)
+    stale = record_stale(record, store) if record is not None else None
+    if stale and can and compute == "missing":  # measured from other weights: measure again
+        record = store.load_or_compute("measure", name, make, profile=profile, compute="always", can_compute=can)
+        stale = None
+    return {**record, "stale": stale} if stale else record
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
@@ -196,17 +197,14 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     chapter's ``keep_weights`` tables keeps its weights."""
     from .. import papers
     from ..profiles import table_runs
-    from ..train import run
 
     book = papers.book_chapter(paper, notebook)
     keep = table in (book.get("keep_weights") or [])
-    dataset = papers.table(paper, table)["dataset"]
-    out = {}
-    for row, model, settings, seeds in table_runs(paper, book, table, profile):
-        out[row] = [run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
-                        progress=progress, **({"keep_weights": True} if keep and i == 0 else {}), **settings)
-                    for i, seed in enumerate(seeds)]
-    return out
+    options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
+                   progress=progress)
+    return {row: collect_runs([model], seeds=seeds[:1], keep_weights=keep, **options, **settings)
+            + collect_runs([model], seeds=seeds[1:], **options, **settings)
+            for row, model, settings, seeds in table_runs(paper, book, table, profile)}
 
 
 def seed_comparison(a, b):
