@@ -19,7 +19,9 @@ they ran beside others). Each epoch trains the training split and evaluates the 
 a third of a training step's cost); 20 s per run go to start-up. Measurements and benchmarks: nominal
 minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
 
-**Priority**, in levels (``LEVELS``), cheaper first within a level:
+**Priority**, in levels (``LEVELS``); within a level the first seeds of the rows a chapter names ``first`` (the
+order its paper file asks for), then cheaper first. A run that several chapters show is one entry, the first
+chapter's:
 1. one seed (the profile's first) of every published row, and the measurements the pages read, so that
    every table has a number;
 2. the runs that decide a claim or a study, and the benchmarks behind the speed targets;
@@ -292,8 +294,14 @@ def build(profile, *, store=None, only=None):
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
     entries = []
+    runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
     for key, book in chapters():
-        entries += _train_entries(key, book, profile, seeds, store)
+        for e in _train_entries(key, book, profile, seeds, store):
+            if e.key in runs:
+                runs[e.key].level = min(runs[e.key].level, e.level)
+                continue
+            runs[e.key] = e
+            entries.append(e)
         if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
             entries += _record_entries(key, book, profile, store)
     needed = {e.path for e in entries}
@@ -305,7 +313,8 @@ def build(profile, *, store=None, only=None):
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
     order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
-    entries.sort(key=lambda e: (e.level, _finite(e.est_gpu_minutes), order[e.chapter], e.seed or 0))
+    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes), order[e.chapter],
+                                e.seed or 0))
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:
@@ -315,6 +324,13 @@ def build(profile, *, store=None, only=None):
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
     return entries
+
+
+def _first_rank(entry, firsts):
+    """Where ``entry`` stands among the chapters' ``first`` rows (level 1 only: the first seed), after them if not one."""
+    if entry.kind != "train" or entry.level != 1:
+        return len(firsts)
+    return firsts.get((entry.chapter, entry.name), len(firsts))
 
 
 def _shown(path):

@@ -53,6 +53,12 @@ def _augment(value):
     return {"hflip": flips[0], "vflip": flips[1], "rotate": float(rotate)} if any(flips) or rotate else None
 
 
+def _dualopt(settings, capped):
+    """The protocol's DualOpT settings, with ``adamw_epochs`` (the AdamW phase's cap: half the run, rounded up)
+    where the run's length is ``capped``: a budget run then has both phases; the paper profile's has no cap."""
+    return {**settings, "adamw_epochs": -(-int(capped) // 2)} if capped else dict(settings)
+
+
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
@@ -80,11 +86,13 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     prof, proto = get_profile(profile), papers.protocol(model_cfg(model)["paper"])
     dataset_spec(dataset)
     used = prof.get("dataset_override") or dataset
-    protocol, optimizer = protocol or prof["protocol"], optimizer or prof["optimizer"]
+    # the optimizer: given here, else the paper protocol's (paper `cxv`: DualOpT), else the profile's
+    protocol, optimizer = protocol or prof["protocol"], optimizer or proto.get("optimizer") or prof["optimizer"]
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
     dualopt = optimizer == "dualopt"
+    capped = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
     schedule = _first(schedule, proto.get("schedule"), "constant")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
@@ -107,8 +115,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "dataset": used,
         "profile": profile,
         "seed": int(seed),
-        # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it
-        "epochs": int(_first(epochs, prof.get("epochs")) or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
+        # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it at
+        # max_epochs; a length given here or by the profile caps the whole run and its AdamW phase at half of it
+        "epochs": int(capped or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
         "batch_size": int(_first(batch_size, prof.get("batch_size"), papers.per_model(proto["batch_size"], model))),
         "lr": proto["lr"] if lr is None else float(lr),
         "weight_decay": proto["weight_decay"],
@@ -118,8 +127,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "val_size": _first(val_size, prof.get("val_size"), 5000) if protocol == "fixed" else None,
         "optimizer": optimizer,
         "randaugment": list(randaugment) if randaugment else None,
-        "post_train_epochs": int(post_train_epochs),
-        "dualopt": proto["dualopt"] if dualopt or post_train_epochs else None,
+        # a capped run (budget) caps post-training as each DualOpT phase: at half its length
+        "post_train_epochs": min(int(post_train_epochs), -(-int(capped) // 2)) if capped else int(post_train_epochs),
+        "dualopt": _dualopt(proto["dualopt"], capped if dualopt else None) if dualopt or post_train_epochs else None,
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
         "amp_loss_only": bool(prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only),
         "eval_mode": bool(prof["eval_mode"] if eval_mode is None else eval_mode),

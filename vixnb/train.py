@@ -71,21 +71,27 @@ def evaluate(model, images, labels, *, batch_size, autocast):
 
 class DualOptSwitch:
     """The DualOpT rule: count epochs since the last top-1 >= best (ties reset the count); after
-    ``patience`` such epochs in the AdamW phase say "switch", in the SGD phase say "stop"."""
+    ``patience`` such epochs in the AdamW phase say "switch", in the SGD phase say "stop". ``adamw_epochs``
+    (a run whose length is capped, e.g. the budget profile's): also switch once the AdamW phase has run that
+    many epochs, so that a capped run reaches its SGD phase; ``reason`` says which rule switched."""
 
-    def __init__(self, patience=20, *, phase="adamw", best=float("-inf")):
+    def __init__(self, patience=20, *, phase="adamw", best=float("-inf"), adamw_epochs=None):
         self.patience, self.best, self.since, self.phase = patience, best, 0, phase
+        self.adamw_epochs, self.epochs_in_phase, self.reason = adamw_epochs, 0, None
 
     def update(self, top1):
         if top1 >= self.best:
             self.best, self.since = top1, 0
         else:
             self.since += 1
-        if self.since < self.patience:
+        self.epochs_in_phase += 1
+        patience = self.since >= self.patience
+        capped = self.phase == "adamw" and self.adamw_epochs is not None and self.epochs_in_phase >= self.adamw_epochs
+        if not (patience or capped):
             return "continue"
-        self.since = 0
+        self.since, self.epochs_in_phase = 0, 0
         if self.phase == "adamw":
-            self.phase = "sgd"
+            self.phase, self.reason = "sgd", "patience" if patience else "cap"
             return "switch"
         return "stop"
 
@@ -94,6 +100,12 @@ class DualOptSwitch:
 
     def load_state_dict(self, state):
         vars(self).update(state)
+
+
+def dualopt_switch(config, **kwargs):
+    """The run's ``DualOptSwitch`` (its patience, and the AdamW phase's cap where the run's length is capped)."""
+    d = config["dualopt"]
+    return DualOptSwitch(d["patience"], adamw_epochs=d.get("adamw_epochs"), **kwargs)
 
 
 def adamw(params, config):
@@ -342,7 +354,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         torch.manual_seed(seed)
         model, facts = _build_model(config)
         model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
-        switch = DualOptSwitch(config["dualopt"]["patience"]) if config["optimizer"] == "dualopt" else None
+        switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
         optimizer = _optimizer(model, config, "adamw")
         autocast, loss_autocast, scaler = _autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
@@ -353,7 +365,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
         if state is not None:
             if state["switch"] is not None:
-                switch = DualOptSwitch(config["dualopt"]["patience"])
+                switch = dualopt_switch(config)
                 switch.load_state_dict(state["switch"])
             model.load_state_dict(state["model"])
             optimizer = _optimizer(model, config, switch.phase if switch else "adamw")
@@ -419,7 +431,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if action == "switch":
                 model.load_state_dict(best_state)
                 optimizer = _optimizer(model, config, "sgd")
-                entry["switched_to_sgd"] = True
+                entry["switched_to_sgd"] = switch.reason
             entry["stop"] = action == "stop"
             if checkpoint is not None:
                 save_checkpoint(checkpoint, {

@@ -130,6 +130,12 @@ def protocol(key):
     return data["protocol"]
 
 
+def gpu_batch_size(key):
+    """The batch size of paper ``key``'s "GPU (GB)" column (its protocol's ``gpu_batch_size``; 64, the ViX paper's,
+    where it gives none): the batch of our GPU-memory measurement beside it."""
+    return int(protocol(key).get("gpu_batch_size", 64))
+
+
 def per_model(setting, model):
     """A protocol setting that is either one value or ``{model: value, default: value}``."""
     if isinstance(setting, dict):
@@ -163,5 +169,5 @@ def claims(key):
 
 
 __all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "list_papers", "load", "table", "table_models",
-           "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption", "protocol", "per_model",
+           "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption", "protocol", "gpu_batch_size", "per_model",
            "claims"]

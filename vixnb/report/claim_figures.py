@@ -136,6 +136,8 @@ RUN_STATISTICS = {
     "epoch_s": lambda runs: _mean([_epoch_seconds(r) for r in runs]),
     "grad_norm_first_last": lambda runs: _mean([_grad_ratio(r) for r in runs]),
     "identity_share_first_last": lambda runs: _mean([_identity_share(r) for r in runs]),
+    "run_gpu_gb": lambda runs: _mean([r.get("gpu_gb_reserved") for r in runs]),
+    "top1_main": lambda runs: max((PER_SEED["top1_main"][1](r) for r in runs), default=None),
 }
 
 
@@ -150,7 +152,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     for every model of the tables the claims read, the stored training runs on that table's dataset
     (``train.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
     seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
-    stored batch-64 GPU-memory measurements of the paper's chapters (``collect.gpu_memory_rows``:
+    stored GPU-memory measurements of the paper's chapters at its GPU batch (``collect.gpu_memory_rows``:
     ``vix-gpu-memory-<dataset>-b64`` and its later parts), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
     paper-comparable figure: the authors' execution path, reserved memory being what nvidia-smi shows); the
     stored efficiency measurement (``efficiency``) for times; and GFLOPs counted from the model definition

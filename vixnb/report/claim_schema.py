@@ -82,9 +82,9 @@ METRICS = {
     "top5": ("top-5", "points", "top-5 of the run with the best top-1"),
     "params": ("parameters", "parameters", "the paper's parameter convention, counted on the model as built today"),
     "size_mb": ("Size (MB)", "MB", "the paper's Size (MB) convention, measured on the model as built today"),
-    "gpu_gb": ("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored batch-64 training step on the "
-                               "authors' execution path, the paper-comparable figure"),
-    "gpu_gb_fused": ("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of the batch-64 measurement"),
+    "gpu_gb": ("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU batch "
+                               "(64; cxv: 32) on the authors' execution path, the paper-comparable figure"),
+    "gpu_gb_fused": ("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement"),
     "train_gb": ("training memory", "GB", "GPU GB allocated, authors (fp32) of the batch-64 measurement "
                                           "(max_memory_allocated, the favor paper's training memory)"),
     "train_gb_fused": ("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 measurement"),
@@ -102,6 +102,10 @@ METRICS = {
     "identity_share_first_last": ("identity share, first minus last layer", "points of share",
                                   "alpha/(alpha+beta) of the first layer minus that of the last, after the last "
                                   "epoch, mean over the stored seeds"),
+    "run_gpu_gb": ("the run's peak GPU memory", "GB", "GPU GB reserved at the peak of the training run itself (the "
+                   "protocol's batch size, the run's precision), mean over the stored seeds"),
+    "top1_main": ("top-1 before post-training", "points", "the best top-1 of the main stage (before post-training), "
+                  "best over the stored seeds"),
     "train_step_ms": ("training-step time", "ms", "train step ms (authors) of the stored efficiency measurement"),
     "ms_per_image": ("inference time", "ms", "ms per image (authors) of the stored efficiency measurement"),
     "infer_gb": ("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement"),
@@ -109,10 +113,10 @@ METRICS = {
 RUN_METRICS = ("top1", "top5")
 #: metrics over every stored seed of a run (``claim_figures.RUN_STATISTICS`` computes them from the histories)
 SEED_METRICS = ("top1_mean", "train_acc_final", "train_acc_final_std", "epoch_s", "grad_norm_first_last",
-                "identity_share_first_last")
+                "identity_share_first_last", "run_gpu_gb", "top1_main")
 #: metrics of the model itself (``report.current_counts``): no run needed
 COUNTED_METRICS = {"params": "params_paper", "size_mb": "size_mb"}
-#: metric -> column of the stored batch-64 GPU-memory measurement (``vix-gpu-memory-<dataset>-b64``)
+#: metric -> column of the stored GPU-memory measurement at the paper's GPU batch (``vix-gpu-memory-<dataset>-b64``)
 GPU_MEMORY_COLUMNS = {"gpu_gb": "GPU GB reserved, authors (fp32)", "gpu_gb_fused": "GPU GB reserved, fused (fp32)",
                       "train_gb": "GPU GB allocated, authors (fp32)", "train_gb_fused": "GPU GB allocated, fused (fp32)"}
 #: metric -> column of ``vixnb.measure.records_frame`` of the stored efficiency measurement

@@ -109,15 +109,19 @@ def accuracy_text(summary, model, metric):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
-def gpu_memory_record(paper, dataset, batch_size=64, *, part=None):
-    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size``;
-    ``part``: the paper's chapter (its ``book`` entry's ``part``) when a later chapter measures other models."""
+def gpu_memory_record(paper, dataset, batch_size=None, *, part=None):
+    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size`` (default:
+    the batch of the paper's GPU column, ``papers.gpu_batch_size``); ``part``: the paper's chapter (its ``book``
+    entry's ``part``) when a later chapter measures other models."""
+    from .. import papers
+
+    batch_size = batch_size or papers.gpu_batch_size(paper)
     return f"{paper}{'-' + part if part else ''}-gpu-memory-{dataset}-b{batch_size}"
 
 
-def gpu_memory_rows(paper, dataset, *, profile, store, batch_size=64):
-    """``(rows, records)``: the stored batch-64 GPU-memory rows of every chapter of ``paper`` on ``dataset``,
-    merged (``{model: {column: value}}``), and the records they come from."""
+def gpu_memory_rows(paper, dataset, *, profile, store, batch_size=None):
+    """``(rows, records)``: the stored GPU-memory rows (at the paper's GPU batch, ``papers.gpu_batch_size``) of every
+    chapter of ``paper`` on ``dataset``, merged (``{model: {column: value}}``), and the records they come from."""
     from .. import papers
 
     rows, records = {}, []
@@ -129,16 +133,19 @@ def gpu_memory_rows(paper, dataset, *, profile, store, batch_size=64):
     return rows, records
 
 
-def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=64, part=None):
-    """The GPU memory of one training step at ``batch_size`` for each model, on the authors' path and ours
+def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=None, part=None):
+    """The GPU memory of one training step at ``batch_size`` (default: the batch of the paper's GPU column,
+    ``papers.gpu_batch_size``) for each model, on the authors' path and ours
     (``vixnb.measure.gpu_memory_column``), under the compute policy: measured where this profile runs on a
     GPU here and the store lacks it (or ``compute="always"``), else read from the store. Returns the record
     ``{"rows": {model: {column: value}}, "provenance": {...}}``, or None when nothing is stored or measurable."""
     import torch
 
-    from .. import measure
+    from .. import measure, papers
     from ..profiles import get_profile
     from ..results import ResultsStore
+
+    batch_size = batch_size or papers.gpu_batch_size(paper)
 
     def make():
         frame = measure.gpu_memory_column(models, dataset=dataset, batch_size=batch_size)
@@ -225,7 +232,12 @@ def seed_comparison(a, b):
 
 #: per-seed figures of a done training record, for ``compare_pairs``
 PER_SEED = {"train_acc_final": ("final training accuracy (%)", lambda r: r["history"][-1]["train_acc"]),
-            "top1": ("best test top-1 (%)", lambda r: r["top1"])}
+            "top1": ("best test top-1 (%)", lambda r: r["top1"]),
+            "top1_main": ("best test top-1 before post-training (%)",
+                          lambda r: max(h["select_top1"] for h in r["history"] if h.get("stage", "main") == "main")),
+            "top1_adamw": ("best test top-1 of the AdamW phase (%)",
+                           lambda r: max((h["select_top1"] for h in r["history"] if h.get("phase", "adamw") == "adamw"
+                                          and h.get("stage", "main") == "main"), default=None))}
 
 
 def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1")):

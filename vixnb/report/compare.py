@@ -2,6 +2,8 @@
 and a batch-size GPU-memory measurement: the frames a chapter shows for any paper table of that shape."""
 from __future__ import annotations
 
+import statistics
+
 from .collect import accuracy_text, current_counts, summarize_runs
 from .tables import beside_paper
 
@@ -65,3 +67,58 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
         table = table.drop(columns="note")
     return {"size": size, "accuracy": accuracy, "memory": memory, "runs": table,
             "summary": summary.reindex(models), "measured": measured.reindex(models)}
+
+
+def rows_beside_paper(paper, table, results, *, metrics=("top1",), deltas=True):
+    """A paper table whose rows are runs (``papers.row_run``: one model in several settings, e.g. ablations or
+    optimizers) beside ours: ``{"accuracy", "runs", "summary"}``. ``results`` is ``{row: [result per seed]}``
+    (``collect.table_results``); ``metrics`` are ``collect.PER_SEED`` keys (``top1``, ``top1_main``, ...), each
+    shown as our best seed beside the paper's column of that name, with the mean ± std over seeds when there are
+    several; a column the paper does not print shows ours alone. ``runs``: per row the seeds done, epochs run
+    (the DualOpT switch epoch where there was one), batch, precision, the run's peak GPU GB, commit and date."""
+    import pandas as pd
+
+    from .. import papers
+    from .collect import PER_SEED, summarize_runs
+    from .tables import beside_paper, paper_frame
+
+    printed, rows = paper_frame(paper, table), papers.table(paper, table)["rows"]
+    labels = {row: (entry or {}).get("label", row) for row, entry in rows.items()}
+    ours, runs = {}, {}
+    for row, records in results.items():
+        done = [r for r in records if r["status"] == "done"]
+        figures = {}
+        for metric in metrics:
+            values = [v for v in (PER_SEED[metric][1](r) for r in done) if v is not None]
+            figures[metric] = max(values) if values else None
+            if len(values) > 1:
+                figures[f"{metric} mean"] = f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+        ours[row] = figures
+        summary = summarize_runs(records)
+        runs[row] = summary.iloc[0].to_dict() if len(summary) else {}
+        switches = sorted({i + 1 for r in done for i, h in enumerate(r["history"]) if h.get("switched_to_sgd")})
+        runs[row]["epochs run"] = (", ".join(f"{r['epochs_run']}" for r in done) or None)
+        runs[row]["SGD from epoch"] = ", ".join(str(s + 1) for s in switches) or None
+    ours = pd.DataFrame.from_dict(ours, orient="index")
+    several = any(f"{m} mean" in ours.columns for m in metrics)
+    columns = {}
+    for metric in metrics:
+        name = PER_SEED[metric][0]
+        paper_col = metric if metric in printed.columns else None
+        columns[f"{name}, best seed" if several else name] = (metric, paper_col)
+        if several:
+            columns[f"{name}, mean ± std"] = (f"{metric} mean", None)
+    accuracy = beside_paper(ours, printed, columns, order=list(results), labels=labels, delta=deltas)
+    frame = pd.DataFrame.from_dict(runs, orient="index")
+    keep = ["seeds", "asked", "epochs run", "SGD from epoch", "batch", "precision", "run peak GB", "commit", "date",
+            "note"]
+    frame = frame.reindex(columns=keep).astype(object)
+    frame["seeds"] = [f"{int(s)}/{int(a)}" if s == s and a == a else None for s, a in zip(frame["seeds"], frame["asked"])]
+    frame = frame.drop(columns="asked")
+    frame["batch"] = [None if v is None or v != v else str(int(v)) for v in frame["batch"]]
+    frame = frame.where(frame.notna(), None)
+    for column in ("SGD from epoch", "note"):
+        if frame[column].isna().all():
+            frame = frame.drop(columns=column)
+    frame.index = [labels.get(r, r) for r in frame.index]
+    return {"accuracy": accuracy, "runs": frame, "summary": ours}

@@ -1,0 +1,130 @@
+"""Paper `cxv`: its tables as printed, its runs (every row a registered model whose settings build), DualOpT as the
+protocol (and its cap in a capped profile), the GPU column's batch, the plan's order and its claims."""
+import re
+
+import pytest
+import torch
+
+from vixnb import papers
+from vixnb import train as engine
+from vixnb.models import create_model, list_models
+from vixnb.profiles import run_config
+
+TABLE1 = ("table1_cifar10", "table1_cifar100", "table1_tiny")
+
+
+# ----- the paper file against the paper's text ---------------------------------------------------------------
+
+def test_table1_is_transcribed_as_printed(paper_text):
+    text = paper_text("cxv")
+    printed = {}
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if len(cells) == 7 and cells[1].endswith("M") and cells[3].endswith("G"):
+            printed[cells[0]] = cells[1:]
+    assert len(printed) == 15
+    c10, c100, tin = (papers.table("cxv", t)["rows"] for t in TABLE1)
+    for model, row in c10.items():
+        params, gpu, macs, *top1 = printed[row["label"]]
+        assert (row["params_m"], row["gpu_gb"], row["macs_g"]) == (float(params[:-2]), float(gpu), float(macs[:-2]))
+        assert [row["top1"], c100[model]["top1"], tin[model]["top1"]] == [float(t) for t in top1]
+    assert list(c10) == list(c100) == list(tin)
+
+
+def test_tables_2_to_4_are_transcribed_as_printed(paper_text):
+    text = paper_text("cxv")
+    assert [r["top1"] for r in papers.table("cxv", "table2")["rows"].values()] == \
+        [float(v) for v in re.search(r"\n([\d.]+)\t([\d.]+)\t([\d.]+)\s*\n\s*\nTable 2", text).groups()]
+    table3 = text[text.index("Models\tAccu. with AdamW"):text.index("Table 3:")]
+    printed = [line.split("\t")[:4] for line in table3.splitlines() if re.match(r"[\w\- ]+\t[\d.]+\t", line)]
+    ours = []
+    for name in ("table3_tiny", "table3_cifar100", "table3_cifar10"):  # printed order
+        rows = list(papers.table("cxv", name)["rows"].values())
+        ours += [[a["top1"], b["top1"], b["increase_pct"]] for a, b in zip(rows[::2], rows[1::2])]
+    assert ours == [[float(v) for v in row[1:]] for row in printed]
+    table4 = re.findall(r"\n(\w+)-5/4\t([\d.]+)\t([\d.]+)", text)
+    assert [[r["top1_main"], r["top1"]] for r in papers.table("cxv", "table4")["rows"].values()] == \
+        [[float(a), float(b)] for _, a, b in table4]
+
+
+@pytest.mark.parametrize("table", list(papers.load("cxv")["tables"]))
+def test_every_row_is_a_registered_model_whose_settings_build(table):
+    for row, model, settings in papers.table_runs("cxv", table):
+        assert model in list_models(), (table, row)
+        model_settings = {k: v for k, v in settings.items()
+                          if k not in ("optimizer", "randaugment", "post_train_epochs")}
+        with torch.device("meta"):
+            create_model(model, dataset=papers.table("cxv", table)["dataset"], **model_settings)
+        run_config(model, dataset=papers.table("cxv", table)["dataset"], profile="budget", **settings)
+
+
+# ----- DualOpT as the protocol --------------------------------------------------------------------------------
+
+def test_the_cxv_protocol_trains_with_dualopt_and_the_others_with_adamw():
+    assert run_config("cnv_5_4", profile="budget")["optimizer"] == "dualopt"
+    assert run_config("cnv_5_4", profile="budget", optimizer="adamw")["optimizer"] == "adamw"
+    assert run_config("vit", profile="budget")["optimizer"] == "adamw"
+
+
+def test_a_capped_profile_caps_both_phases_and_the_paper_profile_runs_to_a_ceiling():
+    budget, paper = run_config("cnv_5_4", profile="budget"), run_config("cnv_5_4", profile="paper")
+    assert (budget["epochs"], budget["dualopt"]["adamw_epochs"]) == (10, 5)
+    assert (paper["epochs"], "adamw_epochs" in paper["dualopt"]) == (1000, False)
+    assert run_config("cnv_5_4", profile="paper", optimizer="adamw")["epochs"] == 200
+    post = run_config("cnv_5_4", profile="budget", randaugment=[1, 1], post_train_epochs=200)
+    assert post["post_train_epochs"] == 5
+    assert run_config("cnv_5_4", profile="paper", randaugment=[1, 1], post_train_epochs=200)["post_train_epochs"] == 200
+
+
+def test_the_switch_comes_at_the_cap_when_patience_has_not_run_out():
+    switch = engine.DualOptSwitch(patience=20, adamw_epochs=3)
+    assert [switch.update(a) for a in (10, 20, 30, 40, 50)] == ["continue", "continue", "switch", "continue", "continue"]
+    assert (switch.phase, switch.reason) == ("sgd", "cap")
+    patient = engine.DualOptSwitch(patience=1, adamw_epochs=5)
+    assert [patient.update(a) for a in (10, 5)] == ["continue", "switch"] and patient.reason == "patience"
+
+
+def test_a_capped_dualopt_run_records_why_it_switched(monkeypatch):
+    config = run_config("cnv_5_4", profile="smoke", epochs=4, depth=1, train_size=16, test_size=16)
+    assert config["optimizer"] == "dualopt" and config["dualopt"]["adamw_epochs"] == 2
+    scores = iter([10.0, 20.0, 30.0, 40.0])
+    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (next(scores), 90.0))
+    result = engine.train(config, progress=False)
+    assert [h["phase"] for h in result["history"]] == ["adamw", "adamw", "sgd", "sgd"]
+    assert result["history"][1]["switched_to_sgd"] == "cap"
+
+
+# ----- the GPU column, the plan, the claims -------------------------------------------------------------------
+
+def test_the_gpu_measurement_is_at_the_papers_batch():
+    from vixnb.report.collect import gpu_memory_record
+
+    assert (papers.gpu_batch_size("cxv"), papers.gpu_batch_size("vix")) == (32, 64)
+    assert gpu_memory_record("cxv", "cifar10") == "cxv-gpu-memory-cifar10-b32"
+    assert gpu_memory_record("vix", "cifar10", part="rope") == "vix-rope-gpu-memory-cifar10-b64"
+
+
+def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
+    from vixnb import plan
+
+    entries = [e for e in plan.build("budget") if e.kind == "train"]
+    level1 = [(e.chapter, e.name, e.dataset) for e in entries if e.level == 1]
+    assert level1[:8] == [("cxv_table1", m, "cifar10") for m in
+                          ("cnv_5_4", "cpv_5_4", "cltv_5_4", "hybrid_vilt_6_8", "resnet18_cifar")] + \
+        [("cxv_dualopt", r, "cifar10") for r in ("cnv_randaugment", "cpv_randaugment", "cltv_randaugment")]
+    keys = [e.key for e in entries]
+    assert len(keys) == len(set(keys))
+    cnv = [e for e in entries if e.model == "cnv_5_4" and e.dataset == "cifar10" and e.seed == 0 and not e.settings]
+    assert [e.chapter for e in cnv] == ["cxv_table1"]
+    assert all(e.blocked for e in entries if e.dataset in ("cifar100", "tiny-imagenet"))
+
+
+def test_the_claims_read_the_papers_tables_as_expected():
+    from vixnb import report
+
+    frame = report.claims("cxv").set_index("id") if "id" in report.claims("cxv") else report.claims("cxv")
+    verdicts = dict(zip(frame.index if "id" not in frame else frame["id"], frame["paper bears it out"]))
+    assert len(verdicts) == len(papers.claims("cxv"))
+    # the paper's own numbers contradict two of its sentences: ConvMixer beats every CXV on CIFAR-100, and no
+    # transformer uses 100 times a CXV's GPU memory
+    assert {k for k, v in verdicts.items() if v == "no"} == {"cxv-4.2-best-on-cifar100", "cxv-4.2-cxv-vs-transformers-gpu"}
