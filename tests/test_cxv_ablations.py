@@ -1,4 +1,5 @@
-"""The `cxv` paper's section 5.1 ablations as ``create_model("cnv_5_4", **override)`` overrides (``cxv.ABLATIONS``):
+"""The `cxv` paper's section 5.1 ablations as ``create_model("cnv_5_4", **override)`` overrides (the settings of the
+paper file's ``table2`` and ``ablations`` rows):
 the defaults leave every CXV model as it was, each override changes only what it names (a module diff against
 the default CNV-5/4), and every ablated CNV trains a CPU step."""
 import inspect
@@ -9,7 +10,19 @@ import torch
 
 import vixnb
 from vixnb.models import architecture_signature
-from vixnb.models.cxv import ABLATIONS, CXV
+from vixnb import papers
+from vixnb.models.cxv import CXV
+
+# each ablation's short key here -> its run (row) in the paper file
+ROWS = {"embed_layers_1": "cnv_embed_1", "embed_layers_3": "cnv_embed_3", "no_embed_padding": "cnv_no_pad",
+        "embed_gelu": "cnv_embed_gelu", "conv_gelu": "cnv_conv_gelu", "embed_pool": "cnv_embed_pool",
+        "conv_every_2": "cnv_conv_every_2", "residual_conv": "cnv_residual_conv",
+        "residual_conv_norm": "cnv_residual_conv_norm", "pos_learned": "cnv_pos_learned", "pos_rope": "cnv_pos_rope",
+        "batch_norm": "cnv_batch_norm", "norm_every_2": "cnv_norm_every_2", "prenorm": "cnv_prenorm"}
+RUNS = {row: (model, settings, papers.table("cxv", table)["rows"][row]["label"])
+        for table in ("table2", "ablations") for row, model, settings in papers.table_runs("cxv", table)}
+#: key -> (override, description): the paper file's settings and label of the row
+ABLATIONS = {key: (RUNS[row][1], RUNS[row][2]) for key, row in ROWS.items()}
 
 # architecture_signature of each model (CIFAR-10, Tiny ImageNet, CIFAR-10 at depth 2) built by the code before the
 # ablation options existed: the defaults must keep every model exactly as it was
@@ -71,11 +84,9 @@ def test_defaults_keep_every_model_exactly(name):
     assert vixnb.count_params(built[0], "paper") == PAPER_COUNTS[name]
 
 
-def test_ablations_registry():
-    assert set(ABLATIONS) == {
-        "embed_layers_1", "embed_layers_3", "no_embed_padding", "embed_gelu", "conv_gelu", "embed_pool",
-        "conv_every_2", "residual_conv", "residual_conv_norm", "pos_learned", "pos_rope", "batch_norm",
-        "norm_every_2", "prenorm"}
+def test_every_ablation_of_the_paper_file_is_one_cnv_override():
+    assert {row for row, (model, settings, _) in RUNS.items() if settings} == set(ROWS.values())
+    assert {model for model, _, _ in RUNS.values()} == {"cnv_5_4"}
     defaults = {k: p.default for k, p in inspect.signature(CXV).parameters.items()}
     for key, (override, description) in ABLATIONS.items():
         assert len(override) == 1 and isinstance(description, str) and "\n" not in description, key

@@ -29,7 +29,8 @@ Overrides given to ``create_model`` work as for the other families: ``mixer_opti
 model's own (``mixer_options={"kernel_size": 3}`` turns ``cltv_5_4`` into ``cltv_repo``), every other key
 replaces an argument (``depth=1`` gives one layer, as the smoke profile asks).
 
-Ablations (section 5.1, on CNV-5/4 and CIFAR-10; ``ABLATIONS`` names each as a ``create_model`` override). The
+Ablations (section 5.1, on CNV-5/4 and CIFAR-10; the paper file's tables ``table2`` and ``ablations`` give each
+as the ``create_model`` settings of a run). The
 defaults build the models above exactly; an ablation adds or removes modules under new names and renames
 none (the sequences keep the default children's names "0", "1", "2"), so a checkpoint's other keys stay.
 
@@ -74,24 +75,6 @@ from .registry import mixer_overrides, register_model
 from .vix import paper_mixer
 
 IMAGE_LINEAR = "image_linear"  # the mixer kind naming CLTV's ``ImageLinearAttention`` (conv projections)
-
-ABLATIONS = {
-    "embed_layers_1": ({"embed_layers": 1}, "one stem conv, 3 -> 64"),
-    "embed_layers_3": ({"embed_layers": 3}, "three stem convs, 3 -> 16 -> 32 -> 64"),
-    "no_embed_padding": ({"embed_padding": False}, "stem convs without padding: 28 x 28 map and attention grid"),
-    "embed_gelu": ({"embed_gelu": True}, "GELU between the stem convs"),
-    "conv_gelu": ({"conv_gelu": True}, "GELU after each layer's conv sub-layer"),
-    "embed_pool": ({"embed_pool": True}, "CCT's 3x3 max-pool (stride 1, padding 1) after each stem conv"),
-    "conv_every_2": ({"conv_every": 2}, "a conv sub-layer in every other layer only (layers 1, 3, 5)"),
-    "residual_conv": ({"extra_residual": "conv"}, "extra residual around the conv sub-layer (layers 2-5)"),
-    "residual_conv_norm": ({"extra_residual": "conv_norm"}, "extra residual around conv + LayerNorm (layers 2-5)"),
-    "pos_learned": ({"pos_embedding": "learned"}, "learnable 1-D position embedding added after the stem"),
-    "pos_rope": ({"pos_embedding": "rope"}, "rotary position embedding on q and k in every attention"),
-    "batch_norm": ({"norm": "batch"}, "BatchNorm2d in place of each layer's channel LayerNorm"),
-    "norm_every_2": ({"norm_every": 2}, "a norm sub-layer in every other layer only (layers 1, 3, 5)"),
-    "prenorm": ({"prenorm": True}, "channel LayerNorm before the attention and the feed-forward in each layer"),
-}
-
 
 def _check(name, value, valid):
     """``value`` is one of ``valid`` (and of its type: 1 is not True), or with ``valid=int`` an int >= 1."""
