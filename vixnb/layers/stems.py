@@ -2,7 +2,7 @@
 
 - ``patch_embedding``: patches (1x1 pixels for CIFAR in the ViX papers) through one Linear.
 - ``conv_stem``: ViX's hybrid stem, three 3x3 convs channels->32->64->dim, padding 1, with no activation
-  or norm between them.
+  or norm between them (flattened to tokens, or kept as a feature map for Hybrid ViLT).
 ``embedding`` picks one of the two, as the ViX models do; ``stem_geometry`` gives the patch size or stem
 stride for an image size.
 """
@@ -17,9 +17,11 @@ def patch_embedding(channels, dim, *, patch_size=1):
                          nn.Linear(channels * patch_size * patch_size, dim))
 
 
-def conv_stem(channels, dim, *, stride=1):
-    return nn.Sequential(nn.Conv2d(channels, 32, 3, stride=stride, padding=1), nn.Conv2d(32, 64, 3, padding=1),
-                         nn.Conv2d(64, dim, 3, padding=1), Rearrange("b c h w -> b (h w) c"))
+def conv_stem(channels, dim, *, stride=1, tokens=True):
+    """The three convs, then the map flattened to tokens (``tokens=False``: the (b, dim, h, w) map itself)."""
+    convs = [nn.Conv2d(channels, 32, 3, stride=stride, padding=1), nn.Conv2d(32, 64, 3, padding=1),
+             nn.Conv2d(64, dim, 3, padding=1)]
+    return nn.Sequential(*convs, *([Rearrange("b c h w -> b (h w) c")] if tokens else []))
 
 
 def embedding(channels, dim, *, hybrid=False, patch_size=1, stem_stride=1):

@@ -18,6 +18,9 @@ section 4), re-implemented here with ``torch.utils.flop_counter`` and no third-p
   element-wise ops (add/mul/div 1, pow 3, sigmoid 22, layer norm 5, mean/sum ~1 per input element);
   ``favor_flops = macs + extra_op_flops + elementwise_flops`` approximates their convention, and it is the
   one their fit RAM[GB] ~ 25.43 GFLOPs + 25.50 uses.
+- **The `cxv` paper's MACs** (``paper_macs``): what its "MACs" column counts, the Linear and convolution layers
+  alone (forward hooks, one image, on ``meta``); the attention's matrix products, which ``flops`` counts, are not
+  in it (ViT-10/4: 1.34 G paper MACs, about 4.0 G true MACs).
 - **Training memory** (``memory``): ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved`` over one
   forward + backward + AdamW step (the second of two, so optimizer state exists), from a reset of the
   peak statistics with the weights already on the device. ``path="authors"`` is the authors' execution
@@ -49,7 +52,7 @@ Command line: ``vixnb measure MODEL [MODEL ...] [--dataset D] [--json]``. Defaul
 (the ViX paper's Figure 4), 4 on a CPU.
 """
 from .counting import count_params, input_size_of, summary_size_mb
-from .flops import CONVENTIONS, OpCosts, budget_status, count_ops, cpu_budget, estimate, flops
+from .flops import CONVENTIONS, OpCosts, budget_status, count_ops, cpu_budget, estimate, flops, paper_macs
 from .frames import FAVOR_GFLOPS_COLUMN, crossover_frame, records_frame, short_status, summary_row
 from .memory import inference_memory, training_memory
 from .per_model import PROTOCOL, gpu_memory_column, measure, measure_many, measure_model
@@ -66,7 +69,7 @@ __all__ = [
     "count_ops", "count_params", "cpu_budget", "crossover_frame", "crossovers", "dtype_name", "estimate",
     "execution_path", "fit_line", "flops", "gpu_memory_column", "inference_memory", "input_size_of", "is_oom",
     "jsonable", "load_measurements", "local_rng", "measure", "measure_many", "measure_model", "measurement_path",
-    "metric_value", "oom_record", "provenance", "records_frame", "resolve_device", "save_measurements",
+    "metric_value", "oom_record", "paper_macs", "provenance", "records_frame", "resolve_device", "save_measurements",
     "scaling_sweep", "short_status", "summary_row", "summary_size_mb", "sweep_mechanisms", "sweep_row",
     "throughput", "torch_threads", "training_memory",
 ]

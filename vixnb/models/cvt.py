@@ -223,3 +223,13 @@ def cvl(*, image_size, num_classes, channels, **config):
 def cvn(*, image_size, num_classes, channels, **config):
     """CvT with ViN's Nystrom attention on each stage's tokens."""
     return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vin"))
+
+
+@register_model(paper="cxv", label="CvT-5/4")
+def cvt_5_4(*, image_size, num_classes, channels, **config):
+    """CvT at the `cxv` paper's size: two layers in the first and second stages and one in the third (depths 2/2/1),
+    dim 128 in every stage, 3x3 embedding convs without down-sampling, 4 heads of 64 (vit-pytorch's default, as
+    ``cvt``), MLP 256 (2 x dim), dropout 0.5 (attention output and feed-forward): 1,299,722 parameters, 1.32 G paper
+    MACs (its Table 1: 1.3 M, 1.32 G). With heads of 32 it would count 972,042 and 0.99 G."""
+    return cvx_model(image_size, num_classes, channels, {"depth": (2, 2, 1), "dropout": 0.5, **config},
+                     CONV_ATTENTION, dim_head=64)

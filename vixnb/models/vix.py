@@ -1,5 +1,7 @@
 """ViT and the Vision X-formers (ViP, ViL, ViN), FNet, their Hybrid (convolutional-embedding) forms, and the
-RoPE forms of the eight ViX and Hybrid ViX models (Table 6), as the `vix` paper configures them.
+RoPE forms of the eight ViX and Hybrid ViX models (Table 6), as the `vix` paper configures them; and four of the
+`cxv` paper's Table 1 baselines, the same models resized to about 1.3 M parameters (ViT-10/4, FNet-10,
+Hybrid ViN-6/8, Hybrid ViP-6/8; ``resized_model``).
 
 ``ViX`` is the one class: pixels or patches (or the 3-conv stem) -> tokens, class token, learnable 1-D
 position embedding (or RoPE inside the mixer), the shared ``Transformer`` with an injected token mixer, and a
@@ -17,6 +19,7 @@ reproduce the paper's parameter counts (the authors' scripts). ``vix_model`` app
 an argument (``depth=1``, ``dropout=0.25``, ``pos_embedding="rope"``; ``mixer="shaped"`` swaps the mixer kind,
 which then starts from no options of the model's). Adding a model is adding one function here.
 """
+import inspect
 from functools import partial
 
 import torch
@@ -206,6 +209,54 @@ def hybrid_vin_rope(*, image_size, num_classes, channels, **config):
     return rope_model("hybrid_vin", image_size, num_classes, channels, config)
 
 
+# ---- the `cxv` paper's transformer baselines (its Table 1, section 4.1): models of this file resized to about 1.3 M
+# parameters, named Model-layers/heads; their protocol (batch size 32, DualOpT) is the cxv paper file's.
+CXV_DROPOUT = 0.5  # cxv section 4.1: "A dropout of 0.5 was used across all models"
+
+
+def resized_model(base, image_size, num_classes, channels, config, **size):
+    """Model ``base`` of this file at the size ``size`` (``depth``, ``heads``, ``dim_head``, ``mlp_dim``) with the `cxv`
+    paper's dropout of 0.5, in the feed-forward and (as vit-pytorch's one ``dropout`` does) after the mixer's output
+    projection, where the mixer has one. ``dropout=`` sets both; ``mixer_options`` merges into ``base``'s own."""
+    config = {**size, "dropout": CXV_DROPOUT, **config}
+    mixer = layers.MIXERS.get(config.get("mixer") or paper_mixer(base)[0])
+    if mixer is not None and "dropout" in inspect.signature(mixer).parameters:
+        config["mixer_options"] = {"dropout": config["dropout"], **(config.get("mixer_options") or {})}
+    return model_entrypoint(base)(image_size=image_size, num_classes=num_classes, channels=channels, **config)
+
+
+@register_model(paper="cxv", label="ViT-10/4")
+def vit_10_4(*, image_size, num_classes, channels, **config):
+    """ViT with 10 layers, 4 heads of 32, MLP 256 (2 x dim): 1,323,018 parameters (paper convention), 1.34 G paper
+    MACs, as the cxv paper's Table 1 (1.3 M, 1.34 G); patches of 2 on Tiny ImageNet."""
+    return resized_model("vit", image_size, num_classes, channels, config, depth=10, heads=4, dim_head=32, mlp_dim=256)
+
+
+@register_model(paper="cxv", label="FNet-10")
+def fnet_10(*, image_size, num_classes, channels, **config):
+    """FNet with 10 layers and MLP 512: 1,324,298 parameters, 1.34 G paper MACs (Table 1: 1.3 M, 1.34 G). The paper
+    says every MLP is 2 x dim (256), but FNet-10 at MLP 256 counts 666,378 and 0.67 G MACs: only MLP 512 fits both
+    printed figures, so it is the one built here (``mlp_dim=256`` builds the other)."""
+    return resized_model("fnet", image_size, num_classes, channels, config, depth=10, mlp_dim=512)
+
+
+@register_model(paper="cxv", label="Hybrid ViN-6/8")
+def hybrid_vin_6_8(*, image_size, num_classes, channels, **config):
+    """Hybrid ViN with 6 layers, 8 heads of 32, MLP 256: 1,282,170 parameters, 1.41 G paper MACs (Table 1: 1.3 M,
+    1.41 G; the MACs include the Nystrom projections over the sequence front-padded to 1088 tokens and the residual
+    conv over the values)."""
+    return resized_model("hybrid_vin", image_size, num_classes, channels, config, depth=6, heads=8, dim_head=32,
+                         mlp_dim=256)
+
+
+@register_model(paper="cxv", label="Hybrid ViP-6/8")
+def hybrid_vip_6_8(*, image_size, num_classes, channels, **config):
+    """Hybrid ViP with 6 layers, 8 heads of 32, MLP 256: 1,285,194 parameters, 1.30 G paper MACs (Table 1: 1.3 M,
+    1.31 G)."""
+    return resized_model("hybrid_vip", image_size, num_classes, channels, config, depth=6, heads=8, dim_head=32,
+                         mlp_dim=256)
+
+
 def _configured(name):
     """Model ``name`` of this file as its function configures it, built at depth 0 on the meta device (no weights,
     no random numbers drawn), so the functions above stay the one place that states their mixers."""
@@ -221,13 +272,14 @@ def paper_mixer(name):
 
 
 def paper_mixers():
-    """{model name: (mixer kind, mixer options)} of the plain models of this file (not hybrid, learned position
-    embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet), as their functions configure them."""
-    from .registry import list_models
+    """{model name: (mixer kind, mixer options)} of the plain `vix` models of this file (not hybrid, learned position
+    embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet; not the `cxv` paper's resized ones), as their functions
+    configure them."""
+    from .registry import _CFGS, list_models
 
     found = {}
     for name in list_models():
-        if model_entrypoint(name).__module__ != __name__:
+        if model_entrypoint(name).__module__ != __name__ or _CFGS[name]["paper"] != "vix":
             continue
         model = _configured(name)
         if not model.hybrid and model.pos_kind == "learned":
