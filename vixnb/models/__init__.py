@@ -3,16 +3,19 @@ registers every model.
 
 - ``vix``: ViT, ViP, ViL, ViN, FNet, their Hybrid forms and their RoPE forms (class ``ViX``), and the `cxv`
   paper's ViT-10/4, FNet-10, Hybrid ViN-6/8 and Hybrid ViP-6/8;
-- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer (class ``MLPMixer``);
+- ``mlp_mixer``: MLP-Mixer and Hybrid MLP-Mixer, and the `cxv` paper's MLP Mixer-5 (class ``MLPMixer``);
 - ``levit``: LeViT, LeViP, LeViL, LeViN (class ``LeViX``);
 - ``cct``: CCT, CCP, CCL, CCN (class ``CCX``), and the `cxv` paper's CCT-6/4;
 - ``cvt``: CvT, CvP, CvL, CvN (class ``CvX``), and the `cxv` paper's CvT-5/4;
 - ``cxv``: the `cxv` paper's CNV, CPV and CLTV (class ``CXV``);
 - ``vilt``: the `cxv` paper's Hybrid ViLT (class ``ViLT``), a reconstruction from its figure;
+- ``resnet_cifar``, ``convmixer``, ``wavemix``: the `cxv` paper's baselines ResNet-18/34 (torchvision's
+  ``ResNet``), ConvMixer-16 (class ``ConvMixer``) and WaveMix-5 (class ``WaveMix``);
 - ``pit``: PiT, PiN, PiP and their Hybrid forms (class ``PiX``);
 - ``vit_small``: the `shaped` paper's vanilla and simplified small ViTs (class ``SmallViT``).
 """
-from . import cct, cvt, cxv, levit, pit, vilt, vit_small  # noqa: F401  (registers the families)
+# importing the family files registers their models
+from . import cct, convmixer, cvt, cxv, levit, pit, resnet_cifar, vilt, vit_small, wavemix  # noqa: F401
 from .mlp_mixer import MLPMixer
 from .registry import (architecture_signature, create_model, list_models, model_cfg, model_entrypoint, model_family,
                        register_model)
