@@ -85,7 +85,7 @@ def test_the_switch_comes_at_the_cap_when_patience_has_not_run_out():
 
 
 def test_a_capped_dualopt_run_records_why_it_switched(monkeypatch):
-    config = run_config("cnv_5_4", profile="smoke", epochs=4, depth=1, train_size=16, test_size=16)
+    config = run_config("cnv_5_4", profile="smoke", epochs=4, depth=1)
     assert config["optimizer"] == "dualopt" and config["dualopt"]["adamw_epochs"] == 2
     scores = iter([10.0, 20.0, 30.0, 40.0])
     monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (next(scores), 90.0))
@@ -128,3 +128,61 @@ def test_the_claims_read_the_papers_tables_as_expected():
     # the paper's own numbers contradict two of its sentences: ConvMixer beats every CXV on CIFAR-100, and no
     # transformer uses 100 times a CXV's GPU memory
     assert {k for k, v in verdicts.items() if v == "no"} == {"cxv-4.2-best-on-cifar100", "cxv-4.2-cxv-vs-transformers-gpu"}
+
+
+# ----- page pieces ------------------------------------------------------------------------------------------
+
+def _done(row_config, top1s, *, switch_at=None, post=0):
+    """A done result per seed: AdamW epochs, then SGD from ``switch_at``, then ``post`` post-training epochs; the
+    epoch top-1s ``top1s`` (one list per seed)."""
+    out = []
+    for seed, scores in enumerate(top1s):
+        history = []
+        for i, top1 in enumerate(scores, 1):
+            stage = "post" if post and i > len(scores) - post else "main"
+            phase = "sgd" if (switch_at and i > switch_at) or stage == "post" else "adamw"
+            entry = {"epoch": i, "select_top1": top1, "stage": stage, "phase": phase, "train_acc": 50.0,
+                     "train_loss": 1.0, "seconds": 1.0}
+            if switch_at == i:
+                entry["switched_to_sgd"] = "patience"
+            history.append(entry)
+        config = run_config(*row_config, seed=seed)
+        out.append({"status": "done", "config": config, "history": history, "top1": max(scores), "top5": 99.0,
+                    "epochs_run": len(scores), "provenance": {"device": "cuda", "commit": "abcdef0", "date": "2026-11-23"},
+                    "gpu_gb_reserved": 1.5})
+    return out
+
+
+def test_rows_beside_paper_sets_each_run_beside_its_printed_row(monkeypatch):
+    from vixnb import report
+
+    monkeypatch.setattr("vixnb.train.other_code", lambda stored: None)
+    results = {"cnv_randaugment": _done(("cnv_5_4",), [[80.0, 90.0, 92.0, 93.0]], switch_at=2, post=1),
+               "cpv_randaugment": _done(("cpv_5_4",), [[70.0, 91.0, 95.0], [60.0, 89.0, 94.0]], switch_at=1, post=1),
+               "cltv_randaugment": [{"status": "not yet run", "config": run_config("cltv_5_4"), "reason": "no copy"}]}
+    got = report.rows_beside_paper("cxv", "table4", results, metrics=("top1_main", "top1"))
+    frame = got["accuracy"]
+    main, after = "best test top-1 before post-training (%)", "best test top-1 (%)"
+    assert frame.loc["CNV-5/4", (f"{main}, best seed", "ours")] == 92.0
+    assert frame.loc["CNV-5/4", (f"{main}, best seed", "paper")] == 91.98
+    assert frame.loc["CNV-5/4", (f"{after}, best seed", "Δ")] == pytest.approx(93.0 - 92.26)
+    assert frame.loc["CPV-5/4", (f"{after}, mean ± std", "ours")] == "94.50 ± 0.71"
+    assert frame.loc["CLTV-5/4", (f"{after}, best seed", "ours")] == "not yet run"
+    runs = got["runs"]
+    assert runs.loc["CNV-5/4", "SGD from epoch"] == "3" and runs.loc["CPV-5/4", "seeds"] == "2/2"
+    assert runs.loc["CPV-5/4", "epochs run"] == "3, 3"
+
+
+def test_a_run_a_claim_names_reads_as_its_row_label():
+    from vixnb.report.claim_verdicts import run_label
+
+    assert run_label("cnv_no_pad", "cxv") == "no padding in the embedding (cnv_no_pad)"
+    assert run_label("cnv_5_4", "cxv") == "CNV-5/4"
+
+
+def test_a_claims_runs_are_made_as_the_chapter_that_trains_them_made_them():
+    from vixnb.report.claim_figures import _profile_settings
+
+    shaped = _profile_settings("shaped", "smoke")
+    assert shaped["exp1_vanilla"] == {"depth": 2} and _profile_settings("shaped", "budget")["exp1_vanilla"] == {}
+    assert _profile_settings("cxv", "smoke")["cnv_no_pad"] == {}

@@ -6,7 +6,8 @@
 #   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz
 # which runs the plan's missing entries in priority order (`vixnb plan`), stops a training run at an epoch
 # boundary when time is up and packs results, benchmark records and paused runs' checkpoints (under 15 MiB).
-# Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas`: the plan's page pieces need pandas),
+# Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas ptwt`: the plan's page pieces need pandas,
+# WaveMix needs ptwt),
 # data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.
 # BUDGET_S counts from this script's start; the batch gets what is left after the set-up, less a minute for
 # packing; if anything overruns, the results finished so far are still packed on exit.

@@ -294,6 +294,10 @@ def build(profile, *, store=None, only=None):
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
     entries = []
+    # a chapter's `first` rows, on the dataset of its first table: their first seed runs before the rest of their
+    # level, in the chapters' order
+    firsts = {(book["notebook"], row, papers.table(key, book["train"][0])["dataset"]): i for i, (key, book, row) in
+              enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
     for key, book in chapters():
         for e in _train_entries(key, book, profile, seeds, store):
@@ -327,10 +331,11 @@ def build(profile, *, store=None, only=None):
 
 
 def _first_rank(entry, firsts):
-    """Where ``entry`` stands among the chapters' ``first`` rows (level 1 only: the first seed), after them if not one."""
+    """Where ``entry`` stands among the chapters' ``first`` rows (level 1 only: the first seed; on the dataset of the
+    chapter's first table), after them if not one."""
     if entry.kind != "train" or entry.level != 1:
         return len(firsts)
-    return firsts.get((entry.chapter, entry.name), len(firsts))
+    return firsts.get((entry.chapter, entry.name, entry.dataset), len(firsts))
 
 
 def _shown(path):

@@ -200,12 +200,14 @@ def flops(model, input_size=None, *, per_op_costs=True, path="fused"):
     }
 
 
-_PAPER_MAC_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_PAPER_MAC_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+                     nn.ConvTranspose3d)
 
 
 def _layer_macs(module, output):
-    """Multiply-accumulates of one call of a Linear (output elements x in_features) or a convolution (output
-    elements x in_channels / groups x kernel volume); biases add none."""
+    """Multiply-accumulates of one call of a Linear (output elements x in_features) or a convolution, transposed ones
+    included (output elements x in_channels / groups x kernel volume, as layer counters such as thop count them; a
+    transposed convolution really computes input elements x out_channels / groups x kernel volume); biases add none."""
     if isinstance(module, nn.Linear):
         return output.numel() * module.in_features
     return output.numel() * (module.in_channels // module.groups) * math.prod(module.kernel_size)
@@ -230,8 +232,8 @@ def _hooked_macs(model, size, device):
 
 def paper_macs(model, input_size=None):
     """The MACs the `cxv` paper's "MACs" column counts: every call of an ``nn.Linear`` (output elements x
-    in_features) and of an ``nn.Conv1d``/``Conv2d``/``Conv3d`` (output elements x in_channels / groups x kernel
-    volume; subclasses such as Nystrom's residual ``TokenConv`` included), for one image in eval mode, counted by
+    in_features) and of a convolution, ``nn.Conv1d``/``2d``/``3d`` and the transposed ones (output elements x
+    in_channels / groups x kernel volume; subclasses such as Nystrom's residual ``TokenConv`` included), for one image in eval mode, counted by
     forward hooks on a ``meta`` copy of the model (shapes only; a real forward on the model's device if an op has no
     meta kernel). Biases, norms, activations, pooling and softmax add nothing.
 

@@ -43,8 +43,9 @@ class ConvMixer(nn.Module):
                                              nn.BatchNorm2d(dim))
         self.layers = nn.Sequential(*[
             nn.Sequential(
-                Residual(nn.Sequential(nn.Conv2d(dim, dim, kernel_size, groups=dim, padding="same"), nn.GELU(),
-                                       nn.BatchNorm2d(dim))),
+                # "same" padding written out (torch pads an even kernel's extra row and column at the end, and warns)
+                Residual(nn.Sequential(nn.ZeroPad2d(((kernel_size - 1) // 2, kernel_size // 2) * 2),
+                                       nn.Conv2d(dim, dim, kernel_size, groups=dim), nn.GELU(), nn.BatchNorm2d(dim))),
                 nn.Conv2d(dim, dim, 1), nn.GELU(), nn.BatchNorm2d(dim))
             for _ in range(depth)])
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout),

@@ -27,7 +27,6 @@ MACs (convs, transposed convs counted as output elements x input channels x kern
 with 1.4 M (``ff_channel`` 64 gives 2.54 G at 2.7 M; stride 2 gives 0.32 G). Counting the transposed convs per
 input element (what they compute; torch's flop counter, and so ``vixnb.measure``, does so) gives 0.067 G.
 """
-import ptwt
 import torch
 from einops.layers.torch import Rearrange
 from torch import nn
@@ -40,7 +39,12 @@ def haar_dwt(x):
     """One level of the 2-D Haar DWT of a (b, c, h, w) map (``ptwt``, zero padding): (LL, H, V, D), each
     (b, c, h/2, w/2). For a 2 x 2 block [[a, b], [c, d]]: LL = (a+b+c+d)/2, H = (a+b-c-d)/2, V = (a-b+c-d)/2,
     D = (a-b-c+d)/2. ``ptwt`` takes float32 and float64 only: a half-precision map (bf16 autocast) is
-    transformed in float32 and the bands returned in its dtype."""
+    transformed in float32 and the bands returned in its dtype. ``ptwt`` is imported here, on first use, so that
+    the other models need it not."""
+    try:
+        import ptwt
+    except ImportError:
+        raise ImportError("WaveMix needs the ptwt package (a vixnb dependency): pip install ptwt") from None
     dtype = x.dtype
     wide = x if dtype in (torch.float32, torch.float64) else x.float()
     low, (horizontal, vertical, diagonal) = ptwt.wavedec2(wide, "haar", level=1, mode="zero")

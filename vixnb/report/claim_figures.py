@@ -66,6 +66,18 @@ def _needs(paper_key, sections=None):
     return needs
 
 
+def _profile_settings(paper_key, profile):
+    """``{row: settings}``: the ``profile_settings`` of ``profile`` (the smoke profile's smaller models) of the first
+    chapter of ``paper_key`` that trains a table with that row, as that chapter's runs were made."""
+    found = {}
+    for book in papers.book_chapters(paper_key):
+        shrink = (book.get("profile_settings") or {}).get(profile) or {}
+        for table in book.get("train") or []:
+            for row in papers.table_models(paper_key, table):
+                found.setdefault(row, shrink)
+    return found
+
+
 def _stored_seeds(stored, config):
     """The seeds of the stored results whose configuration is ``config`` but for the seed."""
     def same(other):
@@ -178,9 +190,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
         metrics, models = need["metrics"], need["models"]
         if metrics & {*RUN_METRICS, *SEED_METRICS}:
             # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
-            shrink = {k: v for book in papers.book_chapters(paper_key)
-                      for k, v in ((book.get("profile_settings") or {}).get(profile) or {}).items()}
-            made = {name: (model, {**settings, **shrink})
+            shrink = _profile_settings(paper_key, profile)
+            made = {name: (model, {**settings, **shrink.get(name, {})})
                     for name, (model, settings) in need["runs"].items()}
             best, done, runs = _best_runs(made, dataset=dataset, profile=profile, compute=compute,
                                           store=store, stored=stored)

@@ -12,7 +12,7 @@ import pandas as pd
 from .. import papers
 from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, claim_table, in_sections, paper_claims,
                            parse_claim)
-from .tables import label as model_label
+from .tables import label as _model_label
 from .tables import page_table
 
 
@@ -118,6 +118,19 @@ def _ours_getter(figures):
     return get
 
 
+def run_label(name, key=None):
+    """A model's label, or for a run that paper ``key``'s tables name (a row with a ``model`` and ``settings``), the
+    label of its first row with its name beside it ("no padding in the embedding (cnv_no_pad)")."""
+    from ..models import list_models
+
+    if key is not None and name not in list_models():
+        for table in papers.load(key)["tables"]:
+            entry = papers.table(key, table)["rows"].get(name)
+            if isinstance(entry, dict) and entry.get("label"):
+                return f"{entry['label']} ({name})"
+    return _model_label(name)
+
+
 def _model_order(key, claim):
     """The models of a claim in the order of its table (else as named), for listing what is missing."""
     if claim.get("models"):
@@ -127,7 +140,7 @@ def _model_order(key, claim):
     return [*tabled, *(m for m in named if m not in tabled)]
 
 
-def _missing_text(missing, order=()):
+def _missing_text(missing, order=(), key=None):
     by_metric = {}
     for metric, model in missing:
         by_metric.setdefault(metric, [])
@@ -139,15 +152,15 @@ def _missing_text(missing, order=()):
     def who(models):
         if len(models) > 3 and set(models) == set(order):
             return f"all {len(models)} models"
-        return ", ".join(map(model_label, models))
+        return ", ".join(run_label(m, key) for m in models)
 
     return "missing: " + "; ".join(f"{METRICS.get(metric, (metric,))[0]} of {who(models)}"
                                    for metric, models in by_metric.items())
 
 
-def _pair_text(pair):
+def _pair_text(pair, key=None):
     a, b = pair
-    return model_label(a) if b is None else f"{model_label(a)} vs {model_label(b)}"
+    return run_label(a, key) if b is None else f"{run_label(a, key)} vs {run_label(b, key)}"
 
 
 def _table_text(key, name):
@@ -169,18 +182,18 @@ def _reading(key, claim, paper_pair, our_pair):
                 "ratio": f"ratio a / b of {label}", "value": label}[method]
         pairs = claim["pair_list"]
         if len(pairs) == 1:
-            who = _pair_text(pairs[0])
+            who = _pair_text(pairs[0], key)
         elif claim.get("pairs") == "zip":
-            who = "pairs " + ", ".join(_pair_text(p) for p in pairs)
+            who = "pairs " + ", ".join(_pair_text(p, key) for p in pairs)
         else:
             a = list(dict.fromkeys(p[0] for p in pairs))
             b = list(dict.fromkeys(p[1] for p in pairs))
-            who = (f"each of {', '.join(map(model_label, a))}" if len(a) > 1 else model_label(a[0]))
+            who = (f"each of {', '.join(run_label(m, key) for m in a)}" if len(a) > 1 else run_label(a[0], key))
             if method != "value":
-                who += " vs " + (f"each of {', '.join(map(model_label, b))}" if len(b) > 1 else model_label(b[0]))
+                who += " vs " + (f"each of {', '.join(run_label(m, key) for m in b)}" if len(b) > 1 else run_label(b[0], key))
         parts.append(f"{what}: {who}")
         over = claim.get("over") if len(pairs) > 1 else None
-        shown = "; ".join(f"{side}: {_pair_text(p)}" for side, p in (("paper", paper_pair), ("ours", our_pair)) if p)
+        shown = "; ".join(f"{side}: {_pair_text(p, key)}" for side, p in (("paper", paper_pair), ("ours", our_pair)) if p)
         if over == "mean":
             parts.append(f"the mean over the {len(pairs)} pairs")
         elif over == "all":
@@ -192,7 +205,7 @@ def _reading(key, claim, paper_pair, our_pair):
     elif method == "correlation":
         source = claim["models_from"]
         who = (f"the {len(claim['models'])} models of {_table_text(source['paper'], source['table'])}" if source
-               else ", ".join(map(model_label, claim["models"])))
+               else ", ".join(map(_model_label, claim["models"])))
         parts.append(f"Pearson r of {METRICS.get(claim['x'], (claim['x'],))[0]} and "
                      f"{METRICS.get(claim['y'], (claim['y'],))[0]} over {who}")
     if "printed" in claim:
@@ -247,7 +260,7 @@ def evaluate(key, claim, ours=None):
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
         except _Missing as e:
-            our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim))
+            our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
             "our_verdict": our_verdict, "why": why, "reading": _reading(key, claim, paper_pair, our_pair)}

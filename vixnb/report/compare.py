@@ -13,14 +13,15 @@ PAPER_COMPARABLE_GPU = "GPU GB reserved, authors (fp32)"
 FUSED_GPU = "GPU GB reserved, fused (fp32)"
 
 
-def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None, deltas=True):
+def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None, deltas=True, gpu_batch=64):
     """``{"size", "accuracy", "memory", "runs", "summary", "measured"}``: DataFrames of ours beside the paper's ``paper_rows`` (a
     DataFrame indexed by model: params, size_mb, top1, top5, gpu_gb), in the order of ``models``.
 
     - size: parameters (paper convention and true) and Size (MB) of the models as built today;
     - accuracy: best top-1 / top-5 over the seeds done (the paper reports the best of three runs), with the
       mean ± std over seeds when there are several; ``deltas=False`` leaves out Δ (a pipeline check);
-    - memory: the ``gpu`` record's batch-size measurement (authors' path and fused) beside the paper's;
+    - memory: the ``gpu`` record's batch-size measurement (authors' path and fused) beside the paper's (its batch
+      ``gpu_batch`` where no record is stored yet: ``papers.gpu_batch_size``);
     - runs: per model the seeds done, epochs, batch size, precision, training-run peak GPU memory, commit and
       date of the best seed, and a note when it was made by older model code or is not yet run;
     - summary and measured: the numbers behind them, indexed by model name (``summarize_runs`` and the rows
@@ -49,7 +50,7 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
     rows = (gpu or {}).get("rows", {})
     measured = pd.DataFrame.from_dict({m: rows[m] for m in models if m in rows}, orient="index")
     measured = measured.reindex(columns=list(dict.fromkeys([*measured.columns, PAPER_COMPARABLE_GPU, FUSED_GPU])))
-    batch = ((gpu or {}).get("provenance") or {}).get("batch_size", 64)
+    batch = ((gpu or {}).get("provenance") or {}).get("batch_size", gpu_batch)
     missing = "not yet measured" if gpu is None else "not measured"
     memory = beside_paper(measured, paper_rows, {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
                                                  "fused attention": (FUSED_GPU, None)},
