@@ -186,3 +186,31 @@ def test_a_claims_runs_are_made_as_the_chapter_that_trains_them_made_them():
     shaped = _profile_settings("shaped", "smoke")
     assert shaped["exp1_vanilla"] == {"depth": 2} and _profile_settings("shaped", "budget")["exp1_vanilla"] == {}
     assert _profile_settings("cxv", "smoke")["cnv_no_pad"] == {}
+
+
+def test_every_plan_command_parses_back_to_its_run(monkeypatch):
+    """What `vixnb plan` prints for each cxv run, given to the CLI, asks for exactly that run (settings such as
+    --randaugment 1 1 and --optimizer adamw included)."""
+    import shlex
+
+    from vixnb import plan
+    from vixnb.cli import parser
+    from vixnb.cli import commands
+    from vixnb.results import config_key
+
+    class Asked(Exception):
+        pass
+
+    def fake_run(model, **kwargs):
+        raise Asked(model, kwargs)
+
+    monkeypatch.setattr("vixnb.train.run", fake_run)
+    entries = [e for e in plan.build("budget") if e.kind == "train" and e.paper == "cxv"]
+    assert any(e.settings.get("randaugment") for e in entries) and any(e.settings.get("optimizer") for e in entries)
+    for e in entries:
+        args = parser().parse_args(shlex.split(e.command)[1:])
+        with pytest.raises(Asked) as asked:
+            commands.train(args)
+        model, kwargs = asked.value.args
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("compute", "progress", "download", "keep_weights")}
+        assert config_key(run_config(model, **kwargs)) == e.key, e.command

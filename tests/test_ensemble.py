@@ -87,6 +87,34 @@ def test_an_ensemble_equals_separate_runs_of_its_seeds(model, tmp_path):
         _assert_same_weights(state["best_state"], member_state(saved["best_state"], i), adam)  # selected weights
 
 
+def test_convmixer_a_cxv_batchnorm_baseline_ensembles_exactly_under_adamw(tmp_path):
+    """The `cxv` paper's ConvMixer (BatchNorm after every conv) under AdamW alone (its Table 3 control; DualOpT runs
+    are refused: each member would switch at its own epoch): members equal separate runs, running statistics
+    included, to float noise (~1e-4 in a weight after three epochs). (torchvision's ResNet-18 does not: on the CPU its members drift from their separate runs by ~1e-4 of
+    the loss in the first epoch and ~1 % after three, float differences of the batched convolutions amplified by
+    BatchNorm over 16 images; `vixnb batch` trains the cxv runs separately, see the next test.)"""
+    configs = _configs("convmixer_16", seeds=[0, 1], optimizer="adamw")
+    assert can_ensemble(configs[0]) == (True, None)
+    assert not can_ensemble(run_config("convmixer_16", profile="smoke"))[0]  # the protocol's DualOpT
+    assert not can_ensemble(run_config("wavemix_5", profile="smoke", optimizer="adamw"))[0]  # dropout 0.5
+    runs, states = _separate(configs, tmp_path)
+    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt")
+    saved = torch.load(tmp_path / "ensemble.pt", weights_only=True)
+    for i, (run, member, state) in enumerate(zip(runs, members, states)):
+        _assert_same_run(run, member)
+        weights = member_state(saved["model"], i)  # running statistics included; float noise of ~1e-4 at most
+        assert all(torch.allclose(weights[k].float(), v.float(), atol=1e-3) for k, v in state["model"].items())
+
+
+def test_the_batch_trains_every_cxv_run_on_its_own_in_auto_mode():
+    from vixnb import plan
+    from vixnb.batch import jobs_from_plan
+
+    entries = [e for e in plan.build("budget") if e.paper == "cxv" and e.kind == "train"]
+    jobs = jobs_from_plan(entries, ensemble="auto")
+    assert jobs and all(len(job.entries) == 1 for job in jobs)
+
+
 def test_fixed_protocol_selects_each_member_on_validation_and_tests_it_once(tmp_path):
     configs = _configs("vil", seeds=[0, 1], protocol="fixed")
     runs, states = _separate(configs, tmp_path)

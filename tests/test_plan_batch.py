@@ -37,8 +37,8 @@ def test_plan_lists_every_published_row_once_per_seed():
     for chapter, names in tables.items():
         rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
         assert {(e.model, e.dataset) for e in train if e.seed == 0 and e.chapter == chapter} == rows
-    assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "efficiency",
-                                                        "simplified"]
+    assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "cxv_table1",
+                                                        "cxv_ablations", "cxv_dualopt", "efficiency", "simplified"]
     measures = {e.name: e.chapter for e in entries if e.kind == "measure"}
     assert {k: v for k, v in measures.items() if k.startswith("vix")} == {
         "vix-gpu-memory-cifar10-b64": "vix_table1", "vix-families-gpu-memory-cifar10-b64": "vix_families",

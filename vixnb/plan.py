@@ -104,7 +104,11 @@ def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
     from .profiles import run_config
 
     run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
-    extra = "".join(f" --{k.replace('_', '-')} {v}" if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
+    def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
+        shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        return f" --{key.replace('_', '-')} {shown}"
+
+    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
                     for k, v in settings.items())
     keep = " --keep-weights" if keep_weights else ""
     return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
