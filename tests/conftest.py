@@ -68,3 +68,15 @@ def crash_after_checkpoint(monkeypatch):
         return Crash
 
     return install
+
+
+def seeded_model(name, dataset="cifar10", **overrides):
+    """``vixnb.create_model`` with the weights drawn from seed 0, the caller's RNG left as it was (the family tests'
+    ``fresh``)."""
+    import torch
+
+    import vixnb
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return vixnb.create_model(name, dataset=dataset, **overrides)

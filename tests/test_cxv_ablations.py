@@ -12,6 +12,7 @@ import vixnb
 from vixnb.models import architecture_signature
 from vixnb import papers
 from vixnb.models.cxv import CXV
+from conftest import seeded_model
 
 # each ablation's short key here -> its run (row) in the paper file
 ROWS = {"embed_layers_1": "cnv_embed_1", "embed_layers_3": "cnv_embed_3", "no_embed_padding": "cnv_no_pad",
@@ -37,9 +38,7 @@ LAYERS = range(5)  # CNV-5/4's layers: layers.0 .. layers.4
 
 
 def fresh(name="cnv_5_4", dataset="cifar10", **overrides):
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return vixnb.create_model(name, dataset=dataset, **overrides)
+    return seeded_model(name, dataset, **overrides)
 
 
 @cache

@@ -70,6 +70,7 @@ def test_a_capped_profile_caps_both_phases_and_the_paper_profile_runs_to_a_ceili
     budget, paper = run_config("cnv_5_4", profile="budget"), run_config("cnv_5_4", profile="paper")
     assert (budget["epochs"], budget["dualopt"]["adamw_epochs"]) == (10, 5)
     assert (paper["epochs"], "adamw_epochs" in paper["dualopt"]) == (1000, False)
+    assert run_config("cnv_5_4", profile="paper", epochs=1000) == paper  # the ceiling given is no cap
     assert run_config("cnv_5_4", profile="paper", optimizer="adamw")["epochs"] == 200
     post = run_config("cnv_5_4", profile="budget", randaugment=[1, 1], post_train_epochs=200)
     assert post["post_train_epochs"] == 5

@@ -9,16 +9,14 @@ import vixnb
 from vixnb.models import model_cfg
 from vixnb.models.cxv import CXV, Transformer2d
 from vixnb.profiles import get_profile
+from conftest import seeded_model
 
 NAMES = ["cnv_5_4", "cpv_5_4", "cltv_5_4", "cltv_repo"]
 PAPER_COUNTS = {"cnv_5_4": 1_343_454, "cpv_5_4": 1_344_714, "cltv_5_4": 1_344_714, "cltv_repo": 3_966_154}
 LABELS = {"cnv_5_4": "CNV-5/4", "cpv_5_4": "CPV-5/4", "cltv_5_4": "CLTV-5/4", "cltv_repo": "CLTV-5/4 (repository)"}
 
 
-def fresh(name, dataset="cifar10", **overrides):
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return vixnb.create_model(name, dataset=dataset, **overrides)
+fresh = seeded_model
 
 
 @cache

@@ -13,6 +13,7 @@ import vixnb
 from vixnb.models import model_cfg
 from vixnb.models.wavemix import haar_dwt
 from vixnb.profiles import get_profile
+from conftest import seeded_model
 
 NAMES = ["resnet18_cifar", "resnet34_cifar", "mlp_mixer_5", "wavemix_5", "convmixer_16"]
 LABELS = {"resnet18_cifar": "ResNet-18", "resnet34_cifar": "ResNet-34", "mlp_mixer_5": "MLP Mixer-5",
@@ -56,10 +57,7 @@ def paper_macs(model):
     return layers, layers + norms
 
 
-def fresh(name, dataset="cifar10", **overrides):
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return vixnb.create_model(name, dataset=dataset, **overrides)
+fresh = seeded_model
 
 
 @cache
@@ -147,11 +145,11 @@ def test_resnets_are_torchvisions_with_a_cifar_stem(name):
     assert blocks and all(type(b) is BasicBlock for b in blocks)
     assert not any(isinstance(m, nn.MaxPool2d) for m in model.modules())
     assert (model.conv1.kernel_size, model.conv1.stride) == ((3, 3), (1, 1))
-    assert model.fc[0].p == 0.0  # no dropout unless asked: the train-step test asks for 0.5
+    assert model.fc[0].p == 0.5  # the paper's dropout, before the classifier
 
 
-def test_dropout_half_in_the_mixers():
-    for name in ("mlp_mixer_5", "wavemix_5"):
+def test_dropout_half_in_every_baseline():
+    for name in ("mlp_mixer_5", "wavemix_5", "convmixer_16", "resnet18_cifar", "resnet34_cifar"):
         assert {m.p for m in built(name).modules() if isinstance(m, nn.Dropout)} == {0.5}
 
 

@@ -12,6 +12,7 @@ from vixnb.measure import flops, paper_macs
 from vixnb.models import model_cfg, model_family, paper_mixers
 from vixnb.models.vilt import ViLT
 from vixnb.profiles import get_profile
+from conftest import seeded_model
 
 LABELS = {"vit_10_4": "ViT-10/4", "fnet_10": "FNet-10", "hybrid_vin_6_8": "Hybrid ViN-6/8",
           "hybrid_vip_6_8": "Hybrid ViP-6/8", "hybrid_vilt_6_8": "Hybrid ViLT-6/8", "cct_6_4": "CCT-6/4",
@@ -33,10 +34,7 @@ PAPER_MACS = {"vit_10_4": 1_343_882_496, "fnet_10": 1_343_882_496, "hybrid_vin_6
 MACS_OFF_TABLE = {"hybrid_vip_6_8", "hybrid_vilt_6_8"}
 
 
-def fresh(name, dataset="cifar10", **overrides):
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        return vixnb.create_model(name, dataset=dataset, **overrides)
+fresh = seeded_model
 
 
 @cache

@@ -294,7 +294,8 @@ def _least_seconds(job, pack_limit_mb=None):
         return whole
     if whole == float("inf"):
         return planning.STARTUP_SECONDS + 60
-    return planning.STARTUP_SECONDS + max(whole - planning.STARTUP_SECONDS * len(job.entries), 0) / e._config["epochs"]
+    return planning.STARTUP_SECONDS + max(whole - planning.STARTUP_SECONDS * len(job.entries), 0) / \
+        planning.expected_epochs(e._config)[0]
 
 
 def checkpoint_mb(job):

@@ -21,7 +21,7 @@ minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
 
 **Priority**, in levels (``LEVELS``); within a level the first seeds of the rows a chapter names ``first`` (the
 order its paper file asks for), then cheaper first. A run that several chapters show is one entry, the first
-chapter's:
+chapter's (so a chapter's totals count it there only):
 1. one seed (the profile's first) of every published row, and the measurements the pages read, so that
    every table has a number;
 2. the runs that decide a claim or a study, and the benchmarks behind the speed targets;
@@ -134,7 +134,7 @@ def _train_entries(key, book, profile, seeds, store):
             for seed in seeds:
                 entries.append((2, f"study: {study}", model, model, dataset, seed, dict(spec.get("settings") or {}),
                                 False))
-    out, seen = {}, set()
+    out = {}
     for level, purpose, name, model, dataset, seed, settings, keep in entries:
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
@@ -252,6 +252,25 @@ def _stored_epoch_seconds(store, profile):
     return epochs
 
 
+#: epochs a DualOpT run without a cap is taken to last (it stops on patience, twice; the ceiling is far above): a
+#: nominal figure until stored runs say more
+DUALOPT_NOMINAL_EPOCHS = 150
+
+
+def expected_epochs(config):
+    """``(epochs, note)``: the epochs a run is expected to train (main stage and post-training), and a note for the
+    estimate's basis where it is nominal: a DualOpT run without a cap (the paper profile) stops on patience, so its
+    ``epochs`` (a ceiling) would overstate it; post-training likewise stops on patience."""
+    epochs, post = config["epochs"], config["post_train_epochs"]
+    nominal = config["optimizer"] == "dualopt" and not (config["dualopt"] or {}).get("adamw_epochs")
+    if nominal:
+        epochs = min(epochs, DUALOPT_NOMINAL_EPOCHS)
+    if post and config["dualopt"] and not config["dualopt"].get("adamw_epochs"):
+        post = min(post, 2 * config["dualopt"]["patience"])
+    note = f"; DualOpT: nominal {epochs} epochs (stops on patience)" if nominal else ""
+    return epochs + post, note
+
+
 def _estimate(entry, rates, device, epoch_seconds):
     """(GPU minutes, basis) of one entry, from the benchmark's ``rates`` on ``device`` (``_bench_rates``),
     else from FLOPs at their median effective rate, else from the stored runs' ``epoch_seconds``."""
@@ -267,22 +286,23 @@ def _estimate(entry, rates, device, epoch_seconds):
     config = entry._config
     spec = dataset_spec(config["dataset"])
     n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
-    images = config["epochs"] * (n_train + EVAL_COST * n_test)
+    epochs, note = expected_epochs(config)
+    images = epochs * (n_train + EVAL_COST * n_test)
     precision = config["precision"]
     rate = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
     if rate:
         seconds = images / rate + STARTUP_SECONDS
-        return seconds / 60, f"bench train: {rate:,.0f} img/s ({precision}, {device})"
+        return seconds / 60, f"bench train: {rate:,.0f} img/s ({precision}, {device}){note}"
     effective = [r[precision] * _training_gflop(m, "cifar10") for m, r in rates.items() if r.get(precision)]
     if effective:
         tflops = statistics.median(effective) / 1e3
         gflop = _training_gflop(config["model"], config["dataset"],
                                 json.dumps(config["model_overrides"], sort_keys=True))
         seconds = images * gflop / (tflops * 1e3) + STARTUP_SECONDS
-        return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train)"
+        return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train){note}"
     if (per_epoch := epoch_seconds.get(config["model"])) is not None:
-        return (config["epochs"] * per_epoch + STARTUP_SECONDS) / 60, \
-            f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound)"
+        return (epochs * per_epoch + STARTUP_SECONDS) / 60, \
+            f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound){note}"
     return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
 
 
@@ -306,7 +326,10 @@ def build(profile, *, store=None, only=None):
     for key, book in chapters():
         for e in _train_entries(key, book, profile, seeds, store):
             if e.key in runs:
-                runs[e.key].level = min(runs[e.key].level, e.level)
+                first = runs[e.key]
+                first.level = min(first.level, e.level)
+                if e.keep_weights and not first.keep_weights:  # a later chapter keeps its weights
+                    first.keep_weights, first.command = True, e.command
                 continue
             runs[e.key] = e
             entries.append(e)

@@ -92,7 +92,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
     dualopt = optimizer == "dualopt"
-    capped = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
+    length = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
+    # a length below DualOpT's ceiling caps the run: its AdamW phase and post-training at half of it
+    capped = length if length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0) else None
     schedule = _first(schedule, proto.get("schedule"), "constant")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
@@ -117,7 +119,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "seed": int(seed),
         # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it at
         # max_epochs; a length given here or by the profile caps the whole run and its AdamW phase at half of it
-        "epochs": int(capped or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
+        "epochs": int(length or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
         "batch_size": int(_first(batch_size, prof.get("batch_size"), papers.per_model(proto["batch_size"], model))),
         "lr": proto["lr"] if lr is None else float(lr),
         "weight_decay": proto["weight_decay"],
@@ -127,7 +129,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "val_size": _first(val_size, prof.get("val_size"), 5000) if protocol == "fixed" else None,
         "optimizer": optimizer,
         "randaugment": list(randaugment) if randaugment else None,
-        # a capped run (budget) caps post-training as each DualOpT phase: at half its length
+        # a capped run (budget) caps post-training as each DualOpT phase: at half its length (at most)
         "post_train_epochs": min(int(post_train_epochs), -(-int(capped) // 2)) if capped else int(post_train_epochs),
         "dualopt": _dualopt(proto["dualopt"], capped if dualopt else None) if dualopt or post_train_epochs else None,
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),

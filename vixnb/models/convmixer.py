@@ -14,8 +14,8 @@ patch 1 the MACs are about 1,024 x the conv weights, so 1.37 G needs about 1.37 
 element) are counted too: 1.369 G. That is a guess at the authors' counter: the `cxv` models' and the ResNets'
 MACs round to the table under either convention and do not tell them apart.
 
-The original ConvMixer has no dropout; the paper's "dropout of 0.5 across all models" has no site in it, so
-``dropout`` defaults to 0 (a ``Dropout`` before the head that an override can set). On Tiny ImageNet the patch
+The original ConvMixer has no dropout; the paper's "dropout of 0.5 across all models" is applied as a ``Dropout(0.5)``
+before the head (no parameters; ``dropout=0`` gives the original). On Tiny ImageNet the patch
 size is image_size / 32 (2 x 2 patches of stride 2, a 32 x 32 map: the paper's adjusted stride of the initial
 conv), which adds 2,304 weights to the patch embedding: 1,390,536 parameters with the 200-class head.
 """
@@ -36,7 +36,7 @@ class Residual(nn.Module):
 
 class ConvMixer(nn.Module):
     def __init__(self, *, image_size, num_classes, channels=3, dim=256, depth=16, kernel_size=8, patch_size=None,
-                 dropout=0.0):
+                 dropout=0.5):
         super().__init__()
         patch_size = patch_size or max(image_size // GRID_SIDE, 1)
         self.patch_embedding = nn.Sequential(nn.Conv2d(channels, dim, patch_size, stride=patch_size), nn.GELU(),

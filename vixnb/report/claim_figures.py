@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import papers
 from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
-                           COUNTED_METRICS, RUN_METRICS, SEED_METRICS, claim_table, in_sections, paper_claims,
+                           COUNTED_METRICS, RUN_METRICS, SEED_METRICS, in_sections, paper_claims,
                            parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
