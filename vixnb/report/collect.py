@@ -240,10 +240,11 @@ PER_SEED = {"train_acc_final": ("final training accuracy (%)", lambda r: r["hist
                                           and h.get("stage", "main") == "main"), default=None))}
 
 
-def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1")):
+def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a", "b")):
     """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
-    (``{name: [records]}``); one row per pair and metric of ``PER_SEED``: a's and b's mean ± std (seeds), a − b,
-    and whether it survives the spread (``seed_comparison``: beyond two standard errors)."""
+    (``{name: [records]}``); one row per pair and metric of ``PER_SEED`` (per pair where there is one metric): a's
+    and b's mean ± std (seeds), a − b, and whether it survives the spread (``seed_comparison``: beyond two standard
+    errors). ``names``: the headings of a's and b's columns ("DualOpT", "AdamW")."""
     import statistics
 
     import pandas as pd
@@ -263,8 +264,8 @@ def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1")):
             va, vb = ([value(r) for r in runs.get(n, []) if r.get("status") == "done" and r.get("history")]
                       for n in (a, b))
             cmp = seed_comparison(va, vb)
-            rows[(label, heading)] = {
-                "a": text(va), "b": text(vb),
-                "a − b": not_run if cmp["difference"] is None else f"{cmp['difference']:+.2f}",
+            rows[(label, heading) if len(metrics) > 1 else label] = {
+                names[0]: text(va), names[1]: text(vb),
+                f"{names[0]} − {names[1]}": not_run if cmp["difference"] is None else f"{cmp['difference']:+.2f}",
                 "beyond 2 SE": {None: "—", True: "yes", False: "no"}[cmp["survives"]]}
     return pd.DataFrame.from_dict(rows, orient="index")
