@@ -114,7 +114,10 @@ def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
     return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
 
 
-def _train_entries(key, book, profile, seeds, store):
+def _train_entries(key, book, profile, seeds, store, runs):
+    """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
+    filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
+    asked for, keeping its weights if any table asks for them."""
     from .profiles import run_config, table_runs
     from .results import config_key
 
@@ -134,21 +137,24 @@ def _train_entries(key, book, profile, seeds, store):
             for seed in seeds:
                 entries.append((2, f"study: {study}", model, model, dataset, seed, dict(spec.get("settings") or {}),
                                 False))
-    out = {}
+    out = []
     for level, purpose, name, model, dataset, seed, settings, keep in entries:
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
-        if k in out:  # e.g. smoke: every dataset is the synthetic one; or a run two tables show
-            if keep and not out[k].keep_weights:
-                out[k].keep_weights = True
-                out[k].command = _run_command(model, dataset, profile, seed, out[k].settings, True)
+        if k in runs:  # e.g. smoke: every dataset is the synthetic one; or a run two tables or chapters show
+            first = runs[k]
+            first.level = min(first.level, level)
+            if keep and not first.keep_weights:
+                first.keep_weights = True
+                first.command = _run_command(model, dataset, profile, seed, first.settings, True)
             continue
-        out[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
+        runs[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
                        dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
                        purpose=purpose, command=_run_command(model, dataset, profile, seed, settings, keep),
                        path=str(store.path(config).relative_to(store.root)), key=k, keep_weights=keep)
-        out[k]._config = config
-    return list(out.values())
+        runs[k]._config = config
+        out.append(runs[k])
+    return out
 
 
 def _record_entries(key, book, profile, store):
@@ -261,12 +267,13 @@ def expected_epochs(config):
     """``(epochs, note)``: the epochs a run is expected to train (main stage and post-training), and a note for the
     estimate's basis where it is nominal: a DualOpT run without a cap (the paper profile) stops on patience, so its
     ``epochs`` (a ceiling) would overstate it; post-training likewise stops on patience."""
-    epochs, post = config["epochs"], config["post_train_epochs"]
-    nominal = config["optimizer"] == "dualopt" and not (config["dualopt"] or {}).get("adamw_epochs")
+    epochs, post, dualopt = config["epochs"], config["post_train_epochs"], config["dualopt"]
+    uncapped = dualopt is not None and "adamw_epochs" not in dualopt
+    nominal = config["optimizer"] == "dualopt" and uncapped
     if nominal:
         epochs = min(epochs, DUALOPT_NOMINAL_EPOCHS)
-    if post and config["dualopt"] and not config["dualopt"].get("adamw_epochs"):
-        post = min(post, 2 * config["dualopt"]["patience"])
+    if post and uncapped:
+        post = min(post, 2 * dualopt["patience"])
     note = f"; DualOpT: nominal {epochs} epochs (stops on patience)" if nominal else ""
     return epochs + post, note
 
@@ -324,15 +331,7 @@ def build(profile, *, store=None, only=None):
               enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
     for key, book in chapters():
-        for e in _train_entries(key, book, profile, seeds, store):
-            if e.key in runs:
-                first = runs[e.key]
-                first.level = min(first.level, e.level)
-                if e.keep_weights and not first.keep_weights:  # a later chapter keeps its weights
-                    first.keep_weights, first.command = True, e.command
-                continue
-            runs[e.key] = e
-            entries.append(e)
+        entries += _train_entries(key, book, profile, seeds, store, runs)
         if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
             entries += _record_entries(key, book, profile, store)
     needed = {e.path for e in entries}

@@ -53,12 +53,6 @@ def _augment(value):
     return {"hflip": flips[0], "vflip": flips[1], "rotate": float(rotate)} if any(flips) or rotate else None
 
 
-def _dualopt(settings, capped):
-    """The protocol's DualOpT settings, with ``adamw_epochs`` (the AdamW phase's cap: half the run, rounded up)
-    where the run's length is ``capped``: a budget run then has both phases; the paper profile's has no cap."""
-    return {**settings, "adamw_epochs": -(-int(capped) // 2)} if capped else dict(settings)
-
-
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
@@ -94,7 +88,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     dualopt = optimizer == "dualopt"
     length = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
     # a length below DualOpT's ceiling caps the run: its AdamW phase and post-training at half of it
-    capped = length if length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0) else None
+    capped = length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0)
+    half = -(-int(length) // 2) if capped else None  # the cap of the AdamW phase and of post-training
     schedule = _first(schedule, proto.get("schedule"), "constant")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
@@ -130,8 +125,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "optimizer": optimizer,
         "randaugment": list(randaugment) if randaugment else None,
         # a capped run (budget) caps post-training as each DualOpT phase: at half its length (at most)
-        "post_train_epochs": min(int(post_train_epochs), -(-int(capped) // 2)) if capped else int(post_train_epochs),
-        "dualopt": _dualopt(proto["dualopt"], capped if dualopt else None) if dualopt or post_train_epochs else None,
+        "post_train_epochs": min(int(post_train_epochs), half) if capped else int(post_train_epochs),
+        # a capped DualOpT run: both phases run (a budget run); the paper profile's has no cap
+        "dualopt": ({**proto["dualopt"], **({"adamw_epochs": half} if dualopt and capped else {})}
+                    if dualopt or post_train_epochs else None),
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
         "amp_loss_only": bool(prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only),
         "eval_mode": bool(prof["eval_mode"] if eval_mode is None else eval_mode),

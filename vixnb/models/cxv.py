@@ -76,6 +76,7 @@ from .vix import paper_mixer
 
 IMAGE_LINEAR = "image_linear"  # the mixer kind naming CLTV's ``ImageLinearAttention`` (conv projections)
 
+
 def _check(name, value, valid):
     """``value`` is one of ``valid`` (and of its type: 1 is not True), or with ``valid=int`` an int >= 1."""
     if valid is int:
