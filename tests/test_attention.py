@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.layers.linear import ImageLinearAttention, linear_attention
 from vixnb.layers.performer import FastAttention, local_window_attention
@@ -436,30 +437,30 @@ def test_mixers_without_a_map_say_so(kind):
 
 def test_attention_rollout_by_hand():
     a = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
-    one = A.attention_rollout([a[None, None]])  # (A + I) / 2
+    one = M.attention_rollout([a[None, None]])  # (A + I) / 2
     torch.testing.assert_close(one, torch.tensor([[[0.75, 0.25], [0.25, 0.75]]]))
-    two = A.attention_rollout([a[None, None]] * 2)
+    two = M.attention_rollout([a[None, None]] * 2)
     torch.testing.assert_close(two, torch.tensor([[[0.625, 0.375], [0.375, 0.625]]]))
-    plain = A.attention_rollout([a[None, None]] * 2, add_residual=False)
+    plain = M.attention_rollout([a[None, None]] * 2, add_residual=False)
     torch.testing.assert_close(plain, a[None])
     # head fusion: heads [[1, 0], [0, 1]] and [[0, 1], [1, 0]]
     h = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])[None]
-    torch.testing.assert_close(A.attention_rollout([h], add_residual=False), torch.full((1, 2, 2), 0.5))
-    torch.testing.assert_close(A.attention_rollout([h], head_fusion="max", add_residual=False), torch.full((1, 2, 2), 0.5))
-    torch.testing.assert_close(A.attention_rollout([h], head_fusion="min"), torch.eye(2)[None])  # min: 0, + I
+    torch.testing.assert_close(M.attention_rollout([h], add_residual=False), torch.full((1, 2, 2), 0.5))
+    torch.testing.assert_close(M.attention_rollout([h], head_fusion="max", add_residual=False), torch.full((1, 2, 2), 0.5))
+    torch.testing.assert_close(M.attention_rollout([h], head_fusion="min"), torch.eye(2)[None])  # min: 0, + I
     # order: later layers multiply on the left
     l1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])[None]
     l2 = torch.tensor([[0.0, 1.0], [0.0, 1.0]])[None]
-    torch.testing.assert_close(A.attention_rollout([l1, l2], add_residual=False), (l2 @ l1))
+    torch.testing.assert_close(M.attention_rollout([l1, l2], add_residual=False), (l2 @ l1))
 
 
 def test_attention_rollout_discard_keeps_the_diagonal():
     a = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.05, 0.15, 0.8]])[None]
-    out = A.attention_rollout([a], discard_ratio=0.34, add_residual=False)  # drops the 3 smallest off-diagonal
+    out = M.attention_rollout([a], discard_ratio=0.34, add_residual=False)  # drops the 3 smallest off-diagonal
     expected = torch.tensor([[0.7, 0.2, 0.0], [0.0, 0.6, 0.3], [0.0, 0.15, 0.8]])
     torch.testing.assert_close(out[0], expected / expected.sum(-1, keepdim=True))
     with pytest.raises(ValueError):
-        A.attention_rollout([a], head_fusion="median")
+        M.attention_rollout([a], head_fusion="median")
 
 
 def test_collect_attention_maps_from_a_vix_model():
@@ -467,19 +468,19 @@ def test_collect_attention_maps_from_a_vix_model():
 
     model = ViX(image_size=8, num_classes=10, mixer="softmax", dim=DIM, depth=3, heads=HEADS, dim_head=DH, mlp_dim=64)
     images = torch.randn(2, 3, 8, 8)
-    maps = A.collect_attention_maps(model, images)
+    maps = M.collect_attention_maps(model, images)
     assert len(maps) == 3 and all(m.shape == (2, HEADS, 65, 65) for m in maps)
     with torch.no_grad():
         first = model.transformer.layers[0][0]
         expected = first.fn.attention_map(first.norm(model.tokens(images)))
     torch.testing.assert_close(maps[0], expected)
-    rollout = A.attention_rollout(maps)
+    rollout = M.attention_rollout(maps)
     torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 65))
-    assert A.class_token_map(rollout).shape == (2, 8, 8)
+    assert M.class_token_map(rollout).shape == (2, 8, 8)
     assert model.training  # mode restored
     lin = ViX(image_size=8, num_classes=10, mixer="linformer", mixer_options={"k": 16}, dim=DIM, depth=2, heads=HEADS,
               dim_head=DH, mlp_dim=64)
-    assert [m.shape for m in A.collect_attention_maps(lin, images)] == [(2, HEADS, 65, 65)] * 2
+    assert [m.shape for m in M.collect_attention_maps(lin, images)] == [(2, HEADS, 65, 65)] * 2
 
 
 def test_collect_attention_maps_finds_mixers_by_type_in_call_order():
@@ -499,17 +500,17 @@ def test_collect_attention_maps_finds_mixers_by_type_in_call_order():
 
     model = TwoMixers()
     x = x_input()
-    maps = A.collect_attention_maps(model, x)
+    maps = M.collect_attention_maps(model, x)
     with torch.no_grad():
         first = model.blocks["first"]
         expected = [first.attention_map(x), model.blocks["second"].attention_map(first(x) + x)]
     assert len(maps) == 2
     for got, want in zip(maps, expected):
         torch.testing.assert_close(got, want)
-    only = A.collect_attention_maps(model, x, types=A.SoftmaxAttention)
+    only = M.collect_attention_maps(model, x, types=A.SoftmaxAttention)
     torch.testing.assert_close(only[0], expected[1])
     with pytest.raises(ValueError, match="no module of type"):
-        A.collect_attention_maps(nn.Linear(DIM, DIM), x)
+        M.collect_attention_maps(nn.Linear(DIM, DIM), x)
 
 
 @pytest.mark.parametrize("mixer,options,hybrid", [
@@ -519,9 +520,9 @@ def test_collect_attention_maps_from_every_family(mixer, options, hybrid):
 
     model = ViX(image_size=8, num_classes=10, mixer=mixer, mixer_options=options, hybrid=hybrid, dim=DIM, depth=2,
                 heads=HEADS, dim_head=DH, mlp_dim=64)
-    maps = A.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
+    maps = M.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
     assert [m.shape for m in maps] == [(2, HEADS, 65, 65)] * 2
-    assert A.class_token_map(A.attention_rollout(maps)).shape == (2, 8, 8)
+    assert M.class_token_map(M.attention_rollout(maps)).shape == (2, 8, 8)
 
 
 def test_collect_attention_maps_from_mixers_without_a_map_says_so():
@@ -531,7 +532,7 @@ def test_collect_attention_maps_from_mixers_without_a_map_says_so():
     mixer = MLPMixer(image_size=8, num_classes=10, dim=DIM, depth=1)
     for model in (fnet, mixer):
         with pytest.raises(NotImplementedError, match="no attention map"):
-            A.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
+            M.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
         assert model.training  # mode restored on the error too
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import vixnb
-from vixnb import layers
+from vixnb import analysis, layers
 from vixnb.models import model_cfg, model_entrypoint
 from vixnb.models.cct import CCTAttention, DropPath
 from vixnb.report import paper_frame
@@ -125,5 +125,5 @@ def test_registered_in_the_family_file(name):
 
 
 def test_attention_maps_of_cct():
-    maps = layers.collect_attention_maps(vixnb.create_model("cct", depth=1), torch.randn(1, 3, 32, 32))
+    maps = analysis.collect_attention_maps(vixnb.create_model("cct", depth=1), torch.randn(1, 3, 32, 32))
     assert len(maps) == 1 and maps[0].shape == (1, 4, 1024, 1024)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import vixnb
-from vixnb import layers, papers
+from vixnb import analysis, layers, papers
 from vixnb.models.vit_small import OneMapAttention
 
 TABLES = ("table2", "table4", "table5")
@@ -99,12 +99,12 @@ def test_diagonal_prominence_and_the_shaped_ratio():
     initialisation are the identity (prominence n = 65) and its alpha / (alpha + beta) is 1 in every layer."""
     n = 65
     uniform, own = torch.full((2, 4, n, n), 1 / n), torch.eye(n).expand(2, 4, n, n)
-    torch.testing.assert_close(layers.diagonal_prominence([uniform, own]),
+    torch.testing.assert_close(analysis.diagonal_prominence([uniform, own]),
                                torch.tensor([[1.0] * 4, [float(n)] * 4]))
     model = vixnb.create_model("vit_small_simplified", depth=3, alpha_beta="identity")
-    maps = layers.collect_attention_maps(model, torch.randn(2, 3, 32, 32))
-    assert layers.diagonal_prominence(maps).shape == (3, 1)
-    torch.testing.assert_close(layers.diagonal_prominence(maps), torch.full((3, 1), float(n)))
+    maps = analysis.collect_attention_maps(model, torch.randn(2, 3, 32, 32))
+    assert analysis.diagonal_prominence(maps).shape == (3, 1)
+    torch.testing.assert_close(analysis.diagonal_prominence(maps), torch.full((3, 1), float(n)))
     assert layers.shaped_ratios(model) == [1.0, 1.0, 1.0]
     dynamic = vixnb.create_model("vit_small_simplified", depth=4, alpha_beta="dynamic")
     assert layers.shaped_ratios(dynamic) == pytest.approx([1.0, 0.5, 1 / 3, 0.25])
@@ -115,6 +115,6 @@ def test_maps_are_collected_from_the_families_own_attentions(name):
     """collect_attention_maps finds every class that defines attention_map, not only layers.MIXERS: the blog's
     one-map attention, LeViT's and CvT's conv attentions, CCT's."""
     model = vixnb.create_model(name, depth=1)
-    maps = layers.collect_attention_maps(model, torch.randn(1, 3, 32, 32))
+    maps = analysis.collect_attention_maps(model, torch.randn(1, 3, 32, 32))
     assert len(maps) >= 1 and all(m.dim() == 4 for m in maps)
     torch.testing.assert_close(maps[0].sum(-1), torch.ones_like(maps[0].sum(-1)), atol=1e-4, rtol=1e-4)

@@ -3,8 +3,8 @@
 ``build(kind, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options)`` returns a
 module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_kinds()`` names the kinds. Every mixer
 has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
-have none and raise ``NotImplementedError``); ``maps`` collects the maps of any model by mixer type and
-rolls them out.
+have none and raise ``NotImplementedError``); ``vixnb.analysis`` collects the maps of any model by mixer type
+and measures them.
 
 Layer-wise initialisation: ``build`` takes the layer's ``layer_index`` (1-based) and the ``depth`` of the
 stack from whoever builds a stack (the ``Transformer`` of ``blocks``, ``build_stack``) and passes them on only
@@ -25,7 +25,6 @@ from .fnet import FourierMixer
 from .heads import merge_heads, split_heads
 from .linear import ImageLinearAttention, LinearAttention, linear_attention
 from .linformer import LinformerAttention
-from .maps import attention_rollout, class_token_map, collect_attention_maps, diagonal_prominence
 from .mlp import TokenMLP
 from .nystrom import NystromAttention, moore_penrose_pinv
 from .performer import PerformerAttention, local_window_attention
@@ -98,5 +97,5 @@ __all__ = [
     "Rotary", "apply_rope", "split_heads", "merge_heads", "SoftmaxAttention", "PerformerAttention",
     "LinformerAttention", "NystromAttention", "LinearAttention", "ImageLinearAttention", "ShapedAttention",
     "FourierMixer", "TokenMLP", "shaped_init", "linear_attention", "local_window_attention", "moore_penrose_pinv",
-    "attention_rollout", "collect_attention_maps", "class_token_map", "diagonal_prominence", "alpha_beta", "shaped_ratios",
+    "alpha_beta", "shaped_ratios",
 ]

@@ -7,7 +7,7 @@ those five). The smoke profile's synthetic set gives its own panel the same way.
 
 ``attention_record(runs, ...)`` is the stored measurement behind the `shaped` chapter's Fig. 8 and Fig. 11: for
 each trained model (weights kept by ``train.run(keep_weights=True)``), the class token's attention over the
-patches in every layer for the panel's first images, and the diagonal prominence (``layers.diagonal_prominence``)
+patches in every layer for the panel's first images, and the diagonal prominence (``diagonal_prominence``)
 per layer and head over the first test images, of the map each mixer applies (rows normalised to sum 1: shaped
 attention's alpha I + beta A divided by alpha + beta) and of its softmax part alone.
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import torch
 
-from . import layers
+from .. import layers
+from .maps import class_token_map, collect_attention_maps, diagonal_prominence
 
 
 def panel(dataset="cifar10", per_class=2, *, labels=None):
     """Test-set indices of the panel (see the module's docstring); ``labels``: the test labels, when loaded."""
-    from .data import load_split
+    from ..data import load_split
 
     if labels is None:
         _, labels = load_split(dataset, "test")
@@ -42,19 +43,19 @@ def model_maps(model, images, *, prominence_images=None):
     the class token over the patches (heads averaged; the softmax part for shaped attention), ``prominence``
     (layer, head) of the normalised applied map, ``prominence_softmax`` (layer, head) of its softmax part, over
     ``prominence_images`` (default: ``images``), and ``identity_share`` (alpha / (alpha + beta) per shaped layer)."""
-    from .data import normalize
+    from ..data import normalize
 
     x = normalize(images)
-    softmax = layers.collect_attention_maps(model, x, method="softmax_map")
-    cls = torch.stack([layers.class_token_map(m).flatten(1) for m in softmax], dim=1)  # (b, layers, patches)
+    softmax = collect_attention_maps(model, x, method="softmax_map")
+    cls = torch.stack([class_token_map(m).flatten(1) for m in softmax], dim=1)  # (b, layers, patches)
     rest = normalize(prominence_images) if prominence_images is not None else x
     prominence, prominence_softmax = [], []
     for chunk in rest.split(250):
-        applied = layers.collect_attention_maps(model, chunk)
+        applied = collect_attention_maps(model, chunk)
         applied = [m / m.sum(dim=-1, keepdim=True) for m in applied]
-        prominence.append(layers.diagonal_prominence(applied) * len(chunk))
-        prominence_softmax.append(layers.diagonal_prominence(
-            layers.collect_attention_maps(model, chunk, method="softmax_map")) * len(chunk))
+        prominence.append(diagonal_prominence(applied) * len(chunk))
+        prominence_softmax.append(diagonal_prominence(
+            collect_attention_maps(model, chunk, method="softmax_map")) * len(chunk))
     n = len(rest)
     return {"class_token": _rounded(cls), "prominence": _rounded(sum(prominence) / n),
             "prominence_softmax": _rounded(sum(prominence_softmax) / n),
@@ -66,10 +67,10 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
     training run it comes from, and where it was measured. A run whose weights are not stored (and cannot be
     trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
-    from .data import load_split
-    from .profiles import get_profile
-    from .results import provenance
-    from .train import trained_model
+    from ..data import load_split
+    from ..profiles import get_profile
+    from ..results import provenance
+    from ..train import trained_model
 
     used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
     test_x, test_y = load_split(used, "test")
