@@ -5,9 +5,9 @@
 # CIFAR-10 archive (data/cifar10-jpeg.tar.gz) and runs the one command for lent GPU time:
 #   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz
 # which runs the plan's missing entries in priority order (`vixnb plan`), stops a training run at an epoch
-# boundary when time is up and packs results, benchmark records and paused runs' checkpoints (under 15 MiB).
+# boundary when time is up and packs what this call wrote (results, kept weights, records) and paused runs' checkpoints (under 15 MiB).
 # Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas ptwt`: the plan's page pieces need pandas,
-# WaveMix needs ptwt),
+# WaveMix needs ptwt; the maps study's captum is among the script's own wheels),
 # data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.
 # BUDGET_S counts from this script's start; the batch gets what is left after the set-up, less a minute for
 # packing; if anything overruns, the results finished so far are still packed on exit.
@@ -31,11 +31,11 @@ if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
   mkdir -p "$VIXNB_DATA/cifar10" && tar xzf data/cifar10-jpeg.tar.gz -C "$VIXNB_DATA/cifar10"
 fi
 pack() {  # the batch packs when it ends; this covers a batch that was stopped
-  [ -f "$OUT/results.tar.gz" ] || python3 -c 'import sys; from vixnb.batch import pack; print(pack(*sys.argv[1:])[0])' \
-    "$OUT/results.tar.gz" "$PROFILE"
+  [ -f "$OUT/results.tar.gz" ] || python3 -c 'import sys; from vixnb.batch import pack; print(pack(sys.argv[1], sys.argv[2], since=float(sys.argv[3]))[0])' \
+    "$OUT/results.tar.gz" "$PROFILE" "$start"
 }
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 left=$(( BUDGET_S - ($(date +%s) - start) - 60 ))
-timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" 2>&1 \
+timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" --pack-since "$start" 2>&1 \
   | tee "$OUT/batch.log"

@@ -125,8 +125,14 @@ def _run_training(spec, store, deadline):
 
 def _run_measure(spec, compute):
     from . import papers, report
+    from .analysis.records import STUDY_RECORDS, study_record_name
     from .report import cost
 
+    study = {study_record_name(kind): kind for kind in STUDY_RECORDS}
+    if spec["name"] in study:  # the maps study (vixnb/analysis/study.yaml)
+        report.collect.study_measurement(study[spec["name"]], profile=spec["profile"], compute=compute,
+                                         required=True)
+        return
     book = papers.book_chapter(spec["paper"], spec["chapter"])
     if spec["name"] == report.collect.attention_maps_name(spec["paper"], spec["dataset"]):
         if report.collect.attention_maps(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
@@ -386,17 +392,20 @@ def status_table(jobs):
     return "\n".join([head] + [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}  {d}" for a, b, c, d in rows])
 
 
-def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=()):
+def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=(), since=None):
     """Write one ``.tar.gz`` of what a session must bring back: the profile's results (with their kept weights,
     ``weights/``) and measurements, the benchmark records, failed jobs' logs, and the checkpoints of paused runs
-    while the archive stays under ``limit_mb``. Paths inside are relative to the checkout's root (``results/...``):
-    unpack it there.
+    while the archive stays under ``limit_mb``. ``since`` (seconds since the epoch): only what was written from
+    then on (the store that travelled to the machine need not come back; its kept weights would soon pass the
+    limit). Paths inside are relative to the checkout's root (``results/...``): unpack it there.
     Returns ``(path, packed names, left-out names with why)``."""
     root = _store_root()
     base = root.parent
+    new = (lambda f: True) if since is None else (lambda f: f.stat().st_mtime >= since)
     results = sorted((root / profile).glob("*.json"))
     weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file()]  # kept weights
     files = results + weights + sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
+    files = [f for f in files if new(f)]
     files += [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
     checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
                          key=lambda p: p.stat().st_size)

@@ -3,7 +3,8 @@ with its status in the results store, an estimate of its GPU minutes, and a prio
 
 What a chapter needs is read from its paper file's ``book`` section (``vixnb.papers``): the tables whose
 every row is trained, on the table's dataset, with each of the profile's ``seeds`` (``profiles.yaml``);
-the stored measurements its pages read; the benchmarks it shows; our own studies.
+the stored measurements its pages read; the benchmarks it shows; our own studies. The maps chapter's
+measurements come from ``vixnb/analysis/study.yaml``.
 
 **Status.** ``stored``; ``missing``; ``stale``: a stored result that no longer answers, because it was made
 by other model code (its recorded architecture signature, or for older results its parameter count, differs
@@ -20,8 +21,10 @@ a third of a training step's cost); 20 s per run go to start-up. Measurements an
 minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
 
 **Priority**, in levels (``LEVELS``); within a level the first seeds of the rows a chapter names ``first`` (the
-order its paper file asks for), then cheaper first. A run that several chapters show is one entry, the first
-chapter's (so a chapter's totals count it there only):
+order its paper file asks for), then cheaper first; a measurement that reads trained weights (the maps study's)
+comes after the runs it reads. A run that several chapters show is one entry, the first chapter's (so a
+chapter's totals count it there only); it keeps its weights where any chapter or the maps study
+(``vixnb/analysis/study.yaml``) needs them.
 1. one seed (the profile's first) of every published row, and the measurements the pages read, so that
    every table has a number;
 2. the runs that decide a claim or a study, and the benchmarks behind the speed targets;
@@ -45,7 +48,7 @@ STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
 #: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
 #: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
-NOMINAL_MINUTES = {"gpu_memory": 3, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
+NOMINAL_MINUTES = {"gpu_memory": 3, "maps-attention": 3, "maps-attribution": 10, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
                    "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
 #: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
 BENCH_COMMANDS = {
@@ -118,17 +121,17 @@ def _train_entries(key, book, profile, seeds, store, runs):
     """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
     filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
     asked for, keeping its weights if any table asks for them."""
-    from .profiles import run_config, table_runs
+    from .profiles import kept_rows, run_config, table_runs
     from .results import config_key
 
     entries = []
     for table in book.get("train", []):
         dataset = papers.table(key, table)["dataset"]
-        keep = table in (book.get("keep_weights") or [])
+        keep = kept_rows(key, book, table, profile)
         for row, model, settings, table_seeds in table_runs(key, book, table, profile, seeds):
             for i, seed in enumerate(table_seeds):
                 entries.append((1 if i == 0 else 3, f"{key} {table}", row, model, dataset, seed, settings,
-                                keep and i == 0))
+                                row in keep and i == 0))
     for study, spec in (book.get("studies") or {}).items():
         if profile not in spec.get("profiles", []):
             continue
@@ -177,6 +180,33 @@ def _record_entries(key, book, profile, store):
                          command=BENCH_COMMANDS.get(bench, f"vixnb bench {bench}").format(path=_shown(store.root / path)),
                          path=path))
         out[-1]._nominal = NOMINAL_MINUTES.get(bench, 5)
+    return out
+
+
+def _study_entries(profile, runs):
+    """The maps study's measurements (``analysis.records.study_record``), each after the runs whose weights it reads
+    (``_needs``: their configuration keys, ``runs`` being the plan's run map)."""
+    from .analysis.records import STUDY_RECORDS, study, study_record_name, study_run
+    from .profiles import run_config
+    from .results import config_key
+
+    s = study()
+    needs = {}
+    for label in s["runs"]:
+        model, settings, seed, dataset = study_run(label, profile)
+        k = config_key(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
+        if k in runs and runs[k].keep_weights:
+            needs[label] = k
+    out = []
+    for kind in STUDY_RECORDS:
+        name = study_record_name(kind)
+        labels = s["runs"] if kind == "attention" else s["attribution"]
+        e = Entry(chapter=s["notebook"], paper="", kind="measure", name=name, model=None, dataset=s["dataset"],
+                  profile=profile, seed=None, level=1, purpose=f"maps pages: {kind}",
+                  command=f"vixnb batch --profile {profile} --only {name}", path=f"{profile}/measure/{name}.json")
+        e._nominal = NOMINAL_MINUTES[f"maps-{kind}"]
+        e._needs = {needs[label] for label in labels if label in needs}
+        out.append(e)
     return out
 
 
@@ -334,6 +364,8 @@ def build(profile, *, store=None, only=None):
         entries += _train_entries(key, book, profile, seeds, store, runs)
         if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
             entries += _record_entries(key, book, profile, store)
+    if prof["device"] == "cuda":
+        entries += _study_entries(profile, runs)
     needed = {e.path for e in entries}
     rates, device = _bench_rates(store)
     epoch_seconds = _stored_epoch_seconds(store, profile)
@@ -343,8 +375,9 @@ def build(profile, *, store=None, only=None):
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
     order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
-    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes), order[e.chapter],
+    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes), order.get(e.chapter, len(order)),
                                 e.seed or 0))
+    entries = _after_needs(entries)
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:
@@ -354,6 +387,18 @@ def build(profile, *, store=None, only=None):
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
     return entries
+
+
+def _after_needs(entries):
+    """``entries`` with each measurement that reads trained weights (``_needs``: run keys) moved just after the last
+    of those runs where it stood before it; the order otherwise kept."""
+    out = list(entries)
+    for e in [e for e in entries if getattr(e, "_needs", None)]:
+        last = max((i for i, x in enumerate(out) if x.kind == "train" and x.key in e._needs), default=-1)
+        if out.index(e) < last:
+            out.remove(e)
+            out.insert(last, e)  # the last run it needs moved up by one: just after it
+    return out
 
 
 def _first_rank(entry, firsts):

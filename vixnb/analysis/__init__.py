@@ -9,7 +9,9 @@
 """
 from .maps import (attention_rollout, class_token_map, collect_attention_maps, diagonal_prominence,
                    has_attention_map)
-from .records import attention_record, model_maps, panel, record_stale
+from .records import (attention_record, model_maps, panel, record_stale, study, study_map_kinds, study_record,
+                      study_record_name, study_settings)
 
 __all__ = ["attention_rollout", "attention_record", "class_token_map", "collect_attention_maps",
-           "diagonal_prominence", "has_attention_map", "model_maps", "panel", "record_stale"]
+           "diagonal_prominence", "has_attention_map", "model_maps", "panel", "record_stale", "study", "study_map_kinds",
+           "study_record", "study_record_name", "study_settings"]

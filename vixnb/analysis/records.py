@@ -13,6 +13,10 @@ attention's alpha I + beta A divided by alpha + beta) and of its softmax part al
 """
 from __future__ import annotations
 
+import math
+from functools import cache
+from pathlib import Path
+
 import torch
 
 from .. import layers
@@ -105,3 +109,215 @@ def record_stale(record, store):
         if sha != run.get("weights_sha256"):
             return f"{name}'s weights changed since it was measured ({'retrained' if sha else 'no weights stored now'})"
     return None
+
+
+# ----- the maps study (study.yaml): attention maps and attributions of trained runs of every paper ------------
+
+STUDY_RECORDS = ("attention", "attribution")
+
+
+@cache
+def study():
+    """The maps study's settings (``vixnb/analysis/study.yaml``): its runs, figures' runs and per-profile sizes."""
+    import yaml
+
+    return yaml.safe_load(Path(__file__).with_name("study.yaml").read_text())
+
+
+def study_settings(profile):
+    """The maps study's sizes in ``profile`` (images, shown maps, IG steps, occlusion window and stride, curve steps)."""
+    settings = study()["profiles"]
+    if profile not in settings:
+        raise ValueError(f"profile {profile!r}: vixnb/analysis/study.yaml has no `profiles.{profile}` entry; add one "
+                         f"like those it has ({', '.join(settings)})")
+    return settings[profile]
+
+
+def study_record_name(kind, dataset=None):
+    """The name of a stored measurement of the maps study: ``maps-attention-<dataset>`` or ``maps-attribution-...``."""
+    if kind not in STUDY_RECORDS:
+        raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
+    return f"maps-{kind}-{dataset or study()['dataset']}"
+
+
+def study_run(label, profile):
+    """``(model, settings, seed, dataset)`` of the study's run ``label``: its paper's table row as that paper's
+    chapter trains it in ``profile`` (``profiles.table_runs``; the first seed)."""
+    from .. import papers
+    from ..profiles import table_runs
+
+    runs = study()["runs"]
+    if label not in runs:
+        raise ValueError(f"{label!r} is not a run of vixnb/analysis/study.yaml; its runs: {', '.join(runs)}")
+    spec = runs[label]
+    book = papers.training_chapter(spec["paper"], spec["table"])
+    for row, model, settings, seeds in table_runs(spec["paper"], book, spec["table"], profile):
+        if row == spec["row"]:
+            return model, settings, seeds[0], papers.table(spec["paper"], spec["table"])["dataset"]
+    raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names row {spec['row']!r}, which table "
+                     f"{spec['table']!r} of vixnb/papers/{spec['paper']}.yaml does not have")
+
+
+def _meta_model(model, dataset, settings):
+    """The model built on the meta device (no memory, the caller's RNG untouched): enough to see its mixers."""
+    from ..models import create_model
+
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return create_model(model, dataset=dataset, **settings)
+
+
+def _weights_over_cap(model, settings, seed, dataset, profile):
+    """Why the run's weights cannot be kept (over ``train.WEIGHTS_LIMIT_MB``), or None."""
+    from ..profiles import run_config
+    from ..train import WEIGHTS_LIMIT_MB, weights_bytes
+
+    size = weights_bytes(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)) / 2**20
+    if size > WEIGHTS_LIMIT_MB:
+        return (f"its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} MiB cap on kept weights "
+                "(train.WEIGHTS_LIMIT_MB, what one device call can bring back), so no checkpoint of it is stored")
+    return None
+
+
+def study_kept_rows(key, table, profile):
+    """The rows of paper ``key``'s ``table`` whose first-seed run keeps its weights for the maps study: the study's
+    runs that have an attention map or are attributed, where the weights fit the cap."""
+    s = study()
+    rows = set()
+    for label, spec in s["runs"].items():
+        if (spec["paper"], spec["table"]) != (key, table):
+            continue
+        model, settings, seed, dataset = study_run(label, profile)
+        mapped = has_attention(_meta_model(model, dataset, {**_overrides(profile), **settings}))
+        if (mapped or label in s["attribution"]) and not _weights_over_cap(model, settings, seed, dataset, profile):
+            rows.add(spec["row"])
+    return rows
+
+
+def study_map_kinds(profile):
+    """``{label: {"model", "source", "map"}}`` of the study's runs: the model, the paper table row it is, and what its
+    attention map is (``maps.map_kind``), from the models built on the meta device (nothing trained or measured)."""
+    from .maps import map_kind
+
+    out = {}
+    for label, spec in study()["runs"].items():
+        model, settings, _, dataset = study_run(label, profile)
+        out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
+                      "map": map_kind(_meta_model(model, dataset, {**_overrides(profile), **settings}))}
+    return out
+
+
+def _overrides(profile):
+    from ..profiles import get_profile
+
+    return dict(get_profile(profile).get("model_overrides") or {})
+
+
+def _trained(label, profile, compute, store):
+    """``(module, result, run)`` of a study run: its trained model (``train.trained_model``; measuring again never
+    trains again) or ``(None, {"status", "reason"}, run)``."""
+    from ..train import trained_model
+
+    model, settings, seed, dataset = study_run(label, profile)
+    run = {"model": model, "settings": settings, "seed": seed}
+    over = _weights_over_cap(model, settings, seed, dataset, profile)
+    if over:
+        return None, {"status": "not kept", "reason": over}, run
+    module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
+                                   compute="missing" if compute == "always" else compute, store=store, **settings)
+    if module is None:
+        return None, {"status": "not yet run", "reason": result.get("reason", "no stored weights")}, run
+    prov = result["provenance"]
+    return module, {"status": "done", **run, "config": result["config"], "weights_sha256": result["weights"]["sha256"],
+                    "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}, run
+
+
+def _panel_images(profile):
+    from ..data import load_split
+    from ..profiles import get_profile
+
+    used = get_profile(profile).get("dataset_override") or study()["dataset"]
+    test_x, test_y = load_split(used, "test")
+    shown = panel(used, labels=test_y)[:study_settings(profile)["images"]]
+    return used, shown, test_x[shown], test_y[shown]
+
+
+@torch.no_grad()
+def run_maps(model, images, *, shown, approximation=None):
+    """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_kind``), the
+    rollout (class token's row, or the mean row without a class token; the residual identity added unless the
+    blocks have no skip), the image-centre patch's row in every layer, per layer and head the row entropy,
+    diagonal prominence and mean attention distance in pixels, and the randomisation check; maps for the first
+    ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
+    Nystrom approximations' distance to the model's own exact softmax maps."""
+    from ..data import normalize
+    from . import maps as M
+
+    x = normalize(images)
+    layer_maps = M.attention_maps(model, x)
+    listed = list(layer_maps.values())
+    n = listed[-1].shape[-1]
+    cls = 0 if math.isqrt(n) ** 2 == n else 1
+    start, residual = ("cls" if cls else "mean"), M.has_skip(model)
+    out = {"kind": M.map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
+           "tokens": [m.shape[-1] for m in listed],
+           "rollout": _rounded(M.rollout(layer_maps, start=start, residual=residual)[:shown]),
+           "centre_query": _rounded(M.centre_query(layer_maps, cls_tokens=cls)[:shown]),
+           "entropy": _rounded(M.row_entropy(listed)), "prominence": _rounded(M.diagonal_prominence(listed)),
+           "distance_px": _rounded(M.attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
+           "randomisation": M.randomisation_check(model, x)}
+    if approximation:
+        out["approximation"] = M.approximation_errors(model, x, features=approximation["features"],
+                                                      landmarks=approximation["landmarks"])
+    return out
+
+
+def study_record(kind, profile, *, compute="never", store=None):
+    """A measurement record of the maps study (``kind``: ``attention`` or ``attribution``) in ``profile``: for each of
+    its runs (``attention``: all; ``attribution``: the attributed ones) the measures of its trained model
+    (``run_maps``; ``attribution.attribution_measures``), the training run it comes from and where it was measured.
+    A run without a map gets ``{"status": "no attention map", "kind": ...}``; one whose weights are not stored (and
+    cannot be trained under ``compute``) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
+    cap ``{"status": "not kept", ...}``."""
+    from ..results import provenance
+    from . import maps as M
+
+    s, conf = study(), study_settings(profile)
+    used, indices, images, labels = _panel_images(profile)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    images = images.to(device)
+    labels_ = s["runs"] if kind == "attention" else s["attribution"]
+    out = {}
+    for label in labels_:
+        model, settings, _, dataset = study_run(label, profile)
+        if kind == "attention":
+            meta = _meta_model(model, dataset, {**_overrides(profile), **settings})
+            if not has_attention(meta):
+                out[label] = {"status": "no attention map", "model": model, "kind": M.map_kind(meta)}
+                continue
+        module, run, _ = _trained(label, profile, compute, store)
+        if module is None:
+            out[label] = {**run, "model": model}
+            continue
+        module = module.to(device)
+        if kind == "attention":
+            approx = ({"features": s["approximation_features"], "landmarks": s["approximation_landmarks"]}
+                      if label == s["approximation"] else None)
+            measures = run_maps(module, images, shown=conf["shown"], approximation=approx)
+        else:
+            from ..data import normalize
+            from .attribution import attribution_measures
+
+            measures = attribution_measures(
+                module, normalize(images), methods=tuple(s["attribution_methods"]), ig_steps=conf["ig_steps"],
+                window=conf["occlusion_window"], stride=conf["occlusion_stride"], steps=conf["curve_steps"],
+                show=conf["shown"])
+        out[label] = {**run, **measures}
+    return {"dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
+            "provenance": provenance(device, stamp="measured", profile=profile, dataset=s["dataset"])}
+
+
+def has_attention(model):
+    """Whether ``model`` has an attention map (``maps.map_kind`` does not say "no attention map")."""
+    from .maps import map_kind
+
+    return not map_kind(model).startswith("no attention map")

@@ -173,6 +173,8 @@ def _plan_arguments(sub):
     s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
     s.add_argument("--pack", metavar="FILE.tar.gz", help="afterwards, pack results and paused checkpoints into one archive")
     s.add_argument("--pack-limit-mb", type=positive_float, default=15, help="size limit of the archive (default 15)")
+    s.add_argument("--pack-since", type=float, default=None, metavar="EPOCH_S",
+                   help="pack only files written from this time on (seconds since the epoch; default: the batch's start)")
     s.add_argument("--partition", help="slurm: partition")
     s.add_argument("--time-min", type=whole_number(1), help="slurm: time limit per job in minutes (default: from the estimates)")
     s.add_argument("--gpus-per-job", type=whole_number(0), help="slurm: GPUs per job (default 1 for a GPU profile)")

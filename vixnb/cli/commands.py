@@ -193,7 +193,8 @@ def batch(args):
     if jobs:
         print(runner.status_table(jobs))
     if args.pack:
-        path, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_limit_mb, jobs=jobs)
+        path, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_limit_mb, jobs=jobs,
+                                          since=args.pack_since if args.pack_since is not None else started - 1)
         print(f"packed {len(packed)} files into {path}" + (f"; left out: {'; '.join(left)}" if left else ""))
     failed = [j for j in jobs if j.outcome == "failed"]
     if failed:

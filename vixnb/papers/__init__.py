@@ -163,11 +163,19 @@ def book_chapter(key, notebook):
     raise PaperFileError(f"vixnb/papers/{key}.yaml: no chapter {notebook!r} in `book`; its chapters: {names}")
 
 
+def training_chapter(key, table):
+    """The chapter of paper ``key``'s ``book`` section that trains ``table`` (the first that lists it in ``train``)."""
+    for chapter in book_chapters(key):
+        if table in (chapter.get("train") or []):
+            return chapter
+    raise PaperFileError(f"vixnb/papers/{key}.yaml: no chapter of `book` trains table {table!r}")
+
+
 def claims(key):
     """The quantitative claims of paper ``key``'s text (list of mappings; see ``vixnb.report.claims``)."""
     return list(load(key)["claims"])
 
 
-__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "list_papers", "load", "table", "table_models",
+__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "training_chapter", "list_papers", "load", "table", "table_models",
            "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption", "protocol", "gpu_batch_size", "per_model",
            "claims"]

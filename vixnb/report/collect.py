@@ -169,12 +169,9 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
     (``analysis.record_stale``) is measured again where it can be, else returned with the reason under
     ``"stale"``. None when nothing is stored and nothing can be measured; a ``RuntimeError`` where it should be
     measured and a run's weights cannot be had."""
-    import torch
-
     from .. import papers
-    from ..analysis import attention_record, record_stale
+    from ..analysis import attention_record
     from ..profiles import table_runs
-    from ..profiles import get_profile
     from ..results import ResultsStore
 
     store = store if store is not None else ResultsStore()
@@ -188,7 +185,18 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
             raise RuntimeError(f"{attention_maps_name(paper, dataset)}: no trained weights of {'; '.join(missing)}")
         return record
 
-    name = attention_maps_name(paper, dataset)
+    return _weights_measurement(attention_maps_name(paper, dataset), make, profile=profile, compute=compute, store=store)
+
+
+def _weights_measurement(name, make, *, profile, compute, store):
+    """A stored measurement of trained weights under the compute policy: measured (``make``) where the profile's
+    device is here and the store lacks it, else read. One measured from weights that have changed since
+    (``analysis.record_stale``) is measured again where it can be, else returned with the reason under ``"stale"``."""
+    import torch
+
+    from ..analysis import record_stale
+    from ..profiles import get_profile
+
     can = (get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()) and compute != "never"
     record = store.load_or_compute("measure", name, make, profile=profile, compute=compute, can_compute=can)
     stale = record_stale(record, store) if record is not None else None
@@ -198,18 +206,52 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
     return {**record, "stale": stale} if stale else record
 
 
+def study_measurement(kind, *, profile, compute="missing", store=None, required=False):
+    """A measurement of the maps study (``analysis.records.study_record``: ``kind`` ``attention`` or
+    ``attribution``), under the compute policy (``_weights_measurement``), training its runs where their weights
+    are missing and ``compute`` allows. A record is stored only whole: where a run's weights cannot be had, the
+    record is returned unstored (``"stored": False``), or with ``required`` a ``RuntimeError`` names the runs.
+    None where nothing is stored and nothing can be measured (a GPU profile on a CPU)."""
+    from ..analysis.records import study_record, study_record_name
+    from ..results import ResultsStore
+
+    store = store if store is not None else ResultsStore()
+    name, partial = study_record_name(kind), []
+
+    def make():
+        record = study_record(kind, profile, compute=compute, store=store)
+        missing = [f"{label} ({run['reason']})" for label, run in record["runs"].items() if run["status"] == "not yet run"]
+        if missing:
+            partial.append(record)
+            raise _Partial(f"{name}: no trained weights of {'; '.join(missing)}")
+        return record
+
+    try:
+        return _weights_measurement(name, make, profile=profile, compute=compute, store=store)
+    except _Partial:
+        if required:
+            raise
+        return {**partial[0], "stored": False}
+
+
+class _Partial(RuntimeError):
+    """A study record some of whose runs have no weights (not stored)."""
+
+
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
     """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
-    chapter's ``keep_weights`` tables keeps its weights."""
+    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``profiles.kept_rows``)."""
     from .. import papers
     from ..profiles import table_runs
 
+    from ..profiles import kept_rows
+
     book = papers.book_chapter(paper, notebook)
-    keep = table in (book.get("keep_weights") or [])
+    keep = kept_rows(paper, book, table, profile)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
-    return {row: collect_runs([model], seeds=seeds[:1], keep_weights=keep, **options, **settings)
+    return {row: collect_runs([model], seeds=seeds[:1], keep_weights=row in keep, **options, **settings)
             + collect_runs([model], seeds=seeds[1:], **options, **settings)
             for row, model, settings, seeds in table_runs(paper, book, table, profile)}
 

@@ -1,5 +1,5 @@
 """Figures for the page: accuracy against a cost (the paper's panel beside ours, on the same axes), training
-curves with a band over random seeds, values per layer, and grids of attention maps."""
+curves with a band over random seeds, values per layer, grids of maps, and curves with a band over images."""
 from __future__ import annotations
 
 import math
@@ -162,24 +162,27 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     return fig
 
 
-def map_grid(rows, *, columns, images=None, title=None):
+def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
     """A grid of square maps, nearest interpolation: ``rows`` is ``{row label: [map per column]}`` (each map a
-    2-D array-like; None leaves the cell empty), ``columns`` the column titles; ``images``: an image per row
-    (h, w, 3 uint8) drawn in a first column. Returns the figure."""
+    2-D array-like; None leaves the cell empty; a string is written in the cell instead, e.g. "no attention
+    map"), ``columns`` the column titles; ``images``: an image per row (h, w, 3 uint8) drawn in a first column;
+    ``cell``: inches per cell. Returns the figure."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     titles = (["image"] if images is not None else []) + list(columns)
     n_rows, n_cols = len(rows), len(titles)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(0.95 * n_cols + 0.6, 0.95 * n_rows + 0.5), squeeze=False)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6, cell * n_rows + 0.5), squeeze=False)
     for r, (label, maps) in enumerate(rows.items()):
         cells = ([images[r]] if images is not None else []) + list(maps)
-        for c, cell in enumerate(cells):
+        for c, shown in enumerate(cells):
             ax = axes[r][c]
             ax.set_xticks([])
             ax.set_yticks([])
-            if cell is not None:
-                ax.imshow(np.asarray(cell), interpolation="nearest", cmap=None if images is not None and c == 0 else "viridis")
+            if isinstance(shown, str):
+                ax.text(0.5, 0.5, shown, ha="center", va="center", fontsize=5.5, wrap=True, transform=ax.transAxes)
+            elif shown is not None:
+                ax.imshow(np.asarray(shown), interpolation="nearest", cmap=None if images is not None and c == 0 else "viridis")
             if r == 0:
                 ax.set_title(titles[c], fontsize=7)
         axes[r][0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
@@ -275,3 +278,51 @@ def prominence_figures(record, *, labels=None):
     if share:
         figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, selected epoch"))
     return figures
+
+
+def per_layer_panels(panels, *, title=None):
+    """Side by side, one ``per_layer_lines`` panel per entry of ``panels`` ``{y label: {name: [value per layer]}}``
+    (e.g. row entropy, diagonal prominence and attention distance, one line per mechanism). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.3), squeeze=False)
+    for ax, (y_label, series) in zip(axes[0], panels.items()):
+        per_layer_lines(series, y_label=y_label, ax=ax)
+        if ax.get_legend() is not None and ax is not axes[0][0]:
+            ax.get_legend().remove()
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def band_curves(panels, *, x_label, title=None, log_x=False):
+    """Curves with a band of one standard deviation: ``panels`` is ``{y label: {name: (x, [curve per sample])}}``
+    (e.g. the top-1 probability against the fraction of pixels deleted, one curve per image; or a distance against
+    the number of features, one value per layer), the line the mean over the samples. Returns the figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.8 * len(panels), 3.3), squeeze=False)
+    for ax, (y_label, series) in zip(axes[0], panels.items()):
+        drawn = {name: v for name, v in series.items() if v and len(v[1])}
+        if not drawn:
+            ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
+        for i, (name, (x, curves)) in enumerate(drawn.items()):
+            values = np.asarray(curves, dtype=float)
+            mean, std = values.mean(axis=0), values.std(axis=0)
+            color = COLORS[i % len(COLORS)]
+            ax.plot(x, mean, marker=MARKERS[i % len(MARKERS)], ms=3, lw=1.2, color=color, label=name)
+            if len(values) > 1:
+                ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -48,3 +48,20 @@ def provenance_line(records, *, profile=None):
     notes = sorted({p["note"] for p in provs if p.get("note")})
     return (f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
             + "".join(f" Note: {n.rstrip('.')}." for n in notes))
+
+
+def measured_runs_frame(record):
+    """One row per run of a measurement of trained weights (``analysis.attention_record``,
+    ``analysis.records.study_record``): the model, the status, and for a measured run the training run its weights
+    come from (random seed, profile, device, commit, day) and the first 12 hex digits of their SHA-256; else why not."""
+    import pandas as pd
+
+    rows = {}
+    for label, run in record["runs"].items():
+        training = run.get("training") or {}
+        rows[label] = {"model": run.get("model", ""), "status": run["status"], "seed": training.get("seed", run.get("seed")),
+                       "trained on": training.get("device") or "", "profile": training.get("profile") or "",
+                       "commit": (training.get("commit") or "")[:10], "day": (training.get("finished") or "")[:10],
+                       "weights SHA-256": (run.get("weights_sha256") or "")[:12],
+                       "why not": run.get("reason") or (run.get("kind") if run["status"] == "no attention map" else "")}
+    return pd.DataFrame.from_dict(rows, orient="index")

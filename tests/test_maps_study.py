@@ -1,0 +1,102 @@
+"""The maps study's configuration (vixnb/analysis/study.yaml), the weights it keeps, its plan entries and what a
+device call packs (issue 17)."""
+import os
+import time
+
+import pytest
+
+from vixnb import analysis, batch, papers, plan
+from vixnb.analysis import records
+from vixnb.profiles import kept_rows
+from vixnb.results import ResultsStore
+
+MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin"}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "budget", "paper"])
+def test_every_study_run_is_a_table_row_its_chapter_trains(profile):
+    study = analysis.study()
+    for label in study["runs"]:
+        model, settings, seed, dataset = records.study_run(label, profile)
+        spec = study["runs"][label]
+        assert (model, settings) == papers.row_run(spec["paper"], spec["table"], spec["row"]) or profile == "smoke"
+        assert seed == 0 and dataset == papers.table(spec["paper"], spec["table"])["dataset"]
+    for name in ("linear", "attribution"):
+        assert set(study[name]) <= set(study["runs"])
+    assert study["approximation"] in study["runs"]
+    assert analysis.study_settings(profile)["images"] >= analysis.study_settings(profile)["shown"]
+
+
+def test_unknown_profile_and_run_get_one_line_errors():
+    with pytest.raises(ValueError, match=r"profile 'huge': vixnb/analysis/study.yaml has no `profiles.huge` entry"):
+        analysis.study_settings("huge")
+    with pytest.raises(ValueError, match=r"'ViQ' is not a run of vixnb/analysis/study.yaml"):
+        records.study_run("ViQ", "budget")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        analysis.study_record_name("maps")
+
+
+def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
+    vix = papers.training_chapter("vix", "table1")
+    assert kept_rows("vix", vix, "table1", "budget") == MAPPED_VIX  # FNet and MLP-Mixer have no map
+    cxv = papers.training_chapter("cxv", "table1_cifar10")
+    # ResNet-18 is attributed, but its 21.3 MiB of float16 weights are over the 16 MiB cap
+    assert kept_rows("cxv", cxv, "table1_cifar10", "budget") == {"cnv_5_4", "cpv_5_4", "cltv_5_4"}
+    shaped = papers.book_chapter("shaped", "simplified")
+    assert kept_rows("shaped", shaped, "table5", "budget") == set(papers.table_models("shaped", "table5"))
+    assert kept_rows("vix", vix, "table2", "budget") == set()
+
+
+def test_map_kinds_say_what_each_map_is_and_which_have_none():
+    kinds = analysis.study_map_kinds("budget")
+    none = {label for label, k in kinds.items() if k["map"].startswith("no attention map")}
+    assert none == {"FNet", "MLP-Mixer", "ResNet-18"}
+    assert kinds["ViT"]["source"] == "vix table1, row vit" and kinds["CNV-5/4"]["model"] == "cnv_5_4"
+
+
+def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
+    entries = plan.build("budget")
+    kept = {(e.model, e.dataset) for e in entries if e.kind == "train" and e.keep_weights}
+    assert {(m, "cifar10") for m in MAPPED_VIX | {"cnv_5_4", "cpv_5_4", "cltv_5_4"}} <= kept
+    assert ("resnet18_cifar", "cifar10") not in kept
+    for e in entries:
+        if e.kind == "train" and e.keep_weights:
+            assert e.command.endswith("--keep-weights") and e.seed == 0
+    names = [e.name for e in entries]
+    for kind in records.STUDY_RECORDS:
+        name = analysis.study_record_name(kind)
+        measure = entries[names.index(name)]
+        assert measure.chapter == "maps" and measure.level == 1 and measure.path == f"budget/measure/{name}.json"
+        needed = [i for i, e in enumerate(entries) if e.kind == "train" and e.key in measure._needs]
+        assert needed and max(needed) < names.index(name)
+    attribution = entries[names.index("maps-attribution-cifar10")]
+    assert len(attribution._needs) == 3  # ViT, Hybrid ViT, CPV-5/4 (ResNet-18's weights are not kept)
+    assert not any(e.chapter == "maps" for e in plan.build("smoke"))  # a CPU profile measures as it renders
+
+
+def test_after_needs_moves_a_measurement_behind_the_runs_it_reads():
+    def entry(name, kind="train", needs=()):
+        e = plan.Entry(chapter="c", paper="p", kind=kind, name=name, model=None, dataset=None, profile="budget",
+                       seed=0, key=name)
+        e._needs = set(needs)
+        return e
+
+    a, b, c, m = entry("a"), entry("b"), entry("c"), entry("m", "measure", {"a", "c"})
+    assert [e.name for e in plan._after_needs([m, a, b, c])] == ["a", "b", "c", "m"]
+    assert [e.name for e in plan._after_needs([a, c, b, m])] == ["a", "c", "b", "m"]  # already after: unmoved
+
+
+def test_pack_since_brings_back_only_what_this_call_wrote(tmp_path):
+    folder = ResultsStore().root / "budget"
+    (folder / "weights").mkdir(parents=True)
+    old, new = folder / "old.json", folder / "new.json"
+    for path in (old, folder / "weights" / "old.pt", new, folder / "weights" / "new.pt"):
+        path.write_text("{}")
+    start = time.time()
+    long_ago = start - 3600
+    for path in (old, folder / "weights" / "old.pt"):  # the store that travelled with the tree
+        os.utime(path, (long_ago, long_ago))
+    _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget", since=start - 1)
+    assert packed == ["results/budget/new.json", "results/budget/weights/new.pt"]
+    _, packed, _ = batch.pack(tmp_path / "all.tar.gz", "budget")
+    assert len(packed) == 4
