@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.layers.linear import ImageLinearAttention, linear_attention
 from vixnb.layers.performer import FastAttention, local_window_attention
@@ -430,110 +429,6 @@ def test_mixers_without_a_map_say_so(kind):
     m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N)
     with pytest.raises(NotImplementedError, match="no attention map"):
         m.attention_map(x_input())
-
-
-# ---------------------------------------------------------------- rollout
-
-
-def test_attention_rollout_by_hand():
-    a = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
-    one = M.attention_rollout([a[None, None]])  # (A + I) / 2
-    torch.testing.assert_close(one, torch.tensor([[[0.75, 0.25], [0.25, 0.75]]]))
-    two = M.attention_rollout([a[None, None]] * 2)
-    torch.testing.assert_close(two, torch.tensor([[[0.625, 0.375], [0.375, 0.625]]]))
-    plain = M.attention_rollout([a[None, None]] * 2, add_residual=False)
-    torch.testing.assert_close(plain, a[None])
-    # head fusion: heads [[1, 0], [0, 1]] and [[0, 1], [1, 0]]
-    h = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])[None]
-    torch.testing.assert_close(M.attention_rollout([h], add_residual=False), torch.full((1, 2, 2), 0.5))
-    torch.testing.assert_close(M.attention_rollout([h], head_fusion="max", add_residual=False), torch.full((1, 2, 2), 0.5))
-    torch.testing.assert_close(M.attention_rollout([h], head_fusion="min"), torch.eye(2)[None])  # min: 0, + I
-    # order: later layers multiply on the left
-    l1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])[None]
-    l2 = torch.tensor([[0.0, 1.0], [0.0, 1.0]])[None]
-    torch.testing.assert_close(M.attention_rollout([l1, l2], add_residual=False), (l2 @ l1))
-
-
-def test_attention_rollout_discard_keeps_the_diagonal():
-    a = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.05, 0.15, 0.8]])[None]
-    out = M.attention_rollout([a], discard_ratio=0.34, add_residual=False)  # drops the 3 smallest off-diagonal
-    expected = torch.tensor([[0.7, 0.2, 0.0], [0.0, 0.6, 0.3], [0.0, 0.15, 0.8]])
-    torch.testing.assert_close(out[0], expected / expected.sum(-1, keepdim=True))
-    with pytest.raises(ValueError):
-        M.attention_rollout([a], head_fusion="median")
-
-
-def test_collect_attention_maps_from_a_vix_model():
-    from vixnb.models import ViX
-
-    model = ViX(image_size=8, num_classes=10, mixer="softmax", dim=DIM, depth=3, heads=HEADS, dim_head=DH, mlp_dim=64)
-    images = torch.randn(2, 3, 8, 8)
-    maps = M.collect_attention_maps(model, images)
-    assert len(maps) == 3 and all(m.shape == (2, HEADS, 65, 65) for m in maps)
-    with torch.no_grad():
-        first = model.transformer.layers[0][0]
-        expected = first.fn.attention_map(first.norm(model.tokens(images)))
-    torch.testing.assert_close(maps[0], expected)
-    rollout = M.attention_rollout(maps)
-    torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 65))
-    assert M.class_token_map(rollout).shape == (2, 8, 8)
-    assert model.training  # mode restored
-    lin = ViX(image_size=8, num_classes=10, mixer="linformer", mixer_options={"k": 16}, dim=DIM, depth=2, heads=HEADS,
-              dim_head=DH, mlp_dim=64)
-    assert [m.shape for m in M.collect_attention_maps(lin, images)] == [(2, HEADS, 65, 65)] * 2
-
-
-def test_collect_attention_maps_finds_mixers_by_type_in_call_order():
-    """No layout assumed: mixers in a ModuleDict, registered in one order and called in the other."""
-
-    class TwoMixers(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.ModuleDict({
-                "second": A.build("softmax", dim=DIM, heads=HEADS, dim_head=DH),
-                "first": A.build("linformer", dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, k=16),
-            })
-
-        def forward(self, x):
-            x = self.blocks["first"](x) + x
-            return self.blocks["second"](x) + x
-
-    model = TwoMixers()
-    x = x_input()
-    maps = M.collect_attention_maps(model, x)
-    with torch.no_grad():
-        first = model.blocks["first"]
-        expected = [first.attention_map(x), model.blocks["second"].attention_map(first(x) + x)]
-    assert len(maps) == 2
-    for got, want in zip(maps, expected):
-        torch.testing.assert_close(got, want)
-    only = M.collect_attention_maps(model, x, types=A.SoftmaxAttention)
-    torch.testing.assert_close(only[0], expected[1])
-    with pytest.raises(ValueError, match="no module of type"):
-        M.collect_attention_maps(nn.Linear(DIM, DIM), x)
-
-
-@pytest.mark.parametrize("mixer,options,hybrid", [
-    ("performer", {}, False), ("nystrom", {"num_landmarks": 16}, True), ("shaped", {}, False), ("linear", {}, True)])
-def test_collect_attention_maps_from_every_family(mixer, options, hybrid):
-    from vixnb.models import ViX
-
-    model = ViX(image_size=8, num_classes=10, mixer=mixer, mixer_options=options, hybrid=hybrid, dim=DIM, depth=2,
-                heads=HEADS, dim_head=DH, mlp_dim=64)
-    maps = M.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
-    assert [m.shape for m in maps] == [(2, HEADS, 65, 65)] * 2
-    assert M.class_token_map(M.attention_rollout(maps)).shape == (2, 8, 8)
-
-
-def test_collect_attention_maps_from_mixers_without_a_map_says_so():
-    from vixnb.models import MLPMixer, ViX
-
-    fnet = ViX(image_size=8, num_classes=10, mixer="fnet", dim=DIM, depth=1, heads=HEADS, dim_head=DH, mlp_dim=64)
-    mixer = MLPMixer(image_size=8, num_classes=10, dim=DIM, depth=1)
-    for model in (fnet, mixer):
-        with pytest.raises(NotImplementedError, match="no attention map"):
-            M.collect_attention_maps(model, torch.randn(2, 3, 8, 8))
-        assert model.training  # mode restored on the error too
 
 
 # ---------------------------------------------------------------- heads
