@@ -100,3 +100,52 @@ def test_pack_since_brings_back_only_what_this_call_wrote(tmp_path):
     assert packed == ["results/budget/new.json", "results/budget/weights/new.pt"]
     _, packed, _ = batch.pack(tmp_path / "all.tar.gz", "budget")
     assert len(packed) == 4
+
+
+def _small_study(monkeypatch, **extra):
+    study = dict(analysis.study())
+    study.update(runs={k: study["runs"][k] for k in ("ViT", "FNet", "ResNet-18", "simplified block")},
+                 linear=["ViT"], attribution=["ViT", "ResNet-18"], approximation="ViT",
+                 approximation_features=[16, 64], approximation_landmarks=[16, 2048], **extra)
+    monkeypatch.setattr(records, "study", lambda: study)
+    return study
+
+
+def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
+    from vixnb import report
+
+    _small_study(monkeypatch)
+    # nothing trained and compute="never": the record is not stored, and says which runs are missing
+    unstored = report.study_measurement("attention", profile="smoke", compute="never")
+    assert unstored is None  # nothing stored, nothing measured
+    record = report.study_measurement("attention", profile="smoke", compute="missing")
+    runs = record["runs"]
+    assert runs["FNet"]["status"] == runs["ResNet-18"]["status"] == "no attention map"
+    assert runs["FNet"]["kind"].startswith("no attention map")
+    vit, simplified = runs["ViT"], runs["simplified block"]
+    assert vit["status"] == simplified["status"] == "done" and len(vit["weights_sha256"]) == 64
+    assert vit["start"] == "cls" and vit["residual"] and not simplified["residual"]
+    shown = analysis.study_settings("smoke")["shown"]
+    side = int((vit["tokens"][-1] - 1) ** 0.5)
+    assert len(vit["rollout"]) == shown and len(vit["rollout"][0]) == side
+    assert len(vit["centre_query"]) == 1 and "centre_query" not in simplified  # only the `linear` runs
+    layers = len(vit["layers"])
+    assert len(vit["entropy"]) == len(vit["prominence"]) == len(vit["distance_px"]) == layers
+    errors = vit["approximation"]
+    assert sorted(errors["performer"]) == [16, 64] and errors["omitted"] == {"nystrom": [2048]}
+    assert len(errors["performer"][16]["per_layer"]["tv"]) == errors["layers"]
+    assert record["provenance"]["profile"] == "smoke" and len(record["panel"]) == analysis.study_settings("smoke")["images"]
+    # stored whole: read back without measuring, and stale once a run's weights change
+    store = ResultsStore()
+    assert report.study_measurement("attention", profile="smoke", compute="never")["runs"]["ViT"] == \
+        store.load_record("measure", analysis.study_record_name("attention"), profile="smoke")["runs"]["ViT"]
+    assert analysis.record_stale(record, store) is None
+
+
+def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):
+    from vixnb.train import WEIGHTS_LIMIT_MB
+
+    _small_study(monkeypatch)
+    module, run, _ = records._trained("ResNet-18", "budget", "never", ResultsStore())
+    assert module is None and run["status"] == "not kept"
+    assert f"over the {WEIGHTS_LIMIT_MB} MiB cap" in run["reason"]

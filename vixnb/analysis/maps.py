@@ -477,7 +477,10 @@ def nystrom_map(q, k, landmarks, *, pinv_iterations=6):
 
 
 def _mean_distances(rows):
-    return {key: sum(r[key] for r in rows) / len(rows) for key in ("tv", "frobenius")}
+    """The layers' mean distances, and each layer's under ``per_layer``."""
+    keys = ("tv", "frobenius")
+    return {**{key: sum(r[key] for r in rows) / len(rows) for key in keys},
+            "per_layer": {key: [r[key] for r in rows] for key in keys}}
 
 
 @torch.no_grad()
@@ -488,7 +491,7 @@ def approximation_errors(model, x, *, features=(16, 32, 64, 110, 256), landmarks
     seed=seed)`` for each m of ``features`` and of ``nystrom_map(q, k, m)`` for each m of ``landmarks`` to
     softmax(q k^T / sqrt(d)), averaged over the layers.
 
-    Returns {"performer": {m: {"tv", "frobenius"}}, "nystrom": {m: {...}}, "layers": count, "tokens": [N of each
+    Returns {"performer": {m: {"tv", "frobenius", "per_layer": {"tv": [...], "frobenius": [...]}}}, "nystrom": {m: {...}}, "layers": count, "tokens": [N of each
     layer], "omitted": {"nystrom": [landmark counts above the smallest layer's token count, skipped]}}. A model
     without softmax attention raises ``ValueError``."""
     mixers = [m for m in model.modules() if isinstance(m, SoftmaxAttention)]

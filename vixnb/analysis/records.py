@@ -242,11 +242,13 @@ def _panel_images(profile):
 
 
 @torch.no_grad()
-def run_maps(model, images, *, shown, approximation=None):
+def run_maps(model, images, *, shown, centre=True, approximation=None):
     """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_kind``), the
     rollout (class token's row, or the mean row without a class token; the residual identity added unless the
-    blocks have no skip), the image-centre patch's row in every layer, per layer and head the row entropy,
-    diagonal prominence and mean attention distance in pixels, and the randomisation check; maps for the first
+    blocks have no skip), with ``centre`` the image-centre patch's row in every layer (first image), per layer and
+    head the row entropy,
+    diagonal prominence and mean attention distance in pixels, and the randomisation check (the last half of the
+    layers re-drawn: ``maps.randomisation_check``; one layer barely moves a mean-row rollout); maps for the first
     ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
     Nystrom approximations' distance to the model's own exact softmax maps."""
     from ..data import normalize
@@ -261,10 +263,11 @@ def run_maps(model, images, *, shown, approximation=None):
     out = {"kind": M.map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
            "tokens": [m.shape[-1] for m in listed],
            "rollout": _rounded(M.rollout(layer_maps, start=start, residual=residual)[:shown]),
-           "centre_query": _rounded(M.centre_query(layer_maps, cls_tokens=cls)[:shown]),
+           **({"centre_query": _rounded(M.centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
            "entropy": _rounded(M.row_entropy(listed)), "prominence": _rounded(M.diagonal_prominence(listed)),
            "distance_px": _rounded(M.attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
-           "randomisation": M.randomisation_check(model, x)}
+           "randomised_layers": max(1, len(listed) // 2),
+           "randomisation": M.randomisation_check(model, x, layers=max(1, len(listed) // 2))}
     if approximation:
         out["approximation"] = M.approximation_errors(model, x, features=approximation["features"],
                                                       landmarks=approximation["landmarks"])
@@ -302,7 +305,7 @@ def study_record(kind, profile, *, compute="never", store=None):
         if kind == "attention":
             approx = ({"features": s["approximation_features"], "landmarks": s["approximation_landmarks"]}
                       if label == s["approximation"] else None)
-            measures = run_maps(module, images, shown=conf["shown"], approximation=approx)
+            measures = run_maps(module, images, shown=conf["shown"], centre=label in s["linear"], approximation=approx)
         else:
             from ..data import normalize
             from .attribution import attribution_measures
