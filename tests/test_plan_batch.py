@@ -74,7 +74,10 @@ def test_plan_levels_then_cheaper_first(tmp_path):
 
 def test_plan_status_stored_missing_and_stale():
     store = ResultsStore()
-    configs = {m: profiles.run_config(m, profile="smoke") for m in ("vit", "vip", "vil", "vin", "fnet", "mlp_mixer")}
+    # hybrid_fnet: a run that keeps no weights (vit's first seed keeps them for the maps study: without them, stale)
+    configs = {m: profiles.run_config(m, profile="smoke") for m in ("hybrid_fnet", "vit", "vip", "vil", "vin", "fnet",
+                                                                     "mlp_mixer")}
+    store.put(configs["hybrid_fnet"], _fake_result(configs["hybrid_fnet"]))
     store.put(configs["vit"], _fake_result(configs["vit"]))
     store.put(configs["vip"], _fake_result(configs["vip"], architecture="0000000000000000"))
     old = _fake_result(configs["vil"])
@@ -84,13 +87,14 @@ def test_plan_status_stored_missing_and_stale():
     other = profiles.run_config("fnet", profile="smoke", epochs=3)  # same model, dataset and seed; other settings
     store.put(other, _fake_result(other))
     entries = _by_model(plan.build("smoke"))
-    assert entries["vit"].status == "stored"
+    assert entries["hybrid_fnet"].status == "stored"
+    assert entries["vit"].status == "stale" and entries["vit"].keep_weights and "keeps no weights" in entries["vit"].reason
     assert entries["vip"].status == "stale" and "other model code (architecture" in entries["vip"].reason
     assert entries["vil"].status == "stale" and "params_true 12, today" in entries["vil"].reason
     assert entries["vin"].status == "stale" and "other data" in entries["vin"].reason
     assert entries["fnet"].status == "stale" and "epochs 3 -> 2" in entries["fnet"].reason
     assert entries["mlp_mixer"].status == "missing" and entries["mlp_mixer"].reason == ""
-    assert {e.model for e in plan.todo(entries.values())} == set(entries) - {"vit"}
+    assert {e.model for e in plan.todo(entries.values())} == set(entries) - {"hybrid_fnet"}
 
 
 def test_architecture_signature_on_meta_equals_the_trained_models():
@@ -149,7 +153,9 @@ def test_local_executor_runs_two_smoke_jobs_end_to_end(tmp_path, capsys):
         assert result["status"] == "done" and result["provenance"]["device_type"] == "cpu"
     with tarfile.open(tmp_path / "back.tar.gz") as tar:
         names = tar.getnames()
-    assert sorted(n.split("/")[1] for n in names) == ["smoke", "smoke"] and all(n.startswith("results/") for n in names)
+    # vil's first seed keeps its weights (the maps study maps it): they come back beside its result
+    assert sorted(n.split("/", 2)[2].split("-")[0] for n in names) == ["fnet", "vil", "weights/vil"]
+    assert all(n.startswith("results/smoke/") for n in names)
     assert main(["batch", "--profile", "smoke", "--only", "fnet", "vil"]) == 0  # now nothing is left
     assert "nothing left to run" in capsys.readouterr().out
 

@@ -7,15 +7,18 @@
   agreement, and deletion/insertion curves.
 - ``records``: the fixed image panel every page uses, and the stored measurements the chapters read.
 """
+from .attribution import (TokensToGrid, attribute, attribution_measures, deletion_insertion, gradcam_layer,
+                          rank_agreement)
 from .maps import (MAP_KINDS, approximation_errors, attention_distance, attention_maps, attention_rollout,
                    centre_query, class_token_map, collect_attention_maps, diagonal_prominence, exact_softmax_map,
                    has_attention_map, has_skip, map_distance, map_kind, nystrom_map, performer_map,
                    randomisation_check, rollout, row_entropy)
-from .records import (attention_record, model_maps, panel, record_stale, study, study_map_kinds, study_record,
+from .records import (attention_record, model_maps, panel, panel_images, record_stale, study_runs, study, study_map_kinds, study_record,
                       study_record_name, study_settings)
 
-__all__ = ["MAP_KINDS", "approximation_errors", "attention_distance", "attention_maps", "attention_record",
+__all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insertion", "gradcam_layer", "rank_agreement",
+           "MAP_KINDS", "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_map", "collect_attention_maps", "diagonal_prominence",
            "exact_softmax_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_maps",
            "nystrom_map", "panel", "performer_map", "randomisation_check", "record_stale", "rollout", "row_entropy",
-           "study", "study_map_kinds", "study_record", "study_record_name", "study_settings"]
+           "study", "study_map_kinds", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

@@ -178,10 +178,8 @@ MAP_KINDS = {
                       "by 1x1 conv + BatchNorm; rows sum to 1",
     "ConvAttention": "CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
                      "separable convs; rows sum to 1",
-    "PerformerAttention": "Performer's phi(Q) phi(K)^T with rows normalised to sum 1, phi positive orthogonal random "
-                          "features of the softmax kernel (kernel 'softmax'), ReLU of a random projection ('relu') or "
-                          "a deterministic ReLU or exp of q and k ('relu-deterministic', 'exp-deterministic'); local "
-                          "heads give their exact windowed softmax",
+    "PerformerAttention": "Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({kernel}); local heads, where there are any, "
+                          "give their exact windowed softmax",
     "FastAttention": "Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
                      "deterministic exp kernel)",
     "LinformerAttention": "Linformer's softmax over the k projected keys (n x k), lifted to n x n through the value "
@@ -222,6 +220,19 @@ def _mappers(model):
     return [(n, m) for n, m in _outermost_mappers(model) if _mechanism(m) not in NO_MAP]
 
 
+PERFORMER_KERNELS = {"softmax": "phi: positive orthogonal random features of the softmax kernel",
+                     "relu": "phi: ReLU of an orthogonal random projection",
+                     "relu-deterministic": "phi: ReLU of q and k", "exp-deterministic": "phi: exp of q and k"}
+
+
+def _sentence(kind, module):
+    """``MAP_KINDS``' sentence for ``kind``, with a Performer's own kernel filled in."""
+    text = MAP_KINDS.get(kind, "its own attention_map")
+    fast = next((m for m in module.modules() if type(m).__name__ == "FastAttention"), None)
+    kernel = getattr(fast, "kernel", None)
+    return text.format(kernel=PERFORMER_KERNELS.get(kernel, f"kernel {kernel!r}")) if "{kernel}" in text else text
+
+
 def map_kind(model):
     """One line saying what ``model``'s attention maps are: the mechanism classes it has (``MAP_KINDS``' sentence
     for each, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
@@ -231,13 +242,14 @@ def map_kind(model):
     name = type(model).__name__
     try:
         name = (getattr(model, "default_cfg", None) or {}).get("name", name)
-        counts = {}
+        counts, sentences = {}, {}
         for _, module in _mappers(model):
             kind = _mechanism(module)
             counts[kind] = counts.get(kind, 0) + 1
+            sentences.setdefault(kind, _sentence(kind, module))
         if counts:
             return f"{name}: " + "; ".join(
-                f"{c} layer{'s' * (c > 1)} of {k} ({MAP_KINDS.get(k, 'its own attention_map')})" for k, c in counts.items())
+                f"{c} layer{'s' * (c > 1)} of {k} ({sentences[k]})" for k, c in counts.items())
         missing = [_mechanism(m) for _, m in _outermost_mappers(model)]
         if missing:
             return f"{MAP_KINDS[missing[0]]} ({name})"

@@ -201,9 +201,28 @@ def study_map_kinds(profile):
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
+        kind = map_kind(_meta_model(model, dataset, {**_overrides(profile), **settings}))
         out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
-                      "map": map_kind(_meta_model(model, dataset, {**_overrides(profile), **settings}))}
+                      "map": kind.removeprefix(f"{model}: ")}
     return out
+
+
+def study_runs(record):
+    """A study record's runs in ``study.yaml``'s order (a stored record's are sorted by name); ``{}`` for None."""
+    stored = record["runs"] if record else {}
+    return {label: stored[label] for label in study()["runs"] if label in stored}
+
+
+def panel_images(record, count=None):
+    """The first ``count`` panel images of a measurement record (``record["dataset"]``, ``record["panel"]``) as
+    (h, w, 3) uint8 arrays, or None where that dataset is not on this machine (the record holds only measures)."""
+    from ..data import DatasetNotFoundError, load_split
+
+    try:
+        test_x, _ = load_split(record["dataset"], "test")
+    except DatasetNotFoundError:
+        return None
+    return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
 
 
 def _overrides(profile):

@@ -151,6 +151,8 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
         ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
         ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if drawn:
+        ax.set_xlim(0.5, max(len(v) for v in drawn.values()) + 0.5)
     ax.set_xlabel("layer")
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
@@ -179,8 +181,9 @@ def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
             ax = axes[r][c]
             ax.set_xticks([])
             ax.set_yticks([])
-            if isinstance(shown, str):
-                ax.text(0.5, 0.5, shown, ha="center", va="center", fontsize=5.5, wrap=True, transform=ax.transAxes)
+            if isinstance(shown, str):  # a word a line: the cell is small
+                ax.text(0.5, 0.5, "\n".join(shown.split()), ha="center", va="center", fontsize=5.5,
+                        transform=ax.transAxes)
             elif shown is not None:
                 ax.imshow(np.asarray(shown), interpolation="nearest", cmap=None if images is not None and c == 0 else "viridis")
             if r == 0:
@@ -315,8 +318,15 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
             ax.plot(x, mean, marker=MARKERS[i % len(MARKERS)], ms=3, lw=1.2, color=color, label=name)
             if len(values) > 1:
                 ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
-        if log_x:
+        if log_x:  # ticks at the drawn x values, in plain digits (the default 2^k labels need TeX fonts)
+            from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
             ax.set_xscale("log", base=2)
+            ticks = sorted({float(v) for _, (x, _) in drawn.items() for v in x})
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.tick_params(axis="x", labelrotation=90, labelsize=7)  # neighbours such as 110 and 128 apart
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
         ax.grid(alpha=0.3)

@@ -50,18 +50,20 @@ def provenance_line(records, *, profile=None):
             + "".join(f" Note: {n.rstrip('.')}." for n in notes))
 
 
-def measured_runs_frame(record):
-    """One row per run of a measurement of trained weights (``analysis.attention_record``,
-    ``analysis.records.study_record``): the model, the status, and for a measured run the training run its weights
-    come from (random seed, profile, device, commit, day) and the first 12 hex digits of their SHA-256; else why not."""
+def measured_runs_frame(runs):
+    """One row per run of a measurement of trained weights (the ``runs`` of ``analysis.attention_record`` or
+    ``analysis.records.study_record``, in the order given): the model, the status, and for a measured run the
+    training run its weights come from (profile, random seed, device, commit, day) and the first 12 hex digits of
+    their SHA-256; else why it was not measured."""
     import pandas as pd
 
     rows = {}
-    for label, run in record["runs"].items():
-        training = run.get("training") or {}
-        rows[label] = {"model": run.get("model", ""), "status": run["status"], "seed": training.get("seed", run.get("seed")),
-                       "trained on": training.get("device") or "", "profile": training.get("profile") or "",
-                       "commit": (training.get("commit") or "")[:10], "day": (training.get("finished") or "")[:10],
-                       "weights SHA-256": (run.get("weights_sha256") or "")[:12],
-                       "why not": run.get("reason") or (run.get("kind") if run["status"] == "no attention map" else "")}
+    for label, run in runs.items():
+        t = run.get("training") or {}
+        trained = (f"{t.get('profile')}, seed {t.get('seed')}, {t.get('device')}, {(t.get('commit') or '')[:10]}, "
+                   f"{(t.get('finished') or '')[:10]}") if t else ""
+        why = run.get("reason") or ""  # a run without a map: the status says it
+        rows[label] = {"model": run.get("model", ""), "status": run["status"],
+                       "trained (profile, seed, device, commit, day)": trained or why,
+                       "weights SHA-256": (run.get("weights_sha256") or "")[:12]}
     return pd.DataFrame.from_dict(rows, orient="index")

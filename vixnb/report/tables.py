@@ -54,7 +54,8 @@ def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=
     styler = frame.style.format(lambda v: cell_text(v, decimals), na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
     wrapped = [c for c in wrap if c in frame.columns]
     if wrapped:
-        styler = styler.set_properties(subset=wrapped, **{"white-space": "normal", "text-align": "left"})
+        styler = styler.set_properties(subset=wrapped, **{"white-space": "normal !important", "text-align": "left !important",
+                                                          "min-width": "12em", "max-width": "26em"})
     return styler.set_caption(caption) if caption else styler
 
 
