@@ -13,16 +13,8 @@ from vixnb import layers as A
 from vixnb.analysis import maps as maps_module
 from vixnb.layers.performer import FastAttention, orthogonal_gaussian
 
-B, N, DIM, HEADS, DH = 2, 65, 32, 4, 8
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-def x_input(n=N, dtype=torch.float32):
-    return torch.randn(B, n, DIM, dtype=dtype)
+# the mixer tests' shapes, input and (autouse) seed
+from test_attention import DH, DIM, HEADS, N, _seed, x_input  # noqa: F401,E402
 
 
 def tiny_vit(depth=2, mixer="softmax", **options):

@@ -7,7 +7,7 @@ import pytest
 
 from vixnb import analysis, batch, papers, plan
 from vixnb.analysis import records
-from vixnb.profiles import kept_rows
+from vixnb.analysis.records import kept_rows
 from vixnb.results import ResultsStore
 
 MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin"}

@@ -121,7 +121,8 @@ def _train_entries(key, book, profile, seeds, store, runs):
     """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
     filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
     asked for, keeping its weights if any table asks for them."""
-    from .profiles import kept_rows, run_config, table_runs
+    from .analysis.records import kept_rows
+    from .profiles import run_config, table_runs
     from .results import config_key
 
     entries = []

@@ -159,14 +159,3 @@ def table_runs(key, book, table, profile, seeds=None):
     shrink = (book.get("profile_settings") or {}).get(profile) or {}
     return [(row, model, {**settings, **shrink}, seeds) for row, model, settings in papers.table_runs(key, table)]
 
-
-
-def kept_rows(key, book, table, profile):
-    """The rows of ``table`` whose first-seed run keeps its trained weights when chapter ``book`` (of paper ``key``)
-    trains it: every row of the chapter's ``keep_weights`` tables, and the runs the maps study measures
-    (``analysis.records.study_kept_rows``)."""
-    from .analysis.records import study_kept_rows
-
-    if table in (book.get("keep_weights") or []):
-        return {row for row, *_ in papers.table_runs(key, table)}
-    return study_kept_rows(key, table, profile)

@@ -225,6 +225,17 @@ def panel_images(record, count=None):
     return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
 
 
+def kept_rows(key, book, table, profile):
+    """The rows of ``table`` whose first-seed run keeps its trained weights when chapter ``book`` (of paper ``key``)
+    trains it: every row of the chapter's ``keep_weights`` tables, and the runs the maps study measures
+    (``study_kept_rows``)."""
+    from .. import papers
+
+    if table in (book.get("keep_weights") or []):
+        return {row for row, *_ in papers.table_runs(key, table)}
+    return study_kept_rows(key, table, profile)
+
+
 def _overrides(profile):
     from ..profiles import get_profile
 

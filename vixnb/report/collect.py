@@ -241,11 +241,11 @@ class _Partial(RuntimeError):
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
     """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
-    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``profiles.kept_rows``)."""
+    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``analysis.records.kept_rows``)."""
     from .. import papers
     from ..profiles import table_runs
 
-    from ..profiles import kept_rows
+    from ..analysis.records import kept_rows
 
     book = papers.book_chapter(paper, notebook)
     keep = kept_rows(paper, book, table, profile)

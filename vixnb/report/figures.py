@@ -153,15 +153,20 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if drawn:
         ax.set_xlim(0.5, max(len(v) for v in drawn.values()) + 0.5)
-    ax.set_xlabel("layer")
-    ax.set_ylabel(y_label)
-    ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=7)
+    _label(ax, "layer", y_label, legend=bool(drawn))
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _label(ax, x_label, y_label, *, legend):
+    """Axis labels, a light grid, and the legend where anything was drawn."""
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(fontsize=7)
 
 
 def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
@@ -327,11 +332,7 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
             ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.xaxis.set_minor_locator(NullLocator())
             ax.tick_params(axis="x", labelrotation=90, labelsize=7)  # neighbours such as 110 and 128 apart
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(y_label)
-        ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=7)
+        _label(ax, x_label, y_label, legend=bool(drawn))
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
