@@ -149,3 +149,14 @@ def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):
     module, run, _ = records._trained("ResNet-18", "budget", "never", ResultsStore())
     assert module is None and run["status"] == "not kept"
     assert f"over the {WEIGHTS_LIMIT_MB} MiB cap" in run["reason"]
+
+
+def test_the_panel_indices_are_pinned():
+    """The same images on every page and in every profile: the panel's test indices, written out."""
+    from vixnb.data import DatasetNotFoundError
+
+    assert analysis.panel("synthetic") == [1, 22, 11, 5, 4, 19, 0, 3, 15, 2, 10, 34, 36, 16, 9, 21, 44, 6, 25, 7]
+    try:  # image folders are read class by class in turns, so the first of each class comes first
+        assert analysis.panel("cifar10") == list(range(20))
+    except DatasetNotFoundError:
+        pytest.skip("no CIFAR-10 copy here (VIXNB_DATA): its panel is checked where one is")
