@@ -226,15 +226,13 @@ def deletion_insertion(model, x, attribution, *, target=None, steps=16, baseline
     return out
 
 
-def _rounded(t, digits=4):
-    return [round(float(v), digits) for v in t.flatten()] if t.dim() <= 1 else [_rounded(r, digits) for r in t]
-
-
 def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_batch_size=None, baseline="mean",
                          window=4, stride=4, steps=16, show=None):
     """One model's attributions of its predicted classes on normalised images ``x``, JSON-ready: for each of
     ``methods`` the maps of the first ``show`` images (each divided by its maximum, 4 decimals), IG's convergence
     delta, the deletion and insertion curves and their areas per image, and the methods' ``rank_agreement``."""
+    from .records import rounded
+
     with _evaluating(model), torch.no_grad():
         target = model(x).argmax(dim=-1)
     maps, out = {}, {"target": target.tolist(), "methods": {}}
@@ -246,8 +244,8 @@ def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_bat
         shown = result["map"][:show] if show is not None else result["map"]
         scale = shown.flatten(1).amax(dim=1).clamp_min(1e-12).view(-1, 1, 1)
         out["methods"][method] = {
-            "maps": _rounded(shown / scale), "settings": result["settings"],
-            "delta": _rounded(result["delta"], 6) if result["delta"] is not None else None,
-            **{k: _rounded(v) for k, v in curves.items()}}
+            "maps": rounded(shown / scale, 4), "settings": result["settings"],
+            "delta": rounded(result["delta"], 6) if result["delta"] is not None else None,
+            **{k: rounded(v, 4) for k, v in curves.items()}}
     out["agreement"] = rank_agreement(maps)
     return out

@@ -37,8 +37,11 @@ def panel(dataset="cifar10", per_class=2, *, labels=None):
     return [by_class[c][k] for k in range(per_class) for c in sorted(by_class) if k < len(by_class[c])]
 
 
-def _rounded(t, digits=5):
-    return [round(float(v), digits) for v in t.flatten()] if t.dim() <= 1 else [_rounded(row, digits) for row in t]
+def rounded(t, digits=5):
+    """A tensor as nested lists of floats rounded to ``digits``, for a stored record (one copy off the device)."""
+    import numpy as np
+
+    return np.round(t.detach().to("cpu", torch.float64).numpy(), digits).tolist()
 
 
 @torch.no_grad()
@@ -61,8 +64,8 @@ def model_maps(model, images, *, prominence_images=None):
         prominence_softmax.append(diagonal_prominence(
             collect_attention_maps(model, chunk, method="softmax_map")) * len(chunk))
     n = len(rest)
-    return {"class_token": _rounded(cls), "prominence": _rounded(sum(prominence) / n),
-            "prominence_softmax": _rounded(sum(prominence_softmax) / n),
+    return {"class_token": rounded(cls), "prominence": rounded(sum(prominence) / n),
+            "prominence_softmax": rounded(sum(prominence_softmax) / n),
             "identity_share": [round(v, 5) for v in layers.shaped_ratios(model)]}
 
 
@@ -292,10 +295,10 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     start, residual = ("cls" if cls else "mean"), M.has_skip(model)
     out = {"kind": M.map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
            "tokens": [m.shape[-1] for m in listed],
-           "rollout": _rounded(M.rollout(layer_maps, start=start, residual=residual)[:shown]),
-           **({"centre_query": _rounded(M.centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
-           "entropy": _rounded(M.row_entropy(listed)), "prominence": _rounded(M.diagonal_prominence(listed)),
-           "distance_px": _rounded(M.attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
+           "rollout": rounded(M.rollout(layer_maps, start=start, residual=residual)[:shown]),
+           **({"centre_query": rounded(M.centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
+           "entropy": rounded(M.row_entropy(listed)), "prominence": rounded(M.diagonal_prominence(listed)),
+           "distance_px": rounded(M.attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
            "randomised_layers": max(1, len(listed) // 2),
            "randomisation": M.randomisation_check(model, x, layers=max(1, len(listed) // 2))}
     if approximation:
