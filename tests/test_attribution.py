@@ -38,7 +38,7 @@ def test_integrated_gradients_is_complete():
     torch.testing.assert_close(attr.sum(dim=(1, 2, 3)), gain, atol=1e-3, rtol=1e-3)
     ours = A.attribute(model, x, "integrated_gradients", target=target, n_steps=64)
     assert ours["delta"].abs().max() < 1e-3 and ours["map"].shape == (2, 32, 32)
-    assert ours["settings"] == {"baseline": "mean", "n_steps": 64}
+    assert ours["settings"] == {"baseline": "grey", "n_steps": 64}
 
 
 def test_occlusion_highlights_the_quadrant_the_model_reads():
@@ -50,17 +50,27 @@ def test_occlusion_highlights_the_quadrant_the_model_reads():
 @pytest.mark.parametrize("name, layer, how", [("resnet18_cifar", "layer4", "conv"),
                                               ("hybrid_vit", "to_patch_embedding.2", "conv"),
                                               ("cpv_5_4", "stem.1", "conv"), ("cct", "tokenizer.convs.6", "conv"),
-                                              ("vit", "transformer", "tokens"),
-                                              ("vit_small_simplified", "blocks", "tokens"),
-                                              ("cvt", "stages", "tokens")])
+                                              ("vit", "transformer.layers.0.0.fn", "tokens"),
+                                              ("vit_small_simplified", "blocks.0.mixer", "tokens"),
+                                              ("cvt", "stages.2.2.layers.0.0.fn", "tokens")])
 def test_grad_cam_reads_the_stem_or_the_tokens_and_gives_image_sized_maps(name, layer, how):
     model = vixnb.create_model(name) if name == "resnet18_cifar" else vixnb.create_model(name, depth=1)
     assert A.gradcam_layer(model) == (layer, how)
-    hooks = sum(len(m._forward_hooks) for m in model.modules())
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
     out = A.attribute(model, _images(), "grad_cam")
     assert out["map"].shape == (2, 32, 32) and (out["map"] >= 0).all()
-    assert sum(len(m._forward_hooks) for m in model.modules()) == hooks  # the tap is gone
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) == hooks  # tap gone
     assert out["settings"] == {"layer": layer, "read": how}
+
+
+@pytest.mark.parametrize("name", ["vit", "vit_small_vanilla"])
+def test_grad_cam_on_a_class_token_model_is_not_zero(name):
+    # the head reads the class token alone: a tap on the transformer's output would get no gradient at the
+    # patches, and Grad-CAM would be zero everywhere
+    torch.manual_seed(0)
+    model = vixnb.create_model(name, depth=2)
+    out = A.attribute(model, _images(), "grad_cam")
+    assert (out["map"].flatten(1).amax(dim=1) > 0).all()
 
 
 def test_tokens_to_grid_round_trips_and_rejects_a_non_square_count():

@@ -118,6 +118,8 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
     # nothing trained and compute="never": the record is not stored, and says which runs are missing
     unstored = report.study_measurement("attention", profile="smoke", compute="never")
     assert unstored is None  # nothing stored, nothing measured
+    with pytest.raises(RuntimeError, match="no trained weights of ViT"):  # the batch: measure, never train
+        report.study_measurement("attention", profile="smoke", compute="missing", train="never", required=True)
     record = report.study_measurement("attention", profile="smoke", compute="missing")
     runs = record["runs"]
     assert runs["FNet"]["status"] == runs["ResNet-18"]["status"] == "no attention map"
@@ -140,6 +142,11 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
     assert report.study_measurement("attention", profile="smoke", compute="never")["runs"]["ViT"] == \
         store.load_record("measure", analysis.study_record_name("attention"), profile="smoke")["runs"]["ViT"]
     assert analysis.record_stale(record, store) is None
+    # the study's sizes or runs changed in study.yaml: the stored record no longer answers
+    changed = {**record, "settings": {**record["settings"], "images": 99}}
+    assert "smoke settings changed" in analysis.record_stale(changed, store)
+    fewer = {**record, "runs": {k: v for k, v in record["runs"].items() if k != "FNet"}}
+    assert "attention runs changed" in analysis.record_stale(fewer, store)
 
 
 def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):

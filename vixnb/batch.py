@@ -129,9 +129,9 @@ def _run_measure(spec, compute):
     from .report import cost
 
     study = {study_record_name(kind): kind for kind in STUDY_RECORDS}
-    if spec["name"] in study:  # the maps study (vixnb/analysis/study.yaml)
+    if spec["name"] in study:  # the maps study (vixnb/analysis/study.yaml); its runs were trained by their entries
         report.collect.study_measurement(study[spec["name"]], profile=spec["profile"], compute=compute,
-                                         required=True)
+                                         train="never", required=True)
         return
     book = papers.book_chapter(spec["paper"], spec["chapter"])
     if spec["name"] == report.collect.attention_maps_name(spec["paper"], spec["dataset"]):

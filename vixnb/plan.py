@@ -48,7 +48,7 @@ STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
 #: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
 #: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
-NOMINAL_MINUTES = {"gpu_memory": 3, "maps-attention": 3, "maps-attribution": 10, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
+NOMINAL_MINUTES = {"gpu_memory": 3, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
                    "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
 #: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
 BENCH_COMMANDS = {
@@ -187,7 +187,7 @@ def _record_entries(key, book, profile, store):
 def _study_entries(profile, runs):
     """The maps study's measurements (``analysis.records.study_record``), each after the runs whose weights it reads
     (``_needs``: their configuration keys, ``runs`` being the plan's run map)."""
-    from .analysis.records import STUDY_RECORDS, study, study_record_name, study_run
+    from .analysis.records import STUDY_RECORDS, study, study_labels, study_record_name, study_run
     from .profiles import run_config
     from .results import config_key
 
@@ -201,7 +201,7 @@ def _study_entries(profile, runs):
     out = []
     for kind in STUDY_RECORDS:
         name = study_record_name(kind)
-        labels = s["runs"] if kind == "attention" else s["attribution"]
+        labels = study_labels(kind)
         e = Entry(chapter=s["notebook"], paper="", kind="measure", name=name, model=None, dataset=s["dataset"],
                   profile=profile, seed=None, level=1, purpose=f"maps pages: {kind}",
                   command=f"vixnb batch --profile {profile} --only {name}", path=f"{profile}/measure/{name}.json")

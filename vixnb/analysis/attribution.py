@@ -5,17 +5,21 @@ and deletion/insertion curves.
 delta reported), ``Occlusion`` (window and stride in pixels) and ``LayerGradCam``, optionally inside a
 ``NoiseTunnel``. Grad-CAM reads the layer ``gradcam_layer`` finds: the last convolution of a convolutional stem
 (Hybrid ViX, CXV, CCT's tokenizer, LeViT's stem), ResNet's ``layer4``, or for a model whose stem only cuts patches
-(ViT and its linear-attention variants, the `shaped` paper's blocks) the output tokens of its transformer, laid
-back on their grid by a ``TokensToGrid`` tap (class token dropped). Its map is upsampled to the image with
-captum's ``LayerAttribution.interpolate``.
+(ViT and its linear-attention variants, the `shaped` paper's blocks) the tokens going into its last attention
+mixer (after the block's norm), laid on their grid by a ``TokensToGrid`` tap (class token dropped). Not the
+transformer's output: a head that reads the class token alone passes no gradient to the other output tokens,
+so Grad-CAM there is zero; the last attention is where the patches still reach the class token. The map is
+upsampled to the image with captum's ``LayerAttribution.interpolate``.
 
 The pixel methods' maps are absolute attributions summed over the colour channels: a pixel counts by how much it
 moves the score, either way. ``rank_agreement`` compares the methods' maps by Spearman's rank correlation;
 ``deletion_insertion`` follows the target class's probability as the most-attributed pixels are removed from the
 image (replaced by a baseline) or added to the baseline.
 
-Inputs are normalised images (``vixnb.data.normalize``): the dataset-mean baseline ("mean") is then the zero
-image, and "black" is the normalised all-zero image.
+Inputs are normalised images (``vixnb.data.normalize``, mean 0.5 and deviation 0.5 per channel). The "grey"
+baseline is the zero image, mid-grey (0.5 in every channel). It stands in for the dataset mean, which it is not:
+CIFAR-10's channel means, (0.491, 0.482, 0.447), are within 0.055 of it. "black" is the normalised all-zero image;
+any tensor may be given instead.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import torch
 from torch import nn
 
 METHODS = ("integrated_gradients", "occlusion", "grad_cam")
-BASELINES = ("mean", "black")
+BASELINES = ("grey", "black")
 STEM_NAMES = ("stem", "tokenizer", "conv_embedding", "to_patch_embedding")
 
 
@@ -60,18 +64,18 @@ class TokensToGrid(nn.Module):
         return torch.cat((kept, patches), dim=1) if kept is not None and kept.shape[1] else patches
 
 
-def _token_block(model):
-    """The outermost child of ``model`` that holds its last attention mixer (ViX: ``transformer``; the `shaped`
-    paper's: ``blocks``), or None."""
+def _last_mixer(model):
+    """The name of ``model``'s last attention mixer (ViX: ``transformer.layers.<last>.0.fn``; the `shaped` paper's:
+    ``blocks.<last>.mixer``), or None."""
     from .maps import _mappers
 
     mixers = [name for name, _ in _mappers(model)]
-    return mixers[-1].split(".")[0] if mixers else None
+    return mixers[-1] if mixers else None
 
 
 def gradcam_layer(model):
     """``(name, how)``: the layer Grad-CAM reads (see the module's docstring); ``how`` is ``"conv"`` (its output is
-    a (b, c, h, w) map) or ``"tokens"`` (its output is tokens, read through ``tokens_to_grid``). A one-line
+    a (b, c, h, w) map) or ``"tokens"`` (its *input* is tokens, read through ``tokens_to_grid``). A one-line
     ``ValueError`` naming the model where there is none."""
     modules = dict(model.named_modules())
     if isinstance(modules.get("layer4"), nn.Module):
@@ -80,25 +84,26 @@ def gradcam_layer(model):
         convs = [n for n, m in modules.items() if n.startswith(child + ".") and isinstance(m, nn.Conv2d)]
         if child in modules and (len(convs) > 1 or (convs and child != "to_patch_embedding")):
             return convs[-1], "conv"
-    block = _token_block(model)
-    if block is None:
-        raise ValueError(f"{type(model).__name__}: no convolutional stem, layer4 or attention block for Grad-CAM")
-    return block, "tokens"
+    mixer = _last_mixer(model)
+    if mixer is None:
+        raise ValueError(f"{type(model).__name__}: no convolutional stem, layer4 or attention mixer for Grad-CAM")
+    return mixer, "tokens"
 
 
 @contextmanager
 def tokens_to_grid(model, name, *, cls_tokens=None):
-    """Route the (b, n, d) output of ``model``'s module ``name`` through a ``TokensToGrid`` and back while the block
-    runs (a forward hook; removed afterwards), so that the tap's output is a grid captum's layer methods can read.
-    Yields the tap. ``cls_tokens``: default 1 where the token count is a square plus one, else 0."""
+    """Route the (b, n, d) input of ``model``'s module ``name`` through a ``TokensToGrid`` and back before the
+    module runs (a forward pre-hook; removed afterwards), so that the tap's output is a grid captum's layer methods
+    can read. Yields the tap. ``cls_tokens``: default 1 where the token count is a square plus one, else 0."""
     tap = TokensToGrid(cls_tokens if cls_tokens is not None else 1)
 
-    def hook(module, args, out):
-        if cls_tokens is None and out.dim() == 3:
-            tap.cls_tokens = 0 if math.isqrt(out.shape[1]) ** 2 == out.shape[1] else 1
-        return tap.tokens(tap(out))
+    def hook(module, args):
+        tokens = args[0]
+        if cls_tokens is None and tokens.dim() == 3:
+            tap.cls_tokens = 0 if math.isqrt(tokens.shape[1]) ** 2 == tokens.shape[1] else 1
+        return (tap.tokens(tap(tokens)), *args[1:])
 
-    handle = dict(model.named_modules())[name].register_forward_hook(hook)
+    handle = dict(model.named_modules())[name].register_forward_pre_hook(hook)
     try:
         yield tap
     finally:
@@ -108,7 +113,7 @@ def tokens_to_grid(model, name, *, cls_tokens=None):
 def _baseline(x, baseline):
     if isinstance(baseline, torch.Tensor):
         return baseline.to(x)
-    if baseline == "mean":  # the dataset mean is zero after normalisation
+    if baseline == "grey":  # zero after normalisation
         return torch.zeros_like(x)
     if baseline == "black":
         from ..data import normalize
@@ -127,11 +132,11 @@ def _evaluating(model):
         model.train(was)
 
 
-def attribute(model, x, method, target=None, *, baseline="mean", n_steps=50, internal_batch_size=None, window=4,
+def attribute(model, x, method, target=None, *, baseline="grey", n_steps=50, internal_batch_size=None, window=4,
               stride=4, noise_tunnel=None, seed=0):
     """Attributions of ``target`` (default: each image's predicted class) for normalised images ``x`` (b, c, h, w).
 
-    ``method``: ``integrated_gradients`` (``baseline`` "mean" | "black" | a tensor, ``n_steps``,
+    ``method``: ``integrated_gradients`` (``baseline`` "grey" | "black" | a tensor, ``n_steps``,
     ``internal_batch_size``), ``occlusion`` (a ``window`` x ``window`` patch of the baseline slid by ``stride``
     pixels), ``grad_cam`` (``LayerGradCam`` on ``gradcam_layer``, ReLU'd, upsampled bilinearly).
     ``noise_tunnel``: ``{"nt_samples", "stdevs", "nt_type"}`` wraps IG or Occlusion in captum's ``NoiseTunnel``
@@ -200,7 +205,7 @@ def rank_agreement(maps):
 @torch.no_grad()
 def deletion_insertion(model, x, attribution, *, target=None, steps=16, baseline=None):
     """The ``target`` class's softmax probability (default: the predicted class) as the most-attributed pixels of
-    ``attribution`` (b, h, w) are replaced by ``baseline`` (default: the dataset mean, zero) in ``steps`` equal
+    ``attribution`` (b, h, w) are replaced by ``baseline`` (default: mid-grey, zero) in ``steps`` equal
     chunks (deletion), and as they are put into the baseline image (insertion).
 
     Returns ``{"fractions": (steps + 1,), "deletion": (b, steps + 1), "insertion": (b, steps + 1),
@@ -226,12 +231,12 @@ def deletion_insertion(model, x, attribution, *, target=None, steps=16, baseline
     return out
 
 
-def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_batch_size=None, baseline="mean",
+def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_batch_size=None, baseline="grey",
                          window=4, stride=4, steps=16, show=None):
     """One model's attributions of its predicted classes on normalised images ``x``, JSON-ready: for each of
     ``methods`` the maps of the first ``show`` images (each divided by its maximum, 4 decimals), IG's convergence
     delta, the deletion and insertion curves and their areas per image, and the methods' ``rank_agreement``."""
-    from .records import rounded
+    from .maps import rounded
 
     with _evaluating(model), torch.no_grad():
         target = model(x).argmax(dim=-1)

@@ -291,6 +291,12 @@ def has_skip(model):
 
 # ---------------------------------------------------------------- rollout and measures
 
+def rounded(t, digits=5):
+    """A tensor as nested lists of floats rounded to ``digits``, for a stored record (one copy off the device)."""
+    import numpy as np
+
+    return np.round(t.detach().to("cpu", torch.float64).numpy(), digits).tolist()
+
 
 def _layers(maps):
     """The per-layer maps of a dict (in its order) or of a sequence."""

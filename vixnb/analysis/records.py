@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .. import layers
-from .maps import class_token_map, collect_attention_maps, diagonal_prominence
+from .maps import class_token_map, collect_attention_maps, diagonal_prominence, rounded
 
 
 def panel(dataset="cifar10", per_class=2, *, labels=None):
@@ -35,13 +35,6 @@ def panel(dataset="cifar10", per_class=2, *, labels=None):
         if len(by_class.setdefault(label, [])) < per_class:
             by_class[label].append(i)
     return [by_class[c][k] for k in range(per_class) for c in sorted(by_class) if k < len(by_class[c])]
-
-
-def rounded(t, digits=5):
-    """A tensor as nested lists of floats rounded to ``digits``, for a stored record (one copy off the device)."""
-    import numpy as np
-
-    return np.round(t.detach().to("cpu", torch.float64).numpy(), digits).tolist()
 
 
 @torch.no_grad()
@@ -103,7 +96,15 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
 
 def record_stale(record, store):
     """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
-    retrained, or gone), or None."""
+    retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed), or
+    None."""
+    kind = record.get("study")
+    if kind in STUDY_RECORDS:
+        profile = (record.get("provenance") or {}).get("profile")
+        if set(record.get("runs") or {}) != set(study_labels(kind)):
+            return f"the study's {kind} runs changed since it was measured (vixnb/analysis/study.yaml)"
+        if profile in study()["profiles"] and record.get("settings") != study_settings(profile):
+            return f"the study's {profile} settings changed since it was measured (vixnb/analysis/study.yaml)"
     for name, run in (record.get("runs") or {}).items():
         if "config" not in run:
             continue
@@ -307,12 +308,13 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     return out
 
 
-def study_record(kind, profile, *, compute="never", store=None):
+def study_record(kind, profile, *, compute="never", train=None, store=None):
     """A measurement record of the maps study (``kind``: ``attention`` or ``attribution``) in ``profile``: for each of
     its runs (``attention``: all; ``attribution``: the attributed ones) the measures of its trained model
     (``run_maps``; ``attribution.attribution_measures``), the training run it comes from and where it was measured.
     A run without a map gets ``{"status": "no attention map", "kind": ...}``; one whose weights are not stored (and
-    cannot be trained under ``compute``) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
+    cannot be trained under ``train``, the compute policy for training, default ``compute``; the batch passes
+    "never": its plan trains first) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
     cap ``{"status": "not kept", ...}``."""
     from ..results import provenance
     from . import maps as M
@@ -321,16 +323,15 @@ def study_record(kind, profile, *, compute="never", store=None):
     used, indices, images, labels = _panel_images(profile)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     images = images.to(device)
-    labels_ = s["runs"] if kind == "attention" else s["attribution"]
     out = {}
-    for label in labels_:
+    for label in study_labels(kind):
         model, settings, _, dataset = study_run(label, profile)
         if kind == "attention":
             meta = _meta_model(model, dataset, {**_overrides(profile), **settings})
             if not has_attention(meta):
                 out[label] = {"status": "no attention map", "model": model, "kind": M.map_kind(meta)}
                 continue
-        module, run, _ = _trained(label, profile, compute, store)
+        module, run, _ = _trained(label, profile, compute if train is None else train, store)
         if module is None:
             out[label] = {**run, "model": model}
             continue
@@ -345,11 +346,16 @@ def study_record(kind, profile, *, compute="never", store=None):
 
             measures = attribution_measures(
                 module, normalize(images), methods=tuple(s["attribution_methods"]), ig_steps=conf["ig_steps"],
-                window=conf["occlusion_window"], stride=conf["occlusion_stride"], steps=conf["curve_steps"],
-                show=conf["shown"])
+                internal_batch_size=conf["ig_batch"], window=conf["occlusion_window"],
+                stride=conf["occlusion_stride"], steps=conf["curve_steps"], show=conf["shown"])
         out[label] = {**run, **measures}
-    return {"dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
+    return {"study": kind, "dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=s["dataset"])}
+
+
+def study_labels(kind):
+    """The runs a study record of ``kind`` measures: all for ``attention``, the attributed ones for ``attribution``."""
+    return list(study()["runs"] if kind == "attention" else study()["attribution"])
 
 
 def has_attention(model):

@@ -206,10 +206,10 @@ def _weights_measurement(name, make, *, profile, compute, store):
     return {**record, "stale": stale} if stale else record
 
 
-def study_measurement(kind, *, profile, compute="missing", store=None, required=False):
+def study_measurement(kind, *, profile, compute="missing", train=None, store=None, required=False):
     """A measurement of the maps study (``analysis.records.study_record``: ``kind`` ``attention`` or
     ``attribution``), under the compute policy (``_weights_measurement``), training its runs where their weights
-    are missing and ``compute`` allows. A record is stored only whole: where a run's weights cannot be had, the
+    are missing and ``train`` (default: ``compute``) allows. A record is stored only whole: where a run's weights cannot be had, the
     record is returned unstored (``"stored": False``), or with ``required`` a ``RuntimeError`` names the runs.
     None where nothing is stored and nothing can be measured (a GPU profile on a CPU)."""
     from ..analysis.records import study_record, study_record_name
@@ -219,7 +219,7 @@ def study_measurement(kind, *, profile, compute="missing", store=None, required=
     name, partial = study_record_name(kind), []
 
     def make():
-        record = study_record(kind, profile, compute=compute, store=store)
+        record = study_record(kind, profile, compute=compute, train=train, store=store)
         missing = [f"{label} ({run['reason']})" for label, run in record["runs"].items() if run["status"] == "not yet run"]
         if missing:
             partial.append(record)
