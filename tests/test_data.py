@@ -182,6 +182,25 @@ def test_missing_data_raises_a_clear_error(tmp_path, name, folder):
     assert "VIXNB_DATA" in message and "download=True" in message
 
 
+@pytest.mark.parametrize("name, url, manual", [
+    ("cifar10", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "extract it into {root}/cifar10"),
+    ("cifar100", "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "extract it into {root}/cifar100"),
+    ("tiny-imagenet", "http://cs231n.stanford.edu/tiny-imagenet-200.zip", "extract it into {root}.")])
+def test_a_failed_download_names_its_url_and_the_manual_way(tmp_path, monkeypatch, name, url, manual):
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("no route to host")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)  # what torchvision's downloads call
+    with pytest.raises(DatasetNotFoundError) as error:
+        load_split(name, "train", root=tmp_path, download=True)
+    message = str(error.value)
+    assert f"Downloading {url}" in message and "no route to host" in message
+    assert manual.format(root=tmp_path) in message
+
+
 def test_data_root_follows_vixnb_data(tmp_path, monkeypatch):
     monkeypatch.setenv("VIXNB_DATA", str(tmp_path))
     assert data_root() == tmp_path

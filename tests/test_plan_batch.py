@@ -336,3 +336,25 @@ def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():
     assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters
     assert batch._least_seconds(job) == pytest.approx(plan.STARTUP_SECONDS + (600 - plan.STARTUP_SECONDS) / 10)
     assert batch._least_seconds(job, pack_limit_mb=15) == 600
+
+
+def test_training_gflop_is_counted_once_and_kept_by_architecture(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    monkeypatch.setenv("VIXNB_RESULTS", str(tmp_path))
+    plan._training_gflop.cache_clear()
+    first = plan._training_gflop("vit", "cifar10")
+    kept = json.loads((tmp_path / plan.GFLOP_CACHE).read_text())
+    assert list(kept.values()) == [first] and first > 0
+    plan._training_gflop.cache_clear()  # a new process: the count comes from the file, nothing is counted
+
+    def counted(*args, **kwargs):
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(sys.modules["vixnb.measure.flops"], "count_ops", counted)  # the module, not the function
+    assert plan._training_gflop("vit", "cifar10") == first
+    plan._training_gflop.cache_clear()
+    with pytest.raises(AssertionError, match="counted again"):  # another architecture: another key
+        plan._training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
+    plan._training_gflop.cache_clear()

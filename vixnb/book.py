@@ -5,6 +5,11 @@ off`` and renders the copies papermill writes to ``book/executed/<stem>.ipynb`` 
 ``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with ``compute="never"``: rendered from the
 results store, nothing trained or measured). The build fails on any Sphinx warning (``-W --keep-going`` from a
 clean ``_build``) and on any error output left in an executed copy. The command line is ``vixnb book``.
+
+It is also the book's Sphinx extension (``_config.yml``: ``sphinx.extra_extensions``): every page made from a
+notebook gets launch links to Colab and Kaggle that open the committed ``notebooks/<stem>.ipynb`` at the release
+tag (``launch_links``), not the executed copy the page was rendered from, which is not committed. The links are
+only written into the pages; nothing is fetched.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _
                         run_notebook)
 from .profiles import get_profile, list_profiles
 
-__all__ = ["toc_notebooks", "chapter_run", "copy_book_sources", "build_book"]
+__all__ = ["toc_notebooks", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
 
 def _toc_files(node: Any) -> Iterable[str]:
@@ -37,7 +42,32 @@ def _toc_files(node: Any) -> Iterable[str]:
             yield from _toc_files(item)
 
 
-def toc_notebooks(root: Path | None = None) -> list[str]:
+def published_toc(profile: str, root: Path | None = None) -> dict:
+    """The table of contents of the published book of GPU profile ``profile``: the intro, then every chapter of
+    ``_toc.yml`` (each once, in its order) as ``book/executed/<profile>/<stem>``, rendered from the results
+    store (``make book PROFILE=budget`` or ``paper``)."""
+    import yaml
+
+    root = root or repo_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    prefix = EXECUTED_DIR.as_posix() + "/"
+    stems = []
+    for entry in _toc_files(toc):
+        stem = entry.strip().lstrip("./").removesuffix(".ipynb").rpartition("/")[2]
+        if entry.strip().lstrip("./").startswith(prefix) and stem not in stems:
+            stems.append(stem)
+    caption = f"{get_profile(profile).get('page_title', profile)} (from the results store)"
+    return {"format": "jb-book", "root": toc["root"],
+            "parts": [{"caption": caption[:1].upper() + caption[1:],
+                       "chapters": [{"file": f"{prefix}{profile}/{stem}"} for stem in stems]}]}
+
+
+def _published(profile: str) -> bool:
+    """A GPU profile's book is the published one: every chapter from the results store, nothing run."""
+    return get_profile(profile)["device"] == "cuda"
+
+
+def toc_notebooks(root: Path | None = None, *, toc: Path | None = None) -> list[str]:
     """Names of the executed chapters listed in ``_toc.yml`` (in toc order), relative to ``book/executed/``.
 
     ``<stem>`` (entry ``book/executed/<stem>``) is ``notebooks/<stem>.ipynb`` run in the book's profile;
@@ -48,7 +78,7 @@ def toc_notebooks(root: Path | None = None) -> list[str]:
     import yaml
 
     root = root or repo_root()
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    toc = yaml.safe_load(Path(toc or root / "_toc.yml").read_text(encoding="utf-8"))
     prefix = EXECUTED_DIR.as_posix() + "/"
     names: list[str] = []
     for entry in _toc_files(toc):
@@ -107,6 +137,12 @@ def build_book(
 ) -> Path:
     """Run the book's notebooks and build the HTML book; return ``<book_root>/_build/html``.
 
+    In a GPU profile (``budget``, ``paper``: ``make book PROFILE=paper``) the book is the published one: every
+    chapter of ``_toc.yml`` is run in that profile from the results store (``published_toc``; nothing trained or
+    measured, so a CPU builds it), under a table of contents written to ``book/executed/_toc.<profile>.yml``.
+    In ``smoke`` it is ``_toc.yml`` as it stands. Either way the intro's list of pages and the store's totals
+    (``write_contents``) are written first.
+
     ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (:func:`toc_notebooks`):
     an entry ``book/executed/<stem>`` runs ``notebooks/<stem>.ipynb`` in
     ``profile``, an entry ``book/executed/<fixed>/<stem>`` runs it in the
@@ -122,10 +158,17 @@ def build_book(
     executed copies go to its ``book/executed/`` and the HTML to its
     ``_build/html``; the notebooks are always the checkout's.
     """
+    import yaml
+
     get_profile(profile)  # unknown names are refused with the list of valid ones
     root = Path(book_root).resolve() if book_root is not None else repo_root()
     sources = repo_root() / NOTEBOOK_DIR
-    chapters = toc_notebooks(root)
+    toc_path = root / "_toc.yml"
+    if _published(profile):
+        toc_path = root / EXECUTED_DIR / f"_toc.{profile}.yml"
+        toc_path.parent.mkdir(parents=True, exist_ok=True)
+        toc_path.write_text(yaml.safe_dump(published_toc(profile, root), sort_keys=False), encoding="utf-8")
+    chapters = toc_notebooks(root, toc=toc_path)
     todo = chapters if notebooks is None else list(notebooks)
     extra = [s for s in todo if s not in chapters]
     if extra:
@@ -153,10 +196,12 @@ def build_book(
         if errors:
             raise RuntimeError(f"executed copy of {name} holds an error (cell {errors[0][0]}: {errors[0][1]})")
 
+    write_contents(root, toc_path)
     build_dir = root / "_build"
     if clean and build_dir.exists():
         shutil.rmtree(build_dir)
-    cmd = _jupyter_book_cmd() + ["build", str(root), "--builder", "html", "--warningiserror", "--keep-going"]
+    cmd = _jupyter_book_cmd() + ["build", str(root), "--builder", "html", "--warningiserror", "--keep-going",
+                                 "--toc", str(toc_path)]
     _say("book: jupyter-book build --warningiserror --keep-going" + (" (clean)" if clean else ""))
     t1 = time.monotonic()
     proc = subprocess.Popen(
@@ -182,3 +227,115 @@ def build_book(
         f"(total {time.monotonic() - t0:.1f} s); open {_rel(html / 'index.html')}"
     )
     return html
+
+
+# ----- launch links (the book's Sphinx extension) --------------------------------------------------------
+
+KAGGLE_URL = "https://kaggle.com/kernels/welcome?src="
+
+
+def source_notebook(pagename: str) -> str | None:
+    """The committed notebook a book page is made from (``book/executed[/<profile>]/<stem>`` ->
+    ``notebooks/<stem>.ipynb``), or None for a page that is not an executed chapter."""
+    prefix = EXECUTED_DIR.as_posix() + "/"
+    if not pagename.startswith(prefix):
+        return None
+    return (NOTEBOOK_DIR / f"{pagename.rpartition('/')[2]}.ipynb").as_posix()
+
+
+def launch_links(pagename: str, *, repository: str | None = None, tag: str | None = None,
+                 colab_url: str = "https://colab.research.google.com") -> dict[str, str] | None:
+    """``{"Colab": url, "Kaggle": url}`` opening the page's ``source_notebook`` in ``repository`` (default
+    ``vixnb.REPOSITORY_URL``) at ``tag`` (default ``vixnb.RELEASE_TAG``); None for a page not made from a
+    notebook."""
+    from . import RELEASE_TAG, REPOSITORY_URL
+
+    notebook = source_notebook(pagename)
+    if notebook is None:
+        return None
+    repository = (repository or REPOSITORY_URL).rstrip("/")
+    owner_repo = repository.split("github.com/", 1)[-1]
+    blob = f"{repository}/blob/{tag or RELEASE_TAG}/{notebook}"
+    return {"Colab": f"{colab_url.rstrip('/')}/github/{owner_repo}/blob/{tag or RELEASE_TAG}/{notebook}",
+            "Kaggle": KAGGLE_URL + blob}
+
+
+def _launch_buttons(app, pagename, templatename, context, doctree):
+    """Replace the theme's launch buttons (which would open the uncommitted executed copy) by ``launch_links``,
+    from ``_config.yml``'s repository, branch and Colab URL."""
+    options = app.config.html_theme_options or {}
+    links = launch_links(pagename, repository=options.get("repository_url"), tag=options.get("repository_branch"),
+                         colab_url=(options.get("launch_buttons") or {}).get("colab_url") or
+                         "https://colab.research.google.com")
+    buttons = context.get("header_buttons")
+    if links is None or buttons is None:
+        return
+    icons = {"Colab": "_static/images/logo_colab.png", "Kaggle": "fab fa-kaggle"}
+    group = {"type": "group", "tooltip": "Open this notebook", "icon": "fas fa-rocket", "label": "launch-buttons",
+             "buttons": [{"type": "link", "text": name, "tooltip": f"Open the notebook on {name}",
+                          "icon": icons[name], "url": url} for name, url in links.items()]}
+    kept = [b for b in buttons if b.get("label") != "launch-buttons"]
+    buttons[:] = kept[:1] + [group] + kept[1:] if kept else [group]
+
+
+def setup(app):
+    """Sphinx extension: ``_launch_buttons`` after the theme's own (priority 501)."""
+    app.connect("html-page-context", _launch_buttons, priority=502)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ----- the intro's generated part: the pages of this build and what the store holds ------------------------
+
+CONTENTS = EXECUTED_DIR / "contents.md"
+
+
+def _chapter_title(stem: str) -> str:
+    """A chapter's title: the first heading of ``notebooks/<stem>.ipynb``."""
+    import nbformat
+
+    nb = nbformat.read(str(repo_root() / NOTEBOOK_DIR / f"{stem}.ipynb"), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("# "):
+            return cell.source.partition("\n")[0][2:].strip()
+    return stem
+
+
+def _parts(toc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """``[(caption, [docname, ...])]`` of a table of contents' parts."""
+    return [(part.get("caption", ""), [c["file"] for c in part.get("chapters", [])]) for part in toc.get("parts", [])]
+
+
+def write_contents(root: Path, toc_path: Path) -> Path:
+    """Write ``book/executed/contents.md``, which the intro includes: the totals of the results store over the GPU
+    profiles (runs stored, missing and stale, the GPU-hours still to spend: ``report.book_totals``, from the
+    plan) with links to the provenance page and the claims ledger, and every page of this build's table of
+    contents by part. Generated on every build, so it says what this build's store holds."""
+    import yaml
+
+    from .report import book_totals
+
+    toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))
+    parts = _parts(toc)
+    docs = [doc for _, files in parts for doc in files]
+
+    def first(stem):
+        return next((d for d in docs if d.rpartition("/")[2] == stem), None)
+
+    totals = book_totals()
+    per = "; ".join(f"{p}: {t['stored']} stored, {t['missing']} missing, {t['stale']} stale, "
+                    f"{t['gpu_hours_left']:.1f} GPU-hours left" for p, t in totals["per_profile"].items())
+    lines = ["**What the results store holds** (counted when this book was built, from the plan of every GPU "
+             f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
+             f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
+             f"book ({per})."]
+    links = [f"{{doc}}`{label} </{doc}>`" for label, doc in (("the provenance page", first("provenance")),
+                                                               ("the claims ledger", first("claims"))) if doc]
+    if links:
+        lines.append(f"Every stored and missing result, with where it came from: {' and every claim: '.join(links)}.")
+    for caption, files in parts:
+        lines.append(f"\n**{caption}**\n")
+        lines += [f"- {{doc}}`{_chapter_title(doc.rpartition('/')[2])} </{doc}>`" for doc in files]
+    path = root / CONTENTS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(lines[:2]) + "\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")
+    return path

@@ -347,16 +347,19 @@ def _load_cifar(name, root, split, download, size, allow_resize=False):
         try:
             ds = torchvision_cls(root=str(folder), train=split == "train", download=download)
         except (OSError, RuntimeError) as e:  # offline download (URLError is an OSError), bad files
-            raise _missing_cifar(name, folder, torchvision_files, image_folder, reason=e) from e
+            raise _missing_cifar(name, folder, torchvision_files, image_folder, reason=e,
+                                 url=torchvision_cls.url if download else None) from e
         images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
         return images, torch.tensor(ds.targets, dtype=torch.int64)
     raise _missing_cifar(name, folder, torchvision_files, image_folder)
 
 
-def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None):
+def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None, url=None):
     because = f" ({type(reason).__name__}: {reason})" if reason is not None else ""
+    failed = (f"Downloading {url} failed{because}; by hand: fetch that file and extract it into {folder} "
+              "(torchvision's layout, 1 below).\n") if url else ""
     return DatasetNotFoundError(
-        f"{name} not found in {folder}{because}.\n"
+        f"{name} not found in {folder}{'' if url else because}.\n{failed}"
         f"Looked for either layout:\n"
         f"  1. torchvision's files: {torchvision_files}\n"
         f"  2. an image-folder copy: {image_folder}/<class>/*.jpg|png (and the other split beside it)\n"
@@ -377,7 +380,7 @@ def _load_tiny_imagenet(root, split, download, size, allow_resize=False):
         try:
             download_and_extract_archive(TINY_IMAGENET_URL, download_root=str(root), md5=TINY_IMAGENET_MD5)
         except (OSError, RuntimeError) as e:
-            raise _missing_tiny_imagenet(folder, reason=e) from e
+            raise _missing_tiny_imagenet(folder, reason=e, url=TINY_IMAGENET_URL) from e
     if not (folder / "wnids.txt").is_file():
         raise _missing_tiny_imagenet(folder)
     wnids = sorted((folder / "wnids.txt").read_text().split())
@@ -409,10 +412,12 @@ def _tiny_imagenet_val(folder, index):
     return paths, labels
 
 
-def _missing_tiny_imagenet(folder, reason=None):
+def _missing_tiny_imagenet(folder, reason=None, url=None):
     because = f" ({type(reason).__name__}: {reason})" if reason is not None else ""
+    failed = (f"Downloading {url} (checked against MD5 {TINY_IMAGENET_MD5}) failed{because}; by hand: fetch that "
+              f"file and extract it into {folder.parent}.\n") if url else ""
     return DatasetNotFoundError(
-        f"tiny-imagenet not found in {folder}{because}.\n"
+        f"tiny-imagenet not found in {folder}{'' if url else because}.\n{failed}"
         f"Looked for {folder / 'wnids.txt'} in the standard layout: wnids.txt, train/<wnid>/images/*.JPEG, "
         f"val/images/*.JPEG and val/val_annotations.txt.\n"
         f"To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "

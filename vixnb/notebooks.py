@@ -151,6 +151,71 @@ def notebook_parameters(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
         return {}
 
 
+# --------------------------------------------------------------------------
+# The cells every notebook starts with: install (Colab, Kaggle) and runtime
+# --------------------------------------------------------------------------
+#: Tags of the two head cells: their code is hidden in the book, the runtime cell's one line is shown.
+HEAD_CELL_TAGS = ["remove-input"]
+
+
+def install_cell_source(repository: str | None = None, tag: str | None = None) -> str:
+    """The first cell of every notebook: where ``vixnb`` cannot be imported (a fresh Colab or Kaggle runtime),
+    pip-install it from ``repository`` (default ``vixnb.REPOSITORY_URL``) at ``tag`` (default
+    ``vixnb.RELEASE_TAG``), or from ``$VIXNB_INSTALL_SOURCE`` when set (a checkout, a wheel). vixnb's torch and
+    torchvision requirements are lower bounds, so the runtime's torch stays; the cell asserts it. A no-op
+    wherever vixnb is installed (locally, under papermill)."""
+    from . import RELEASE_TAG, REPOSITORY_URL
+
+    source = f"git+{repository or REPOSITORY_URL}@{tag or RELEASE_TAG}"
+    return f"""# Colab and Kaggle: install vixnb at this book's release (a no-op where it is installed).
+# vixnb asks only lower bounds of torch and torchvision: the runtime's torch stays.
+import importlib.metadata, importlib.util, os, subprocess, sys
+
+if importlib.util.find_spec("vixnb") is None:
+    source = os.environ.get("VIXNB_INSTALL_SOURCE", "{source}")
+    torch_before = importlib.metadata.version("torch")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
+    torch_after = importlib.metadata.version("torch")
+    assert torch_after == torch_before, (
+        f"installing vixnb replaced torch {{torch_before}} by {{torch_after}}")"""
+
+
+def runtime_cell_source() -> str:
+    """The cell after the parameters cell (and papermill's injected one): ``vixnb.env()`` (Colab, Kaggle or
+    local; the data folder; the device; one line) and the ``"auto"`` profile and compute policy resolved for
+    that place (``vixnb.runtime.Runtime.resolve``)."""
+    return """import vixnb
+
+runtime = vixnb.env()  # Colab, Kaggle or local: data folder, device; one line
+profile, compute = runtime.resolve(profile, compute)"""
+
+
+def stamp_head_cells(path: str | os.PathLike) -> bool:
+    """Put the install cell first and the runtime cell right after the ``parameters`` cell of notebook ``path``
+    (replacing older copies of either); True when the file changed. The notebooks' tests ask for this where a
+    notebook lacks them."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(str(path), as_version=4)
+    before = nbformat.writes(nb)
+    heads = {install_cell_source(): "install", runtime_cell_source(): "runtime"}
+    cells = [c for c in nb.cells if c.get("metadata", {}).get("vixnb") not in ("install", "runtime")]
+    at = next((i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if at is None:
+        raise ValueError(f"{_rel(path)}: no cell tagged `parameters`; add one (profile, compute) first")
+    made = {role: nbformat.v4.new_code_cell(src, id=f"vixnb-{role}",
+                                            metadata={"tags": list(HEAD_CELL_TAGS), "vixnb": role})
+            for src, role in heads.items()}
+    cells.insert(at + 1, made["runtime"])
+    cells.insert(0, made["install"])
+    nb.cells = cells
+    after = nbformat.writes(nb)
+    if after != before:
+        path.write_text(after, encoding="utf-8")
+    return after != before
+
+
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 

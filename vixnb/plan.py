@@ -35,6 +35,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import cache
+from pathlib import Path
 
 from . import papers
 
@@ -266,18 +267,46 @@ def _bench_rates(store):
     return rates, record.get("provenance", {}).get("device")
 
 
+#: where counted training GFLOP are kept between processes, under the results store (git-ignored)
+GFLOP_CACHE = Path(".cache") / "training-gflop.json"
+
+
 @cache
 def _training_gflop(model, dataset, overrides_json="{}"):
     """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration, with
-    the run's model settings (``overrides_json``: JSON of ``model_overrides``)."""
+    the run's model settings (``overrides_json``: JSON of ``model_overrides``). Counting takes about 0.1 s a
+    model and a plan counts over a hundred, in every process that builds one (the book's intro, the plan and
+    provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
+    model's architecture signature and the counting code's hash: another architecture or counting rule is
+    another key, never a stale count."""
+    import hashlib
+    import inspect
     import json
+    import sys
 
-    from .measure.flops import flops
-    from .models import create_model
     import torch
 
-    with torch.random.fork_rng():
-        return 3 * flops(create_model(model, dataset=dataset, **json.loads(overrides_json)))["gflops"]
+    from .measure.flops import flops
+    from .models import architecture_signature, create_model
+    from .results.store import atomic_write, default_root
+
+    with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
+        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    signature = architecture_signature(built)
+    rule = hashlib.sha256(inspect.getsource(sys.modules[flops.__module__]).encode()).hexdigest()[:12]
+    key = f"{model}|{dataset}|{overrides_json}|{signature}|{rule}"
+    path = default_root() / GFLOP_CACHE
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    if key not in kept:
+        kept[key] = 3 * flops(built)["gflops"]
+        try:
+            atomic_write(path, lambda f: json.dump(kept, f, indent=0, sort_keys=True))
+        except OSError:  # a read-only store: count again next time
+            pass
+    return kept[key]
 
 
 def _stored_epoch_seconds(store, profile):

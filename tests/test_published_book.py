@@ -1,0 +1,70 @@
+"""The published book (issue 18): `make book PROFILE=budget` runs every chapter in the budget profile from the
+committed results store on this CPU (nothing trained or measured), builds with -W from a clean _build, and gives
+the same glued numbers when built again. Built in a temporary book root: the checkout is left alone."""
+import re
+
+import nbformat
+import pytest
+import yaml
+
+from vixnb.book import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
+from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
+
+ROOT = repo_root()
+PROFILE = "budget"
+AGAIN = ["cxv_table1", "cxv_dualopt", "maps"]  # run a second time: the chapters that glue the most numbers
+
+
+def _glued(path):
+    """``{name: text}`` of the values a notebook glued (myst-nb's ``scrapbook`` outputs)."""
+    nb = nbformat.read(str(path), as_version=4)
+    return {out["metadata"]["scrapbook"]["name"]: out["data"].get("text/plain")
+            for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if "scrapbook" in out.get("metadata", {})}
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    root = copy_book_sources(tmp_path_factory.mktemp("published"))
+    html = build_book(PROFILE, clean=True, book_root=root)
+    return {"root": root, "html": html}
+
+
+def test_the_published_toc_holds_every_chapter_once_in_the_profile():
+    toc = published_toc(PROFILE, ROOT)
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    stems = list(dict.fromkeys(name.rpartition("/")[2] for name in toc_notebooks(ROOT)))
+    assert files == [f"{EXECUTED_DIR.as_posix()}/{PROFILE}/{stem}" for stem in stems]
+    assert toc["root"] == "book/intro" and len(toc["parts"]) == 1
+    assert all(chapter_run(f"{PROFILE}/{stem}", "smoke")[1:] == (PROFILE, {"compute": "never"}) for stem in stems)
+
+
+def test_the_published_book_builds_from_the_committed_store(published):
+    html, root = published["html"], published["root"]
+    toc = yaml.safe_load((root / EXECUTED_DIR / f"_toc.{PROFILE}.yml").read_text())
+    for chapter in toc["parts"][0]["chapters"]:
+        page = html / f"{chapter['file']}.html"
+        text = page.read_text(encoding="utf-8")
+        plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+        assert "Traceback (most recent call last)" not in plain, page.name
+        assert "pipeline check on synthetic data" not in plain, page.name
+    assert not (html / EXECUTED_DIR / "vix_table1.html").exists()  # no smoke part in the published book
+    intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
+    assert f'href="executed/{PROFILE}/provenance.html"' in intro and f'href="executed/{PROFILE}/claims.html"' in intro
+    assert "What the results store holds" in intro
+
+
+def test_building_again_gives_the_same_glued_numbers(published, tmp_path):
+    root = published["root"]
+    for stem in AGAIN:
+        first = root / EXECUTED_DIR / PROFILE / f"{stem}.ipynb"
+        _, profile, parameters = chapter_run(f"{PROFILE}/{stem}", PROFILE)
+        again = run_notebook(ROOT / NOTEBOOK_DIR / f"{stem}.ipynb", profile=profile, parameters=parameters,
+                             output=tmp_path / f"{stem}.ipynb", progress=False)
+        glued = _glued(first)
+        assert glued, f"{stem} glues nothing"
+        assert _glued(again) == glued, stem
+    contents = (root / CONTENTS).read_text(encoding="utf-8")
+    from vixnb.book import write_contents
+
+    assert write_contents(tmp_path, root / EXECUTED_DIR / f"_toc.{PROFILE}.yml").read_text(encoding="utf-8") == contents

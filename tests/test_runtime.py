@@ -1,0 +1,169 @@
+"""Colab, Kaggle or local (issue 18): ``vixnb.env()``, the notebooks' install and runtime cells, and the book's
+launch links to the committed notebooks."""
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+import vixnb
+from vixnb import runtime
+from vixnb.book import launch_links, source_notebook, toc_notebooks
+from vixnb.notebooks import (EXECUTED_DIR, install_cell_source, notebook_parameters, repo_root, runtime_cell_source,
+                             stamp_head_cells)
+
+ROOT = repo_root()
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_place_is_found_from_the_runtime_variables():
+    assert runtime.place({}, {}) == "local"
+    assert runtime.place({"COLAB_RELEASE_TAG": "release-x"}, {}) == "colab"
+    assert runtime.place({}, {"google.colab": object()}) == "colab"
+    assert runtime.place({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {}) == "kaggle"
+
+
+def test_env_points_vixnb_data_at_each_place_and_prints_one_line(tmp_path, capsys):
+    colab = {"COLAB_GPU": ""}
+    found = vixnb.env(environ=colab, modules={}, input_root=tmp_path / "none")
+    assert colab["VIXNB_DATA"] == "/content/vixnb-data" == found.data and found.place == "colab"
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and line.startswith(f"vixnb {vixnb.__version__} on colab: device {found.device}, ")
+    assert f"torch {found.torch}" in line
+
+    kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
+    assert vixnb.env(environ=kaggle, modules={}, input_root=tmp_path / "none", verbose=False).data == \
+        "/kaggle/working/vixnb-data" == kaggle["VIXNB_DATA"]
+    # an attached input dataset that holds CIFAR-10 in vixnb.data's layout is preferred
+    (tmp_path / "input" / "my-cifar" / "cifar10" / "train").mkdir(parents=True)
+    (tmp_path / "input" / "other").mkdir()
+    kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
+    found = vixnb.env(environ=kaggle, modules={}, input_root=tmp_path / "input", verbose=False)
+    assert kaggle["VIXNB_DATA"] == str(tmp_path / "input" / "my-cifar") and "cifar10" in found.data_reason
+    # one level below the dataset's folder, Tiny ImageNet
+    (tmp_path / "input2" / "tin" / "files" / "tiny-imagenet-200").mkdir(parents=True)
+    (tmp_path / "input2" / "tin" / "files" / "tiny-imagenet-200" / "wnids.txt").write_text("n01\n")
+    assert runtime.attached_data(tmp_path / "input2") == (tmp_path / "input2" / "tin" / "files", ["tiny-imagenet"])
+
+    mine = {"COLAB_GPU": "", "VIXNB_DATA": "/somewhere"}  # the user's choice is kept, and not printed
+    assert vixnb.env(environ=mine, modules={}, verbose=False).data == "$VIXNB_DATA" and mine["VIXNB_DATA"] == "/somewhere"
+    local = {}
+    assert vixnb.env(environ=local, modules={}, verbose=False).place == "local" and local == {}
+
+
+def test_auto_resolves_to_stored_budget_results_on_colab_and_kaggle_and_smoke_here():
+    def at(place):
+        return runtime.Runtime(place, "cpu", "", "", "", "")
+
+    assert at("colab").resolve("auto", "auto") == at("kaggle").resolve("auto", "auto") == ("budget", "never")
+    assert at("local").resolve("auto", "auto") == ("smoke", "missing")
+    assert at("colab").resolve("smoke", "missing") == ("smoke", "missing")  # one parameter away
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_starts_with_the_install_cell_and_resolves_its_runtime(path):
+    nb = nbformat.read(path, as_version=4)
+    fix = f"run vixnb.notebooks.stamp_head_cells('notebooks/{path.name}')"
+    first = nb.cells[0]
+    assert first.cell_type == "code" and first.source == install_cell_source(), f"{path.name}: {fix}"
+    assert "remove-input" in first.metadata.get("tags", []), f"{path.name}: {fix}"
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    assert nb.cells[at + 1].source == runtime_cell_source(), f"{path.name}: {fix}"
+    declared = notebook_parameters(path)
+    assert {"profile", "compute"} <= set(declared)
+    if path.stem != "plan":  # the plan lists a GPU profile's entries: budget unless told
+        assert declared["profile"]["default"].strip() == '"auto"'
+
+
+def test_stamping_is_idempotent_and_replaces_old_head_cells(tmp_path):
+    path = tmp_path / "x.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# X"),
+                                         nbformat.v4.new_code_cell('profile = "auto"\ncompute = "auto"',
+                                                                   metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_code_cell("print(profile)")])
+    nbformat.write(nb, path)
+    assert stamp_head_cells(path) is True and stamp_head_cells(path) is False
+    cells = nbformat.read(path, as_version=4).cells
+    assert [c.metadata.get("vixnb") for c in cells] == ["install", None, None, "runtime", None]
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
+    with pytest.raises(ValueError, match="x.ipynb: no cell tagged `parameters`"):
+        stamp_head_cells(path)
+
+
+def test_the_install_and_runtime_cells_are_no_ops_where_vixnb_is_installed(capsys):
+    scope = {"profile": "auto", "compute": "auto"}
+    exec(install_cell_source(), scope)  # vixnb imports here: nothing is installed
+    assert "torch_before" not in scope
+    exec(runtime_cell_source(), scope)
+    assert (scope["profile"], scope["compute"]) == ("smoke", "missing") and capsys.readouterr().out.count("\n") == 1
+
+
+def test_config_names_the_same_repository_and_release_as_the_package():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == vixnb.REPOSITORY_URL
+    assert config["repository"]["branch"] == vixnb.RELEASE_TAG == f"v{vixnb.__version__}"
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert "vixnb.book" in config["sphinx"]["extra_extensions"]
+
+
+def _committed():
+    done = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip("not a git checkout: the committed files cannot be listed")
+    return set(done.stdout.split())
+
+
+def test_every_pages_launch_links_open_a_committed_notebook():
+    committed, tag = _committed(), vixnb.RELEASE_TAG
+    for name in toc_notebooks(ROOT):
+        page = f"{EXECUTED_DIR.as_posix()}/{name}"
+        links = launch_links(page)
+        path = source_notebook(page)
+        assert path in committed, f"{page}: its launch links open {path}, which is not committed"
+        assert links["Colab"] == f"https://colab.research.google.com/github/vixnb/vixnb/blob/{tag}/{path}"
+        assert links["Kaggle"] == f"https://kaggle.com/kernels/welcome?src={vixnb.REPOSITORY_URL}/blob/{tag}/{path}"
+    assert launch_links("book/intro") is None
+
+
+def _pip_reaches_the_registry(python):
+    done = subprocess.run([python, "-m", "pip", "download", "--no-deps", "-q", "-d", str(Path(python).parent.parent / "probe"),
+                           "einops"], capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch(tmp_path):
+    """A fresh venv with torch and torchvision (this interpreter's versions) but no vixnb, as on Colab: the
+    install cell, its source pointed at a copy of this checkout, installs vixnb and leaves torch as it was."""
+    import torch
+    import torchvision
+
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = str(env / "bin" / "python")
+    if not _pip_reaches_the_registry(python):
+        pytest.skip("pip cannot reach a package registry here: the install cell cannot be run for real")
+    pins = [f"torch=={torch.__version__.split('+')[0]}", f"torchvision=={torchvision.__version__.split('+')[0]}"]
+    subprocess.run([python, "-m", "pip", "install", "-q", *pins], check=True, capture_output=True)
+    torch_init = Path(subprocess.run([python, "-c", "import torch; print(torch.__file__)"], check=True,
+                                     capture_output=True, text=True).stdout.strip())
+    before = torch_init.stat().st_mtime_ns
+    source = tmp_path / "src"  # a copy, so the build leaves the checkout alone
+    shutil.copytree(ROOT / "vixnb", source / "vixnb", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    cell = tmp_path / "cell.py"
+    cell.write_text(install_cell_source())
+    run = subprocess.run([python, str(cell)], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "VIXNB_INSTALL_SOURCE": str(source)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    shown = subprocess.run([python, "-c", "import vixnb, torch; print(vixnb.__version__, torch.__version__)"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.split()
+    assert shown == [vixnb.__version__, torch.__version__]
+    assert torch_init.stat().st_mtime_ns == before, "pip reinstalled torch"
+    again = subprocess.run([python, str(cell)], capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == again.stderr == ""  # installed now: a no-op
