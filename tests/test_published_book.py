@@ -68,3 +68,24 @@ def test_building_again_gives_the_same_glued_numbers(published, tmp_path):
     from vixnb.book import write_contents
 
     assert write_contents(tmp_path, root / EXECUTED_DIR / f"_toc.{PROFILE}.yml").read_text(encoding="utf-8") == contents
+
+
+def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkeypatch):
+    import vixnb.report
+
+    from vixnb.book import write_contents
+
+    totals = {"stored": 7, "missing": 920, "stale": 11, "gpu_hours_left": 575.31,
+              "per_profile": {"budget": {"stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
+                              "paper": {"stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}}
+    monkeypatch.setattr(vixnb.report, "book_totals", lambda: totals)  # the numbers are report.book_totals' own test
+    toc = tmp_path / "toc.yml"
+    toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
+    text = write_contents(tmp_path, toc).read_text(encoding="utf-8")
+    assert ("7 runs and measurements stored, 920 missing, 11 stale; about 575.3 GPU-hours to complete the book "
+            "(budget: 6 stored, 452 missing, 8 stale, 32.0 GPU-hours left; paper: 1 stored, 468 missing, 3 stale, "
+            "543.3 GPU-hours left)") in " ".join(text.split())
+    assert f"{{doc}}`the provenance page </book/executed/{PROFILE}/provenance>`" in text
+    assert f"{{doc}}`the claims ledger </book/executed/{PROFILE}/claims>`" in text
+    assert "- {doc}`ViX Tables 1 and 2: linear attention, token mixing, hybrid embeddings " \
+           f"</book/executed/{PROFILE}/vix_table1>`" in text

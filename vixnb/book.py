@@ -293,11 +293,19 @@ def _chapter_title(stem: str) -> str:
     """A chapter's title: the first heading of ``notebooks/<stem>.ipynb``."""
     import nbformat
 
-    nb = nbformat.read(str(repo_root() / NOTEBOOK_DIR / f"{stem}.ipynb"), as_version=4)
-    for cell in nb.cells:
+    path = repo_root() / NOTEBOOK_DIR / f"{stem}.ipynb"
+    if not path.is_file():
+        return stem
+    for cell in nbformat.read(str(path), as_version=4).cells:
         if cell.cell_type == "markdown" and cell.source.startswith("# "):
             return cell.source.partition("\n")[0][2:].strip()
     return stem
+
+
+def _link_text(title: str) -> str:
+    """A title as the text of a ``{doc}`` link: no backquotes (they end the role) or angle brackets (they start
+    its target)."""
+    return title.replace("`", "").replace("<", "(").replace(">", ")")
 
 
 def _parts(toc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
@@ -328,13 +336,14 @@ def write_contents(root: Path, toc_path: Path) -> Path:
              f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
              f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
              f"book ({per})."]
-    links = [f"{{doc}}`{label} </{doc}>`" for label, doc in (("the provenance page", first("provenance")),
-                                                               ("the claims ledger", first("claims"))) if doc]
-    if links:
-        lines.append(f"Every stored and missing result, with where it came from: {' and every claim: '.join(links)}.")
+    pointers = [(f"Where each stored result came from, and what is missing: {{doc}}`the provenance page </{doc}>`."
+                 if stem == "provenance" else f"Every claim and its verdict: {{doc}}`the claims ledger </{doc}>`.")
+                for stem in ("provenance", "claims") if (doc := first(stem))]
+    if pointers:
+        lines.append(" ".join(pointers))
     for caption, files in parts:
         lines.append(f"\n**{caption}**\n")
-        lines += [f"- {{doc}}`{_chapter_title(doc.rpartition('/')[2])} </{doc}>`" for doc in files]
+        lines += [f"- {{doc}}`{_link_text(_chapter_title(doc.rpartition('/')[2]))} </{doc}>`" for doc in files]
     path = root / CONTENTS
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n\n".join(lines[:2]) + "\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")

@@ -375,9 +375,10 @@ def _estimate(entry, rates, device, epoch_seconds):
 
 # ----- the plan -----------------------------------------------------------------------------------------
 
-def build(profile, *, store=None, only=None):
+def build(profile, *, store=None, only=None, chapter=None):
     """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
-    (models or records) to keep."""
+    (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
+    weights their measurements read (the maps chapter's come from other chapters)."""
     from .profiles import get_profile
     from .results import ResultsStore
 
@@ -416,6 +417,13 @@ def build(profile, *, store=None, only=None):
             names = sorted({e.name for e in entries})
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
+    if chapter:
+        unknown = sorted(set(chapter) - {e.chapter for e in entries})
+        if unknown:
+            names = ", ".join(dict.fromkeys(e.chapter for e in entries))
+            raise ValueError(f"chapter={unknown}: not in the {profile!r} plan; its chapters: {names}")
+        needs = set().union(*(getattr(e, "_needs", set()) for e in entries if e.chapter in chapter))
+        entries = [e for e in entries if e.chapter in chapter or (e.kind == "train" and e.key in needs)]
     return entries
 
 

@@ -40,6 +40,7 @@ from .measure.counting import count_params, summary_size_mb
 from .profiles import run_config
 from .models import architecture_signature, create_model
 from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint
+from .results.provenance import source_hashes
 
 
 _now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -279,7 +280,8 @@ def _build_model(config):
     of it: both parameter counts, the papers' size and the architecture signature."""
     model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
     facts = {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
-             "size_mb": summary_size_mb(model), "architecture": architecture_signature(model)}
+             "size_mb": summary_size_mb(model), "architecture": architecture_signature(model),
+             "source_hash": source_hashes(config["model"], model)}
     return model, facts
 
 
@@ -506,6 +508,28 @@ def other_code(stored):
             f"made by other model code (architecture {stored['architecture']}, today {signature})"
     changed = [f"{k} {stored[k]:,}, today {counts[k]:,}" for k in counts if k in stored and stored[k] != counts[k]]
     return f"made by other model code ({'; '.join(changed)})" if changed else None
+
+
+@cache
+def _source_today(model, dataset, overrides_json):
+    with torch.random.fork_rng(), torch.device("meta"):
+        return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
+
+
+def code_changed(stored):
+    """Why a stored run's model or engine code differs from today's (its recorded ``source_hash`` against
+    ``source_hashes`` of today's model in the same configuration), or None; None too for a result stored
+    before source hashes were recorded. A flag for the provenance page only: unlike ``stale_reason`` it never
+    makes a run train again, since any edit of ``train.py`` would otherwise retrain every stored run."""
+    recorded = stored.get("source_hash")
+    if not recorded:
+        return None
+    config = stored["config"]
+    today = _source_today(config["model"], config["dataset"],
+                          json.dumps(config.get("model_overrides", {}), sort_keys=True))
+    changed = [f"{part} code changed since it was stored (source {recorded.get(part)}, today {today[part]})"
+               for part in ("model", "engine") if recorded.get(part) != today[part]]
+    return "; ".join(changed) or None
 
 
 def other_data(stored):

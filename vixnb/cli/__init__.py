@@ -167,6 +167,8 @@ def _plan_arguments(sub):
                    help="local: one job per visible GPU (or one CPU job); slurm: a job array; inline: this process")
     s.add_argument("--dry-run", action="store_true", help="print what would run; submit and run nothing")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these models or records")
+    s.add_argument("--chapter", nargs="+", metavar="NOTEBOOK",
+                   help="only these chapters' entries (and the runs whose weights their measurements read)")
     s.add_argument("--max-jobs", type=whole_number(1), help="run at most this many jobs")
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
                    help="seeds of one configuration as one vectorised ensemble job (auto: where `bench fill` says it wins)")

@@ -67,3 +67,149 @@ def measured_runs_frame(runs):
                        "trained (profile, seed, device, commit, day)": trained or why,
                        "weights SHA-256": (run.get("weights_sha256") or "")[:12]}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+# ----- the provenance page: every stored result, what is missing, and the book's totals -----------------------
+
+def gpu_profiles():
+    """The profiles whose runs need a GPU (``budget``, ``paper``): the ones the store keeps for the book."""
+    from ..profiles import get_profile, list_profiles
+
+    return [p for p in list_profiles() if get_profile(p)["device"] == "cuda"]
+
+
+def book_plans(profiles=None, *, store=None):
+    """``{profile: plan entries}`` (``vixnb.plan.build``) of the GPU profiles: build them once and pass them to
+    ``book_totals``, ``stored_results_frame`` and ``missing_runs_frame``."""
+    from ..plan import build
+
+    return {p: build(p, store=store) for p in (profiles or gpu_profiles())}
+
+
+def _code_flags(plans, store):
+    """``{result path: why}`` for the stored training runs of ``plans`` whose model or engine code changed since
+    (``train.code_changed``); the plan itself does not count them stale."""
+    from ..train import code_changed
+
+    flags = {}
+    for entries in plans.values():
+        for e in entries:
+            if e.kind == "train" and e.status == "stored" and e.path not in flags:
+                why = code_changed(store.get(e._config) or {})
+                if why:
+                    flags[e.path] = why
+    return flags
+
+
+def book_totals(plans=None, *, store=None):
+    """What the store holds for the book, from the plans of the GPU profiles: ``stored``, ``missing``, ``stale``
+    (the plan's stale entries, and stored runs whose code changed since: ``train.code_changed``), and
+    ``gpu_hours_left`` (the plan's estimates of what is missing or stale), in all and ``per_profile``."""
+    from ..plan import totals
+    from ..results import ResultsStore
+
+    store = store if store is not None else ResultsStore()
+    plans = plans if plans is not None else book_plans(store=store)
+    flags = _code_flags(plans, store)
+    per = {}
+    for profile, entries in plans.items():
+        changed = sum(e.path in flags for e in entries if e.status == "stored")
+        per[profile] = {"stored": sum(e.status == "stored" for e in entries) - changed,
+                        "missing": sum(e.status == "missing" for e in entries),
+                        "stale": sum(e.status == "stale" for e in entries) + changed,
+                        "gpu_hours_left": totals(entries)["book"]["to_run_gpu_hours"] if entries else 0.0}
+    out = {k: sum(t[k] for t in per.values()) for k in ("stored", "missing", "stale", "gpu_hours_left")}
+    return {**out, "per_profile": per}
+
+
+def _wall(seconds):
+    if not seconds:
+        return ""
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def stored_results_frame(plans=None, *, store=None, for_page=False):
+    """One row per stored result of the GPU profiles, training runs, measurement records and the benchmark
+    records they share (profile "bench") alike: the
+    notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
+    device, torch, vixnb commit (10 digits), UTC day, wall time, and status: "stored", or "stale: <why>" (the
+    plan's reason, or the model or engine code changed since: ``train.code_changed``), or "not in the plan" for a
+    file no chapter reads any more. Sorted by profile, notebook, model and seed. ``for_page``: the same in three
+    columns that fit a page, indexed by model: the notebook and the run (dataset, profile, protocol, seed), where
+    and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
+    import pandas as pd
+
+    from ..results import ResultsStore, read_json
+
+    store = store if store is not None else ResultsStore()
+    plans = plans if plans is not None else book_plans(store=store)
+    flags = _code_flags(plans, store)
+    rows = []
+    shared = {e.path: e for entries in plans.values() for e in entries if e.kind == "bench"}
+    for profile, entries in [*plans.items(), ("bench", list(shared.values()))]:
+        by_path = {}
+        for e in entries:
+            by_path.setdefault(e.path, []).append(e)
+        files = (sorted((store.root / profile).glob("*.json")) + sorted((store.root / profile / "measure").glob("*.json"))
+                 if profile != "bench" else sorted((store.root / "bench").glob("*.json")))
+        for path in files:
+            rel = path.relative_to(store.root).as_posix()
+            found = by_path.get(rel, [])
+            record = read_json(path)
+            prov = record.get("provenance") or {}
+            config = record.get("config") or {}
+            status = found[0].status if found else "not in the plan"
+            why = flags.get(rel) or (found[0].reason if found and found[0].status == "stale" else "")
+            rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
+                         "model": config.get("model") or path.stem,
+                         "dataset": config.get("dataset") or (found[0].dataset if found else "") or "",
+                         "profile": profile,
+                         "protocol": config.get("protocol", ""),
+                         "seed": config.get("seed", ""), "device": prov.get("device", ""),
+                         "torch": prov.get("torch", ""), "commit": str(prov.get("commit", ""))[:10],
+                         "date": made_on(prov) or "", "wall time": _wall(record.get("seconds")),
+                         "status": f"stale: {why}" if why else status})
+    frame = pd.DataFrame(rows, columns=["notebook", "model", "dataset", "profile", "protocol", "seed", "device",
+                                        "torch", "commit", "date", "wall time", "status"])
+    order = frame["seed"].map(lambda s: s if isinstance(s, int) else -1)
+    frame = frame.assign(_seed=order).sort_values(["profile", "notebook", "model", "_seed"]).drop(
+        columns="_seed").reset_index(drop=True)
+    if not for_page:
+        return frame
+
+    def joined(row, names, labels=None):
+        return ", ".join(f"{(labels or {}).get(n, '')}{row[n]}" for n in names if row[n] not in ("", None))
+
+    page = pd.DataFrame({
+        "notebook: run": frame["notebook"].map(lambda n: f"{n}: " if n else "") + frame.apply(
+            joined, axis=1, names=["dataset", "profile", "protocol", "seed"], labels={"seed": "seed "}),
+        "made": frame.apply(joined, axis=1, names=["device", "torch", "commit", "date", "wall time"],
+                            labels={"torch": "torch "}),
+        "status": frame["status"].str.split(":").str[0]})
+    page.index = frame["model"]
+    return page
+
+
+def missing_runs_frame(plans=None, *, store=None):
+    """For each notebook and GPU profile with entries still to run (missing or stale): how many ("to run"), of
+    which stale, the plan's estimated GPU-hours ("GPU-h"; "no estimate": the entries it could not estimate, no
+    benchmark of their model yet), and the ``vixnb batch`` line that runs them (``--chapter``: the
+    chapter's entries and the runs whose weights they read). Nothing here depends on the machine that builds
+    the page (not which data sets it holds), so every machine gives the same page."""
+    import pandas as pd
+
+    from ..plan import todo
+
+    plans = plans if plans is not None else book_plans(store=store)
+    rows = []
+    for profile, entries in plans.items():
+        left = todo(entries)
+        for chapter in dict.fromkeys(e.chapter for e in left):
+            mine = [e for e in left if e.chapter == chapter]
+            rows.append({"notebook": chapter, "profile": profile, "to run": len(mine),
+                         "stale": sum(e.status == "stale" for e in mine),
+                         "GPU-h": round(sum(e.est_gpu_minutes for e in mine
+                                            if e.est_gpu_minutes == e.est_gpu_minutes) / 60, 2),
+                         "no estimate": sum(e.est_gpu_minutes != e.est_gpu_minutes for e in mine),
+                         "command": f"vixnb batch --profile {profile} --chapter {chapter}"})
+    return pd.DataFrame(rows, columns=["notebook", "profile", "to run", "stale", "GPU-h", "no estimate", "command"])

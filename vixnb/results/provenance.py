@@ -1,10 +1,14 @@
 """Provenance: the one function that says where, when and from what code a result was made."""
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import platform
 import subprocess
+import sys
 import time
+from functools import cache
 
 from ..paths import checkout_root
 
@@ -60,3 +64,36 @@ def made_on(prov):
     """The UTC day a result was made, whichever key its provenance used (``date``, ``finished``, ``measured``)."""
     when = prov.get("date") or prov.get("finished") or prov.get("measured")
     return str(when)[:10] if when else None
+
+
+#: the training engine's modules, whose source the ``engine`` hash covers: the loop, the optimizers and
+#: schedules, evaluation and checkpoints (``train``), and the data pipeline it feeds (``data``)
+ENGINE_MODULES = ("vixnb.train", "vixnb.data")
+
+
+@cache
+def _module_source(name):
+    import importlib
+
+    return inspect.getsource(importlib.import_module(name))
+
+
+def _digest(names):
+    digest = hashlib.sha256()
+    for name in sorted(set(names)):
+        digest.update(f"{name}\n{_module_source(name)}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def source_hashes(model_name, model):
+    """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of every vixnb module that
+    defines a module class of ``model`` or registers ``model_name`` (its family file), and over the training
+    engine's modules (``ENGINE_MODULES``). A stored result records them; ``train.code_changed`` compares them
+    with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
+    the numbers would."""
+    from ..models.registry import _MODELS
+
+    modules = {type(m).__module__ for m in model.modules()}
+    if model_name in _MODELS:
+        modules.add(_MODELS[model_name].__module__)
+    return {"model": _digest(m for m in modules if m.split(".")[0] == "vixnb"), "engine": _digest(ENGINE_MODULES)}

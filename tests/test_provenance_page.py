@@ -1,0 +1,128 @@
+"""The provenance page (issue 18): the source hash every run records, the "code changed" flag, every stored
+result, what is missing per chapter and profile with its `vixnb batch` line, and the book's totals."""
+import importlib
+import json
+import shlex
+
+import pytest
+
+from vixnb import plan, report, train
+from vixnb.cli import parser
+from vixnb.results import ResultsStore
+
+prov = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
+TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
+
+
+def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
+    vit, cpv = train._source_today("vit", "cifar10", "{}"), train._source_today("cpv_5_4", "cifar10", "{}")
+    assert vit["engine"] == cpv["engine"] and vit["model"] != cpv["model"]
+    assert all(len(h) == 12 for h in (*vit.values(), *cpv.values()))
+    original = prov._module_source
+
+    def edited(name):  # an edit of the Performer's file: only the models that use it see it
+        return original(name) + ("\n# edited" if name == "vixnb.layers.performer" else "")
+
+    monkeypatch.setattr(prov, "_module_source", edited)
+    train._source_today.cache_clear()
+    try:
+        assert train._source_today("vit", "cifar10", "{}") == vit
+        assert train._source_today("cpv_5_4", "cifar10", "{}")["model"] != cpv["model"]
+    finally:
+        train._source_today.cache_clear()
+
+
+def test_a_run_records_its_source_hash_and_code_changed_names_the_part():
+    result = train.run("vit", profile="smoke", progress=False, **TINY)
+    config = result["config"]
+    overrides = json.dumps(config["model_overrides"], sort_keys=True)
+    assert result["source_hash"] == train._source_today("vit", config["dataset"], overrides)
+    assert train.code_changed(result) is None
+    assert train.code_changed({k: v for k, v in result.items() if k != "source_hash"}) is None  # stored before
+    old = {**result, "source_hash": {**result["source_hash"], "engine": "000000000000"}}
+    assert train.code_changed(old) == (f"engine code changed since it was stored (source 000000000000, today "
+                                       f"{result['source_hash']['engine']})")
+    assert train.stale_reason(old) is None  # a flag on the page, not a reason to train again
+
+
+@pytest.fixture(scope="module")
+def stored_fnet(tmp_path_factory):
+    """A budget plan on a store holding one run of a vix_table1 row (fnet, which keeps no weights) and a stale
+    copy of another (vit, whose weights the maps chapter needs): the plan built once for the module."""
+    store = ResultsStore(tmp_path_factory.mktemp("store"))
+    entries = plan.build("budget", store=store)
+    fnet = next(e for e in entries if e.kind == "train" and e.model == "fnet" and e.dataset == "cifar10"
+                and e.chapter == "vix_table1")
+    vit = next(e for e in entries if e.kind == "train" and e.model == "vit" and e.dataset == "cifar10"
+               and e.chapter == "vix_table1")
+    made = {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "commit": "0123456789abcdef",
+            "finished": "2026-11-22T20:07:16Z", "profile": "budget", "seed": 0}
+    for e, seconds in ((fnet, 360.0), (vit, 7200.0)):
+        store.put(e._config, {"status": "done", "config": e._config, "top1": 50.0, "seconds": seconds,
+                              "provenance": made})
+    return store, {"budget": plan.build("budget", store=store)}
+
+
+def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
+    store, plans = stored_fnet
+    frame = report.stored_results_frame(plans, store=store)
+    assert list(frame.columns) == ["notebook", "model", "dataset", "profile", "protocol", "seed", "device", "torch",
+                                   "commit", "date", "wall time", "status"]
+    fnet = frame[frame["model"] == "fnet"].iloc[0].to_dict()
+    assert fnet == {"notebook": "vix_table1", "model": "fnet", "dataset": "cifar10", "profile": "budget",
+                    "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130",
+                    "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored"}
+    vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
+    assert vit["wall time"] == "2.0 h" and vit["status"] == "stale: keeps no weights"
+    assert list(frame["model"]) == ["fnet", "vit"]
+    page = report.stored_results_frame(plans, store=store, for_page=True)
+    assert list(page.index) == ["fnet", "vit"] and list(page.columns) == ["notebook: run", "made", "status"]
+    assert page.loc["fnet", "notebook: run"] == "vix_table1: cifar10, budget, paper, seed 0"
+    assert page.loc["fnet", "made"] == "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, 0123456789, 2026-11-22, 6 min"
+    assert list(page["status"]) == ["stored", "stale"]
+
+
+def test_missing_runs_give_each_chapter_a_batch_line_that_parses(stored_fnet):
+    store, plans = stored_fnet
+    frame = report.missing_runs_frame(plans, store=store)
+    left = plan.todo(plans["budget"])
+    assert frame["to run"].sum() == len(left)
+    row = frame[frame["notebook"] == "vix_table1"].iloc[0]
+    mine = [e for e in left if e.chapter == "vix_table1"]
+    assert row["to run"] == len(mine) and row["stale"] == 1
+    known = [e.est_gpu_minutes for e in mine if e.est_gpu_minutes == e.est_gpu_minutes]
+    assert row["GPU-h"] == round(sum(known) / 60, 2) and row["no estimate"] == len(mine) - len(known)
+    for command in frame["command"]:
+        args = parser().parse_args(shlex.split(command)[1:])
+        assert args.command == "batch" and args.profile == "budget" and len(args.chapter) == 1
+
+
+def test_book_totals_add_up_the_plans(stored_fnet):
+    store, plans = stored_fnet
+    totals = report.book_totals(plans, store=store)
+    entries = plans["budget"]
+    assert totals["per_profile"]["budget"] == {
+        "stored": sum(e.status == "stored" for e in entries), "missing": sum(e.status == "missing" for e in entries),
+        "stale": sum(e.status == "stale" for e in entries),
+        "gpu_hours_left": plan.totals(entries)["book"]["to_run_gpu_hours"]}
+    assert totals["stored"] == 1 and totals["stale"] == 1 and totals["missing"] == len(entries) - 2
+
+
+def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stored_fnet):
+    store, _ = stored_fnet
+    maps = plan.build("budget", store=store, chapter=["maps"])
+    chapters = {e.chapter for e in maps}
+    assert "maps" in chapters and {e.kind for e in maps if e.chapter != "maps"} == {"train"}
+    assert {e.name for e in maps if e.chapter == "maps"} == {"maps-attention-cifar10", "maps-attribution-cifar10"}
+    with pytest.raises(ValueError, match=r"chapter=\['nope'\]: not in the 'budget' plan; its chapters: "):
+        plan.build("budget", store=store, chapter=["nope"])
+
+
+def test_a_code_change_is_flagged_on_the_page_and_counted_stale(stored_fnet, monkeypatch):
+    store, plans = stored_fnet
+    monkeypatch.setattr(train, "code_changed", lambda stored: "model code changed since it was stored (test)"
+                        if stored.get("config", {}).get("model") == "fnet" else None)
+    frame = report.stored_results_frame(plans, store=store)
+    assert frame[frame["model"] == "fnet"].iloc[0]["status"] == "stale: model code changed since it was stored (test)"
+    totals = report.book_totals(plans, store=store)
+    assert totals["stored"] == 0 and totals["stale"] == 2
