@@ -237,6 +237,8 @@ def fake_book(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bookmod, "run_notebook", run_notebook)
     monkeypatch.setattr(bookmod.subprocess, "Popen", Build)
+    # the intro's totals are tested on their own (tests/test_published_book.py); here they would build two plans
+    monkeypatch.setattr(bookmod, "write_contents", lambda root, toc: calls.append({"contents": Path(toc).name}))
     return root, calls
 
 
@@ -253,15 +255,18 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
          "parameters": {"dataset": "cifar10"}},
         {"notebook": "efficiency.ipynb", "profile": "smoke", "output": "book/executed/efficiency.ipynb",
          "parameters": {"dataset": "cifar10"}},
+        {"contents": "_toc.yml"},
     ]
-    # a fixed-profile chapter stays stored-only whatever the caller passes
+    # a GPU profile's book is the published one: every chapter once, in that profile, from the store only,
+    # whatever the caller passes, under its own table of contents
     calls.clear()
-    bookmod.build_book("paper", book_root=root, notebooks=["budget/efficiency", "efficiency"],
-                     parameters={"compute": "missing"})
-    assert [(c["output"], c["profile"], c["parameters"]) for c in calls] == [
-        ("book/executed/budget/efficiency.ipynb", "budget", {"compute": "never"}),
-        ("book/executed/efficiency.ipynb", "paper", {"compute": "missing"}),
+    bookmod.build_book("paper", book_root=root, parameters={"compute": "missing"})
+    assert [(c.get("output"), c.get("profile"), c.get("parameters")) for c in calls] == [
+        ("book/executed/paper/vix_table1.ipynb", "paper", {"compute": "never"}),
+        ("book/executed/paper/efficiency.ipynb", "paper", {"compute": "never"}),
+        (None, None, None),
     ]
+    assert calls[-1] == {"contents": "_toc.paper.yml"} and (root / "book/executed/_toc.paper.yml").is_file()
 
 
 def test_build_book_selection_and_checks_cover_fixed_profile_chapters(fake_book):

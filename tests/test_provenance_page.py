@@ -126,3 +126,17 @@ def test_a_code_change_is_flagged_on_the_page_and_counted_stale(stored_fnet, mon
     assert frame[frame["model"] == "fnet"].iloc[0]["status"] == "stale: model code changed since it was stored (test)"
     totals = report.book_totals(plans, store=store)
     assert totals["stored"] == 0 and totals["stale"] == 2
+
+
+def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(stored_fnet, monkeypatch):
+    store, plans = stored_fnet
+    mine = [e for e in plans["budget"] if e.chapter == "vix_table1"]
+    left = plan.todo(mine)
+    hours = sum(e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes) / 60
+    line = report.missing_line("budget", "vix_table1", store=store)
+    assert line.startswith(f"**Not yet run here:** {len(left)} of the {len(mine)} runs and measurements this page "
+                           "reads in `budget` (1 of them stale). `vixnb batch --profile budget --chapter vix_table1` "
+                           f"makes them on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
+    monkeypatch.setattr(report.provenance, "missing_line", lambda profile, chapter: f"[{profile} {chapter}]")
+    assert report.banner("budget", compute="never", chapter="vix_table1").endswith("\n>\n> [budget vix_table1]")
+    assert "[" not in report.banner("smoke", compute="missing", chapter="vix_table1")  # a CPU profile: nothing missing

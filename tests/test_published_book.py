@@ -12,13 +12,13 @@ from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
 
 ROOT = repo_root()
 PROFILE = "budget"
-AGAIN = ["cxv_table1", "cxv_dualopt", "maps"]  # run a second time: the chapters that glue the most numbers
+AGAIN = ["efficiency", "cxv_dualopt", "provenance"]  # run a second time: cheap chapters that glue numbers
 
 
 def _glued(path):
-    """``{name: text}`` of the values a notebook glued (myst-nb's ``scrapbook`` outputs)."""
+    """``{name: data}`` of the values a notebook glued (myst-nb's ``scrapbook`` outputs, every mime type)."""
     nb = nbformat.read(str(path), as_version=4)
-    return {out["metadata"]["scrapbook"]["name"]: out["data"].get("text/plain")
+    return {out["metadata"]["scrapbook"]["name"]: dict(out["data"])
             for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
             if "scrapbook" in out.get("metadata", {})}
 

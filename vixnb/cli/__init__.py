@@ -87,8 +87,9 @@ def _notebook_arguments(sub):
 
     s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")
     s.add_argument("--profile", default="smoke",
-                   help="profile of the book/executed/<stem> chapters (book/executed/<profile>/<stem> "
-                        "chapters run in their own profile, from stored results)")
+                   help="smoke: _toc.yml as it stands (the pipeline check, and the GPU chapters from the store); "
+                        "budget or paper: the published book, every chapter in that profile from the committed "
+                        "results store, nothing trained or measured")
     s.set_defaults(fn=commands.book)
 
 

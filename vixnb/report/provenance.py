@@ -4,9 +4,14 @@ from __future__ import annotations
 from ..results import made_on
 
 
-def banner(profile, *, compute="missing"):
+def banner(profile, *, compute="missing", chapter=None):
     """A markdown banner that says what kind of numbers the page shows; with ``compute="never"``, also that
-    the page was rendered from the results store, and whether the store holds any result of ``profile``."""
+    the page was rendered from the results store, and whether the store holds any result of ``profile``. With
+    ``chapter`` (a notebook of the plan), where this machine cannot make the GPU profile's runs (``compute="never"``
+    or no GPU here), also how many of the chapter's runs and measurements are not yet run, the ``vixnb batch``
+    line that makes them and the plan's estimate of their GPU time (``missing_line``)."""
+    import torch
+
     from ..profiles import get_profile
     from ..results import ResultsStore
 
@@ -22,7 +27,28 @@ def banner(profile, *, compute="missing"):
         if not ResultsStore().holds_profile(profile):
             text += (f" **The store holds no `{profile}` result yet:** these runs have not been made, and the page "
                      "shows them as \"not yet run\".")
+    if chapter and prof["device"] == "cuda" and (compute == "never" or not torch.cuda.is_available()):
+        text += "\n>\n> " + missing_line(profile, chapter)
     return text
+
+
+def missing_line(profile, chapter, *, store=None):
+    """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are not yet run (missing or stale),
+    the ``vixnb batch`` line that makes them and the plan's estimate of their GPU time; or that all are stored."""
+    from ..plan import build, todo
+
+    entries = build(profile, store=store, chapter=[chapter])
+    left = todo(entries)
+    if not left:
+        return f"Every run and measurement of this chapter is stored for `{profile}`."
+    known = [e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes]
+    stale = sum(e.status == "stale" for e in left)
+    unknown = len(left) - len(known)
+    return (f"**Not yet run here:** {len(left)} of the {len(entries)} runs and measurements this page reads in "
+            f"`{profile}`" + (f" ({stale} of them stale)" if stale else "") +
+            f". `vixnb batch --profile {profile} --chapter {chapter}` makes them on a GPU: about "
+            f"{sum(known) / 60:.1f} GPU-hours by the plan's estimate" +
+            (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
 
 
 def provenance_line(records, *, profile=None):
