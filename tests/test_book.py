@@ -82,3 +82,18 @@ def test_pages_name_their_profile_and_show_no_injected_parameters_or_raw_reprs(h
     assert "tag_parameters" in text and "tag_injected-parameters" not in text  # papermill's cell is removed
     for raw in ("&lt;Figure size", "&lt;pandas.", "<Figure size", "NaN", "&lt;IPython"):
         assert raw not in text, raw
+
+
+def test_chapter_pages_launch_the_committed_notebook_on_colab_and_kaggle(html):
+    import vixnb
+
+    blob = f"github.com/vixnb/vixnb/blob/{vixnb.RELEASE_TAG}/notebooks/{CHAPTER}.ipynb"
+    for page in (CHAPTER, STORED):
+        text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
+        assert f'href="https://colab.research.google.com/{blob.replace("github.com/", "github/")}"' in text
+        assert f'href="https://kaggle.com/kernels/welcome?src=https://{blob}"' in text
+        assert "blob/v0.1.0/book/executed" not in text  # never the uncommitted executed copy
+    intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", intro))
+    assert "What the results store holds" in plain and "GPU-hours to complete the book" in plain
+    assert 'href="executed/budget/provenance.html"' in intro and 'href="executed/budget/claims.html"' in intro

@@ -3,7 +3,6 @@ launch links to the committed notebooks."""
 import os
 import shutil
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

@@ -378,7 +378,8 @@ def _estimate(entry, rates, device, epoch_seconds):
 def build(profile, *, store=None, only=None, chapter=None):
     """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
     (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
-    weights their measurements read (the maps chapter's come from other chapters)."""
+    weights their measurements read (the maps chapter's come from other chapters); their priorities are then
+    ranks among those entries."""
     from .profiles import get_profile
     from .results import ResultsStore
 
@@ -397,7 +398,14 @@ def build(profile, *, store=None, only=None, chapter=None):
             entries += _record_entries(key, book, profile, store)
     if prof["device"] == "cuda":
         entries += _study_entries(profile, runs)
-    needed = {e.path for e in entries}
+    needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"
+    if chapter:  # before the statuses and estimates, which are the costly part (a page's banner asks for one)
+        unknown = sorted(set(chapter) - {e.chapter for e in entries})
+        if unknown:
+            names = ", ".join(dict.fromkeys(e.chapter for e in entries))
+            raise ValueError(f"chapter={unknown}: not in the {profile!r} plan; its chapters: {names}")
+        needs = set().union(*(getattr(e, "_needs", set()) for e in entries if e.chapter in chapter))
+        entries = [e for e in entries if e.chapter in chapter or (e.kind == "train" and e.key in needs)]
     rates, device = _bench_rates(store)
     epoch_seconds = _stored_epoch_seconds(store, profile)
     for e in entries:
@@ -417,13 +425,6 @@ def build(profile, *, store=None, only=None, chapter=None):
             names = sorted({e.name for e in entries})
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
-    if chapter:
-        unknown = sorted(set(chapter) - {e.chapter for e in entries})
-        if unknown:
-            names = ", ".join(dict.fromkeys(e.chapter for e in entries))
-            raise ValueError(f"chapter={unknown}: not in the {profile!r} plan; its chapters: {names}")
-        needs = set().union(*(getattr(e, "_needs", set()) for e in entries if e.chapter in chapter))
-        entries = [e for e in entries if e.chapter in chapter or (e.kind == "train" and e.key in needs)]
     return entries
 
 

@@ -165,7 +165,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
     import pandas as pd
 
-    from ..results import ResultsStore, read_json
+    from ..results import ResultsStore, StoreError, read_json
 
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
@@ -181,10 +181,14 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
         for path in files:
             rel = path.relative_to(store.root).as_posix()
             found = by_path.get(rel, [])
-            record = read_json(path)
+            try:
+                record = read_json(path)
+            except StoreError as e:  # listed, not fatal: the page says which file and why
+                record = {"status": f"unreadable: {e}"}
             prov = record.get("provenance") or {}
             config = record.get("config") or {}
-            status = found[0].status if found else "not in the plan"
+            status = (record["status"] if record.get("status", "").startswith("unreadable") else
+                      found[0].status if found else "not in the plan")
             why = flags.get(rel) or (found[0].reason if found and found[0].status == "stale" else "")
             rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
                          "model": config.get("model") or path.stem,

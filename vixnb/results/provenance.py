@@ -6,7 +6,6 @@ import inspect
 import os
 import platform
 import subprocess
-import sys
 import time
 from functools import cache
 
@@ -67,8 +66,9 @@ def made_on(prov):
 
 
 #: the training engine's modules, whose source the ``engine`` hash covers: the loop, the optimizers and
-#: schedules, evaluation and checkpoints (``train``), and the data pipeline it feeds (``data``)
-ENGINE_MODULES = ("vixnb.train", "vixnb.data")
+#: schedules, evaluation and checkpoints (``train``), several seeds as one vectorised job (``ensemble``), and the
+#: data pipeline they feed (``data``)
+ENGINE_MODULES = ("vixnb.train", "vixnb.ensemble", "vixnb.data")
 
 
 @cache
