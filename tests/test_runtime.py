@@ -38,17 +38,22 @@ def test_env_points_vixnb_data_at_each_place_and_prints_one_line(tmp_path, capsy
     kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
     assert vixnb.env(environ=kaggle, modules={}, input_root=tmp_path / "none", verbose=False).data == \
         "/kaggle/working/vixnb-data" == kaggle["VIXNB_DATA"]
-    # an attached input dataset that holds CIFAR-10 in vixnb.data's layout is preferred
-    (tmp_path / "input" / "my-cifar" / "cifar10" / "train").mkdir(parents=True)
-    (tmp_path / "input" / "other").mkdir()
+    # attached inputs, in the layouts Kaggle datasets come in, are linked into the working data folder
+    inputs = tmp_path / "input"
+    (inputs / "cifar10-python" / "cifar-10-batches-py").mkdir(parents=True)  # torchvision's files at the top
+    (inputs / "tiny" / "files" / "tiny-imagenet-200").mkdir(parents=True)  # two folders down
+    (inputs / "tiny" / "files" / "tiny-imagenet-200" / "wnids.txt").write_text("n01\n")
+    (inputs / "other" / "stuff").mkdir(parents=True)
+    assert runtime.attached_data(inputs) == {"cifar10": inputs / "cifar10-python",
+                                             "tiny-imagenet-200": inputs / "tiny" / "files" / "tiny-imagenet-200"}
     kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
-    found = vixnb.env(environ=kaggle, modules={}, input_root=tmp_path / "input", verbose=False)
-    assert kaggle["VIXNB_DATA"] == str(tmp_path / "input" / "my-cifar") and "cifar10" in found.data_reason
-    # one level below the dataset's folder, Tiny ImageNet
-    (tmp_path / "input2" / "tin" / "files" / "tiny-imagenet-200").mkdir(parents=True)
-    (tmp_path / "input2" / "tin" / "files" / "tiny-imagenet-200" / "wnids.txt").write_text("n01\n")
-    assert runtime.attached_data(tmp_path / "input2") == (tmp_path / "input2" / "tin" / "files", ["tiny-imagenet"])
-
+    found = vixnb.env(environ=kaggle, modules={}, input_root=inputs, working={"kaggle": tmp_path / "working"},
+                      verbose=False)
+    root = tmp_path / "working" / "vixnb-data"
+    assert kaggle["VIXNB_DATA"] == str(root) and found.data_reason.endswith("cifar10, tiny-imagenet-200 linked in")
+    assert (root / "cifar10" / "cifar-10-batches-py").is_dir() and (root / "tiny-imagenet-200" / "wnids.txt").is_file()
+    vixnb.env(environ={"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, modules={}, input_root=inputs,
+              working={"kaggle": tmp_path / "working"}, verbose=False)  # again: the links are there, kept
     mine = {"COLAB_GPU": "", "VIXNB_DATA": "/somewhere"}  # the user's choice is kept, and not printed
     assert vixnb.env(environ=mine, modules={}, verbose=False).data == "$VIXNB_DATA" and mine["VIXNB_DATA"] == "/somewhere"
     local = {}

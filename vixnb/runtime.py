@@ -1,9 +1,9 @@
 """Where a notebook runs, and what it does there by default: ``vixnb.env()``.
 
 Three places: Colab, Kaggle, or a local machine (a laptop, a GPU box, a Slurm node, CI). ``env()`` finds which,
-points ``VIXNB_DATA`` at that place's writable working folder (on Kaggle, at an attached input dataset that holds
-CIFAR or Tiny ImageNet in a layout ``vixnb.data`` reads, when there is one), picks the device, and prints one line.
-A ``VIXNB_DATA`` the user set is kept.
+points ``VIXNB_DATA`` at that place's writable working folder (on Kaggle with the CIFAR or Tiny ImageNet of an
+attached input dataset linked into it, so they are read in place rather than downloaded), picks the device, and
+prints one line. A ``VIXNB_DATA`` the user set is kept.
 
 A notebook's ``profile`` and ``compute`` parameters default to ``"auto"``; ``Runtime.resolve`` turns them into
 ``budget`` read from the committed results store (``compute="never"``) on Colab and Kaggle, where a reader opens a
@@ -37,29 +37,42 @@ def place(environ=None, modules=None):
     return "local"
 
 
-def holds_data(folder):
-    """The data sets under ``folder`` in a layout ``vixnb.data.load_split`` reads with ``folder`` as its root."""
+def dataset_folder(folder):
+    """``(name, link)`` when ``folder`` is one data set as ``vixnb.data`` reads it below its root, else None:
+    ``cifar10``/``cifar100`` (torchvision's ``cifar-10-batches-py``/``cifar-100-python`` inside, or an image-folder
+    copy ``train/<class>/``), or ``tiny-imagenet`` (``wnids.txt`` inside). ``link`` is the name the data root
+    must give it (``cifar10``, ``cifar100``, ``tiny-imagenet-200``)."""
+    from .data import CIFAR10_CLASSES, CIFAR100_CLASSES
+
     folder = Path(folder)
-    torchvision_folders = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
-    found = [name for name, files in torchvision_folders.items()
-             if (folder / name / "train").is_dir() or (folder / name / files).is_dir()]
-    if (folder / "tiny-imagenet-200" / "wnids.txt").is_file():
-        found.append("tiny-imagenet")
-    return found
+    if (folder / "cifar-10-batches-py").is_dir() or (folder / "train" / CIFAR10_CLASSES[0]).is_dir():
+        return "cifar10", "cifar10"
+    if (folder / "cifar-100-python").is_dir() or (folder / "train" / CIFAR100_CLASSES[0]).is_dir():
+        return "cifar100", "cifar100"
+    if (folder / "wnids.txt").is_file():
+        return "tiny-imagenet", "tiny-imagenet-200"
+    return None
 
 
-def attached_data(input_root=KAGGLE_INPUT):
-    """``(folder, data sets)`` of the first attached Kaggle input (``/kaggle/input/<name>``, or one folder below
-    it) that holds CIFAR or Tiny ImageNet in ``vixnb.data``'s layout, or ``(None, [])``."""
+def attached_data(input_root=KAGGLE_INPUT, depth=3):
+    """``{link name: folder}`` of the data sets among a Kaggle notebook's attached inputs (``/kaggle/input/<name>``
+    and up to ``depth`` folders below it; the first found of each kind), whatever folder they sit in."""
+    found = {}
+
+    def walk(folder, left):
+        kind = dataset_folder(folder)
+        if kind is not None:
+            found.setdefault(kind[1], folder)
+            return
+        if left:
+            for child in sorted(p for p in folder.iterdir() if p.is_dir()):
+                walk(child, left - 1)
+
     input_root = Path(input_root)
-    if not input_root.is_dir():
-        return None, []
-    for candidate in sorted(input_root.iterdir()):
-        for folder in (candidate, *sorted(p for p in candidate.iterdir() if p.is_dir())) if candidate.is_dir() else ():
-            found = holds_data(folder)
-            if found:
-                return folder, found
-    return None, []
+    if input_root.is_dir():
+        for candidate in sorted(p for p in input_root.iterdir() if p.is_dir()):
+            walk(candidate, depth - 1)
+    return found
 
 
 @dataclass(frozen=True)
@@ -83,11 +96,14 @@ class Runtime:
                 f"data in {self.data} ({self.data_reason})")
 
 
-def env(*, environ=None, modules=None, input_root=KAGGLE_INPUT, verbose=True):
-    """Detect Colab, Kaggle or a local machine; set ``VIXNB_DATA`` there (kept where already set; on a local
-    machine left to vixnb's default, ``~/.cache/vixnb/data``); pick ``cuda`` or ``cpu``; print one line (unless
-    ``verbose=False``). Returns a ``Runtime``. ``environ`` (default ``os.environ``, which is what is changed),
-    ``modules`` and ``input_root`` are there for tests."""
+def env(*, environ=None, modules=None, input_root=KAGGLE_INPUT, working=None, verbose=True):
+    """Detect Colab, Kaggle or a local machine; set ``VIXNB_DATA`` to ``<working folder>/vixnb-data`` there (kept
+    where already set; on a local machine left to vixnb's default, ``~/.cache/vixnb/data``); on Kaggle, link the
+    data sets of the attached inputs into it (``attached_data``: read in place, whatever folder they sit in); pick
+    ``cuda`` or ``cpu``; print one line (unless ``verbose=False``). Returns a ``Runtime``. ``environ`` (default
+    ``os.environ``, which is what is changed), ``modules``, ``input_root`` and ``working`` (``{place: folder}``,
+    default ``WORKING``) are there for tests."""
+    working = working or {}
     import torch
 
     from . import __version__
@@ -95,15 +111,19 @@ def env(*, environ=None, modules=None, input_root=KAGGLE_INPUT, verbose=True):
 
     environ = os.environ if environ is None else environ
     where = place(environ, modules)
-    folder, found = attached_data(input_root) if where == "kaggle" else (None, [])
     if environ.get("VIXNB_DATA"):  # shown as "$VIXNB_DATA": a page never names a machine's folders
         data, reason = "$VIXNB_DATA", "as set"
-    elif folder is not None:
-        data = environ["VIXNB_DATA"] = str(folder)
-        reason = f"the attached input dataset with {', '.join(found)}"
     elif where in WORKING:
-        data = environ["VIXNB_DATA"] = str(WORKING[where] / "vixnb-data")
+        root = Path(working.get(where, WORKING[where])) / "vixnb-data"
+        data = environ["VIXNB_DATA"] = str(root)
         reason = f"{where}'s working folder"
+        attached = attached_data(input_root) if where == "kaggle" else {}
+        if attached:  # read in place (inputs are read-only): linked into the writable data folder
+            root.mkdir(parents=True, exist_ok=True)
+            for link, folder in attached.items():
+                if not (root / link).exists():
+                    (root / link).symlink_to(folder, target_is_directory=True)
+            reason += f", with the attached {', '.join(attached)} linked in"
     else:
         data, reason = _shown(data_root()), "vixnb's default; set VIXNB_DATA to change it"
     device = "cuda" if torch.cuda.is_available() else "cpu"
