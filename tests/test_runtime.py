@@ -140,9 +140,26 @@ def _pip_reaches_the_registry(python):
     return done.returncode == 0
 
 
+def _runtime_distribution(site_packages, name, version):
+    """A preinstalled distribution as pip sees one (a package and its dist-info with a RECORD): the runtime's
+    torch or torchvision. pip resolves vixnb's requirements from this metadata alone, so the multi-GB wheels
+    need not be installed for the cell's promise (install vixnb, leave the runtime's torch) to be checked."""
+    package = site_packages / name
+    package.mkdir()
+    (package / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    info = site_packages / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "INSTALLER").write_text("runtime\n")
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/INSTALLER,,\n"
+                                 f"{info.name}/RECORD,,\n")
+    return package / "__init__.py"
+
+
 def test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch(tmp_path):
-    """A fresh venv with torch and torchvision (this interpreter's versions) but no vixnb, as on Colab: the
-    install cell, its source pointed at a copy of this checkout, installs vixnb and leaves torch as it was."""
+    """A fresh venv whose torch and torchvision are the runtime's (this interpreter's versions) and which has no
+    vixnb, as on Colab: the install cell, its source pointed at a copy of this checkout, installs vixnb and its
+    other requirements from the registry and leaves torch and torchvision as they were."""
     import torch
     import torchvision
 
@@ -151,11 +168,11 @@ def test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch(tmp_p
     python = str(env / "bin" / "python")
     if not _pip_reaches_the_registry(python):
         pytest.skip("pip cannot reach a package registry here: the install cell cannot be run for real")
-    pins = [f"torch=={torch.__version__.split('+')[0]}", f"torchvision=={torchvision.__version__.split('+')[0]}"]
-    subprocess.run([python, "-m", "pip", "install", "-q", *pins], check=True, capture_output=True)
-    torch_init = Path(subprocess.run([python, "-c", "import torch; print(torch.__file__)"], check=True,
-                                     capture_output=True, text=True).stdout.strip())
-    before = torch_init.stat().st_mtime_ns
+    site_packages = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        check=True, capture_output=True, text=True).stdout.strip())
+    versions = {"torch": torch.__version__.split("+")[0], "torchvision": torchvision.__version__.split("+")[0]}
+    kept = {name: _runtime_distribution(site_packages, name, version) for name, version in versions.items()}
+    before = {name: path.stat().st_mtime_ns for name, path in kept.items()}
     source = tmp_path / "src"  # a copy, so the build leaves the checkout alone
     shutil.copytree(ROOT / "vixnb", source / "vixnb", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
@@ -165,9 +182,11 @@ def test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch(tmp_p
     run = subprocess.run([python, str(cell)], capture_output=True, text=True, cwd=tmp_path,
                          env={**os.environ, "VIXNB_INSTALL_SOURCE": str(source)})
     assert run.returncode == 0, run.stderr[-2000:]
-    shown = subprocess.run([python, "-c", "import vixnb, torch; print(vixnb.__version__, torch.__version__)"],
+    shown = subprocess.run([python, "-c", "import importlib.metadata as m, vixnb, torch, torchvision; "
+                            "print(vixnb.__version__, m.version('vixnb'), torch.__version__, torchvision.__version__)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path).stdout.split()
-    assert shown == [vixnb.__version__, torch.__version__]
-    assert torch_init.stat().st_mtime_ns == before, "pip reinstalled torch"
+    assert shown == [vixnb.__version__, vixnb.__version__, versions["torch"], versions["torchvision"]]
+    assert {name: path.stat().st_mtime_ns for name, path in kept.items()} == before, "pip reinstalled torch"
+    assert not list(site_packages.glob("nvidia*")), "pip installed CUDA libraries beside the runtime's torch"
     again = subprocess.run([python, str(cell)], capture_output=True, text=True, cwd=tmp_path)
     assert again.returncode == 0 and again.stdout == again.stderr == ""  # installed now: a no-op
