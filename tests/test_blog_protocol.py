@@ -14,6 +14,7 @@ from vixnb.data import load_split, normalize
 from vixnb.paths import checkout_root
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore, StoreError, config_key, read_json
+from vixnb.train import without_timings
 
 TINY = dict(width=16, depth=2, heads=2, patch=8)  # vit_small_* at 32 x 32: 16 patch tokens, two blocks
 BLOG = dict(schedule="cosine", augment={"hflip": True, "vflip": True, "rotate": 15}, grad_norm_every=1)
@@ -25,7 +26,7 @@ VIX_KEYS = {"amp_loss_only", "batch_size", "betas", "channels_last", "compile", 
 
 
 def _history(result):
-    return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]]
+    return without_timings(result["history"])
 
 
 # ----- run identity ----------------------------------------------------------------------------------------

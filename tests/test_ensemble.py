@@ -8,6 +8,7 @@ from vixnb import train as engine
 from vixnb.ensemble import Ensemble, can_ensemble, member_state, train_ensemble
 from vixnb.models import registry
 from vixnb.profiles import run_config
+from vixnb.train import without_timings
 
 # small smoke models: 8 x 8 tokens (patch 4, or a hybrid stem of stride 4), width 32, one block
 TINY = dict(patch_size=4, dim=32, heads=2, dim_head=16, mlp_dim=64)
@@ -225,7 +226,7 @@ def test_the_callers_rng_state_is_left_as_it_was():
 
 
 def _numbers(results):
-    return [[{k: v for k, v in h.items() if k != "seconds"} for h in r["history"]] for r in results]
+    return [without_timings(r["history"]) for r in results]
 
 
 def test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from vixnb import train as engine
 from vixnb.cli import main
 from vixnb.data import CIFAR10_CLASSES, DatasetSpec
 from vixnb.results import ResultsStore, StoreError, atomic_write, load_checkpoint, previous_path
+from vixnb.train import without_timings
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 CPU_PROFILE = {"description": "CPU, real image folders (tests)", "page_title": "tests", "device": "cpu", "epochs": 2,
@@ -65,7 +66,7 @@ def _config(**kw):
 
 
 def _metrics(result):
-    return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]], result["top1"], result["top5"]
+    return without_timings(result["history"]), result["top1"], result["top5"]
 
 
 # ----- numbers and names on the command line (usage errors: exit 2) ------------------------------

@@ -10,6 +10,7 @@ import pytest
 from vixnb import batch, papers, plan, profiles, train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
+from vixnb.train import without_timings
 
 TABLE1 = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin",
           "hybrid_fnet", "hybrid_mlp_mixer"]
@@ -38,7 +39,8 @@ def test_plan_lists_every_published_row_once_per_seed():
         rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
         assert {(e.model, e.dataset) for e in train if e.seed == 0 and e.chapter == chapter} == rows
     assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "cxv_table1",
-                                                        "cxv_ablations", "cxv_dualopt", "efficiency", "simplified"]
+                                                        "cxv_ablations", "cxv_dualopt", "linattn", "efficiency",
+                                                        "simplified"]
     measures = {e.name: e.chapter for e in entries if e.kind == "measure"}
     assert {k: v for k, v in measures.items() if k.startswith("vix")} == {
         "vix-gpu-memory-cifar10-b64": "vix_table1", "vix-families-gpu-memory-cifar10-b64": "vix_families",
@@ -136,7 +138,7 @@ def test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics(mon
     resumed = store.get(config)
     assert not store.checkpoint_path(config).exists()
     fresh = train.train(config, progress=False)  # the same run, uninterrupted
-    strip = lambda h: [{k: v for k, v in e.items() if k != "seconds"} for e in h]
+    strip = without_timings
     assert strip(resumed["history"]) == strip(fresh["history"])
     assert resumed["top1"] == fresh["top1"] and resumed["top5"] == fresh["top5"]
 

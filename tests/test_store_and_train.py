@@ -9,6 +9,7 @@ import torch
 from vixnb import train as engine
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore, StoreError
+from vixnb.train import without_timings
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
@@ -63,7 +64,7 @@ def test_store_refuses_a_file_whose_config_does_not_match(tmp_path):
 def test_training_is_deterministic_on_cpu():
     config = run_config("vit", profile="smoke", seed=1, **TINY)
     a, b = engine.train(config, progress=False), engine.train(config, progress=False)
-    strip = lambda r: [{k: v for k, v in h.items() if k != "seconds"} for h in r["history"]]
+    strip = lambda r: without_timings(r["history"])
     assert strip(a) == strip(b) and a["top1"] == b["top1"]
     assert a["provenance"]["seed"] == 1 and a["provenance"]["profile"] == "smoke"
     assert len(a["history"]) == config["epochs"]
@@ -103,7 +104,7 @@ def test_unknown_profile_is_refused():
 
 
 def _metrics(result):
-    return [{k: v for k, v in h.items() if k != "seconds"} for h in result["history"]], result["top1"], result["top5"]
+    return without_timings(result["history"]), result["top1"], result["top5"]
 
 
 def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypatch, crash_after_checkpoint):

@@ -50,7 +50,7 @@ class Job:
         if e.kind != "train":
             return f"{e.kind} {e.name}"
         seeds = ",".join(str(x.seed) for x in self.entries)
-        extra = "".join(f" {k}={v}" for k, v in e.settings.items())
+        extra = "".join(f" {k}={v}" for k, v in planning.shown_settings(e.settings).items())
         return f"{e.model} {e.dataset} seed {seeds}{extra}"
 
     @property
@@ -138,6 +138,10 @@ def _run_measure(spec, compute):
         if report.collect.attention_maps(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
                                          compute=compute) is None:
             raise RuntimeError(f"{spec['name']}: the attention maps of this profile need its GPU")
+    elif spec["name"] == report.collect.speed_name(spec["paper"], spec["dataset"]):
+        if report.collect.speed(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
+                                compute=compute) is None:
+            raise RuntimeError(f"{spec['name']}: the speed measurement of this profile needs its GPU")
     elif spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
         models = papers.table_models("vix", "table1") + book.get("references", [])
         measured = cost.measure_or_load(models, profile=spec["profile"], dataset=spec["dataset"], compute=compute)

@@ -97,6 +97,8 @@ def can_ensemble(config, *, exact=True):
         (config["amp_loss_only"], "amp_loss_only: one GradScaler would skip every member's step when one member "
                                   "overflows; leave it off or train the seeds separately"),
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
+        (config.get("init_from"), "init_from: each seed starts from its own source run's weights; train the seeds "
+                                  "separately"),
     ]
     for bad, reason in refused:
         if bad:
@@ -334,14 +336,17 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                                  augmenters=augmenters)
                 shaped = _alpha_beta(ensemble) or [None] * k
                 ensemble.train(not config["eval_mode"])
-                scores = evaluate(ensemble.shared, sel_x, sel_y, batch_size=bs, autocast=autocast)
+                eval_start = time.perf_counter()
+                scores = evaluate(ensemble.shared, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
+                eval_seconds = time.perf_counter() - eval_start  # the whole ensemble's, as its "seconds"
             except KeyboardInterrupt:
                 saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
                 raise TrainingInterrupted(f"{name}: interrupted after epoch {len(histories[0])} of "
                                           f"{config['epochs']}; {saved}") from None
             improved = []
-            for i, (history, entry, (top1, top5), ab) in enumerate(zip(histories, entries, scores, shaped)):
+            for i, (history, entry, (top1, top5, *loss), ab) in enumerate(zip(histories, entries, scores, shaped)):
                 entry.update(scheduled, **({"alpha_beta": ab} if ab is not None else {}))
+                entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=eval_seconds)
                 entry.update(select_top1=top1, select_top5=top5, stage="main", phase="adamw", stop=False)
                 if not history or top1 >= max(h["select_top1"] for h in history):
                     improved.append(i)

@@ -49,7 +49,7 @@ STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
 #: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
 #: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
-NOMINAL_MINUTES = {"gpu_memory": 3, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
+NOMINAL_MINUTES = {"gpu_memory": 3, "speed": 10, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
                    "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
 #: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
 BENCH_COMMANDS = {
@@ -94,6 +94,12 @@ class Entry:
         return asdict(self)
 
 
+def shown_settings(settings):
+    """A run's settings as listings show them: a warm start (``init_from``) by the run it starts from."""
+    return {k: (v.get("run", v.get("model")) if k == "init_from" and isinstance(v, dict) else v)
+            for k, v in settings.items()}
+
+
 def chapters():
     """``[(paper key, chapter)]``: every chapter of every paper file's ``book`` section
     (``papers.book_chapters``), in ``papers.DOCUMENTS`` order, then the file's."""
@@ -104,12 +110,18 @@ def chapters():
 def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
     import inspect
     import json
+    import shlex
 
+    from .models import model_cfg
     from .profiles import run_config
 
     run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
     def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
         shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        if isinstance(value, dict):  # a warm start: the row's name, or a chapter's run as '{"run": ..., "model": ...}'
+            rows = papers.paper_runs(model_cfg(model)["paper"])
+            as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
+            shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
         return f" --{key.replace('_', '-')} {shown}"
 
     extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
@@ -158,17 +170,20 @@ def _train_entries(key, book, profile, seeds, store, runs):
                        purpose=purpose, command=_run_command(model, dataset, profile, seed, settings, keep),
                        path=str(store.path(config).relative_to(store.root)), key=k, keep_weights=keep)
         runs[k]._config = config
+        if config.get("init_from"):  # a warm start runs after the run it starts from
+            runs[k]._needs = {config["init_from"]["key"]}
         out.append(runs[k])
     return out
 
 
 def _record_entries(key, book, profile, store):
-    from .report.collect import attention_maps_name, gpu_memory_record
+    from .report.collect import attention_maps_name, gpu_memory_record, speed_name
 
     out = []
     for measure, dataset in (book.get("measure") or {}).items():
         record = {"gpu_memory": lambda: gpu_memory_record(key, dataset, part=book.get("part")),
-                  "attention_maps": lambda: attention_maps_name(key, dataset)}.get(measure, lambda: measure)()
+                  "attention_maps": lambda: attention_maps_name(key, dataset),
+                  "speed": lambda: speed_name(key, dataset)}.get(measure, lambda: measure)()
         command = f"vixnb batch --profile {profile} --only {record}"
         out.append(Entry(chapter=book["notebook"], paper=key, kind="measure", name=record, model=None,
                          dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",

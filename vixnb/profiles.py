@@ -56,7 +56,7 @@ def _augment(value):
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
-               augment=None, grad_norm_every=None, **model_overrides):
+               augment=None, grad_norm_every=None, init_from=None, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
@@ -67,6 +67,12 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     of training batches; False for none) and ``grad_norm_every`` (record per-layer gradient norms every N-th step;
     0 for none) default to the paper protocol's optional keys of those names; each enters the dict only where it
     is set (cosine, some augmentation, N >= 1), so that the identities of runs without them stay as they were.
+
+    ``init_from`` starts the run from another run's trained weights (``models.warm_start.transfer``; paper
+    `linattn`'s "from a ViT checkpoint"): a run row of the model's paper file (``"vit_scratch"``), or
+    ``{"run": row, "model": name, "settings": {...}}`` (a chapter's run, its profile settings included). The source
+    is the same dataset, profile and seed; the config keeps it as ``init_from`` with the source's own key, so a
+    changed source is another run.
     """
     for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
                                ("post_train_epochs", post_train_epochs, 0)):
@@ -143,7 +149,32 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         **({"schedule": "cosine"} if schedule == "cosine" else {}),
         **({"augment": augment} if augment else {}),
         **({"grad_norm_every": every} if every else {}),
+        **({"init_from": _init_source(init_from, model, dataset, profile, seed)} if init_from else {}),
     }
+
+
+def _init_source(init_from, model, dataset, profile, seed):
+    """``{"run", "model", "settings", "key"}`` of the run whose weights ``init_from`` names (``run_config``)."""
+    from .results import config_key
+
+    paper = model_cfg(model)["paper"]
+    if isinstance(init_from, str):
+        runs = papers.paper_runs(paper)
+        if init_from not in runs:
+            raise ValueError(f"init_from={init_from!r}: not a run of vixnb/papers/{paper}.yaml; its runs: "
+                             f"{', '.join(runs) or 'none'}")
+        source = {"run": init_from, "model": runs[init_from][0], "settings": dict(runs[init_from][1])}
+    elif isinstance(init_from, dict) and isinstance(init_from.get("model"), str):
+        source = {"run": init_from.get("run", init_from["model"]), "model": init_from["model"],
+                  "settings": dict(init_from.get("settings") or {})}
+    else:
+        raise ValueError(f"init_from={init_from!r}: give a run of vixnb/papers/{paper}.yaml (e.g. 'vit_scratch') or "
+                         "{model: NAME, settings: {...}}")
+    if source["settings"].get("init_from"):
+        raise ValueError(f"init_from={init_from!r}: that run starts from another run itself; name a run trained from "
+                         "scratch")
+    config = run_config(source["model"], dataset=dataset, profile=profile, seed=seed, **source["settings"])
+    return {**source, "key": config_key(config)}
 
 
 def table_runs(key, book, table, profile, seeds=None):
@@ -157,5 +188,18 @@ def table_runs(key, book, table, profile, seeds=None):
     if prof["device"] == "cuda" and runs > len(seeds):
         seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
     shrink = (book.get("profile_settings") or {}).get(profile) or {}
-    return [(row, model, {**settings, **shrink}, seeds) for row, model, settings in papers.table_runs(key, table)]
+    return [(row, model, chapter_settings(key, settings, shrink), seeds)
+            for row, model, settings in papers.table_runs(key, table)]
+
+
+def chapter_settings(key, settings, shrink):
+    """A run's ``settings`` (a row of paper ``key``) as a chapter makes it: with the chapter's profile settings
+    ``shrink``, and a warm start from a row (``init_from: vit_scratch``) naming that row's run as the chapter makes
+    it too (``{"run", "model", "settings"}``, the same ``shrink`` applied)."""
+    settings = {**settings, **shrink}
+    source = settings.get("init_from")
+    runs = papers.paper_runs(key) if isinstance(source, str) else {}
+    if source in runs:
+        settings["init_from"] = {"run": source, "model": runs[source][0], "settings": {**runs[source][1], **shrink}}
+    return settings
 

@@ -44,6 +44,13 @@ from .results.provenance import source_hashes
 
 
 _now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
+#: the keys of a history entry that are wall-clock times (they differ between otherwise identical runs)
+TIMING_KEYS = ("seconds", "eval_seconds")
+
+
+def without_timings(history):
+    """A run's history without its wall-clock times (``TIMING_KEYS``): what two identical runs share exactly."""
+    return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
 
 
 def topk_fraction(logits, labels, ks=(1, 5)):
@@ -54,20 +61,27 @@ def topk_fraction(logits, labels, ks=(1, 5)):
     return torch.stack([hits[..., :k].any(dim=-1).float().mean(dim=-1) for k in ks], dim=-1)
 
 
-def evaluate(model, images, labels, *, batch_size, autocast):
+def evaluate(model, images, labels, *, batch_size, autocast, with_loss=False):
     """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%). A ``model``
-    whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member."""
+    whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member.
+    ``with_loss``: triples ``(top1, top5, loss)``, loss the mean over batches of each batch's mean cross-entropy
+    (the `linattn` paper's test loss), computed alike for a model and an ensemble's members."""
     per_batch = []
     with torch.no_grad(), autocast():
         for start in range(0, len(images), batch_size):
-            logits = model(normalize(images[start:start + batch_size]))
-            per_batch.append(topk_fraction(logits.float(), labels[start:start + batch_size]))
-    fractions = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2): one device sync per evaluation
+            logits = model(normalize(images[start:start + batch_size])).float()
+            batch_labels = labels[start:start + batch_size]
+            scores = topk_fraction(logits, batch_labels)
+            if with_loss:
+                picked = logits.log_softmax(-1).gather(-1, batch_labels.expand(logits.shape[:-1]).unsqueeze(-1))
+                scores = torch.cat([scores, -picked.squeeze(-1).mean(-1, keepdim=True)], dim=-1)
+            per_batch.append(scores)
+    rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
 
     def mean(rows):
-        return tuple(sum(row[i] * 100 for row in rows) / len(rows) for i in range(2))
+        return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
 
-    return mean(fractions) if per_batch[0].dim() == 1 else [mean(rows) for rows in fractions]
+    return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
 
 
 class DualOptSwitch:
@@ -334,7 +348,8 @@ def out_of_time(deadline, history, last_epoch=None):
     return _now() + last > deadline
 
 
-def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, keep_weights=False):
+def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, keep_weights=False,
+          init_state=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
@@ -343,11 +358,18 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     ``checkpoint``), a run whose next epoch would end after it stops at the epoch boundary with
     ``TrainingPaused``; its checkpoint is kept, and the next call resumes it. ``keep_weights``: the weights'
     size is checked against ``WEIGHTS_LIMIT_MB`` first, and the result also holds ``best_state``, the
-    selected weights (tensors, not JSON: ``run`` stores them and takes them out)."""
+    selected weights (tensors, not JSON: ``run`` stores them and takes them out).
+
+    ``init_state`` (a config with ``init_from``): the source run's weights, carried into the new model before
+    epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report and the test top-1,
+    top-5 and loss right after it, before any training."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    if keep_weights:
+    if keep_weights is True:  # "local": kept on this machine only, uncapped
         check_weights_size(config)
+    if config.get("init_from") and init_state is None and checkpoint is None:
+        raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's weights "
+                         "(init_state); train.run finds them")
     device = _device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
@@ -362,7 +384,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         shuffle = torch.Generator(device=device).manual_seed(seed)
         augmenter = augment_generator(seed, device)
         layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
-        history, best_state, elapsed = [], None, 0.0
+        history, best_state, elapsed, transferred = [], None, 0.0, None
         # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
         state = load_checkpoint(checkpoint) if checkpoint is not None else None
         if state is not None:
@@ -380,6 +402,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if device.type == "cuda":
                 torch.cuda.set_rng_state(state["cuda_rng"], device)
             history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
+            transferred = state.get("transfer")
+        elif config.get("init_from"):
+            transferred = _warm_start(model, init_state, config, sel_x, sel_y, autocast)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
@@ -418,7 +443,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                     entry["alpha_beta"] = shaped
                 if config["eval_mode"]:
                     model.eval()
-                top1, top5 = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast)
+                eval_start = time.perf_counter()
+                top1, top5, *loss = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
+                entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=time.perf_counter() - eval_start)
             except KeyboardInterrupt:
                 saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
                 raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
@@ -442,7 +469,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                     "cpu_rng": torch.random.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                     "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
-                    "switch": switch.state_dict() if switch else None})
+                    "switch": switch.state_dict() if switch else None, "transfer": transferred})
             last_epoch = _now() - epoch_start
         bar.close()
 
@@ -452,7 +479,23 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             model.eval()
             test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
     result = _result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
+    if transferred is not None:
+        result["transfer"] = transferred
     return {**result, "best_state": best_state} if keep_weights else result
+
+
+def _warm_start(model, state, config, images, labels, autocast):
+    """Carry the source run's weights ``state`` into ``model`` (``transfer``) and evaluate it at once: the record a
+    warm-started result keeps under ``transfer`` (the report's counts and its new and unused tensors; top-1, top-5
+    and loss on the selection set before any training)."""
+    from .models.warm_start import transfer
+
+    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
+    if config["eval_mode"]:
+        model.eval()
+    top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast, with_loss=True)
+    return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"], **report.to_dict(),
+            "top1": top1, "top5": top5, "loss": loss[0] if loss else None}
 
 
 WEIGHTS_LIMIT_MB = 16  # the most a run's kept weights (float16) may take
@@ -562,10 +605,17 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     ``keep_weights=True``: the selected weights are stored too, in float16 (``ResultsStore.save_weights``; the
     result records them under ``"weights"``); ``"missing"`` trains again a stored result whose weights are
     missing, ``"never"`` (or a machine that cannot train the profile) returns it as it is, saying why under
-    ``"weights_missing"``."""
+    ``"weights_missing"``. ``keep_weights="local"``: kept in the profile's ``.weights-local/`` folder, which is
+    never committed nor packed, with no size cap (a warm start's ViT-B/16 source on the machine that trains).
+
+    A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
+    keeping them locally) and starts from its weights; a run that some row of its paper file starts from
+    (``warm_start_source``) keeps its weights locally when trained, so the warm starts find them."""
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
+    if not keep_weights and warm_start_source(config):
+        keep_weights = "local"
     stored = None if compute == "always" else store.get(config)
     stale = stale_reason({**stored, "config": config}) if stored is not None else None
     unkept = store.weights_missing(config, stored) if keep_weights and stored is not None else None
@@ -582,6 +632,11 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
     store.check_writable(config)
+    init_state = None
+    if config.get("init_from"):
+        init_state, why = _source_weights(config, store, progress=progress, download=download, deadline=deadline)
+        if init_state is None:
+            return {"status": "not yet run", "config": config, "reason": why}
     with store.lock(config) as waited:
         if waited and compute != "always" and (done := store.get(config)) is not None and \
                 not (keep_weights and store.weights_missing(config, done)):
@@ -590,12 +645,57 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         if compute == "always":
             remove_checkpoints(checkpoint)
         result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       keep_weights=keep_weights)
+                       keep_weights=keep_weights, init_state=init_state)
         if keep_weights:  # the weights first: a stored result's weights record always names a written file
-            result["weights"] = store.save_weights(config, result.pop("best_state"))
+            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
         store.put(config, result)
         remove_checkpoints(checkpoint)
     return {**result, "config": config}
+
+
+def warm_start_source(config):
+    """Whether a row of ``config``'s paper file starts from ``config``'s run: a row named by an ``init_from`` whose
+    run, with ``config``'s model settings added (a chapter's profile settings), is ``config`` itself. Such a run
+    keeps its weights locally (``run``), so that the warm starts find them."""
+    from . import papers
+    from .models import model_cfg
+    from .results import config_key
+
+    if config.get("init_from"):
+        return False
+    runs = papers.paper_runs(model_cfg(config["model"])["paper"])
+    sources = {s["init_from"] for _, s in runs.values() if isinstance(s.get("init_from"), str)}
+    for row in sources & set(runs):
+        model, settings = runs[row]
+        if model != config["model"]:
+            continue
+        candidate = run_config(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                               **{**config["model_overrides"], **settings})
+        if config_key(candidate) == config_key(config):
+            return True
+    return False
+
+
+def _source_weights(config, store, **options):
+    """``(state, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and kept
+    locally), or ``(None, why)`` where they cannot be had."""
+    source = config["init_from"]
+    keep = True if weights_bytes(run_config(source["model"], dataset=config["dataset"], profile=config["profile"],
+                                            seed=config["seed"], **source["settings"])) <= WEIGHTS_LIMIT_MB * 2**20 \
+        else "local"
+    result = run(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                 compute="missing", store=store, keep_weights=keep, **source["settings"], **options)
+    if result["status"] != "done":
+        return None, f"its source run {source['run']!r} is {result['status']}: {result.get('reason', '')}"
+    from .results import config_key
+
+    if config_key(result["config"]) != source["key"]:
+        raise RuntimeError(f"{config['model']}: init_from {source['run']!r} resolved to another run than its config "
+                           "records; rebuild the config (profiles.run_config)")
+    state = store.load_weights(result["config"])
+    if state is None:
+        return None, f"its source run {source['run']!r} {store.weights_missing(result['config'], result)}"
+    return state, None
 
 
 def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):

@@ -69,7 +69,11 @@ def _train_arguments(sub):
     s.add_argument("--channels-last", action="store_true")
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="model setting, VALUE parsed as YAML (e.g. --override width=128 --override skips=false)")
-    s.add_argument("--keep-weights", action="store_true", help="store the trained weights (float16) beside the result")
+    s.add_argument("--init-from", metavar="RUN", help="start from another run's trained weights: a run of the model's "
+                   "paper file (e.g. vit_scratch), or its {model, settings} as YAML")
+    s.add_argument("--keep-weights", nargs="?", const=True, choices=["local"], metavar="local",
+                   help="store the trained weights (float16) beside the result; `--keep-weights local`: on this machine "
+                   "only, never committed")
     s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
     s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
     s.add_argument("--quiet", action="store_true", help="no progress bars")

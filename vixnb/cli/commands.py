@@ -26,9 +26,10 @@ def train(args):
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
                "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr,
-               "allow_resize": args.allow_resize}
+               "allow_resize": args.allow_resize, "init_from": _yaml_values([("init_from", args.init_from)])["init_from"]
+               if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
-    keep = {"keep_weights": True} if args.keep_weights else {}
+    keep = {"keep_weights": args.keep_weights} if args.keep_weights else {}
     settings = _overrides(args.override)
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "

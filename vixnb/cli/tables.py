@@ -118,11 +118,13 @@ def train_table(rows):
 
 def plan_table(entries):
     """A plain-text table of plan entries (``vixnb.plan.Entry``): priority, what, status, GPU minutes, basis."""
+    from ..plan import shown_settings
+
     width = max([len("chapter"), *(len(e.chapter) for e in entries)]) + 2
     head = f"{'#':>4} {'lvl':>3}  {'chapter':<{width}}{'what':<44}{'status':<9}{'GPU min':>8}  basis / reason"
     lines = [head]
     for e in entries:
-        what = (f"{e.model} {e.dataset} seed {e.seed}" + "".join(f" {k}={v}" for k, v in e.settings.items())
+        what = (f"{e.model} {e.dataset} seed {e.seed}" + "".join(f" {k}={v}" for k, v in shown_settings(e.settings).items())
                 if e.kind == "train" else f"{e.kind} {e.name}")
         lines.append(f"{e.priority:>4} {e.level:>3}  {e.chapter:<{width}}{what:<44}{e.status:<9}"
                      f"{text_cell(e.est_gpu_minutes, '.1f'):>8}  {e.reason or e.basis}")

@@ -1,7 +1,8 @@
 """Linformer attention (Wang et al.): keys and values projected along the sequence to length k.
 
 ``share_kv`` uses one projection (and one key/value map) for both; ``one_kv_head`` shares a single
-key/value head across all query heads. ViX's ViL uses k=64, share_kv=True, one_kv_head=True.
+key/value head across all query heads. ViX's ViL uses k=64, share_kv=True, one_kv_head=True. ``qkv_bias`` gives the
+q/k/v maps a bias (ViT-B/16's, so that its weights transfer whole).
 The (seq_len, k) projections are plain parameters, so the torchsummary "paper" count leaves them out.
 As in the linformer package, a shorter input (n < seq_len) uses the first n rows of the projections.
 ``attention_map(x)`` is the (n x n) token-to-token operator applied to the values, as for every mixer;
@@ -22,7 +23,7 @@ def _uniform(rows, cols):
 
 class LinformerAttention(nn.Module):
     def __init__(self, *, dim, seq_len, heads=4, dim_head=32, k=64, share_kv=True, one_kv_head=True,
-                 dropout=0.0, rope=None):
+                 dropout=0.0, rope=None, qkv_bias=False):
         super().__init__()
         if seq_len is None:
             raise ValueError("linformer needs seq_len (the number of tokens, class token included)")
@@ -30,11 +31,11 @@ class LinformerAttention(nn.Module):
         kv_dim = dim_head if one_kv_head else inner
         self.heads, self.dim_head, self.seq_len, self.k, self.share_kv, self.rope = heads, dim_head, seq_len, k, share_kv, rope
         self.kv_heads = 1 if one_kv_head else heads
-        self.to_q = nn.Linear(dim, inner, bias=False)
-        self.to_k = nn.Linear(dim, kv_dim, bias=False)
+        self.to_q = nn.Linear(dim, inner, bias=qkv_bias)
+        self.to_k = nn.Linear(dim, kv_dim, bias=qkv_bias)
         self.proj_k = _uniform(seq_len, k)
         if not share_kv:
-            self.to_v = nn.Linear(dim, kv_dim, bias=False)
+            self.to_v = nn.Linear(dim, kv_dim, bias=qkv_bias)
             self.proj_v = _uniform(seq_len, k)
         self.dropout = nn.Dropout(dropout)
         self.to_out = nn.Linear(inner, dim)

@@ -4,6 +4,7 @@
 through an ``nn.Softmax`` module, as the authors' code (vit-pytorch, 2021) does. The two give the same
 output; only the materialised path reproduces the papers' memory and "Size (MB)" figures (the Softmax
 module's output is what torchsummary counts). ``layers.fused_attn(model, enabled)`` switches ``fused``.
+``qkv_bias=True`` gives the q/k/v projection a bias (ViT-B/16 as Dosovitskiy et al. and timm build it).
 """
 import torch.nn.functional as F
 from torch import nn
@@ -12,11 +13,12 @@ from .heads import merge_heads, split_heads
 
 
 class SoftmaxAttention(nn.Module):
-    def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, fused=True, rope=None, seq_len=None):
+    def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, fused=True, rope=None, seq_len=None,
+                 qkv_bias=False):
         super().__init__()
         inner = heads * dim_head
         self.heads, self.scale, self.fused, self.rope = heads, dim_head**-0.5, fused, rope
-        self.to_qkv = nn.Linear(dim, inner * 3, bias=False)
+        self.to_qkv = nn.Linear(dim, inner * 3, bias=qkv_bias)
         self.attend = nn.Softmax(dim=-1)
         project_out = not (heads == 1 and dim_head == dim)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout)) if project_out else nn.Identity()

@@ -23,6 +23,7 @@ import inspect
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from einops import repeat
 from torch import nn
 
@@ -35,7 +36,7 @@ from .registry import mixer_overrides, model_entrypoint, register_model
 class ViX(nn.Module):
     def __init__(self, *, image_size, num_classes, mixer, mixer_options=None, patch_size=1, hybrid=False,
                  stem_stride=1, dim=128, depth=4, heads=4, dim_head=32, mlp_dim=256, channels=3, dropout=0.0,
-                 emb_dropout=0.0, pos_embedding="learned"):
+                 emb_dropout=0.0, pos_embedding="learned", patch_conv=False, resize_input=False):
         super().__init__()
         if image_size % patch_size or image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
@@ -45,7 +46,10 @@ class ViX(nn.Module):
         num_patches = side * side
         self.mixer_kind, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
         self.pos_kind = pos_embedding
-        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride,
+                                            patch_conv=patch_conv)
+        # images of another size are resized (bilinear) to image_size on their device, inside the model
+        self.resize_to = image_size if resize_input else None
         self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim)) if pos_embedding == "learned" else None
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
@@ -63,6 +67,8 @@ class ViX(nn.Module):
 
     def tokens(self, img):
         """Embedded token sequence (class token first) fed to the transformer."""
+        if self.resize_to is not None and tuple(img.shape[-2:]) != (self.resize_to, self.resize_to):
+            img = F.interpolate(img, size=(self.resize_to, self.resize_to), mode="bilinear", align_corners=False)
         x = self.to_patch_embedding(img)
         x = torch.cat((repeat(self.cls_token, "1 n d -> b n d", b=x.shape[0]), x), dim=1)
         if self.pos_embedding is not None:
@@ -255,6 +261,52 @@ def hybrid_vip_6_8(*, image_size, num_classes, channels, **config):
     1.31 G)."""
     return resized_model("hybrid_vip", image_size, num_classes, channels, config, depth=6, heads=8, dim_head=32,
                          mlp_dim=256)
+
+
+
+# ---- the `linattn` paper (an IEOR 4540 course project): ViT-B/16 and its Linformer and Performer forms at 224 px
+# (its Table 1: patch 16, 12 layers, 12 heads, dim 768, dropout 0). Table 1's "query-key dimension per head 128"
+# cannot be 768 / 12 = 64: we build dim_head 64 and read 128 as Linformer's k and the Performer's feature count
+# (both settable). The report's Linformer block equation puts the LayerNorm after the attention; every block here is
+# the standard pre-norm one. CIFAR-10's 32 px images are resized to 224 inside the model (bilinear, on the device).
+B16 = dict(input_size=224, patch_size=16, depth=12, heads=12, dim=768, dim_head=64, mlp_dim=3072)
+#: the report's Performer variants -> our FAVOR+ kernels: positive orthogonal random features ("ViP-a"), and the
+#: deterministic ReLU and EXP maps on the scaled queries and keys
+B16_KERNELS = {"favor+": "softmax", "relu": "relu-deterministic", "exp": "exp-deterministic"}
+
+
+def b16_model(image_size, num_classes, channels, config, *, mixer, mixer_options):
+    """A ViT-B/16-shaped ``ViX`` (``B16``, overridable: the smoke profile's tiny config) with the convolutional patch
+    embedding and biased q/k/v projections, taking images of ``image_size`` resized to ``input_size``."""
+    config = {**B16, **config}
+    size = config.pop("input_size")
+    config = {"patch_conv": True, "resize_input": size != image_size, **config}
+    kind, options, config = mixer_overrides(config, mixer, {"qkv_bias": True, **mixer_options})
+    return ViX(image_size=size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options, **config)
+
+
+@register_model(paper="linattn", label="ViT-B/16")
+def vit_b16_224(*, image_size, num_classes, channels, **config):
+    """ViT-B/16 at 224 px: 85,806,346 parameters (true count) with 10 classes."""
+    return b16_model(image_size, num_classes, channels, config, mixer="softmax", mixer_options={})
+
+
+@register_model(paper="linattn", label="ViL-B/16")
+def vil_b16_224(*, image_size, num_classes, channels, linformer_k=128, **config):
+    """ViT-B/16 with Linformer attention: per-head keys and values (ViT's own maps, so its weights transfer), each
+    projected along the sequence to ``linformer_k`` tokens by its own E and F (197 x 128 each per layer)."""
+    return b16_model(image_size, num_classes, channels, config, mixer="linformer",
+                     mixer_options=dict(k=linformer_k, share_kv=False, one_kv_head=False))
+
+
+@register_model(paper="linattn", label="ViP-B/16")
+def vip_b16_224(*, image_size, num_classes, channels, kernel="favor+", nb_features=128, **config):
+    """ViT-B/16 with Performer attention; ``kernel``: ``favor+`` (positive orthogonal random features, ``nb_features``
+    of them: the report's "ViP-a"), ``relu`` or ``exp`` (deterministic feature maps on q and k; no features drawn)."""
+    if kernel not in B16_KERNELS:
+        raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(B16_KERNELS)}")
+    return b16_model(image_size, num_classes, channels, config, mixer="performer",
+                     mixer_options=dict(kernel=B16_KERNELS[kernel], nb_features=nb_features))
 
 
 def _configured(name):

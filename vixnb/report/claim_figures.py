@@ -14,6 +14,7 @@ from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COL
                            parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
+from ..profiles import chapter_settings
 from .collect import PER_SEED, collect_runs, current_counts, gpu_memory_rows
 
 
@@ -120,6 +121,26 @@ def _epoch_seconds(run):
     return sum(later) / len(later)
 
 
+def _test_seconds(run):
+    """Mean seconds of one evaluation pass over the test set (epoch 1 left out); None where the history has no
+    ``eval_seconds`` (runs stored before they were recorded) or for a member of an ensemble."""
+    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
+        return None
+    times = [h.get("eval_seconds") for h in run["history"]]
+    later = times[1:] or times
+    return None if not later or None in later else sum(later) / len(later)
+
+
+def _transfer_top1(run):
+    return (run.get("transfer") or {}).get("top1")
+
+
+def _best_epoch_loss(run):
+    """The test loss of the epoch whose top-1 the run reports (``best_epoch``), where the history records it."""
+    entry = next((h for h in run["history"] if h["epoch"] == run.get("best_epoch")), None)
+    return entry.get("select_loss") if entry else None
+
+
 def _first_last(entry, key):
     values = entry.get(key)
     return (values[0], values[-1]) if values else None
@@ -150,6 +171,10 @@ RUN_STATISTICS = {
     "identity_share_first_last": lambda runs: _mean([_identity_share(r) for r in runs]),
     "run_gpu_gb": lambda runs: _mean([r.get("gpu_gb_reserved") for r in runs]),
     "top1_main": lambda runs: max((PER_SEED["top1_main"][1](r) for r in runs), default=None),
+    "test_s": lambda runs: _mean([_test_seconds(r) for r in runs]),
+    "top1_transfer": lambda runs: _mean([_transfer_top1(r) for r in runs]),
+    "test_loss": lambda runs: _mean([_best_epoch_loss(r) for r in runs]),
+    "top1_last": lambda runs: _mean([r["history"][-1]["select_top1"] for r in runs]),
 }
 
 
@@ -191,7 +216,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
         if metrics & {*RUN_METRICS, *SEED_METRICS}:
             # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
             shrink = _profile_settings(paper_key, profile)
-            made = {name: (model, {**settings, **shrink.get(name, {})})
+            made = {name: (model, chapter_settings(paper_key, settings, shrink.get(name, {})))
                     for name, (model, settings) in need["runs"].items()}
             best, done, runs = _best_runs(made, dataset=dataset, profile=profile, compute=compute,
                                           store=store, stored=stored)

@@ -109,11 +109,19 @@ METRICS = {
     "train_step_ms": ("training-step time", "ms", "train step ms (authors) of the stored efficiency measurement"),
     "ms_per_image": ("inference time", "ms", "ms per image (authors) of the stored efficiency measurement"),
     "infer_gb": ("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement"),
+    "test_s": ("test-pass time", "s", "seconds of one evaluation pass over the test set (epoch 1 left out), mean over "
+               "the stored seeds trained as separate runs"),
+    "test_loss": ("test loss", "loss", "cross-entropy on the test set at the reported (best) epoch, mean over the "
+                  "stored seeds"),
+    "top1_last": ("last epoch's test top-1", "points", "test top-1 after the last epoch, mean over the stored seeds"),
+    "top1_transfer": ("top-1 right after the transfer", "points", "test top-1 of a warm-started model before any "
+                      "training (models.warm_start.transfer), mean over the stored seeds"),
 }
 RUN_METRICS = ("top1", "top5")
 #: metrics over every stored seed of a run (``claim_figures.RUN_STATISTICS`` computes them from the histories)
 SEED_METRICS = ("top1_mean", "train_acc_final", "train_acc_final_std", "epoch_s", "grad_norm_first_last",
-                "identity_share_first_last", "run_gpu_gb", "top1_main")
+                "identity_share_first_last", "run_gpu_gb", "top1_main", "test_s", "top1_transfer",
+                "test_loss", "top1_last")
 #: metrics of the model itself (``report.current_counts``): no run needed
 COUNTED_METRICS = {"params": "params_paper", "size_mb": "size_mb"}
 #: metric -> column of the stored GPU-memory measurement at the paper's GPU batch (``vix-gpu-memory-<dataset>-b64``)

@@ -1,6 +1,7 @@
 """Training runs for a page: collect them under the compute policy and summarise them per model."""
 from __future__ import annotations
 
+import json
 import statistics
 
 from ..results import made_on
@@ -154,6 +155,60 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size
     here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
     return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size, part=part), make,
                                           profile=profile, compute=compute, can_compute=here)
+
+
+def speed_name(paper, dataset):
+    """The name of the stored speed measurement of a paper's chapter on ``dataset`` (``speed``)."""
+    return f"{paper}-speed-{dataset}"
+
+
+def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
+    """Every efficiency figure (``vixnb.measure.measure``: training memory and step time, inference memory,
+    images/s) of each model configuration the chapter trains on ``dataset`` (its ``train`` tables' rows; a warm
+    start is the same architecture as its scratch run, so measured once), on the authors' path (fp32, attention
+    materialised) and ours (bf16, fused), at the paper's batch size. A GPU profile stores the record
+    (``speed_name``) and reads it back; the smoke profile measures its tiny models on the CPU (batch 2) and stores
+    nothing. Returns ``{"rows": {row: record}, "device", "batch_size", "source"}``, or None where nothing is stored
+    and nothing can be measured here."""
+    import torch
+
+    from .. import measure, papers
+    from ..profiles import get_profile, run_config, table_runs
+    from ..results import ResultsStore
+
+    prof, book = get_profile(profile), papers.book_chapter(paper, notebook)
+    cpu = prof["device"] != "cuda"
+    configs = {}
+    for table in book.get("train") or []:
+        if papers.table(paper, table).get("dataset") != dataset:
+            continue
+        for row, model, settings, seeds in table_runs(paper, book, table, profile):
+            config = run_config(model, dataset=dataset, profile=profile, seed=seeds[0], **settings)
+            ident = (model, json.dumps(config["model_overrides"], sort_keys=True))
+            configs.setdefault(ident, (row, model, config))
+    made = []
+
+    def make():
+        made.append(True)
+        rows = {}
+        for row, model, config in configs.values():
+            batch = 2 if cpu else config["batch_size"]
+            rows[row] = measure.measure(model, dataset=config["dataset"], device="cpu" if cpu else "cuda",
+                                        batch_size=batch, dtype="bf16", iters=2 if cpu else None,
+                                        steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
+                                        inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128),
+                                        **config["model_overrides"])
+        return measure.jsonable({"rows": rows, "device": "cpu" if cpu else "cuda",
+                                 "batch_size": 2 if cpu else None})
+
+    if cpu:
+        data = make() if compute != "never" else None
+    else:
+        data = (store or ResultsStore()).load_or_compute("measure", speed_name(paper, dataset), make, profile=profile,
+                                                         compute=compute, can_compute=torch.cuda.is_available())
+    if data is None:
+        return None
+    return {**data, "source": "measured" if made else "stored"}
 
 
 def attention_maps_name(paper, dataset):

@@ -128,6 +128,71 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     return fig
 
 
+def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="training accuracy (%)", title=None,
+                        panel_titles=("ours", "paper"), sharey=True):
+    """Our curves beside the paper's, one panel each (on the same y range unless ``sharey=False``: seconds on
+    other hardware), one colour per name in both:
+    ``groups`` is ``{name: [records]}`` (``training_curves``: mean over the seeds done, band from the lowest to the
+    highest), ``printed`` ``{name: [value per epoch]}`` as the paper prints them (a name it lacks is left out there).
+    Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (ours, paper) = plt.subplots(1, 2, figsize=(10, 3.6), sharey=sharey)
+    names = list(dict.fromkeys([*groups, *printed]))
+    colours = {name: COLORS[i % len(COLORS)] for i, name in enumerate(names)}
+    done = {name: runs for name, runs in groups.items()
+            if any(r.get("status") == "done" and r.get("history") for r in runs)}
+    for name, runs in done.items():  # drawn one by one so that a name keeps its colour in both panels
+        training_curves({name: runs}, metric=metric, y_label=y_label, ax=ours)
+        ours.lines[-1].set_color(colours[name])
+        for band in ours.collections[-1:]:
+            band.set_color(colours[name])
+    if not done:
+        ours.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ours.transAxes)
+    for name, values in printed.items():
+        paper.plot(range(1, len(values) + 1), values, color=colours[name], lw=1.3, label=name)
+    for ax, heading in zip((ours, paper), panel_titles):
+        ax.set_title(heading, fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, loc="best")
+    ours.set_ylabel(y_label)
+    if not sharey:
+        paper.set_ylabel(y_label)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours", "paper"), sharey=False):
+    """One bar per name, ours beside the paper's in two panels (separate y ranges unless ``sharey``: seconds on
+    other hardware): ``ours`` and ``printed`` are ``{name: value}``; a name without a number of ours reads "not yet
+    run" under its place. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys([*printed, *ours]))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=sharey)
+    for ax, values, heading in zip(axes, (ours, printed), panel_titles):
+        xs = range(len(names))
+        heights = [values.get(n) if isinstance(values.get(n), (int, float)) else 0 for n in names]
+        ax.bar(xs, heights, color=[COLORS[i % len(COLORS)] for i in xs])
+        ax.set_xticks(list(xs), names, rotation=35, ha="right", fontsize=7)
+        for x, n in zip(xs, names):
+            if not isinstance(values.get(n), (int, float)):
+                ax.text(x, 0, "not yet run", rotation=90, ha="center", va="bottom", fontsize=7)
+        ax.set_title(heading, fontsize=10)
+        ax.set_ylabel(y_label)
+        ax.grid(alpha=0.3, axis="y")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
 def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False):
     """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the

@@ -22,11 +22,11 @@ def plan_totals_frame(plans):
 
 def plan_todo_frame(entries, limit=15):
     """The first ``limit`` entries left to run, in priority order: what, why it matters, status, minutes."""
-    from ..plan import todo
+    from ..plan import shown_settings, todo
 
     rows = []
     for e in todo(entries)[:limit]:
-        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {v}" for v in e.settings.values())
+        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {v}" for v in shown_settings(e.settings).values())
                 if e.kind == "train" else f"{e.kind}: {e.name}")
         rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("study: ", ""), "status": e.status,
                      "GPU min": round(e.est_gpu_minutes, 1), "estimate from": e.basis.split(" (")[0].split(":")[0]})

@@ -5,6 +5,8 @@ Layout:
   configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``; a run's
   kept weights (``run(..., keep_weights=True)``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
   committed with the results (unlike checkpoints), their SHA-256 recorded in the result;
+  ``keep_weights="local"`` keeps them in ``<root>/<profile>/.weights-local/`` instead, on this machine only
+  (never committed nor packed: a warm start's large source);
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
@@ -106,12 +108,13 @@ class ResultsStore:
         path = self.path(config)
         return path.parent / ".checkpoints" / (path.stem + ".pt")
 
-    def weights_path(self, config):
-        """Where a run's kept weights are: ``<profile>/weights/<result stem>.pt``."""
+    def weights_path(self, config, *, local=False):
+        """Where a run's kept weights are: ``<profile>/weights/<result stem>.pt``; ``local``: in
+        ``<profile>/.weights-local/``, kept on this machine only (never committed nor packed; no size cap)."""
         path = self.path(config)
-        return path.parent / "weights" / (path.stem + ".pt")
+        return path.parent / (".weights-local" if local else "weights") / (path.stem + ".pt")
 
-    def save_weights(self, config, state):
+    def save_weights(self, config, state, *, local=False):
         """Write ``state`` (a state dict) to ``weights_path`` in float16 (floating tensors cast, integer buffers as
         they are), atomically; return the record its result keeps under ``"weights"`` (``file`` relative to the
         profile's folder)."""
@@ -122,7 +125,7 @@ class ResultsStore:
         buffer = io.BytesIO()
         torch.save(half, buffer)
         data = buffer.getvalue()
-        path = atomic_write(self.weights_path(config), lambda f: f.write(data), binary=True)
+        path = atomic_write(self.weights_path(config, local=local), lambda f: f.write(data), binary=True)
         return {"file": path.relative_to(self.root / config["profile"]).as_posix(),
                 "sha256": hashlib.sha256(data).hexdigest(), "dtype": "float16", "bytes": len(data)}
 

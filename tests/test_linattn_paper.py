@@ -1,0 +1,152 @@
+"""Paper `linattn`: its test and training tables against the report's text (Tables 2-19), the derived seconds per
+epoch, and its claims (checked by the claims schema, naming only runs of the `test` table). Builds no model."""
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from vixnb import papers
+from vixnb.report import claim_schema
+
+KEY = "linattn"
+#: run -> (training table, test table), the report's numbering
+TABLES = {"vit_scratch": (2, 3), "vil_scratch": (4, 5), "vil_checkpoint": (6, 7), "vipa_scratch": (8, 9),
+          "vipa_checkpoint": (10, 11), "viprelu_scratch": (12, 13), "viprelu_checkpoint": (14, 15),
+          "vipexp_scratch": (16, 17), "vipexp_checkpoint": (18, 19)}
+
+
+@pytest.fixture(scope="module")
+def document():
+    path = Path(__file__).resolve().parents[1].parent / "shared" / "seeds" / papers.DOCUMENTS[KEY]
+    if not path.exists():
+        pytest.skip(f"the source document of paper {KEY!r} ({papers.DOCUMENTS[KEY]}) is not in the shared seeds "
+                    "folder beside the checkout")
+    return path.read_text(encoding="utf-8")
+
+
+def parse_tables(text):
+    """``{N: [[cell, ...], ...]}``: the rows of every tab-separated table that opens with an ``Epoch`` or ``Test``
+    header (``Accuracy  Loss  Speed``) and ends at its caption line ``Table N: ...``, as printed (text cells)."""
+    tables, rows = {}, None
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if cells in (["Epoch", "Accuracy", "Loss", "Speed"], ["Test", "Accuracy", "Loss", "Speed"]):
+            rows = []
+        elif rows is not None and (m := re.match(r"Table (\d+):", line.strip())):
+            tables[int(m.group(1))] = rows
+            rows = None
+        elif rows is not None and len(cells) == 4:
+            rows.append(cells)
+        elif rows is not None and line.strip():
+            raise AssertionError(f"unexpected line inside a table: {line!r}")
+    return tables
+
+
+def epochs_once(rows):
+    """A training table's rows keyed by epoch, each epoch once (a repeated epoch must repeat the same numbers)."""
+    by_epoch = {}
+    for epoch, *values in rows:
+        if epoch in by_epoch:
+            assert by_epoch[epoch] == values, f"epoch {epoch} printed twice with different numbers"
+        by_epoch[epoch] = values
+    return by_epoch
+
+
+@pytest.fixture(scope="module")
+def printed(document):
+    tables = parse_tables(document)
+    assert sorted(tables) == list(range(2, 20)), sorted(tables)
+    return tables
+
+
+def test_the_test_table_has_the_nine_runs_in_printed_order():
+    rows = papers.table(KEY, "test")["rows"]
+    assert list(rows) == list(TABLES)
+    assert [row["printed_in"] for row in rows.values()] == [f"Table {t}" for _, t in TABLES.values()]
+    assert list(papers.load(KEY)["training"]) == list(TABLES)
+    assert papers.table(KEY, "test")["dataset"] == "cifar10"
+    for row, (model, settings) in papers.paper_runs(KEY).items():
+        assert model == {"vit": "vit_b16_224", "vil": "vil_b16_224"}.get(row[:3], "vip_b16_224"), row
+        assert ("init_from" in settings) == row.endswith("_checkpoint"), row
+        assert settings.get("init_from") in (None, "vit_scratch"), row
+        if row.startswith("vip"):
+            assert settings["kernel"] == {"vipa": "favor+", "viprelu": "relu", "vipexp": "exp"}[row.split("_")[0]]
+
+
+def test_every_test_row_equals_the_documents(printed):
+    rows = papers.table(KEY, "test")["rows"]
+    count = 0
+    for run, (_, test_table) in TABLES.items():
+        (line,) = printed[test_table]
+        assert line[0] == "1"
+        row = rows[run]
+        assert [row["top1"], row["test_loss"], row["test_s"]] == [float(v) for v in line[1:]], run
+        count += 1
+    assert count == 9
+
+
+def test_every_training_row_equals_the_documents(printed):
+    training = papers.load(KEY)["training"]
+    count = 0
+    for run, (train_table, _) in TABLES.items():
+        entry = training[run]
+        assert entry["table"] == f"Table {train_table}", run
+        by_epoch = epochs_once(printed[train_table])
+        assert list(by_epoch) == [str(e) for e in range(1, 11)], run
+        for key in ("train_acc", "train_loss", "epoch_s"):
+            assert len(entry[key]) == 10, (run, key)
+        for i, (acc, loss, seconds) in enumerate(by_epoch.values()):
+            assert [entry["train_acc"][i], entry["train_loss"][i], entry["epoch_s"][i]] == \
+                [float(acc), float(loss), float(seconds)], (run, i + 1)
+            count += 1
+    assert count == 90
+
+
+def test_each_derived_epoch_s_is_the_mean_of_epochs_2_to_10(printed):
+    rows = papers.table(KEY, "test")["rows"]
+    for run, (train_table, _) in TABLES.items():
+        seconds = [float(values[2]) for values in epochs_once(printed[train_table]).values()]
+        assert rows[run]["epoch_s"] == round(statistics.fmean(seconds[1:]), 3), run
+        assert rows[run]["epoch_s"] != round(statistics.fmean(seconds), 3), run  # epoch 1 is left out
+
+
+def test_epochs_once_rejects_a_repeated_epoch_with_other_numbers():
+    assert list(epochs_once([["1", "a", "b", "c"], ["1", "a", "b", "c"], ["2", "d", "e", "f"]])) == ["1", "2"]
+    with pytest.raises(AssertionError, match="epoch 1 printed twice"):
+        epochs_once([["1", "a", "b", "c"], ["1", "x", "b", "c"]])
+
+
+def test_every_claim_parses_and_names_only_runs_of_the_test_table():
+    runs = set(papers.table_models(KEY, "test"))
+    claims = claim_schema.paper_claims(KEY)
+    assert len(claims) >= 6
+    for claim in claims:
+        assert claim["id"].startswith(f"{KEY}-"), claim["id"]
+        parsed = claim_schema.parse_claim(KEY, claim)
+        named = {m for pair in parsed["pair_list"] or [] for m in pair if m is not None}
+        assert named and named <= runs, (claim["id"], named - runs)
+        assert claim.get("table") in (None, "test"), claim["id"]
+        assert claim.get("reading"), claim["id"]
+
+
+def test_the_claims_the_brief_asks_for_are_there():
+    claims = {c["id"]: c for c in papers.claims(KEY)}
+    gain = claims["linattn-vil-epoch-time"]
+    assert (gain["method"], gain["metric"], gain["a"], gain["b"]) == ("relative_gain", "epoch_s", "vil_scratch", "vit_scratch")
+    keep = claims["linattn-checkpoint-keeps-accuracy"]
+    assert (keep["pairs"], keep["over"], keep["op"]) == ("zip", "all", "at_least")
+    assert [a.replace("_checkpoint", "") for a in keep["a"]] == [b.replace("_scratch", "") for b in keep["b"]]
+    assert claims["linattn-linear-test-half"]["metric"] == "test_s"
+    assert claims["linattn-viprelu-fastest-test"]["a"] == "viprelu_scratch"
+
+
+def test_the_paper_side_of_the_claims_on_the_report_s_own_numbers():
+    """The figures the ledger will show on the paper's side, computed here from the test table."""
+    rows = papers.table(KEY, "test")["rows"]
+    vil, vit = rows["vil_scratch"]["epoch_s"], rows["vit_scratch"]["epoch_s"]
+    assert (vil - vit) / vit * 100 == pytest.approx(-58.28, abs=0.01)  # "almost 50 %": within 50 ± 10
+    gains = [rows[f"{m}_checkpoint"]["top1"] - rows[f"{m}_scratch"]["top1"] for m in ("vil", "vipa", "viprelu", "vipexp")]
+    assert min(gains) == pytest.approx(58.24 - 61.59)  # ViP-a: the report does not bear out "maintains"
+    fastest = min(rows, key=lambda r: rows[r]["test_s"])
+    assert fastest == "viprelu_checkpoint" and rows["viprelu_scratch"]["test_s"] > rows["vipexp_scratch"]["test_s"]
