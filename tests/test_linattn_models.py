@@ -170,3 +170,38 @@ def test_warm_start_runs_are_never_ensembled():
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
     ok, why = can_ensemble(run_config("vil_b16_224", profile="smoke", **runs["vil_checkpoint"]))
     assert not ok and why.startswith("init_from")
+
+
+def test_a_stored_source_is_not_trained_again_for_its_weights_and_a_changed_source_makes_warm_starts_stale(monkeypatch):
+    monkeypatch.setattr(engine, "WEIGHTS_LIMIT_MB", 0.01)  # kept locally, as ViT-B/16's
+    runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
+    options = dict(profile="smoke", progress=False)
+    warm = engine.run("vip_b16_224", **options, **runs["viprelu_checkpoint"])
+    source = engine.run("vit_b16_224", compute="never", **options, **runs["vit_scratch"])
+    assert warm["transfer"]["source_weights_sha256"] == source["weights"]["sha256"]
+    store = ResultsStore()
+    store.weights_path(source["config"], local=True).unlink()  # another machine: the local weights are not there
+    trained = []
+    real = engine.train
+    monkeypatch.setattr(engine, "train", lambda *a, **k: trained.append(a[0]["model"]) or real(*a, **k))
+    assert engine.run("vit_b16_224", **options, **runs["vit_scratch"])["status"] == "done" and not trained
+    assert "stale" not in engine.run("vip_b16_224", compute="never", **options, **runs["viprelu_checkpoint"])
+    # the source trained again (other weights): its stored warm starts say so, and "missing" makes them again
+    path = store.path(source["config"])
+    record = json.loads(path.read_text())
+    record["weights"]["sha256"] = "0" * 64
+    path.write_text(json.dumps(record))
+    stale = engine.run("vip_b16_224", compute="never", **options, **runs["viprelu_checkpoint"])
+    assert stale["stale"] == "made from other weights of 'vit_scratch' than those stored now"
+
+
+def test_a_warm_start_source_is_never_ensembled_and_train_needs_its_weights(tmp_path):
+    from vixnb.ensemble import can_ensemble
+
+    runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
+    ok, why = can_ensemble(run_config("vit_b16_224", profile="smoke", **runs["vit_scratch"]))
+    assert not ok and "warm starts begin from each seed's weights" in why
+    assert can_ensemble(run_config("vit_b16_224", profile="smoke", lr=1e-3, **TINY))[0]  # the sweep's other runs may
+    config = run_config("vil_b16_224", profile="smoke", **runs["vil_checkpoint"])
+    with pytest.raises(ValueError, match=r"init_from 'vit_scratch' needs the source's weights"):
+        engine.train(config, progress=False, checkpoint=tmp_path / "run.pt")

@@ -109,6 +109,8 @@ def test_each_derived_epoch_s_is_the_mean_of_epochs_2_to_10(printed):
         seconds = [float(values[2]) for values in epochs_once(printed[train_table]).values()]
         assert rows[run]["epoch_s"] == round(statistics.fmean(seconds[1:]), 3), run
         assert rows[run]["epoch_s"] != round(statistics.fmean(seconds), 3), run  # epoch 1 is left out
+        accuracy = [float(values[0]) for values in epochs_once(printed[train_table]).values()]
+        assert rows[run]["train_acc_final"] == accuracy[-1], run  # the last epoch's, as printed
 
 
 def test_epochs_once_rejects_a_repeated_epoch_with_other_numbers():

@@ -67,7 +67,7 @@ from .models import create_model
 from .results import load_checkpoint, save_checkpoint
 from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
                     augment_generator, check_weights_size, evaluate, flip_rotate, layer_params, out_of_time,
-                    set_epoch_lr)
+                    set_epoch_lr, warm_start_source)
 
 
 def _active_dropout(model):
@@ -99,6 +99,8 @@ def can_ensemble(config, *, exact=True):
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
         (config.get("init_from"), "init_from: each seed starts from its own source run's weights; train the seeds "
                                   "separately"),
+        (warm_start_source(config), "warm starts begin from each seed's weights of this run, which an ensemble does "
+                                    "not keep; train the seeds separately"),
     ]
     for bad, reason in refused:
         if bad:

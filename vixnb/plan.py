@@ -49,7 +49,7 @@ STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
 #: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
 #: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
-NOMINAL_MINUTES = {"gpu_memory": 3, "speed": 10, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
+NOMINAL_MINUTES = {"gpu_memory": 3, "speed": 15, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
                    "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
 #: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
 BENCH_COMMANDS = {
@@ -231,12 +231,13 @@ def _study_entries(profile, runs):
 
 def _run_status(entry, store, needed_paths):
     from .results import StoreError, read_json
-    from .train import stale_reason
+    from .train import source_changed, stale_reason
 
     config = entry._config
     stored = store.get(config)
     if stored is not None:
-        why = stale_reason(stored) or (entry.keep_weights and store.weights_missing(config, stored))
+        why = stale_reason(stored) or source_changed(stored, store) or \
+            (entry.keep_weights and store.weights_missing(config, stored))
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):

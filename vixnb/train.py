@@ -367,9 +367,6 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     if keep_weights is True:  # "local": kept on this machine only, uncapped
         check_weights_size(config)
-    if config.get("init_from") and init_state is None and checkpoint is None:
-        raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's weights "
-                         "(init_state); train.run finds them")
     device = _device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
@@ -404,6 +401,9 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
             transferred = state.get("transfer")
         elif config.get("init_from"):
+            if init_state is None:
+                raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
+                                 "weights (init_state) where no checkpoint of the run is saved; train.run finds them")
             transferred = _warm_start(model, init_state, config, sel_x, sel_y, autocast)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -490,11 +490,14 @@ def _warm_start(model, state, config, images, labels, autocast):
     and loss on the selection set before any training)."""
     from .models.warm_start import transfer
 
-    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
+    sha = state.get(SOURCE_SHA_KEY)
+    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items() if k != SOURCE_SHA_KEY},
+                      model)
     if config["eval_mode"]:
         model.eval()
     top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast, with_loss=True)
-    return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"], **report.to_dict(),
+    return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"],
+            **({"source_weights_sha256": sha} if sha else {}), **report.to_dict(),
             "top1": top1, "top5": top5, "loss": loss[0] if loss else None}
 
 
@@ -614,10 +617,11 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     check_compute(compute)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
-    if not keep_weights and warm_start_source(config):
-        keep_weights = "local"
+    # a warm start's source keeps its weights locally when trained; a stored one is never retrained for them
+    # here (only a warm start that needs them asks, through _source_weights)
+    keep_local = not keep_weights and warm_start_source(config)
     stored = None if compute == "always" else store.get(config)
-    stale = stale_reason({**stored, "config": config}) if stored is not None else None
+    stale = (stale_reason({**stored, "config": config}) or source_changed(stored, store)) if stored is not None else None
     unkept = store.weights_missing(config, stored) if keep_weights and stored is not None else None
     if stored is not None and (not (stale or unkept) or compute == "never"):
         return {**stored, "stale": stale} if stale else stored
@@ -633,10 +637,12 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
     store.check_writable(config)
     init_state = None
-    if config.get("init_from"):
+    # a warm start needs its source's weights unless it resumes from its own checkpoint
+    if config.get("init_from") and (compute == "always" or not store.checkpoint_path(config).exists()):
         init_state, why = _source_weights(config, store, progress=progress, download=download, deadline=deadline)
         if init_state is None:
             return {"status": "not yet run", "config": config, "reason": why}
+    keep_weights = keep_weights or ("local" if keep_local else False)
     with store.lock(config) as waited:
         if waited and compute != "always" and (done := store.get(config)) is not None and \
                 not (keep_weights and store.weights_missing(config, done)):
@@ -695,7 +701,33 @@ def _source_weights(config, store, **options):
     state = store.load_weights(result["config"])
     if state is None:
         return None, f"its source run {source['run']!r} {store.weights_missing(result['config'], result)}"
-    return state, None
+    return {**state, SOURCE_SHA_KEY: result["weights"]["sha256"]}, None
+
+
+SOURCE_SHA_KEY = "__source_weights_sha256__"  # rides with the source's state into train, never into a model
+
+
+def source_changed(stored, store):
+    """Why a stored warm start no longer matches its source, or None: the source run's stored result now keeps other
+    weights (SHA-256) than those the warm start was made from (the source was trained again), or is gone."""
+    transfer = stored.get("transfer") or {}
+    made_from = transfer.get("source_weights_sha256")
+    init = (stored.get("config") or {}).get("init_from")
+    if not made_from or not init:
+        return None
+    from .results import StoreError, read_json
+
+    config = stored["config"]  # the source: the same profile, dataset and seed (store.path's naming)
+    path = store.root / config["profile"] / f"{init['model']}-{config['dataset']}-seed{config['seed']}-{init['key']}.json"
+    try:
+        source = read_json(path) if path.is_file() else None
+    except StoreError:
+        source = None
+    now = ((source or {}).get("weights") or {}).get("sha256")
+    if now == made_from:
+        return None
+    return (f"made from other weights of {init['run']!r} than those stored now" if now else
+            f"made from weights of {init['run']!r} that no stored result keeps now")
 
 
 def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):

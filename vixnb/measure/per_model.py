@@ -20,13 +20,15 @@ def default_batch_size(device):
 
 
 def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json_ready=True, paths=PATHS,
-            dtype="fp32", inference_batch_sizes=(1, 32, 64, 128), iters=None, cpu_batch=None, steps=2, **overrides):
+            dtype="fp32", inference_batch_sizes=(1, 32, 64, 128), iters=None, cpu_batch=None, steps=2, max_batch=4096,
+            **overrides):
     """Every efficiency figure of one registered model, as one record.
 
     Parameters (``params_paper``, ``params_true``, ``params_trainable``: the favor paper's theta), Size (MB) on
     the authors' path and as built, ``flops`` (see ``flops``), and for each path in ``paths``: ``training``
     (``training_memory`` at ``batch_size``, ``steps`` steps), ``inference`` (``inference_memory``),
-    ``throughput`` (``iters`` forwards; on a CPU at a batch of ``cpu_batch``, default min(batch_size, 8)).
+    ``throughput`` (``iters`` forwards at each of the largest batches that fit, up to ``max_batch``; on a CPU at a
+    batch of ``cpu_batch``, default min(batch_size, 8)).
     ``flops`` counts the fused path, ``flops_authors_path`` the authors' (they differ only for Nystrom, whose
     unfused form multiplies in a different order). ``batch_size`` defaults to 64 on a GPU and 4 on a CPU.
     The authors' path always runs fp32; ``dtype`` applies to the fused path. ``overrides`` go to
@@ -38,12 +40,12 @@ def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json
         model = create_model(model_name, dataset=dataset, **overrides)
     return measure_model(model, name=model_name, device=device, batch_size=batch_size, json_ready=json_ready,
                          paths=paths, dtype=dtype, inference_batch_sizes=inference_batch_sizes, iters=iters,
-                         cpu_batch=cpu_batch, steps=steps, dataset=dataset, overrides=dict(overrides))
+                         cpu_batch=cpu_batch, steps=steps, dataset=dataset, overrides=dict(overrides), max_batch=max_batch)
 
 
 def measure_model(model, *, name, input_size=None, device=None, batch_size=None, json_ready=True, paths=PATHS,
                   dtype="fp32", inference_batch_sizes=(1, 32, 64, 128), iters=None, cpu_batch=None, steps=2,
-                  dataset=None, overrides=None):
+                  dataset=None, overrides=None, max_batch=4096):
     """``measure`` for any image classifier ``model`` (e.g. a timm reference architecture), recorded as ``name``;
     ``input_size`` = (channels, height, width) unless the model was built by ``create_model``."""
     device = resolve_device(device)
@@ -67,7 +69,8 @@ def measure_model(model, *, name, input_size=None, device=None, batch_size=None,
         record["inference"][path] = inference_memory(model, batch_sizes=inference_batch_sizes, device=device,
                                                      path=path, dtype=dt, input_size=size)
         record["throughput"][path] = throughput(model, device=device, path=path, dtype=dt, iters=iters,
-                                                cpu_batch=cpu_batch or min(batch_size, 8), input_size=size)
+                                                cpu_batch=cpu_batch or min(batch_size, 8), input_size=size,
+                                                max_batch=max_batch)
     return jsonable(record) if json_ready else record
 
 

@@ -157,6 +157,9 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size
                                           profile=profile, compute=compute, can_compute=here)
 
 
+SPEED_MAX_BATCH, SPEED_ITERS = 256, 20  # the speed record's throughput search: batches up to 256, 20 forwards each
+
+
 def speed_name(paper, dataset):
     """The name of the stored speed measurement of a paper's chapter on ``dataset`` (``speed``)."""
     return f"{paper}-speed-{dataset}"
@@ -166,7 +169,9 @@ def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
     """Every efficiency figure (``vixnb.measure.measure``: training memory and step time, inference memory,
     images/s) of each model configuration the chapter trains on ``dataset`` (its ``train`` tables' rows; a warm
     start is the same architecture as its scratch run, so measured once), on the authors' path (fp32, attention
-    materialised) and ours (bf16, fused), at the paper's batch size. A GPU profile stores the record
+    materialised) and ours (bf16, fused): training memory and step time at the paper's batch size, inference
+    images/s at the largest batches up to ``SPEED_MAX_BATCH`` that fit, ``SPEED_ITERS`` timed forwards each (ViT-B/16
+    at 224 px: about a minute per model and path on an H100). A GPU profile stores the record
     (``speed_name``) and reads it back; the smoke profile measures its tiny models on the CPU (batch 2) and stores
     nothing. Returns ``{"rows": {row: record}, "device", "batch_size", "source"}``, or None where nothing is stored
     and nothing can be measured here."""
@@ -194,7 +199,8 @@ def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
         for row, model, config in configs.values():
             batch = 2 if cpu else config["batch_size"]
             rows[row] = measure.measure(model, dataset=config["dataset"], device="cpu" if cpu else "cuda",
-                                        batch_size=batch, dtype="bf16", iters=2 if cpu else None,
+                                        batch_size=batch, dtype="bf16", iters=2 if cpu else SPEED_ITERS,
+                                        max_batch=SPEED_MAX_BATCH,
                                         steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
                                         inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128),
                                         **config["model_overrides"])

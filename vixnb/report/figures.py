@@ -144,9 +144,10 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     done = {name: runs for name, runs in groups.items()
             if any(r.get("status") == "done" and r.get("history") for r in runs)}
     for name, runs in done.items():  # drawn one by one so that a name keeps its colour in both panels
+        bands = len(ours.collections)
         training_curves({name: runs}, metric=metric, y_label=y_label, ax=ours)
         ours.lines[-1].set_color(colours[name])
-        for band in ours.collections[-1:]:
+        for band in ours.collections[bands:]:  # none where one seed is done
             band.set_color(colours[name])
     if not done:
         ours.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ours.transAxes)
