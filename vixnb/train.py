@@ -20,6 +20,11 @@ own generator, saved in the checkpoint) and ``grad_norm_every`` (the mean per-la
 N-th step, ``grad_norms`` in each history entry). A model with shaped attention records each layer's
 ``alpha_beta`` after every epoch. ``run(..., keep_weights=True)`` stores the selected weights in float16 beside
 the result (``ResultsStore.load_weights``, ``trained_model``).
+
+Warm starts (paper `linattn`): a config with ``init_from`` starts from another run's selected weights
+(``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy right after it;
+``run`` finds or trains the source and keeps its weights locally (``keep_weights="local"``). Every epoch records
+the selection set's loss (``select_loss``) and the seconds of that evaluation (``eval_seconds``).
 """
 import json
 import math

@@ -9,7 +9,9 @@ to its source document's file name. A paper file holds:
   may give the ``create_model`` settings of its runs (``model_config``), and a row may name its ``model`` and
   ``settings`` (``row_run``), where the paper shows one model in several configurations;
 - ``protocol``: the authors' optimizer, epochs, batch sizes and per-model overrides (``protocol``);
-- ``claims``: the quantitative claims of its text (``vixnb.report.claims`` evaluates them).
+- ``claims``: the quantitative claims of its text (``vixnb.report.claims`` evaluates them);
+- sections of its own that its chapter reads, e.g. `linattn`'s ``training`` (per-epoch curves of its runs) and
+  ``notes`` (the document's inconsistencies and how they were read).
 
 Files are read on first use and checked: a malformed file or a missing table raises an error that names
 the file.

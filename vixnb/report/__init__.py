@@ -4,7 +4,7 @@ No module here belongs to one chapter: a chapter is a notebook plus its paper fi
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .compare import PAPER_COMPARABLE_GPU, results_beside_paper, rows_beside_paper
 from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, seed_comparison,
-                      speed, speed_name, study_measurement, summarize_runs, table_results)
+                      speed, speed_name, speed_table, study_measurement, summarize_runs, table_results)
 from .claim_figures import claim_list, ledger, ours_from_store, seed_statistic
 from .cost import not_yet_run
 from .figures import (accuracy_against_cost, attention_map_panels, band_curves, bars_beside_paper, curves_beside_paper,
@@ -22,4 +22,4 @@ __all__ = ["NOT_YET_RUN", "PAGE_TABLE_STYLE", "PAPER_COMPARABLE_GPU", "accuracy_
            "label", "ledger", "ours_from_store", "page_table", "paper_frame", "plan_todo_frame", "plan_totals_frame", "provenance_line", "results_beside_paper", "rows_beside_paper",
            "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
            "book_plans", "book_totals", "gpu_profiles", "missing_line", "missing_runs_frame",
-           "stored_results_frame", "speed", "speed_name", "curves_beside_paper", "bars_beside_paper"]
+           "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper"]

@@ -217,6 +217,23 @@ def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
     return {**data, "source": "measured" if made else "stored"}
 
 
+def speed_table(record, labels=None):
+    """A ``speed`` record as a page table: one row per measured run (named by ``labels``: row -> label), and for
+    images/s, the training step's ms and its peak GB, one column per path (``authors``, ``fused``)."""
+    import pandas as pd
+
+    from ..measure import records_frame
+
+    rows = list(record["rows"])
+    frame = records_frame([record["rows"][row] for row in rows])
+    frame.index = [(labels or {}).get(row, row) for row in rows]
+    headings = {"images/s": "img/s ({})", "train step ms": "train step ms ({})", "train GB": "train GB ({})"}
+    table = pd.DataFrame({(heading, path): frame[column.format(path)] for heading, column in headings.items()
+                          for path in ("authors", "fused") if column.format(path) in frame})
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table
+
+
 def attention_maps_name(paper, dataset):
     """The name of the stored attention-map measurement of a paper's chapter on ``dataset``."""
     return f"{paper}-attention-maps-{dataset}"
