@@ -163,7 +163,7 @@ def _init_source(init_from, model, dataset, profile, seed):
         if init_from not in runs:
             raise ValueError(f"init_from={init_from!r}: not a run of vixnb/papers/{paper}.yaml; its runs: "
                              f"{', '.join(runs) or 'none'}")
-        source = {"run": init_from, "model": runs[init_from][0], "settings": dict(runs[init_from][1])}
+        source = row_source(runs, init_from)
     elif isinstance(init_from, dict) and isinstance(init_from.get("model"), str):
         source = {"run": init_from.get("run", init_from["model"]), "model": init_from["model"],
                   "settings": dict(init_from.get("settings") or {})}
@@ -200,6 +200,13 @@ def chapter_settings(key, settings, shrink):
     source = settings.get("init_from")
     runs = papers.paper_runs(key) if isinstance(source, str) else {}
     if source in runs:
-        settings["init_from"] = {"run": source, "model": runs[source][0], "settings": {**runs[source][1], **shrink}}
+        settings["init_from"] = row_source(runs, source, shrink)
     return settings
+
+
+def row_source(runs, row, shrink=None):
+    """``{"run", "model", "settings"}``: the run of ``row`` (``runs``: ``papers.paper_runs``) that a warm start names,
+    with the profile settings ``shrink`` its chapter applies."""
+    model, settings = runs[row]
+    return {"run": row, "model": model, "settings": {**settings, **(shrink or {})}}
 

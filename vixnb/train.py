@@ -354,7 +354,7 @@ def out_of_time(deadline, history, last_epoch=None):
 
 
 def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, keep_weights=False,
-          init_state=None):
+          init_state=None, init_sha256=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
@@ -366,8 +366,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     selected weights (tensors, not JSON: ``run`` stores them and takes them out).
 
     ``init_state`` (a config with ``init_from``): the source run's weights, carried into the new model before
-    epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report and the test top-1,
-    top-5 and loss right after it, before any training."""
+    epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report, the test top-1,
+    top-5 and loss right after it, before any training, and ``init_sha256``, the SHA-256 of those weights."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     if keep_weights is True:  # "local": kept on this machine only, uncapped
@@ -409,7 +409,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
             if init_state is None:
                 raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
                                  "weights (init_state) where no checkpoint of the run is saved; train.run finds them")
-            transferred = _warm_start(model, init_state, config, sel_x, sel_y, autocast)
+            transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
@@ -489,20 +489,18 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     return {**result, "best_state": best_state} if keep_weights else result
 
 
-def _warm_start(model, state, config, images, labels, autocast):
-    """Carry the source run's weights ``state`` into ``model`` (``transfer``) and evaluate it at once: the record a
-    warm-started result keeps under ``transfer`` (the report's counts and its new and unused tensors; top-1, top-5
-    and loss on the selection set before any training)."""
+def _warm_start(model, state, sha256, config, images, labels, autocast):
+    """Carry the source run's weights ``state`` (their SHA-256: ``sha256``) into ``model`` (``transfer``) and
+    evaluate it at once: the record a warm-started result keeps under ``transfer`` (the report's counts and its new
+    and unused tensors; top-1, top-5 and loss on the selection set before any training)."""
     from .models.warm_start import transfer
 
-    sha = state.get(SOURCE_SHA_KEY)
-    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items() if k != SOURCE_SHA_KEY},
-                      model)
+    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
     if config["eval_mode"]:
         model.eval()
     top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast, with_loss=True)
     return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"],
-            **({"source_weights_sha256": sha} if sha else {}), **report.to_dict(),
+            **({"source_weights_sha256": sha256} if sha256 else {}), **report.to_dict(),
             "top1": top1, "top5": top5, "loss": loss[0] if loss else None}
 
 
@@ -641,10 +639,11 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
     store.check_writable(config)
-    init_state = None
+    init_state = init_sha256 = None
     # a warm start needs its source's weights unless it resumes from its own checkpoint
     if config.get("init_from") and (compute == "always" or not store.checkpoint_path(config).exists()):
-        init_state, why = _source_weights(config, store, progress=progress, download=download, deadline=deadline)
+        init_state, init_sha256, why = _source_weights(config, store, progress=progress, download=download,
+                                                       deadline=deadline)
         if init_state is None:
             return {"status": "not yet run", "config": config, "reason": why}
     keep_weights = keep_weights or ("local" if keep_local else False)
@@ -656,7 +655,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         if compute == "always":
             remove_checkpoints(checkpoint)
         result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       keep_weights=keep_weights, init_state=init_state)
+                       keep_weights=keep_weights, init_state=init_state, init_sha256=init_sha256)
         if keep_weights:  # the weights first: a stored result's weights record always names a written file
             result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
         store.put(config, result)
@@ -687,29 +686,31 @@ def warm_start_source(config):
     return False
 
 
-def _source_weights(config, store, **options):
-    """``(state, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and kept
-    locally), or ``(None, why)`` where they cannot be had."""
+def _source_config(config):
+    """The run config of ``config``'s ``init_from`` run: the same dataset, profile and seed."""
     source = config["init_from"]
-    keep = True if weights_bytes(run_config(source["model"], dataset=config["dataset"], profile=config["profile"],
-                                            seed=config["seed"], **source["settings"])) <= WEIGHTS_LIMIT_MB * 2**20 \
-        else "local"
+    return run_config(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                      **source["settings"])
+
+
+def _source_weights(config, store, **options):
+    """``(state, sha256, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and
+    kept locally) and their SHA-256, or ``(None, None, why)`` where they cannot be had."""
+    from .results import config_key
+
+    source, source_config = config["init_from"], _source_config(config)
+    if config_key(source_config) != source["key"]:
+        raise RuntimeError(f"{config['model']}: init_from {source['run']!r} resolved to another run than its config "
+                           "records; rebuild the config (profiles.run_config)")
+    keep = True if weights_bytes(source_config) <= WEIGHTS_LIMIT_MB * 2**20 else "local"
     result = run(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
                  compute="missing", store=store, keep_weights=keep, **source["settings"], **options)
     if result["status"] != "done":
-        return None, f"its source run {source['run']!r} is {result['status']}: {result.get('reason', '')}"
-    from .results import config_key
-
-    if config_key(result["config"]) != source["key"]:
-        raise RuntimeError(f"{config['model']}: init_from {source['run']!r} resolved to another run than its config "
-                           "records; rebuild the config (profiles.run_config)")
-    state = store.load_weights(result["config"])
+        return None, None, f"its source run {source['run']!r} is {result['status']}: {result.get('reason', '')}"
+    state = store.load_weights(source_config)
     if state is None:
-        return None, f"its source run {source['run']!r} {store.weights_missing(result['config'], result)}"
-    return {**state, SOURCE_SHA_KEY: result["weights"]["sha256"]}, None
-
-
-SOURCE_SHA_KEY = "__source_weights_sha256__"  # rides with the source's state into train, never into a model
+        return None, None, f"its source run {source['run']!r} {store.weights_missing(source_config, result)}"
+    return state, result["weights"]["sha256"], None
 
 
 def source_changed(stored, store):
@@ -720,12 +721,10 @@ def source_changed(stored, store):
     init = (stored.get("config") or {}).get("init_from")
     if not made_from or not init:
         return None
-    from .results import StoreError, read_json
+    from .results import StoreError
 
-    config = stored["config"]  # the source: the same profile, dataset and seed (store.path's naming)
-    path = store.root / config["profile"] / f"{init['model']}-{config['dataset']}-seed{config['seed']}-{init['key']}.json"
     try:
-        source = read_json(path) if path.is_file() else None
+        source = store.get(_source_config(stored["config"]))
     except StoreError:
         source = None
     now = ((source or {}).get("weights") or {}).get("sha256")

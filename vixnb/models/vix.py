@@ -302,7 +302,8 @@ def vil_b16_224(*, image_size, num_classes, channels, linformer_k=128, **config)
 @register_model(paper="linattn", label="ViP-B/16")
 def vip_b16_224(*, image_size, num_classes, channels, kernel="favor+", nb_features=128, **config):
     """ViT-B/16 with Performer attention; ``kernel``: ``favor+`` (positive orthogonal random features, ``nb_features``
-    of them: the report's "ViP-a"), ``relu`` or ``exp`` (deterministic feature maps on q and k; no features drawn)."""
+    of them: the report's "ViP-a"), ``relu`` or ``exp`` (deterministic feature maps on q and k; FastAttention still
+    draws its projection buffer, which they never read)."""
     if kernel not in B16_KERNELS:
         raise ValueError(f"kernel={kernel!r}: choose one of {', '.join(B16_KERNELS)}")
     return b16_model(image_size, num_classes, channels, config, mixer="performer",

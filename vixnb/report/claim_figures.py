@@ -112,23 +112,25 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def _epoch_seconds(run):
-    """Mean training seconds per epoch (epoch 1 left out); None for a member of an ensemble, whose seconds are
+def _seconds_after_first(run, key):
+    """Mean of the history's ``key`` seconds (epoch 1 left out: start-up; all of them for a one-epoch run); None
+    where an entry lacks it (runs stored before it was recorded) or for a member of an ensemble, whose seconds are
     the whole ensemble's."""
     if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
         return None
-    later = [h["seconds"] for h in run["history"][1:]] or [h["seconds"] for h in run["history"]]
-    return sum(later) / len(later)
+    times = [h.get(key) for h in run["history"]]
+    later = times[1:] or times
+    return None if not later or None in later else sum(later) / len(later)
+
+
+def _epoch_seconds(run):
+    """Mean training seconds per epoch (``_seconds_after_first``)."""
+    return _seconds_after_first(run, "seconds")
 
 
 def _test_seconds(run):
-    """Mean seconds of one evaluation pass over the test set (epoch 1 left out); None where the history has no
-    ``eval_seconds`` (runs stored before they were recorded) or for a member of an ensemble."""
-    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
-        return None
-    times = [h.get("eval_seconds") for h in run["history"]]
-    later = times[1:] or times
-    return None if not later or None in later else sum(later) / len(later)
+    """Mean seconds of one evaluation pass over the test set (``_seconds_after_first``)."""
+    return _seconds_after_first(run, "eval_seconds")
 
 
 def _transfer_top1(run):
