@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What a session with a lent GPU machine runs there, once per device call of about 9 minutes:
-#   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh [PROFILE] [BUDGET_S]
+#   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh [PROFILE] [BUDGET_S] [BATCH OPTIONS...]
 # It installs the carried wheels (.whl/, from `bash ../shared/tools/device-wheels.sh`), extracts the carried
 # CIFAR-10 archive (data/cifar10-jpeg.tar.gz) and runs the one command for lent GPU time:
-#   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz
+#   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz [BATCH OPTIONS...]
+# (BATCH OPTIONS, e.g. `--chapter simplified`, pick what this call runs; none: the plan's order)
 # which runs the plan's missing entries in priority order (`vixnb plan`), stops a training run at an epoch
 # boundary when time is up and packs what this call wrote (results, kept weights, records) and paused runs' checkpoints (under 15 MiB).
 # Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas ptwt`: the plan's page pieces need pandas,
@@ -17,6 +18,7 @@ set -uo pipefail
 start=$(date +%s)
 PROFILE=${1:-budget}
 BUDGET_S=${2:-540}
+shift $(( $# < 2 ? $# : 2 ))
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VIXNB_DATA=${VIXNB_DATA:-$PWD/data}
@@ -37,5 +39,5 @@ pack() {  # the batch packs when it ends; this covers a batch that was stopped
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 left=$(( BUDGET_S - ($(date +%s) - start) - 60 ))
-timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" --pack-since "$start" 2>&1 \
+timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" --pack-since "$start" "$@" 2>&1 \
   | tee "$OUT/batch.log"
