@@ -3,7 +3,7 @@ a vanilla ViT and the simplified (shaped-attention) ViT of He & Hofmann (2023), 
 (64 patch tokens and a class token: 65).
 
 ``create_model("vit_small_vanilla" | "vit_small_simplified", width=96, depth=8, heads=4, patch=4,
-alpha_beta="uniform", layout="blog", blog_scale=False)``.
+alpha_beta="uniform", layout="blog", blog_scale=False, block="sequential")``.
 
 ``layout="blog"`` (default) is the layout that the blog's six parameter counts fix exactly (Tables 2, 4, 5):
 
@@ -17,7 +17,12 @@ alpha_beta="uniform", layout="blog", blog_scale=False)``.
     ``skips=False`` removes both residuals (the blog's Fig. 14, "vanishing gradients");
   - simplified: (alpha I + beta A) x then MLP, no value/output projections, no skips, scalar alpha and beta
     initialised by ``alpha_beta`` (``layers.shaped``: uniform, identity, attention, dynamic, inverse-dynamic;
-    the per-layer schemes get each block's ``layer_index`` and the ``depth``);
+    the per-layer schemes get each block's ``layer_index`` and the ``depth``).
+    ``block="sequential"`` (default) is the blog's formula, MLP(LN(x) shaped by alpha I + beta A);
+    ``block="parallel"`` is He & Hofmann's SAS-P, the block the blog's Fig. 4 draws and names: the shaped
+    attention and the MLP both read the same LN(x) and are summed, (alpha I + beta A) LN(x) + MLP(LN(x)), so the
+    alpha I term carries the signal past every MLP. Both have the same parameters, so the counts cannot tell
+    them apart;
 - head: a width x width Linear with tanh on the class token (the original ViT's pre-logits layer; the counts fix
   only its size) and the 10-way Linear.
 
@@ -68,28 +73,39 @@ class OneMapAttention(nn.Module):
         return self.to_out(mixed)
 
 
-class Block(nn.Module):
-    """norm -> mixer (+ x where ``skips``) -> [norm] -> MLP (+ x where ``skips``)."""
+BLOCKS = ("sequential", "parallel")
 
-    def __init__(self, dim, mixer, *, skips, second_norm):
+
+class Block(nn.Module):
+    """Sequential: norm -> mixer (+ x where ``skips``) -> [norm] -> MLP (+ x where ``skips``).
+    Parallel: mixer(norm(x)) + MLP(norm(x)), no skips (He & Hofmann's SAS-P)."""
+
+    def __init__(self, dim, mixer, *, skips, second_norm, parallel=False):
         super().__init__()
-        self.norm, self.mixer, self.skips = nn.LayerNorm(dim), mixer, skips
+        self.norm, self.mixer, self.skips, self.parallel = nn.LayerNorm(dim), mixer, skips, parallel
         self.norm2 = nn.LayerNorm(dim) if second_norm else nn.Identity()
         self.mlp = mlp(dim, dim)  # hidden size = width (the counts fix it)
 
     def forward(self, x):
+        if self.parallel:
+            x = self.norm(x)
+            return self.mixer(x) + self.mlp(self.norm2(x))
         x = self.mixer(self.norm(x)) + (x if self.skips else 0)
         return self.mlp(self.norm2(x)) + (x if self.skips else 0)
 
 
 class SmallViT(nn.Module):
     def __init__(self, *, image_size, num_classes, channels=3, simplified, width=96, depth=8, heads=4, patch=4,
-                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None):
+                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None, block="sequential"):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"layout={layout!r}: use one of {', '.join(LAYOUTS)}")
         if width % heads or image_size % patch:
             raise ValueError(f"width {width} must be divisible by heads {heads}, image_size {image_size} by patch {patch}")
+        if block not in BLOCKS:
+            raise ValueError(f"block={block!r}: use one of {', '.join(BLOCKS)}")
+        if block == "parallel" and not simplified:
+            raise ValueError("block='parallel' is the simplified ViT's SAS-P block; pass it only to vit_small_simplified")
         if simplified and skips:
             raise ValueError("skips=True: the simplified block has none; pass skips only to vit_small_vanilla")
         self.simplified, self.layout = simplified, layout
@@ -113,7 +129,8 @@ class SmallViT(nn.Module):
                 m.scale = dim_head**0.5
             return m
 
-        self.blocks = nn.Sequential(*(Block(width, mixer(i), skips=skips, second_norm=not blog)
+        self.blocks = nn.Sequential(*(Block(width, mixer(i), skips=skips, second_norm=not blog,
+                                            parallel=block == "parallel")
                                       for i in range(1, depth + 1)))
         self.pre_logits = nn.Sequential(nn.Linear(width, width), nn.Tanh())
         self.head = nn.Linear(width, num_classes)
@@ -137,5 +154,6 @@ def vit_small_vanilla(*, image_size, num_classes, channels, **config):
 
 @register_model(paper="shaped", label="Simplified ViT")
 def vit_small_simplified(*, image_size, num_classes, channels, **config):
-    """The blog's simplified ViT: shaped attention alpha I + beta A, no V/O, no skips (``alpha_beta`` scheme)."""
+    """The blog's simplified ViT: shaped attention alpha I + beta A, no V/O, no skips (``alpha_beta`` scheme;
+    ``block="parallel"``: SAS-P, attention and MLP side by side)."""
     return small_vit(image_size, num_classes, channels, config, simplified=True)
