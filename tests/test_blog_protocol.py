@@ -43,9 +43,12 @@ def test_committed_results_keep_their_identity():
     stored = [read_json(p) for p in sorted(folder.glob("*.json"))]
     if not stored:
         pytest.skip("no committed budget results in this checkout")
-    for result in stored:
+    for path, result in zip(sorted(folder.glob("*.json")), stored):
         c = result["config"]
-        assert run_config(c["model"], dataset=c["dataset"], profile=c["profile"], seed=c["seed"]) == c, c["model"]
+        today = run_config(c["model"], dataset=c["dataset"], profile=c["profile"], seed=c["seed"],
+                           **c["model_overrides"])  # a row's model settings (the shaped blog's experiments)
+        assert today == c, path.name
+        assert path.stem.endswith(config_key(today)), path.name
 
 
 def test_the_blog_protocol_sets_its_keys_and_each_can_be_turned_off():

@@ -8,6 +8,7 @@ from vixnb import papers, report
 from vixnb.report import claim_schema as S
 from vixnb.report import claim_verdicts as C
 from vixnb.report import claim_figures as L
+from vixnb.models import model_cfg
 from vixnb.results import ResultsStore
 
 REPO_RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -324,7 +325,8 @@ def test_ours_from_the_committed_budget_store():
     sections = ["abstract", "5.1", "5.2"]  # the Table 1-2 chapter's claims
     ours, records = L.ours_from_store("vix", "budget", store=store, sections=sections)
     c10 = ours["cifar10"]
-    stored_runs = {r["config"]["model"]: r for r in store.results("budget") if r["config"]["dataset"] == "cifar10"}
+    stored_runs = {r["config"]["model"]: r for r in store.results("budget") if r["config"]["dataset"] == "cifar10"
+                   and model_cfg(r["config"]["model"])["paper"] == "vix"}
     for model in papers.table_models("vix", "table1"):
         assert c10[model]["gpu_gb"] == memory[model]["GPU GB reserved, authors (fp32)"]
         if model in stored_runs:
@@ -338,6 +340,14 @@ def test_ours_from_the_committed_budget_store():
     third = max(memory[m]["GPU GB reserved, authors (fp32)"] for m in ("vip", "vil", "vin")) / memory["vit"]["GPU GB reserved, authors (fp32)"]
     assert frame.loc["vix-5.1-xformers-third-gpu", "our figure"] == pytest.approx(third)
     assert frame.loc["vix-5.1-xformers-third-gpu", "our verdict"] == ("holds" if third < 1 / 3 else "does not hold")
+    # told where the figures come from: ten-epoch runs decide no accuracy claim, the memory claim still
+    budget = C.claims("vix", ours, sections=sections, profile="budget")
+    assert budget.loc["vix-5.1-xformers-third-gpu", "our verdict"] == frame.loc["vix-5.1-xformers-third-gpu", "our verdict"]
+    accuracy = [i for i in budget.index if S.parse_claim("vix", next(c for c in papers.claims("vix") if c["id"] == i))
+                .get("metric") in ("top1", "top5") and frame.loc[i, "our figure"] is not None]
+    assert accuracy and set(budget.loc[accuracy, "our verdict"]) == {"not decided here"}
+    assert set(budget.loc[accuracy, "why no verdict"]) == {"budget profile: 10-epoch runs"}
+    assert budget.loc[accuracy, "our figure"].tolist() == frame.loc[accuracy, "our figure"].tolist()
     if "vin" not in stored_runs:
         assert frame.loc["vix-5.1-vin-vs-vit", "our verdict"] == "not yet run"
         assert frame.loc["vix-5.1-vin-vs-vit", "why no verdict"] == "missing: top-1 of ViN"
@@ -406,3 +416,17 @@ def test_the_ledger_page_runs_in_the_smoke_profile(tmp_path):
         if papers.claims(key):
             assert f"(`{key}`)" in text and "How each claim was read:" in text
     assert "not yet run" in text and "Smoke profile" in text
+
+
+def test_which_profile_decides_which_claim():
+    def claim(metric):
+        return {"id": "shaped-x", "section": "s", "text": "t", "op": "greater", "value": 0, "method": "value",
+                "metric": metric, "a": "exp1_vanilla", "dataset": "cifar10"}
+
+    reason = C.undecided_reason
+    for profile in (None, "paper"):
+        assert reason("shaped", claim("train_acc_final"), profile) is None
+    assert reason("shaped", claim("params"), "smoke") is None  # counted on the model: exact everywhere
+    assert reason("shaped", claim("epoch_s"), "smoke") == "smoke profile: synthetic images"
+    assert reason("shaped", claim("epoch_s"), "budget") is None  # an epoch's time does not depend on their number
+    assert reason("shaped", claim("train_acc_final"), "budget") == "budget profile: 10-epoch runs"

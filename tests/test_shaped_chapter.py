@@ -33,15 +33,19 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
     seeds = {}
     for e in runs:
         seeds.setdefault(e.name, []).append(e.seed)
-    # 11 runs; Experiment 3 with the blog's 5 runs, the rest with the profile's 3 seeds
+    # 11 runs of the blog's and 7 of SAS-P; Experiment 3 with the blog's 5 runs, the rest with the profile's 3 seeds
+    three = ("exp0_no_skips", "exp1_vanilla", "exp1_simplified", "exp2_vanilla", "exp2_simplified", "exp4_identity",
+             "exp4_attention", "exp5_dynamic", "exp6_inverse_dynamic", "exp1_simplified_sasp", "exp2_simplified_sasp",
+             "exp4_identity_sasp", "exp4_attention_sasp", "exp5_dynamic_sasp", "exp6_inverse_dynamic_sasp")
     assert {k: sorted(v) for k, v in seeds.items()} == {
-        **{r: [0, 1, 2] for r in ("exp0_no_skips", "exp1_vanilla", "exp1_simplified", "exp2_vanilla",
-                                  "exp2_simplified", "exp4_identity", "exp4_attention", "exp5_dynamic",
-                                  "exp6_inverse_dynamic")},
-        "exp3_vanilla": [0, 1, 2, 3, 4], "exp3_simplified": [0, 1, 2, 3, 4]}
-    assert len(runs) == 37
+        **{r: [0, 1, 2] for r in three},
+        **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified", "exp3_simplified_sasp")}}
+    assert len(runs) == 60
     kept = sorted((e.name, e.seed) for e in runs if e.keep_weights)
-    assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0)]
+    assert kept == [("exp3_simplified", 0), ("exp3_simplified_sasp", 0), ("exp3_vanilla", 0)]
+    sasp = next(e for e in runs if e.name == "exp5_dynamic_sasp" and e.seed == 0)
+    assert sasp.settings == {"heads": 4, "patch": 4, "block": "parallel", "width": 128, "depth": 8,
+                             "alpha_beta": "dynamic"}
     exp4 = next(e for e in runs if e.name == "exp4_identity" and e.seed == 0)
     assert exp4.command == ("vixnb train vit_small_simplified --dataset cifar10 --profile budget --seed 0 "
                             "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
@@ -104,7 +108,7 @@ def test_seed_comparison_and_pairs():
     assert report.seed_comparison([1.0], [0.0])["survives"] is None
     frame = report.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
                                                      "b": [_record([1, 1], 60)]})
-    train, test = frame.loc[("x", "final training accuracy (%)")], frame.loc[("x", "best test top-1 (%)")]
+    train, test = frame.loc[("x", "final train acc. (%)")], frame.loc[("x", "best test top-1 (%)")]
     assert (train["a"], train["b"], train["a − b"]) == ("4.00 ± 1.41 (2)", "1.00 (1)", "+3.00")
     assert test["beyond 2 SE"] == "—" and test["a − b"] == "+11.00"
     assert report.compare_pairs([("y", "a", "c")], {"a": []}).iloc[0]["a"] == "not yet run"

@@ -5,6 +5,7 @@ import torch
 
 import vixnb
 from vixnb import analysis, layers, papers
+from vixnb.models import architecture_signature
 from vixnb.models.vit_small import OneMapAttention
 
 TABLES = ("table2", "table4", "table5")
@@ -118,3 +119,32 @@ def test_maps_are_collected_from_the_families_own_attentions(name):
     maps = analysis.collect_attention_maps(model, torch.randn(1, 3, 32, 32))
     assert len(maps) >= 1 and all(m.dim() == 4 for m in maps)
     torch.testing.assert_close(maps[0].sum(-1), torch.ones_like(maps[0].sum(-1)), atol=1e-4, rtol=1e-4)
+
+
+def test_the_parallel_block_is_sas_p_with_the_same_parameters():
+    torch.manual_seed(0)
+    seq = vixnb.create_model("vit_small_simplified", depth=2)
+    par = vixnb.create_model("vit_small_simplified", depth=2, block="parallel")
+    par.load_state_dict(seq.state_dict())  # the same parameters, name for name
+    assert vixnb.count_params(par, "true") == vixnb.count_params(seq, "true")
+    block, x = par.blocks[0], torch.randn(2, 65, 96)
+    with torch.no_grad():
+        y = block.norm(x)
+        assert torch.allclose(block(x), block.mixer(y) + block.mlp(y))
+        assert torch.allclose(seq.blocks[0](x), seq.blocks[0].mlp(seq.blocks[0].mixer(y)))
+    # the signature tells the blocks apart; the parameter counts cannot
+    assert architecture_signature(par) != architecture_signature(seq)
+    with pytest.raises(ValueError, match="block='parallel' is the simplified ViT's SAS-P block"):
+        vixnb.create_model("vit_small_vanilla", block="parallel")
+    with pytest.raises(ValueError, match="block='side': use one of sequential, parallel"):
+        vixnb.create_model("vit_small_simplified", block="side")
+
+
+def test_the_signature_does_not_read_torchs_reprs(monkeypatch):
+    # torch 2.11's LayerNorm repr lacks 2.14's "bias=True": the same model must keep its signature
+    model = vixnb.create_model("vit_small_vanilla", depth=2)
+    before = architecture_signature(model)
+    monkeypatch.setattr(torch.nn.LayerNorm, "extra_repr", lambda self: "changed by a torch release")
+    assert architecture_signature(model) == before
+    model.norm.eps = 1e-6  # a setting of a torch layer still counts
+    assert architecture_signature(model) != before

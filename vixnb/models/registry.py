@@ -38,15 +38,25 @@ def mixer_overrides(config, mixer, mixer_options=None):
 
 
 def architecture_signature(model):
-    """A short hash of a model's structure: each submodule's path, class and ``extra_repr``, and each
-    parameter's and buffer's name, shape and dtype. Edits that keep the structure (docstrings, refactors)
-    keep it; a changed layer, width or option changes it. A training result records it, and ``vixnb plan``
-    calls a stored result stale when today's model no longer has it."""
+    """A short hash of a model's structure: each submodule's path, class and settings, and each parameter's and
+    buffer's name, shape and dtype. Edits that keep the structure (docstrings, refactors) keep it; a changed
+    layer, width or option changes it. A training result records it, and ``vixnb plan`` calls a stored result
+    stale when today's model no longer has it.
+
+    A torch layer's settings are the values of its ``__constants__`` (LayerNorm's shape, eps and affine flag;
+    Conv2d's kernel, stride, padding ...), not its ``extra_repr``, which changes between torch releases (2.14's
+    LayerNorm adds "bias=True" that 2.11's lacks): the same model has the same signature on a GPU machine's
+    torch and a CPU's. vixnb's own modules are described by their ``extra_repr``."""
     import hashlib
 
     digest = hashlib.sha256()
     for name, module in model.named_modules():
-        digest.update(f"{name}|{type(module).__name__}|{module.extra_repr()}\n".encode())
+        if type(module).__module__.startswith("torch."):
+            settings = ", ".join(f"{k}={getattr(module, k, None)!r}"
+                                 for k in sorted(getattr(module, "__constants__", ())))
+        else:
+            settings = module.extra_repr()
+        digest.update(f"{name}|{type(module).__name__}|{settings}\n".encode())
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}\n".encode())
     return digest.hexdigest()[:16]

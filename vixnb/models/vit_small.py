@@ -86,6 +86,9 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(dim) if second_norm else nn.Identity()
         self.mlp = mlp(dim, dim)  # hidden size = width (the counts fix it)
 
+    def extra_repr(self):
+        return "parallel" if self.parallel else ""  # the architecture signature tells the two blocks apart
+
     def forward(self, x):
         if self.parallel:
             x = self.norm(x)

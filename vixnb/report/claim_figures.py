@@ -283,7 +283,7 @@ def ledger(profile, *, compute="never", store=None, count_flops=True):
         if not papers.claims(key):
             continue
         ours, records = ours_from_store(key, profile, compute=compute, store=store, count_flops=count_flops)
-        out[key] = {"frame": claims(key, ours), "records": records}
+        out[key] = {"frame": claims(key, ours, profile=profile), "records": records}
     return out
 
 
@@ -294,3 +294,23 @@ def seed_statistic(metric, runs):
         raise ValueError(f"metric={metric!r}: use one of {', '.join(RUN_STATISTICS)}")
     done = [r for r in runs if r.get("status") == "done" and r.get("history")]
     return _number_or_none(RUN_STATISTICS[metric](done)) if done else None
+
+
+def claims_section(paper_key, profile, *, sections=None, compute="never"):
+    """A chapter's claims block, the one page piece every chapter shows: the claims of ``paper_key`` (those made in
+    ``sections``, or all) evaluated on the stored figures of ``profile`` (``ours_from_store``; a profile that cannot
+    decide a claim says so: ``claim_verdicts.undecided_reason``), as the compact table, the count of verdicts, the
+    provenance of the figures and how each claim was read. Displays them; returns the ``claims`` frame."""
+    from IPython.display import Markdown, display
+
+    from .claim_verdicts import claims_page, claims_readings, claims_summary
+    from .provenance import provenance_line
+
+    ours, records = ours_from_store(paper_key, profile, compute=compute, sections=sections)
+    verdicts = claims(paper_key, ours, sections=sections, profile=profile)
+    display(claims_page(verdicts))
+    display(Markdown(claims_summary(verdicts)))
+    if records:
+        display(Markdown(provenance_line(records, profile=profile)))
+    display(Markdown("How each claim was read:\n\n" + claims_readings(verdicts)))
+    return verdicts

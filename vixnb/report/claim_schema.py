@@ -132,8 +132,17 @@ EFFICIENCY_COLUMNS = {"train_step_ms": "train step ms (authors)", "ms_per_image"
                       "infer_gb": "infer GB @64 (authors)"}
 EFFICIENCY_RECORD = "efficiency"
 
+#: metrics of the model as built (no run): exact in every profile
+MODEL_METRICS = ("params", "size_mb", "gflops")
+#: metrics of a run that do not depend on how many epochs it trains (a step's or an epoch's time and memory, the
+#: first epoch's gradients): a GPU run of a shortened protocol decides them
+STEP_METRICS = ("gpu_gb", "gpu_gb_fused", "train_gb", "train_gb_fused", "epoch_s", "grad_norm_first_last",
+                "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb", "test_s")
+
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
+#: our figure is shown but cannot decide the claim: synthetic data, or a shorter protocol than the paper's
+UNDECIDED = "not decided here"
 COLUMNS = ["section", "claim", "claimed", "paper figure", "paper bears it out", "our figure", "our verdict",
            "why no verdict", "reading"]
 

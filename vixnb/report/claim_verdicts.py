@@ -10,8 +10,9 @@ import statistics
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, METRICS, PAIRWISE, _Missing, _printed, _unit, claim_table, in_sections, paper_claims,
-                           parse_claim)
+from .claim_schema import (COLUMNS, FAILS, HOLDS, MODEL_METRICS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES,
+                           METRICS, PAIRWISE, STEP_METRICS, UNDECIDED, _Missing, _printed, _unit, claim_table, in_sections,
+                           paper_claims, parse_claim)
 from .tables import label as _model_label
 from .tables import page_table
 
@@ -234,13 +235,35 @@ def _reading(key, claim, paper_pair, our_pair):
     return text
 
 
-def evaluate(key, claim, ours=None):
+def undecided_reason(key, claim, profile):
+    """Why figures of ``profile`` cannot decide ``claim`` (as its paper file writes it) of paper ``key``, or None
+    where they can. The model's own
+    metrics (``MODEL_METRICS``) are exact everywhere; every other figure of the ``smoke`` profile comes from
+    synthetic images; a GPU profile that shortens the paper's protocol (``budget``) decides only the metrics that do
+    not depend on the number of epochs (``STEP_METRICS``). ``profile=None``: figures of unknown origin, judged."""
+    if profile is None or profile == "paper":
+        return None
+    claim = parse_claim(key, claim)
+    metrics = [claim["x"], claim["y"]] if claim.get("method") == "correlation" else [claim.get("metric")]
+    if all(m in MODEL_METRICS for m in metrics):
+        return None
+    if profile == "smoke":
+        return "smoke profile: synthetic images"
+    if all(m in MODEL_METRICS or m in STEP_METRICS for m in metrics):
+        return None
+    from ..profiles import get_profile
+
+    epochs = get_profile(profile).get("epochs")
+    return f"{profile} profile: {epochs}-epoch runs" if epochs else f"{profile} profile: not the paper's protocol"
+
+
+def evaluate(key, claim, ours=None, *, profile=None):
     """One claim of paper ``key`` (a mapping from its paper file) evaluated three ways: a dict with
     ``paper_figure`` (from the paper's printed numbers, None where the paper file has none) and
     ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold",
-    "not yet run", "not testable here"), ``why`` (what is missing, or why it is not testable) and
-    ``reading``."""
-    claim = parse_claim(key, claim)
+    "not decided here", "not yet run", "not testable here"), ``why`` (what is missing, why it is not testable,
+    or why ``profile``'s figure cannot decide it: ``undecided_reason``) and ``reading``."""
+    raw, claim = claim, parse_claim(key, claim)
     # (a) the paper's printed numbers
     paper_figure, paper_verdict, paper_pair = None, PAPER_NONE, None
     if "printed" in claim:
@@ -259,6 +282,8 @@ def evaluate(key, claim, ours=None):
             our_verdict = HOLDS if holds else FAILS
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
+            elif (reason := undecided_reason(key, raw, profile)):
+                our_verdict, why = UNDECIDED, reason
         except _Missing as e:
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
@@ -267,17 +292,18 @@ def evaluate(key, claim, ours=None):
 
 
 
-def claims(paper_key, ours=None, *, sections=None):
+def claims(paper_key, ours=None, *, sections=None, profile=None):
     """Every claim of paper ``paper_key`` evaluated against the paper's printed numbers and against ``ours``
     (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
     for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing.
     ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own;
-    ``claim_schema.in_sections``)."""
+    ``claim_schema.in_sections``). ``profile``: where ``ours`` comes from; a profile that cannot decide a claim
+    gives it "not decided here" (``undecided_reason``)."""
     chosen = [c for c in paper_claims(paper_key) if in_sections(c, sections)]
     if sections is not None and not chosen:
         raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
                          f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
-    rows = [evaluate(paper_key, claim, ours) for claim in chosen]
+    rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
                            "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],
                            "our figure": r["our_figure"], "our verdict": r["our_verdict"],
@@ -298,9 +324,12 @@ def claims_summary(frame):
     checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))
     parts = [f"{len(frame)} claims. The paper's own numbers bear out {int(paper.get(PAPER_YES, 0))} of the "
              f"{checked} they can check."]
-    plural = {HOLDS: "hold", FAILS: "do not hold", NOT_RUN: NOT_RUN, NOT_TESTABLE: NOT_TESTABLE}
+    plural = {HOLDS: "hold", FAILS: "do not hold", UNDECIDED: UNDECIDED, NOT_RUN: NOT_RUN, NOT_TESTABLE: NOT_TESTABLE}
     counts = [f"{int(ours[v])} {v if ours[v] == 1 else plural[v]}" for v in plural if ours.get(v)]
     parts.append("Ours: " + ", ".join(counts) + ".")
+    if ours.get(UNDECIDED):
+        parts.append(f"A figure of ours is {UNDECIDED} where its runs cannot decide the claim: synthetic images "
+                     "(smoke), or fewer epochs than the paper's protocol (budget); it is shown, not judged.")
     return " ".join(parts)
 
 

@@ -351,7 +351,7 @@ def seed_comparison(a, b):
 
 
 #: per-seed figures of a done training record, for ``compare_pairs``
-PER_SEED = {"train_acc_final": ("final training accuracy (%)", lambda r: r["history"][-1]["train_acc"]),
+PER_SEED = {"train_acc_final": ("final train acc. (%)", lambda r: r["history"][-1]["train_acc"]),
             "top1": ("best test top-1 (%)", lambda r: r["top1"]),
             "top1_main": ("best test top-1 before post-training (%)",
                           lambda r: max(h["select_top1"] for h in r["history"] if h.get("stage", "main") == "main")),
@@ -386,6 +386,34 @@ def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a
             cmp = seed_comparison(va, vb)
             rows[(label, heading) if len(metrics) > 1 else label] = {
                 names[0]: text(va), names[1]: text(vb),
-                f"{names[0]} − {names[1]}": not_run if cmp["difference"] is None else f"{cmp['difference']:+.2f}",
+                f"{names[0]} − {names[1]}": "—" if cmp["difference"] is None else f"{cmp['difference']:+.2f}",
                 "beyond 2 SE": {None: "—", True: "yes", False: "no"}[cmp["survives"]]}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
+    """The rows of ``runs`` (``{row: [records]}``) whose done seeds ended at chance: the last epoch's training
+    accuracy and test top-1 both within ``margin`` points of 100 / ``num_classes``. One row each: the label (``labels``),
+    how many of its done seeds, the last training accuracy (mean), and the first epoch after which every layer's
+    recorded gradient norm was exactly zero (a dead network; "—" where the norms never all vanished or were not
+    recorded). Empty where every run learned."""
+    import statistics
+
+    import pandas as pd
+
+    chance = 100.0 / num_classes
+    rows = {}
+    for row, results in runs.items():
+        done = [r for r in results if r.get("status") == "done" and r.get("history")]
+        stuck = [r for r in done if abs(r["history"][-1]["train_acc"] - chance) <= margin
+                 and abs(r["history"][-1]["select_top1"] - chance) <= margin]
+        if not stuck:
+            continue
+        dead = [next((h["epoch"] for h in r["history"] if h.get("grad_norms") and not any(h["grad_norms"])), None)
+                for r in stuck]
+        name = labels.get(row, row)
+        rows[name if name not in rows else f"{name} ({row})"] = {
+            "seeds at chance": f"{len(stuck)} of {len(done)}",
+            "last training accuracy (%)": round(statistics.fmean(r["history"][-1]["train_acc"] for r in stuck), 2),
+            "gradients all zero from epoch": ", ".join(str(e) for e in dead if e is not None) or "—"}
     return pd.DataFrame.from_dict(rows, orient="index")

@@ -97,17 +97,20 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         groups = groups.items()
     curves = {name: [[h[metric] for h in r["history"]] for r in runs if r.get("status") == "done" and r.get("history")]
               for name, runs in groups}
-    curves = {name: runs for name, runs in curves.items() if runs}
     fig, ax = (plt.subplots(figsize=(8, 4.2)) if ax is None else (ax.figure, ax))
-    if not curves:
+    if not any(curves.values()):
         ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
-    for i, (model, runs) in enumerate(curves.items()):
+    for i, (model, runs) in enumerate(curves.items()):  # a line keeps its colour whether or not the others ran
+        color = COLORS[i % len(COLORS)] if len(curves) <= len(COLORS) else plt.cm.tab20(i % 20)
+        name = labels.get(model, model) if labels else model
+        if not runs:
+            if any(curves.values()):
+                ax.plot([], [], color=color, lw=1.3, ls=":", label=f"{name} (not yet run)")
+            continue
         epochs = min(len(c) for c in runs)
         per_epoch = [[c[e] for c in runs] for e in range(epochs)]
         mean = [math.fsum(v) / len(v) for v in per_epoch]
         xs = range(1, epochs + 1)
-        color = COLORS[i % len(COLORS)] if len(curves) <= len(COLORS) else plt.cm.tab20(i % 20)
-        name = labels.get(model, model) if labels else model
         ax.plot(xs, mean, color=color, lw=1.3, label=f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
         if len(runs) > 1:
             if band == "std":
@@ -120,8 +123,8 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
-    if curves:
-        ax.legend(fontsize=7, ncol=2 if len(curves) > 3 else 1, loc="lower right")
+    if any(curves.values()):
+        ax.legend(fontsize=7, ncol=2 if len(curves) > 3 else 1, loc="best")
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
