@@ -15,6 +15,8 @@ from vixnb.paths import checkout_root
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore, StoreError, config_key, read_json
 from vixnb.train import without_timings
+from vixnb import runs
+from vixnb import augment
 
 TINY = dict(width=16, depth=2, heads=2, patch=8)  # vit_small_* at 32 x 32: 16 patch tokens, two blocks
 BLOG = dict(schedule="cosine", augment={"hflip": True, "vflip": True, "rotate": 15}, grad_norm_every=1)
@@ -124,20 +126,20 @@ def _images(n=8, seed=0, size=(32, 32)):
 
 def test_no_flip_and_no_rotation_is_the_identity():
     images = _images()
-    out = engine.flip_rotate(images, hflip=False, vflip=False, rotate=0, generator=torch.Generator().manual_seed(1))
+    out = augment.flip_rotate(images, hflip=False, vflip=False, rotate=0, generator=torch.Generator().manual_seed(1))
     assert torch.equal(out, images)
-    assert torch.equal(engine.rotate_batch(images, torch.zeros(len(images))), images)
+    assert torch.equal(augment.rotate_batch(images, torch.zeros(len(images))), images)
 
 
 def test_draws_are_reproducible_and_per_image():
     images = _images(64)
-    make = lambda: engine.flip_rotate(images, hflip=True, vflip=True, rotate=15, generator=torch.Generator().manual_seed(7))
+    make = lambda: augment.flip_rotate(images, hflip=True, vflip=True, rotate=15, generator=torch.Generator().manual_seed(7))
     first, again = make(), make()
     assert first.dtype == torch.uint8 and first.shape == images.shape and torch.equal(first, again)
     # the angles: the third row of the draws, one per image, uniform in [-15, 15]
     angles = (2 * torch.rand(3, 64, generator=torch.Generator().manual_seed(7))[2] - 1) * 15
     assert len(set(angles.tolist())) == 64 and angles.abs().max() <= 15
-    flips = engine.flip_rotate(images, hflip=True, vflip=False, rotate=0, generator=torch.Generator().manual_seed(7))
+    flips = augment.flip_rotate(images, hflip=True, vflip=False, rotate=0, generator=torch.Generator().manual_seed(7))
     flipped = [torch.equal(f, i.flip(-1)) for f, i in zip(flips, images)]
     assert all(torch.equal(f, i) or torch.equal(f, i.flip(-1)) for f, i in zip(flips, images))
     assert 10 < sum(flipped) < 54  # each image its own draw, p = 0.5
@@ -146,7 +148,7 @@ def test_draws_are_reproducible_and_per_image():
 @pytest.mark.parametrize("size", [(32, 32), (24, 40)])
 def test_rotation_by_90_degrees_equals_torchvision_exactly(size):
     images = _images(2, size=size)
-    ours = engine.rotate_batch(images, torch.tensor([90.0, -90.0]))
+    ours = augment.rotate_batch(images, torch.tensor([90.0, -90.0]))
     for img, angle, got in zip(images, (90, -90), ours):
         expected = TF.rotate(img, angle, v2.InterpolationMode.NEAREST)
         if size[0] == size[1]:
@@ -161,20 +163,20 @@ def test_a_15_degree_rotation_agrees_with_torchvision():
     [-15, 15]); the test asks for 98 %, the margin left for ties of rounding elsewhere."""
     image = _images(1, seed=3)
     for angle in (15.0, -15.0, 7.3):
-        ours = engine.rotate_batch(image, torch.tensor([angle]))[0]
+        ours = augment.rotate_batch(image, torch.tensor([angle]))[0]
         expected = TF.rotate(image[0], angle, v2.InterpolationMode.NEAREST)
         agree = (ours == expected).all(dim=0).float().mean().item()
         assert agree >= 0.98, (angle, agree)
     # positive is counter-clockwise: a pixel right of the centre moves up
     marker = torch.zeros(1, 1, 33, 33, dtype=torch.uint8)
     marker[0, 0, 16, 26] = 255
-    assert engine.rotate_batch(marker, torch.tensor([90.0]))[0, 0, 6, 16] == 255
+    assert augment.rotate_batch(marker, torch.tensor([90.0]))[0, 0, 6, 16] == 255
 
 
 def test_augmentation_only_in_training_batches_and_from_the_runs_own_generator(monkeypatch):
     config = run_config("vit_small_simplified", profile="smoke", epochs=2, **TINY)
     seen, evaluated = [], []
-    real_flip, real_evaluate = engine.flip_rotate, engine.evaluate
+    real_flip, real_evaluate = augment.flip_rotate, engine.evaluate
     test_images = load_split("synthetic", "test", size=config["test_size"])[0]
 
     def spy_flip(images, *, generator, **options):
@@ -205,10 +207,10 @@ def test_grad_norms_of_a_one_step_epoch_equal_a_manual_computation():
     images, labels = load_split("synthetic", "train", size=32)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(2)
-        model = engine._build_model(config)[0]
+        model = engine.build_model(config)[0]
     order = torch.randperm(32, generator=torch.Generator().manual_seed(2))
-    batch = engine.flip_rotate(images[order], **config["augment"],
-                               generator=torch.Generator().manual_seed(2 + engine.AUGMENT_SEED_OFFSET))
+    batch = augment.flip_rotate(images[order], **config["augment"],
+                               generator=torch.Generator().manual_seed(2 + augment.AUGMENT_SEED_OFFSET))
     F.cross_entropy(model.train()(normalize(batch)), labels[order]).backward()
     manual = [math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in block.parameters())) for block in model.blocks]
     assert norms == pytest.approx(manual, rel=1e-5)
@@ -264,7 +266,7 @@ def _half(state):
 
 def test_kept_weights_round_trip(isolated_results):
     options = dict(profile="smoke", epochs=2, seed=1, **TINY)
-    result = engine.run("vit_small_simplified", progress=False, keep_weights=True, **options)
+    result = runs.run("vit_small_simplified", progress=False, keep_weights="store", **options)
     config, store = result["config"], ResultsStore()
     record = result["weights"]
     path = store.weights_path(config)
@@ -273,12 +275,12 @@ def test_kept_weights_round_trip(isolated_results):
     assert store.get(config)["weights"] == record
 
     state = store.load_weights(config)
-    best = engine.train(config, progress=False, keep_weights=True)["best_state"]  # deterministic on the CPU
+    best = engine.train(config, progress=False, with_weights=True)["best_state"]  # deterministic on the CPU
     assert state.keys() == best.keys()
     assert all(v.dtype == torch.float16 and torch.equal(v, _half(best)[k]) for k, v in state.items())
 
     before = torch.random.get_rng_state()
-    module, stored = engine.trained_model("vit_small_simplified", **options)
+    module, stored = runs.trained_model("vit_small_simplified", **options)
     assert torch.equal(torch.random.get_rng_state(), before) and stored["top1"] == result["top1"]
     assert not module.training and all(v.dtype == torch.float32 for v in module.state_dict().values())
     assert all(torch.equal(v, state[k].float()) for k, v in module.state_dict().items())
@@ -292,45 +294,45 @@ def test_kept_weights_round_trip(isolated_results):
 
 
 def test_no_kept_weights_under_never_is_a_record_with_the_reason():
-    assert engine.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY) == \
+    assert runs.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY) == \
         (None, {"status": "not yet run", "config": run_config("vit_small_simplified", profile="smoke", epochs=1, **TINY),
                 "reason": "no stored result for this configuration"})
-    engine.run("vit_small_simplified", profile="smoke", epochs=1, progress=False, **TINY)  # without keep_weights
-    module, record = engine.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY)
+    runs.run("vit_small_simplified", profile="smoke", epochs=1, progress=False, **TINY)  # without keep_weights
+    module, record = runs.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY)
     assert module is None and record["status"] == "not yet run" and "keeps no weights" in record["reason"]
     assert ResultsStore().load_weights(record["config"]) is None
 
 
 def test_the_size_cap_is_checked_before_training(monkeypatch):
-    monkeypatch.setattr(engine, "WEIGHTS_LIMIT_MB", 0.01)
-    monkeypatch.setattr(engine, "_splits", lambda *a, **k: pytest.fail("loaded data although the cap is passed"))
+    monkeypatch.setattr(runs, "WEIGHTS_LIMIT_MB", 0.01)
+    monkeypatch.setattr(engine, "splits", lambda *a, **k: pytest.fail("loaded data although the cap is passed"))
     with pytest.raises(ValueError, match=r"vit_small_simplified: its weights take 0\.\d+ MiB in float16, over the 0\.01 MiB cap"):
-        engine.run("vit_small_simplified", profile="smoke", progress=False, keep_weights=True, **TINY)
+        runs.run("vit_small_simplified", profile="smoke", progress=False, keep_weights="store", **TINY)
     assert not list(ResultsStore().root.rglob("*.json"))
     width_96 = run_config("vit_small_simplified", profile="paper", depth=8)  # the blog's 209,210 parameters
-    assert engine.weights_bytes(width_96) < 1 * 2**20
+    assert runs.weights_bytes(width_96) < 1 * 2**20
 
 
 def test_run_trains_again_where_the_weights_are_missing(monkeypatch, capsys):
-    options = dict(profile="smoke", epochs=1, progress=False, keep_weights=True, **TINY)
-    first = engine.run("vit_small_simplified", **options)
+    options = dict(profile="smoke", epochs=1, progress=False, keep_weights="store", **TINY)
+    first = runs.run("vit_small_simplified", **options)
     path = ResultsStore().weights_path(first["config"])
     path.unlink()
-    never = engine.run("vit_small_simplified", compute="never", **options)
+    never = runs.run("vit_small_simplified", compute="never", **options)
     assert never["weights"] == first["weights"] and not path.exists()  # as stored, weights record and all
     trained = []
     real = engine.train
-    monkeypatch.setattr(engine, "train", lambda *a, **k: trained.append(1) or real(*a, **k))
-    again = engine.run("vit_small_simplified", **options)
+    monkeypatch.setattr(runs, "train", lambda *a, **k: trained.append(1) or real(*a, **k))
+    again = runs.run("vit_small_simplified", **options)
     assert trained == [1] and path.exists() and again["weights"] == first["weights"]  # the same bytes again on a CPU
     assert f"{ResultsStore().path(first['config']).name} lacks its weights file" in capsys.readouterr().err
-    engine.run("vit_small_simplified", **options)
+    runs.run("vit_small_simplified", **options)
     assert trained == [1]  # present now: loaded
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_a_gpu_profiles_trained_model_on_a_cpu_is_not_yet_run():
-    module, record = engine.trained_model("vit_small_simplified", profile="paper", compute="missing")
+    module, record = runs.trained_model("vit_small_simplified", profile="paper", compute="missing")
     assert module is None and record["status"] == "not yet run" and "needs a CUDA GPU" in record["reason"]
 
 
@@ -340,14 +342,14 @@ def test_a_stored_gpu_result_without_weights_stays_a_result_on_a_cpu():
     config = run_config("vit_small_simplified", profile="paper", **TINY)
     store = ResultsStore()
     store.put(config, {"status": "done", "top1": 50.0, "top5": 90.0, "history": []})
-    result = engine.run("vit_small_simplified", profile="paper", keep_weights=True, **TINY)
+    result = runs.run("vit_small_simplified", profile="paper", keep_weights="store", **TINY)
     assert result["status"] == "done" and result["top1"] == 50.0
-    assert "needs a CUDA GPU to train it again" in result["weights_missing"]
+    assert result["weights_missing"] == "keeps no weights; profile 'paper' needs a CUDA GPU to make it again"
 
 
 def test_trained_model_never_loads_the_weights_of_a_stale_result(monkeypatch):
     options = dict(profile="smoke", epochs=1, **TINY)
-    engine.run("vit_small_simplified", progress=False, keep_weights=True, **options)
-    monkeypatch.setattr(engine, "stale_reason", lambda stored: "made by other model code (test)")
-    module, record = engine.trained_model("vit_small_simplified", **options)
+    runs.run("vit_small_simplified", progress=False, keep_weights="store", **options)
+    monkeypatch.setattr(runs, "stale_reason", lambda *a: "made by other model code (test)")
+    module, record = runs.trained_model("vit_small_simplified", **options)
     assert module is None and "made by other model code (test)" in record["reason"]

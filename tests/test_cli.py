@@ -101,6 +101,6 @@ def test_models_shows_label_and_paper(capsys):
 def test_vixnb_counts_lazily():
     import vixnb
 
-    assert "count_params" in dir(vixnb) and vixnb.count_params is vixnb.measure.counting.count_params
+    assert "count_params" in dir(vixnb) and vixnb.count_params is vixnb.models.counting.count_params
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         vixnb.nothing  # noqa: B018

@@ -11,9 +11,11 @@ import pytest
 import torch
 
 import vixnb
+import vixnb.runs
 import vixnb.train
 from vixnb import measure as M
 from vixnb import papers, report
+from vixnb.measure import costs
 from vixnb.report import cost
 from vixnb.results import ResultsStore
 
@@ -67,8 +69,8 @@ def fake_measuring(monkeypatch):
         calls.append(("sweep", kwargs))
         return _fake_sweep()
 
-    monkeypatch.setattr(M, "measure_many", measure_many)
-    monkeypatch.setattr(M, "scaling_sweep", scaling_sweep)
+    monkeypatch.setattr(costs, "measure_many", measure_many)
+    monkeypatch.setattr(costs, "scaling_sweep", scaling_sweep)
     return calls
 
 
@@ -153,7 +155,7 @@ def no_measuring(monkeypatch):
         monkeypatch.setattr(M, name, shapes_only(getattr(M, name)))
     for name in ("scaling_sweep", "save_measurements", "gpu_memory_column", "training_memory", "throughput"):
         monkeypatch.setattr(M, name, fail)
-    monkeypatch.setattr(vixnb.train, "train", fail)
+    monkeypatch.setattr(vixnb.runs, "train", fail)
     monkeypatch.setattr(ResultsStore, "save_record", fail)
     _gpu(monkeypatch, True)
 
@@ -188,7 +190,7 @@ def fake_timm(monkeypatch):
     timm.create_model = lambda name, pretrained: torch.nn.Identity()
     monkeypatch.setitem(sys.modules, "timm", timm)
     calls = []
-    monkeypatch.setattr(M, "measure_model", lambda model, **k: calls.append(k) or {"model": k["name"]})
+    monkeypatch.setattr(costs, "measure_model", lambda model, **k: calls.append(k) or {"model": k["name"]})
     return calls
 
 
@@ -214,12 +216,16 @@ def test_references_without_timm_say_so(monkeypatch):
     assert view.loc["resnet50", "status"] == "not measured: timm is not installed"
 
 
-def test_smoke_measures_on_the_cpu_and_saves_nothing(fake_measuring, monkeypatch, tmp_path):
-    _gpu(monkeypatch, True)
+def test_smoke_measures_on_the_cpu_into_the_smoke_store(fake_measuring, monkeypatch, tmp_path):
+    _gpu(monkeypatch, False)
     run = cost.measure_or_load(["vit"], profile="smoke", root=tmp_path)
     assert fake_measuring[0][1]["device"] == "cpu" and fake_measuring[0][1]["depth"] == 1
     assert fake_measuring[0][1]["cpu_batch"] == 2 and fake_measuring[1][1]["tokens"] == (256, 1024)
-    assert run["source"] == "measured" and not list(tmp_path.rglob("*.json"))
+    assert run["source"] == "measured"
+    # kept as the smoke profile's training runs are (results/smoke/ is git-ignored): read back, not measured again
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")] == ["smoke/measure/efficiency.json"]
+    assert cost.measure_or_load(["vit"], profile="smoke", root=tmp_path)["source"] == "stored"
+    assert len(fake_measuring) == 2
 
 
 # --------------------------------------------------------------------------------------------------

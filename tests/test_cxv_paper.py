@@ -98,11 +98,12 @@ def test_a_capped_dualopt_run_records_why_it_switched(monkeypatch):
 # ----- the GPU column, the plan, the claims -------------------------------------------------------------------
 
 def test_the_gpu_measurement_is_at_the_papers_batch():
-    from vixnb.report.collect import gpu_memory_record
+    from vixnb.record_kinds import Request, record_name
 
     assert (papers.gpu_batch_size("cxv"), papers.gpu_batch_size("vix")) == (32, 64)
-    assert gpu_memory_record("cxv", "cifar10") == "cxv-gpu-memory-cifar10-b32"
-    assert gpu_memory_record("vix", "cifar10", part="rope") == "vix-rope-gpu-memory-cifar10-b64"
+    assert record_name(Request("gpu_memory", paper="cxv", dataset="cifar10")) == "cxv-gpu-memory-cifar10-b32"
+    assert record_name(Request("gpu_memory", paper="vix", dataset="cifar10", part="rope")) == \
+        "vix-rope-gpu-memory-cifar10-b64"
 
 
 def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
@@ -157,7 +158,7 @@ def _done(row_config, top1s, *, switch_at=None, post=0):
 def test_rows_beside_paper_sets_each_run_beside_its_printed_row(monkeypatch):
     from vixnb import report
 
-    monkeypatch.setattr("vixnb.train.other_code", lambda stored: None)
+    monkeypatch.setattr("vixnb.results.policy.other_code", lambda stored: None)
     results = {"cnv_randaugment": _done(("cnv_5_4",), [[80.0, 90.0, 92.0, 93.0]], switch_at=2, post=1),
                "cpv_randaugment": _done(("cpv_5_4",), [[70.0, 91.0, 95.0], [60.0, 89.0, 94.0]], switch_at=1, post=1),
                "cltv_randaugment": [{"status": "not yet run", "config": run_config("cltv_5_4"), "reason": "no copy"}]}
@@ -205,7 +206,7 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
     def fake_run(model, **kwargs):
         raise Asked(model, kwargs)
 
-    monkeypatch.setattr("vixnb.train.run", fake_run)
+    monkeypatch.setattr("vixnb.runs.run", fake_run)
     entries = [e for e in plan.build("budget") if e.kind == "train" and e.paper == "cxv"]
     assert any(e.settings.get("randaugment") for e in entries) and any(e.settings.get("optimizer") for e in entries)
     for e in entries:

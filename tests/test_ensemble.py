@@ -68,7 +68,7 @@ def _assert_same_weights(separate_state, member_weights, separate_adam=None):
 
 
 def _adam_second_moments(checkpoint, config):
-    names = [n for n, _ in engine._build_model(config)[0].named_parameters()]
+    names = [n for n, _ in engine.build_model(config)[0].named_parameters()]
     return {n: checkpoint["optimizer"]["state"][i]["exp_avg_sq"] for i, n in enumerate(names)}
 
 
@@ -187,7 +187,7 @@ def test_dropout_is_refused_for_exactness_and_drawn_per_member_when_not_exact():
     # two members with the same weights: in training mode their outputs differ (own masks), in eval mode not
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = engine._build_model(config)[0]
+        model = engine.build_model(config)[0]
         ensemble = Ensemble([model, model], randomness="different")
         x = torch.randn(4, 3, 32, 32)
         with torch.no_grad():
@@ -212,7 +212,7 @@ def test_stochastic_depth_and_attention_dropout_count_as_dropout():
     assert can_ensemble(quiet) == (True, None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = engine._build_model(config)[0]
+        model = engine.build_model(config)[0]
         out = Ensemble([model, model], randomness="different").train().shared(torch.randn(2, 3, 32, 32))
     assert out.shape == (2, 2, 10)
 
@@ -269,7 +269,7 @@ def test_the_blog_protocol_in_an_ensemble_equals_separate_runs(tmp_path):
     configs = _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)
     assert can_ensemble(configs[0]) == (True, None)
     runs, states = _separate(configs, tmp_path)
-    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt", keep_weights=True)
+    members = train_ensemble(configs, progress=False, checkpoint=tmp_path / "ensemble.pt", with_weights=True)
     for run, member, state, config in zip(runs, members, states, configs):
         # the key bias has a gradient of zero but for rounding (softmax ignores a constant per row): AdamW noise
         _assert_same_weights(state["best_state"], member.pop("best_state"), _adam_second_moments(state, config))
@@ -291,17 +291,17 @@ def test_run_ensemble_keeps_each_members_weights():
 
     configs = [{**c, "epochs": 1} for c in _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)]
     store = ResultsStore()
-    stored = run_ensemble(configs, progress=False, keep_weights=True)
-    again = train_ensemble(configs, progress=False, keep_weights=True)  # deterministic on the CPU
+    stored = run_ensemble(configs, progress=False, keep_weights="store")
+    again = train_ensemble(configs, progress=False, with_weights=True)  # deterministic on the CPU
     kept = [store.load_weights(c) for c in configs]
     for config, result, member, state in zip(configs, stored, again, kept):
         assert result["weights"]["file"] == f"weights/{store.path(config).stem}.pt"
         assert state.keys() == member["best_state"].keys()
         assert all(v.dtype == torch.float16 and torch.equal(v, member["best_state"][k].half()) for k, v in state.items())
     assert not torch.equal(kept[0]["pos_embedding"], kept[1]["pos_embedding"])  # each member its own
-    assert run_ensemble(configs, progress=False, keep_weights=True) == stored  # kept: nothing to train
+    assert run_ensemble(configs, progress=False, keep_weights="store") == stored  # kept: nothing to train
     store.weights_path(configs[0]).unlink()
-    assert run_ensemble(configs, progress=False, keep_weights=True)[1] == stored[1]  # member 0 trained again, alone
+    assert run_ensemble(configs, progress=False, keep_weights="store")[1] == stored[1]  # member 0 trained again, alone
     assert store.weights_path(configs[0]).exists()
 
 

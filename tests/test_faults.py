@@ -17,8 +17,10 @@ from vixnb import data, profiles, report
 from vixnb import train as engine
 from vixnb.cli import main
 from vixnb.data import CIFAR10_CLASSES, DatasetSpec
-from vixnb.results import ResultsStore, StoreError, atomic_write, load_checkpoint, previous_path
+from vixnb.files import atomic_write
+from vixnb.results import ResultsStore, StoreError, load_checkpoint, previous_path
 from vixnb.train import without_timings
+from vixnb import runs
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 CPU_PROFILE = {"description": "CPU, real image folders (tests)", "page_title": "tests", "device": "cpu", "epochs": 2,
@@ -104,7 +106,7 @@ def test_an_unexpected_error_says_how_to_see_the_traceback(capsys, monkeypatch):
     def broken(*a, **k):
         raise TypeError("a bug")
 
-    monkeypatch.setattr(engine, "run", broken)
+    monkeypatch.setattr(runs, "run", broken)
     err = cli(capsys, "train", "vit", "--quiet", code=1)
     assert "error: a bug (an unexpected error: run again with --debug for the traceback)" in err
 
@@ -283,7 +285,7 @@ def test_a_truncated_result_file_is_named_and_kept(cpu_data, capsys):
 def test_an_unwritable_store_is_found_before_training(cpu_data, capsys, monkeypatch, tmp_path):
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("VIXNB_RESULTS", str(tmp_path / "a-file" / "results"))
-    monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained before finding the store unwritable"))
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained before finding the store unwritable"))
     err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
     assert f"results store folder {tmp_path / 'a-file' / 'results' / 'cpu'} is not writable" in err
     assert "set VIXNB_RESULTS to a writable folder" in err
@@ -318,9 +320,9 @@ def test_a_second_process_on_the_same_run_waits_for_the_first(cpu_data, capsys, 
     store.lock_path(config).parent.mkdir(parents=True)
     holder = open(store.lock_path(config), "a")
     fcntl.flock(holder, fcntl.LOCK_EX)  # another process is training this run
-    monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained a run another process is training"))
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained a run another process is training"))
     got = {}
-    waiter = threading.Thread(target=lambda: got.update(r=engine.run("vit", dataset="cifar10", profile="cpu",
+    waiter = threading.Thread(target=lambda: got.update(r=runs.run("vit", dataset="cifar10", profile="cpu",
                                                                       progress=False)))
     waiter.start()
     time.sleep(0.5)
@@ -374,7 +376,7 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("from vixnb.train import run\n"
+        nbformat.v4.new_code_cell("from vixnb.runs import run\n"
                                   f"r = run('fnet', profile=profile, progress=False, **{TINY!r})"),
         nbformat.v4.new_code_cell("raise KeyboardInterrupt('stopped midway')")])
     path = tmp_path / "chapter.ipynb"

@@ -56,11 +56,11 @@ def test_map_kinds_say_what_each_map_is_and_which_have_none():
 
 def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
     entries = plan.build("budget")
-    kept = {(e.model, e.dataset) for e in entries if e.kind == "train" and e.keep_weights}
+    kept = {(e.model, e.dataset) for e in entries if e.kind == "train" and e.keep_weights != "no"}
     assert {(m, "cifar10") for m in MAPPED_VIX | {"cnv_5_4", "cpv_5_4", "cltv_5_4"}} <= kept
     assert ("resnet18_cifar", "cifar10") not in kept
     for e in entries:
-        if e.kind == "train" and e.keep_weights:
+        if e.kind == "train" and e.keep_weights != "no":
             assert e.command.endswith("--keep-weights") and e.seed == 0
     names = [e.name for e in entries]
     for kind in records.STUDY_RECORDS:
@@ -150,7 +150,7 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
 
 
 def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):
-    from vixnb.train import WEIGHTS_LIMIT_MB
+    from vixnb.runs import WEIGHTS_LIMIT_MB
 
     _small_study(monkeypatch)
     module, run, _ = records._trained("ResNet-18", "budget", "never", ResultsStore())

@@ -90,12 +90,14 @@ def test_book_chapters_one_or_several_per_paper(paper_dir):
 
 
 def test_gpu_memory_rows_merge_the_chapters_records():
-    from vixnb.report.collect import gpu_memory_record, gpu_memory_rows
+    from vixnb.record_kinds import Request, record_name
+    from vixnb.report.collect import gpu_memory_rows
     from vixnb.results import ResultsStore
 
     store = ResultsStore()
-    assert gpu_memory_record("vix", "cifar10") == "vix-gpu-memory-cifar10-b64"
-    assert gpu_memory_record("vix", "cifar10", part="rope") == "vix-rope-gpu-memory-cifar10-b64"
+    assert record_name(Request("gpu_memory", paper="vix", dataset="cifar10")) == "vix-gpu-memory-cifar10-b64"
+    assert record_name(Request("gpu_memory", paper="vix", dataset="cifar10", part="rope")) == \
+        "vix-rope-gpu-memory-cifar10-b64"
     store.save_record("measure", "vix-gpu-memory-cifar10-b64", {"rows": {"vit": {"x": 1.0}}, "provenance": {}},
                       profile="budget")
     store.save_record("measure", "vix-rope-gpu-memory-cifar10-b64", {"rows": {"vit_rope": {"x": 2.0}},

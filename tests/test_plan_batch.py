@@ -11,13 +11,14 @@ from vixnb import batch, papers, plan, profiles, train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
 from vixnb.train import without_timings
+from vixnb.results import policy
 
 TABLE1 = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin",
           "hybrid_fnet", "hybrid_mlp_mixer"]
 
 
 def _fake_result(config, **fields):
-    sig, counts = train._built_today(config["model"], config["dataset"],
+    sig, counts = policy.built_today(config["model"], config["dataset"],
                                      json.dumps(config["model_overrides"], sort_keys=True))
     return {"status": "done", "top1": 10.0, "top5": 50.0, **counts, "architecture": sig,
             "history": [{"epoch": 1, "seconds": 1.0}],
@@ -90,7 +91,7 @@ def test_plan_status_stored_missing_and_stale():
     store.put(other, _fake_result(other))
     entries = _by_model(plan.build("smoke"))
     assert entries["hybrid_fnet"].status == "stored"
-    assert entries["vit"].status == "stale" and entries["vit"].keep_weights and "keeps no weights" in entries["vit"].reason
+    assert entries["vit"].status == "stale" and entries["vit"].keep_weights == "store" and "keeps no weights" in entries["vit"].reason
     assert entries["vip"].status == "stale" and "other model code (architecture" in entries["vip"].reason
     assert entries["vil"].status == "stale" and "params_true 12, today" in entries["vil"].reason
     assert entries["vin"].status == "stale" and "other data" in entries["vin"].reason
@@ -103,9 +104,9 @@ def test_architecture_signature_on_meta_equals_the_trained_models():
     from vixnb.models import architecture_signature, create_model
 
     for name in ("vit", "hybrid_vin", "mlp_mixer"):
-        sig, counts = train._built_today(name, "cifar10", "{}")
+        sig, counts = policy.built_today(name, "cifar10", "{}")
         assert sig == architecture_signature(create_model(name))
-        assert sig != train._built_today(name, "cifar10", json.dumps({"depth": 1}))[0]
+        assert sig != policy.built_today(name, "cifar10", json.dumps({"depth": 1}))[0]
 
 
 def test_plan_json_and_totals(capsys):
@@ -360,3 +361,13 @@ def test_training_gflop_is_counted_once_and_kept_by_architecture(tmp_path, monke
     with pytest.raises(AssertionError, match="counted again"):  # another architecture: another key
         plan._training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
     plan._training_gflop.cache_clear()
+
+
+def test_a_chapter_asking_for_an_unknown_measurement_is_refused_naming_the_file():
+    from vixnb.record_kinds import chapter_requests
+
+    with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/vix.yaml: chapter 'vix_table1' asks for an unknown "
+                                                     r"measurement 'gpu_memroy'; the known ones: gpu_memory, speed"):
+        chapter_requests("vix", {"notebook": "vix_table1", "measure": {"gpu_memroy": "cifar10"}})
+    with pytest.raises(papers.PaperFileError, match=r"unknown benchmark 'trian'; the known ones: train, fill"):
+        chapter_requests("favor", {"notebook": "efficiency", "bench": ["trian"]})

@@ -6,16 +6,17 @@ import shlex
 
 import pytest
 
-from vixnb import plan, report, train
+from vixnb import plan, report, runs
 from vixnb.cli import parser
 from vixnb.results import ResultsStore
+from vixnb.results import policy
 
 prov = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
 
 def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
-    vit, cpv = train._source_today("vit", "cifar10", "{}"), train._source_today("cpv_5_4", "cifar10", "{}")
+    vit, cpv = policy.source_today("vit", "cifar10", "{}"), policy.source_today("cpv_5_4", "cifar10", "{}")
     assert vit["engine"] == cpv["engine"] and vit["model"] != cpv["model"]
     assert all(len(h) == 12 for h in (*vit.values(), *cpv.values()))
     original = prov._module_source
@@ -24,25 +25,25 @@ def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
         return original(name) + ("\n# edited" if name == "vixnb.layers.performer" else "")
 
     monkeypatch.setattr(prov, "_module_source", edited)
-    train._source_today.cache_clear()
+    policy.source_today.cache_clear()
     try:
-        assert train._source_today("vit", "cifar10", "{}") == vit
-        assert train._source_today("cpv_5_4", "cifar10", "{}")["model"] != cpv["model"]
+        assert policy.source_today("vit", "cifar10", "{}") == vit
+        assert policy.source_today("cpv_5_4", "cifar10", "{}")["model"] != cpv["model"]
     finally:
-        train._source_today.cache_clear()
+        policy.source_today.cache_clear()
 
 
 def test_a_run_records_its_source_hash_and_code_changed_names_the_part():
-    result = train.run("vit", profile="smoke", progress=False, **TINY)
+    result = runs.run("vit", profile="smoke", progress=False, **TINY)
     config = result["config"]
     overrides = json.dumps(config["model_overrides"], sort_keys=True)
-    assert result["source_hash"] == train._source_today("vit", config["dataset"], overrides)
-    assert train.code_changed(result) is None
-    assert train.code_changed({k: v for k, v in result.items() if k != "source_hash"}) is None  # stored before
+    assert result["source_hash"] == policy.source_today("vit", config["dataset"], overrides)
+    assert policy.code_changed(result) is None
+    assert policy.code_changed({k: v for k, v in result.items() if k != "source_hash"}) is None  # stored before
     old = {**result, "source_hash": {**result["source_hash"], "engine": "000000000000"}}
-    assert train.code_changed(old) == (f"engine code changed since it was stored (source 000000000000, today "
+    assert policy.code_changed(old) == (f"engine code changed since it was stored (source 000000000000, today "
                                        f"{result['source_hash']['engine']})")
-    assert train.stale_reason(old) is None  # a flag on the page, not a reason to train again
+    assert policy.stale_reason(old) is None  # a flag on the page, not a reason to train again
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stor
 
 def test_a_code_change_is_flagged_on_the_page_and_counted_stale(stored_fnet, monkeypatch):
     store, plans = stored_fnet
-    monkeypatch.setattr(train, "code_changed", lambda stored: "model code changed since it was stored (test)"
+    monkeypatch.setattr(policy, "code_changed", lambda stored: "model code changed since it was stored (test)"
                         if stored.get("config", {}).get("model") == "fnet" else None)
     frame = report.stored_results_frame(plans, store=store)
     assert frame[frame["model"] == "fnet"].iloc[0]["status"] == "stale: model code changed since it was stored (test)"

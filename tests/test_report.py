@@ -12,6 +12,7 @@ from vixnb import papers, report
 from vixnb import train as engine
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore
+from vixnb import runs
 
 COMPARABLE = report.PAPER_COMPARABLE_GPU
 
@@ -20,7 +21,7 @@ COMPARABLE = report.PAPER_COMPARABLE_GPU
 def fake_gpu(monkeypatch):
     """torch says a GPU is there; training or measuring anything fails the test."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained although nothing may be trained"))
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained although nothing may be trained"))
     monkeypatch.setattr(M, "gpu_memory_column", lambda *a, **k: pytest.fail("measured although compute='never'"))
 
 
@@ -74,22 +75,50 @@ def test_gpu_memory_with_compute_never_reads_the_saved_measurement(fake_gpu, mon
         report.gpu_memory(["vit"], compute="always", **args)
 
 
-def test_load_or_compute_follows_the_policy(monkeypatch):
+def test_obtain_follows_the_policy(monkeypatch):
     store, calls = ResultsStore(), []
 
     def make():
         calls.append(1)
         return {"value": len(calls)}
 
+    def gpu(present):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: present)
+
     kw = dict(profile="budget")
-    assert store.load_or_compute("measure", "x", make, compute="never", **kw) is None and not calls
-    assert store.load_or_compute("measure", "x", make, compute="missing", can_compute=False, **kw) is None
-    assert store.load_or_compute("measure", "x", make, compute="missing", **kw) == {"value": 1}
-    assert store.load_or_compute("measure", "x", make, compute="missing", **kw) == {"value": 1}
-    assert store.load_or_compute("measure", "x", make, compute="always", **kw) == {"value": 2}
-    assert store.load_or_compute("measure", "x", make, compute="always", can_compute=False, **kw) == {"value": 2}
+    gpu(True)
+    assert store.obtain("measure", "x", make, compute="never", **kw) is None and not calls
+    gpu(False)  # a GPU profile on a CPU: nothing stored, nothing made
+    assert store.obtain("measure", "x", make, compute="missing", **kw) is None and not calls
+    gpu(True)
+    assert store.obtain("measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert store.obtain("measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert store.obtain("measure", "x", make, compute="always", **kw) == {"value": 2}
+    gpu(False)  # stored: read where it cannot be made again
+    assert store.obtain("measure", "x", make, compute="always", **kw) == {"value": 2}
+    # a stale record is made again where it can be; read anyway, it says why
+    stale = lambda record: "its weights changed" if record["value"] == 2 else None  # noqa: E731
+    assert store.obtain("measure", "x", make, compute="missing", stale=stale, **kw) == {
+        "value": 2, "stale": "its weights changed; profile 'budget' needs a CUDA GPU to make it again"}
+    gpu(True)
+    assert store.obtain("measure", "x", make, compute="missing", stale=stale, **kw) == {"value": 3}
+    # a measurement that needs a GPU in any profile
+    gpu(False)
+    assert store.obtain("measure", "y", make, compute="missing", needs_gpu=True, profile="smoke") is None
     with pytest.raises(ValueError, match="compute='sometimes': use one of 'never', 'missing', 'always'"):
-        store.load_or_compute("measure", "x", make, compute="sometimes", **kw)
+        store.obtain("measure", "x", make, compute="sometimes", **kw)
+
+
+def test_decide_is_the_one_policy():
+    from vixnb.results.policy import Decision, decide
+
+    stored = {"top1": 1.0}
+    assert decide("never", stored=None, profile="smoke") == Decision("skip", "no stored result for this configuration")
+    assert decide("never", stored=stored, profile="smoke", stale="old") == Decision("read", "old")
+    assert decide("missing", stored=stored, profile="smoke") == Decision("read", "")
+    assert decide("missing", stored=stored, profile="smoke", stale="old") == Decision("make", "old")
+    assert decide("always", stored=stored, profile="smoke") == Decision("make", "")
+    assert decide("missing", stored=None, profile="smoke") == Decision("make", "")
 
 
 def test_banner_of_a_page_rendered_from_the_store():

@@ -41,7 +41,7 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
         **{r: [0, 1, 2] for r in three},
         **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified", "exp3_simplified_sasp")}}
     assert len(runs) == 60
-    kept = sorted((e.name, e.seed) for e in runs if e.keep_weights)
+    kept = sorted((e.name, e.seed) for e in runs if e.keep_weights == "store")
     assert kept == [("exp3_simplified", 0), ("exp3_simplified_sasp", 0), ("exp3_vanilla", 0)]
     sasp = next(e for e in runs if e.name == "exp5_dynamic_sasp" and e.seed == 0)
     assert sasp.settings == {"heads": 4, "patch": 4, "block": "parallel", "width": 128, "depth": 8,
@@ -50,7 +50,7 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
     assert exp4.command == ("vixnb train vit_small_simplified --dataset cifar10 --profile budget --seed 0 "
                             "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
                             "--override alpha_beta=identity")
-    assert next(e for e in runs if e.keep_weights).command.endswith(" --keep-weights")
+    assert next(e for e in runs if e.keep_weights == "store").command.endswith(" --keep-weights")
     assert [e.name for e in entries if e.kind == "measure"] == ["shaped-attention-maps-cifar10"]
     # the same run shown in two tables is one entry
     assert sum(e.name == "exp2_simplified" for e in runs) == 3
@@ -153,7 +153,7 @@ def test_a_kept_weights_run_stored_without_them_is_stale_in_the_plan_and_a_measu
     from vixnb.results import ResultsStore
 
     store = ResultsStore()
-    entry = next(e for e in plan.build("smoke") if e.paper == "shaped" and e.keep_weights)
+    entry = next(e for e in plan.build("smoke") if e.paper == "shaped" and e.keep_weights == "store")
     store.put(entry._config, {"status": "done", "top1": 1.0, "history": [{"seconds": 1.0}]})
     again = next(e for e in plan.build("smoke", only=[entry.name]) if e.key == entry.key)
     assert again.status == "stale" and "weights" in again.reason
@@ -169,7 +169,7 @@ def test_a_stored_attention_record_from_other_weights_says_so():
     from vixnb.results import ResultsStore
 
     store = ResultsStore()
-    entry = next(e for e in plan.build("budget") if e.paper == "shaped" and e.keep_weights)
+    entry = next(e for e in plan.build("budget") if e.paper == "shaped" and e.keep_weights == "store")
     store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "now"}})
     name = "shaped-attention-maps-cifar10"
     store.save_record("measure", name, {"runs": {entry.name: {"config": entry._config, "weights_sha256": "then"}}},

@@ -10,6 +10,8 @@ from vixnb import train as engine
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore, StoreError
 from vixnb.train import without_timings
+from vixnb import runs
+from vixnb import augment
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
@@ -80,21 +82,21 @@ def test_training_leaves_the_global_rng_alone():
 def test_nan_loss_stops_the_run_and_stores_nothing(monkeypatch, isolated_results):
     monkeypatch.setattr(engine, "normalize", lambda x: torch.full(x.shape, float("nan")))
     with pytest.raises(FloatingPointError, match="no result stored"):
-        engine.run("fnet", profile="smoke", progress=False, **TINY)
+        runs.run("fnet", profile="smoke", progress=False, **TINY)
     assert not list(isolated_results.rglob("*.json"))
 
 
 def test_run_loads_stored_results_and_compute_always_forces_training(monkeypatch):
-    first = engine.run("fnet", profile="smoke", progress=False, **TINY)
-    monkeypatch.setattr(engine, "train", lambda *a, **k: pytest.fail("trained although a stored result exists"))
-    assert engine.run("fnet", profile="smoke", progress=False, **TINY)["top1"] == first["top1"]
-    monkeypatch.setattr(engine, "train", lambda config, **k: {"status": "done", "top1": -1.0})
-    assert engine.run("fnet", profile="smoke", compute="always", progress=False, **TINY)["top1"] == -1.0
+    first = runs.run("fnet", profile="smoke", progress=False, **TINY)
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained although a stored result exists"))
+    assert runs.run("fnet", profile="smoke", progress=False, **TINY)["top1"] == first["top1"]
+    monkeypatch.setattr(runs, "train", lambda config, **k: {"status": "done", "top1": -1.0})
+    assert runs.run("fnet", profile="smoke", compute="always", progress=False, **TINY)["top1"] == -1.0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_gpu_profile_on_cpu_is_not_yet_run():
-    result = engine.run("vit", profile="paper")
+    result = runs.run("vit", profile="paper")
     assert result["status"] == "not yet run" and "CUDA" in result["reason"]
 
 
@@ -219,7 +221,7 @@ def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch)
 
     test_images = load_split("synthetic", "test", size=config["test_size"])[0]
     calls, evaluated = [], []
-    real_augment, real_evaluate = engine.augment_batch, engine.evaluate
+    real_augment, real_evaluate = augment.augment_batch, engine.evaluate
 
     def spy_augment(images, randaugment):
         out = real_augment(images, randaugment)
@@ -248,7 +250,7 @@ def test_authors_quirks_and_speed_switches_are_explicit_config():
     assert run_config("vit", profile="paper", protocol="fixed")["precision"] == "bf16"
     assert run_config("vit", profile="smoke", protocol="fixed")["precision"] == "fp32"
     assert run_config("vit", profile="budget")["precision"] == "bf16"  # the cheap GPU look; the paper profile is fp32
-    assert len({engine.ResultsStore().path(c).name for c in (default, quirks)}) == 2
+    assert len({ResultsStore().path(c).name for c in (default, quirks)}) == 2
 
 
 def test_without_eval_mode_dropout_stays_on_during_evaluation(monkeypatch):

@@ -2,7 +2,7 @@
 
 ``import vixnb`` is cheap: the registry (``vixnb.models``: ``create_model``, ``list_models``,
 ``register_model``; ``transfer``, a warm start from another model's weights), ``count_params`` /
-``summary_size_mb`` (``vixnb.measure.counting``) and ``env`` (``vixnb.runtime``: Colab, Kaggle or local) are
+``summary_size_mb`` (``vixnb.models.counting``) and ``env`` (``vixnb.runtime``: Colab, Kaggle or local) are
 imported on first use, since they need torch."""
 __version__ = "0.1.0"
 #: the project's public repository and the tag of this release: the book's launch links and the notebooks'
@@ -11,7 +11,7 @@ REPOSITORY_URL = "https://github.com/vixnb/vixnb"
 RELEASE_TAG = f"v{__version__}"
 
 _LAZY = {"create_model": "models", "list_models": "models", "register_model": "models",
-         "count_params": "measure.counting", "summary_size_mb": "measure.counting", "env": "runtime",
+         "count_params": "models.counting", "summary_size_mb": "models.counting", "env": "runtime",
          "transfer": "models", "TransferReport": "models"}
 __all__ = list(_LAZY)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import plan as planning
+from .errors import one_line
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -60,10 +61,12 @@ class Job:
 
 def make_spec(entries, *, download=False):
     """The picklable description a job process runs (``run_job``)."""
+    from dataclasses import asdict
+
     e = entries[0]
-    return {"kind": e.kind, "name": e.name, "model": e.model, "dataset": e.dataset, "profile": e.profile,
+    return {"kind": e.kind, "name": e.name, "request": asdict(e._request) if e.kind == "measure" else None, "model": e.model, "dataset": e.dataset, "profile": e.profile,
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
-            "keep_weights": [x.seed for x in entries if getattr(x, "keep_weights", False)],
+            "keep_weights": [x.keep_weights for x in entries],
             "command": e.command, "store": str(_store_root()), "download": download,
             "stale": any(x.status == "stale" for x in entries)}
 
@@ -94,7 +97,8 @@ def run_job(spec, deadline=None):
 def _run_training(spec, store, deadline):
     from .profiles import run_config
     from .results import remove_checkpoints
-    from .train import TrainingPaused, run
+    from .runs import run
+    from .train import TrainingPaused
 
     configs = [run_config(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=s, **spec["settings"])
                for s in spec["seeds"]]
@@ -107,11 +111,11 @@ def _run_training(spec, store, deadline):
     try:
         if len(configs) > 1:
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
-                         keep_weights=spec.get("keep_weights", []))
+                         keep_weights=spec["keep_weights"])
         else:
             result = run(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=spec["seeds"][0],
                          store=store, progress=False, deadline=deadline, download=spec["download"],
-                         keep_weights=spec["seeds"][0] in spec.get("keep_weights", []), **spec["settings"])
+                         keep_weights=spec["keep_weights"][0], **spec["settings"])
             if result["status"] != "done":
                 raise RuntimeError(f"{spec['model']}: {result['status']}: {result.get('reason', '')}")
     except TrainingPaused as paused:
@@ -124,36 +128,13 @@ def _run_training(spec, store, deadline):
 
 
 def _run_measure(spec, compute):
-    from . import papers, report
-    from .analysis.records import STUDY_RECORDS, study_record_name
-    from .report import cost
+    """Make one measurement (``record_kinds.obtain``); the runs whose weights it reads were trained by their own
+    entries, so it trains nothing."""
+    from .record_kinds import Request, obtain
 
-    study = {study_record_name(kind): kind for kind in STUDY_RECORDS}
-    if spec["name"] in study:  # the maps study (vixnb/analysis/study.yaml); its runs were trained by their entries
-        report.collect.study_measurement(study[spec["name"]], profile=spec["profile"], compute=compute,
-                                         train="never", required=True)
-        return
-    book = papers.book_chapter(spec["paper"], spec["chapter"])
-    if spec["name"] == report.collect.attention_maps_name(spec["paper"], spec["dataset"]):
-        if report.collect.attention_maps(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
-                                         compute=compute) is None:
-            raise RuntimeError(f"{spec['name']}: the attention maps of this profile need its GPU")
-    elif spec["name"] == report.collect.speed_name(spec["paper"], spec["dataset"]):
-        if report.collect.speed(spec["paper"], spec["chapter"], spec["dataset"], profile=spec["profile"],
-                                compute=compute) is None:
-            raise RuntimeError(f"{spec['name']}: the speed measurement of this profile needs its GPU")
-    elif spec["name"] == "efficiency":  # the favor chapter measures the ViX paper's Table 1 models (favor.yaml)
-        models = papers.table_models("vix", "table1") + book.get("references", [])
-        measured = cost.measure_or_load(models, profile=spec["profile"], dataset=spec["dataset"], compute=compute)
-        if measured["source"] == "not yet run":
-            raise RuntimeError("the efficiency measurement needs a CUDA GPU")
-    else:
-        models = [m for table in book["train"] if papers.table(spec["paper"], table).get("dataset") == spec["dataset"]
-                  for m in papers.table_models(spec["paper"], table)]
-        record = report.gpu_memory(models, paper=spec["paper"], dataset=spec["dataset"], profile=spec["profile"],
-                                   compute=compute, part=book.get("part"))
-        if record is None:
-            raise RuntimeError(f"{spec['name']}: the GPU-memory measurement needs a CUDA GPU")
+    record = obtain(Request(**spec["request"]), profile=spec["profile"], compute=compute, train="never", required=True)
+    if record is None:
+        raise RuntimeError(f"{spec['name']}: this measurement needs a CUDA GPU")
 
 
 def _run_command(command):
@@ -278,8 +259,6 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                 result = _execute(job, slot, deadline, executor, folder)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
-                from .cli import one_line
-
                 job.outcome, job.note = "failed", one_line(e)
             job.seconds = time.time() - t0
 
@@ -313,10 +292,10 @@ def checkpoint_mb(job):
     moments, the best weights)."""
     import json
 
-    from .train import _built_today
+    from .results.policy import built_today
 
     config = job.entries[0]._config
-    _, counts = _built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
+    _, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
     return 16 * counts["params_true"] * len(job.entries) / 2**20
 
 

@@ -259,7 +259,7 @@ def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None
             pass  # a damaged cache is decoded again and rewritten
     images = _decode_image_files(paths, image_size, desc, allow_resize=allow_resize)
     if cache is not None:
-        from .results import atomic_write
+        from .files import atomic_write
 
         try:
             atomic_write(cache, lambda f: np.save(f, images.numpy(), allow_pickle=False), binary=True)

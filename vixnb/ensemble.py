@@ -31,7 +31,7 @@ the rest (not yet checked on a GPU, where cuDNN's batch norm has its own batchin
 
 The blog's protocol (paper `shaped`) keeps members equal to separate runs: ``schedule: cosine`` sets the one
 AdamW's lr each epoch (the same for every member), ``augment`` augments each member's batch from that member's
-own generator, seeded as its separate run's (``train.augment_generator``), ``grad_norm_every`` reduces the
+own generator, seeded as its separate run's (``augment.augment_generator``), ``grad_norm_every`` reduces the
 stacked gradients of each layer (``blocks.<i>.…``) over all but the member dimension, and each member records
 its own ``alpha_beta``; ``keep_weights`` gives each member's selected weights (``run_ensemble`` stores them).
 
@@ -64,10 +64,12 @@ from .data import normalize
 from .layers import ShapedAttention
 from .layers.blocks import DropPath
 from .models import create_model
-from .results import load_checkpoint, save_checkpoint
-from .train import (TrainingInterrupted, TrainingPaused, _autocasts, _build_model, _device, _result, _splits, adamw,
-                    augment_generator, check_weights_size, evaluate, flip_rotate, layer_params, out_of_time,
-                    set_epoch_lr, warm_start_source)
+from .augment import augment_generator, flip_rotate
+from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
+from .results.policy import stale_reason
+from .runs import check_keep_weights, warm_start_source, weights_too_large
+from .train import (TrainingInterrupted, TrainingPaused, adamw, autocasts, build_model, evaluate, layer_params,
+                    out_of_time, run_result, set_epoch_lr, splits, training_device)
 
 
 def _active_dropout(model):
@@ -266,7 +268,7 @@ def _alpha_beta(ensemble):
 
 
 def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True,
-                   keep_weights=False):
+                   with_weights=False):
     """Train the seeds of one configuration (``configs``: ``run_config(..., seed=s)`` each, identical but for
     the seed) as one vectorised ensemble; return one result per config, in the form ``train.train`` returns,
     with ``execution="ensemble of N seeds"`` in the provenance.
@@ -275,7 +277,7 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     floating-point rounding. ``exact=False`` also trains dropout models, each member drawing its own masks;
     those members are not equal to separate runs of their seeds (the provenance says so). ``checkpoint`` /
     ``deadline``: as ``train.train`` (saved after every epoch, resumed; a deadline pauses at an epoch boundary
-    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was. ``keep_weights``:
+    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was. ``with_weights``:
     as ``train.train``, each result also holds its member's ``best_state``."""
     configs = list(configs)
     seeds = _same_configuration(configs)
@@ -286,22 +288,20 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     exact = exact or can_ensemble(config)[0]  # exact=False changes nothing for a model without dropout
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    if keep_weights:
-        check_weights_size(config)
-    device = _device(config, device)
-    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
+    device = training_device(config, device)
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = splits(config, device, download)
     bs, name = config["batch_size"], f"{config['model']} seeds {', '.join(map(str, seeds))}"
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         models, facts = [], []
         for seed in seeds:  # each member as train.train builds it
             torch.manual_seed(seed)
-            model, fact = _build_model(config)
+            model, fact = build_model(config)
             models.append(model.to(device))
             facts.append(fact)
         ensemble = Ensemble(models, randomness="error" if exact else "different")
         del models
         optimizer = adamw(ensemble.params.values(), config)
-        autocast, _, _ = _autocasts(config, device)
+        autocast, _, _ = autocasts(config, device)
         shuffles = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
         augmenters = [augment_generator(seed, device) for seed in seeds]  # each member's as its separate run's
         layers = layer_params(ensemble.params, ensemble.template, config) if config.get("grad_norm_every") else None
@@ -374,10 +374,10 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     seconds = time.perf_counter() - start
     note = ("equal to separate runs of these seeds up to floating-point rounding" if exact else
             "own dropout masks per member (vmap randomness='different'): not equal to separate runs of these seeds")
-    results = [_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
+    results = [run_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
                        ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
                for c, history, fact, test in zip(configs, histories, facts, tests)]
-    return [{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if keep_weights else results
+    return [{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if with_weights else results
 
 
 def checkpoint_path(store, configs):
@@ -388,26 +388,26 @@ def checkpoint_path(store, configs):
     return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
 
 
-def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights=False):
-    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's result
-    where ``train.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
+def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
+    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
+    result where ``runs.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it. ``keep_weights``: as ``train.run`` (each member's
-    selected weights stored beside its result; a stored result whose weights are missing counts as lacking), or
-    the seeds of the members that keep theirs."""
+    and the next call with the same members resumes it. ``keep_weights``: one of ``runs.KEEP_WEIGHTS`` for every
+    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
+    stored result whose weights are missing counts as lacking)."""
     from contextlib import ExitStack
 
-    from .results import ResultsStore, remove_checkpoints
-    from .train import stale_reason
-
     store = store if store is not None else ResultsStore()
+    keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
+    for c in configs:
+        check_keep_weights(keep[id(c)])
+        if keep[id(c)] == "store" and (too_large := weights_too_large(c)):
+            raise ValueError(f"{too_large}; train it with keep_weights 'no' or 'local'")
 
-    def keeps(c):
-        return keep_weights is True or (not isinstance(keep_weights, bool) and c["seed"] in keep_weights)
-
-    def lacking(c):  # not stored, or stored by other code or from other data (as `train.run` decides), or unkept
+    def lacking(c):  # not stored, or stale (as `runs.run` decides), or without the weights it should keep
         stored = store.get(c)
-        return stored is None or stale_reason(stored) is not None or bool(keeps(c) and store.weights_missing(c, stored))
+        return stored is None or stale_reason(stored, store) is not None or \
+            bool(keep[id(c)] != "no" and store.weights_missing(c, stored))
 
     todo = [c for c in configs if lacking(c)]
     if todo:
@@ -420,11 +420,12 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
             if todo:
                 checkpoint = checkpoint_path(store, todo)
                 results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                                         download=download, exact=exact, keep_weights=any(map(keeps, todo)))
+                                         download=download, exact=exact,
+                                         with_weights=any(keep[id(c)] != "no" for c in todo))
                 for c, result in zip(todo, results):
                     best_state = result.pop("best_state", None)
-                    if keeps(c):  # the weights first, as train.run
-                        result["weights"] = store.save_weights(c, best_state)
+                    if keep[id(c)] != "no":  # the weights first, as runs.run
+                        result["weights"] = store.save_weights(c, best_state, local=keep[id(c)] == "local")
                     store.put(c, result)
                 remove_checkpoints(checkpoint)
     return [store.get(c) for c in configs]

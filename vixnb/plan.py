@@ -18,7 +18,7 @@ for a model it did not measure, from the model's training FLOPs per image (3x th
 effective rate, the median over the measured models; else from a stored run's epoch times (an upper bound:
 they ran beside others). Each epoch trains the training split and evaluates the test split (a forward at
 a third of a training step's cost); 20 s per run go to start-up. Measurements and benchmarks: nominal
-minutes (``NOMINAL_MINUTES``). A CPU profile needs no GPU minutes.
+minutes (their kind's, ``record_kinds.KINDS``). A CPU profile needs no GPU minutes.
 
 **Priority**, in levels (``LEVELS``); within a level the first seeds of the rows a chapter names ``first`` (the
 order its paper file asks for), then cheaper first; a measurement that reads trained weights (the maps study's)
@@ -47,23 +47,6 @@ LEVELS = {
 STATUSES = ("stored", "missing", "stale")
 STARTUP_SECONDS = 20
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
-#: nominal GPU minutes of a measurement or benchmark (no stored timing to go by)
-#: (generous: a benchmark cannot pause, so the batch starts one only when this much time is left)
-NOMINAL_MINUTES = {"gpu_memory": 3, "speed": 15, "maps-attention": 3, "maps-attribution": 5, "efficiency": 8, "train": 5, "fill": 20, "mixers-bf16": 3, "mixers-fp32": 3,
-                   "mixers-bf16-compiled": 8, "mixers-bf16-cudagraphs": 6, "nystrom-variants": 3}
-#: the command that makes each benchmark record (results/bench/<name>.json); {path} is where it is written
-BENCH_COMMANDS = {
-    "train": "vixnb bench train --save {path}",
-    "fill": "vixnb bench fill --save {path}",
-    "mixers-bf16": "vixnb bench mixers --dtype bf16 --warmup 10 --steps 30 --json {path}",
-    "mixers-fp32": "vixnb bench mixers --dtype fp32 --warmup 10 --steps 30 --json {path}",
-    "mixers-bf16-compiled": "vixnb bench mixers --dtype bf16 --compile --warmup 10 --steps 30 --json {path}",
-    "mixers-bf16-cudagraphs": ("vixnb bench mixers --dtype bf16 --compile reduce-overhead --warmup 10 --steps 30 "
-                               "--mixers 'softmax (fused)' nystrom --json {path}"),
-    "nystrom-variants": "python tools/profile_nystrom.py {path}",
-}
-
-
 @dataclass
 class Entry:
     """One thing the book needs: a training run (``kind="train"``), a stored measurement (``"measure"``) or a
@@ -88,7 +71,7 @@ class Entry:
     command: str = ""
     path: str = ""         # the result file in the store
     key: str = ""          # the run's configuration hash (training runs)
-    keep_weights: bool = False  # the run stores its trained weights (``train.run(keep_weights=True)``)
+    keep_weights: str = "no"  # what the run keeps of its trained weights (``runs.KEEP_WEIGHTS``)
 
     def to_dict(self):
         return asdict(self)
@@ -107,7 +90,7 @@ def chapters():
             for chapter in papers.book_chapters(key)]
 
 
-def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
+def _run_command(model, dataset, profile, seed, settings, keep_weights="no"):
     import inspect
     import json
     import shlex
@@ -126,7 +109,7 @@ def _run_command(model, dataset, profile, seed, settings, keep_weights=False):
 
     extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
                     for k, v in settings.items())
-    keep = " --keep-weights" if keep_weights else ""
+    keep = {"no": "", "store": " --keep-weights", "local": " --keep-weights local"}[keep_weights]
     return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
 
 
@@ -155,15 +138,16 @@ def _train_entries(key, book, profile, seeds, store, runs):
                 entries.append((2, f"study: {study}", model, model, dataset, seed, dict(spec.get("settings") or {}),
                                 False))
     out = []
-    for level, purpose, name, model, dataset, seed, settings, keep in entries:
+    for level, purpose, name, model, dataset, seed, settings, kept in entries:
+        keep = "store" if kept else "no"
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
         if k in runs:  # e.g. smoke: every dataset is the synthetic one; or a run two tables or chapters show
             first = runs[k]
             first.level = min(first.level, level)
-            if keep and not first.keep_weights:
-                first.keep_weights = True
-                first.command = _run_command(model, dataset, profile, seed, first.settings, True)
+            if keep != "no" and first.keep_weights == "no":
+                first.keep_weights = keep
+                first.command = _run_command(model, dataset, profile, seed, first.settings, keep)
             continue
         runs[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
                        dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
@@ -176,68 +160,61 @@ def _train_entries(key, book, profile, seeds, store, runs):
     return out
 
 
-def _record_entries(key, book, profile, store):
-    from .report.collect import attention_maps_name, gpu_memory_record, speed_name
+def _record_entries(requests, profile, store, runs=None):
+    """One entry per record asked for (``record_kinds.Request``): its kind's name in the store, its nominal minutes,
+    and, for a record that reads trained weights, the runs it reads (``_needs``: keys in ``runs``, the plan's run map;
+    the maps study's, from ``study.yaml``)."""
+    from .record_kinds import kind_of, record_name
 
     out = []
-    for measure, dataset in (book.get("measure") or {}).items():
-        record = {"gpu_memory": lambda: gpu_memory_record(key, dataset, part=book.get("part")),
-                  "attention_maps": lambda: attention_maps_name(key, dataset),
-                  "speed": lambda: speed_name(key, dataset)}.get(measure, lambda: measure)()
-        command = f"vixnb batch --profile {profile} --only {record}"
-        out.append(Entry(chapter=book["notebook"], paper=key, kind="measure", name=record, model=None,
-                         dataset=dataset, profile=profile, seed=None, level=1, purpose=f"{key} pages: {measure}",
-                         command=command, path=f"{profile}/measure/{record}.json"))
-        out[-1]._nominal = NOMINAL_MINUTES.get(measure, 5)
-    for bench in book.get("bench") or []:
-        name = store.newest_record("bench", bench) if bench == "nystrom-variants" else bench
-        path = f"bench/{name}.json"
-        out.append(Entry(chapter=book["notebook"], paper=key, kind="bench", name=bench, model=None, dataset=None,
-                         profile=profile, seed=None, level=2, purpose="speed targets (benchmarks)",
-                         command=BENCH_COMMANDS.get(bench, f"vixnb bench {bench}").format(path=_shown(store.root / path)),
-                         path=path))
-        out[-1]._nominal = NOMINAL_MINUTES.get(bench, 5)
+    for request in requests:
+        kind, name = kind_of(request), record_name(request)
+        if kind.group == "bench":
+            if request.name == "nystrom-variants":
+                name = store.newest_record("bench", request.name)
+            path = f"bench/{name}.json"
+            command = kind.command.format(path=_shown(store.root / path))
+            level, purpose, dataset = 2, "speed targets (benchmarks)", None
+        else:
+            path, command = f"{profile}/measure/{name}.json", f"vixnb batch --profile {profile} --only {name}"
+            level, dataset = 1, request.dataset
+            purpose = (f"{request.paper} pages: {request.kind}" if request.paper else
+                       f"maps pages: {request.kind.removeprefix('maps-')}")
+        e = Entry(chapter=request.chapter, paper=request.paper, kind="bench" if kind.group == "bench" else "measure",
+                  name=request.name if kind.group == "bench" else name, model=None, dataset=dataset, profile=profile,
+                  seed=None, level=level, purpose=purpose, command=command, path=path)
+        e._nominal, e._request = kind.minutes, request
+        if kind.reads_weights and runs is not None and request.kind.startswith("maps-"):
+            e._needs = _study_needs(request, profile, runs)
+        out.append(e)
     return out
 
 
-def _study_entries(profile, runs):
-    """The maps study's measurements (``analysis.records.study_record``), each after the runs whose weights it reads
-    (``_needs``: their configuration keys, ``runs`` being the plan's run map)."""
-    from .analysis.records import STUDY_RECORDS, study, study_labels, study_record_name, study_run
+def _study_needs(request, profile, runs):
+    """The keys of the plan's runs (``runs``) whose kept weights the maps study's record ``request`` reads."""
+    from .analysis.records import study_labels, study_run
     from .profiles import run_config
     from .results import config_key
 
-    s = study()
-    needs = {}
-    for label in s["runs"]:
+    needs = set()
+    for label in study_labels(request.kind.removeprefix("maps-")):
         model, settings, seed, dataset = study_run(label, profile)
         k = config_key(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
-        if k in runs and runs[k].keep_weights:
-            needs[label] = k
-    out = []
-    for kind in STUDY_RECORDS:
-        name = study_record_name(kind)
-        labels = study_labels(kind)
-        e = Entry(chapter=s["notebook"], paper="", kind="measure", name=name, model=None, dataset=s["dataset"],
-                  profile=profile, seed=None, level=1, purpose=f"maps pages: {kind}",
-                  command=f"vixnb batch --profile {profile} --only {name}", path=f"{profile}/measure/{name}.json")
-        e._nominal = NOMINAL_MINUTES[f"maps-{kind}"]
-        e._needs = {needs[label] for label in labels if label in needs}
-        out.append(e)
-    return out
+        if k in runs and runs[k].keep_weights != "no":
+            needs.add(k)
+    return needs
 
 
 # ----- status -------------------------------------------------------------------------------------------
 
 def _run_status(entry, store, needed_paths):
     from .results import StoreError, read_json
-    from .train import source_changed, stale_reason
+    from .results.policy import stale_reason
 
     config = entry._config
     stored = store.get(config)
     if stored is not None:
-        why = stale_reason(stored) or source_changed(stored, store) or \
-            (entry.keep_weights and store.weights_missing(config, stored))
+        why = stale_reason(stored, store) or (entry.keep_weights != "no" and store.weights_missing(config, stored))
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
@@ -254,18 +231,14 @@ def _run_status(entry, store, needed_paths):
 
 
 def _record_status(entry, store):
-    path = store.root / entry.path
-    if not path.exists():
+    from .record_kinds import kind_of
+
+    record = store.load_record(kind_of(entry._request).group, entry.path.rsplit("/", 1)[1][:-len(".json")],
+                               profile=entry.profile)
+    if record is None:
         return "missing", ""
-    from .results import read_json
-
-    record = read_json(path)
-    superseded = record.get("superseded")
-    if superseded:
-        return "stale", f"rows {', '.join(superseded['rows'])} superseded: {superseded['reason']}"
-    from .analysis import record_stale
-
-    why = record_stale(record, store) if entry.kind == "measure" else None
+    stale = kind_of(entry._request).stale
+    why = stale(record, store) if stale else None
     return ("stale", why) if why else ("stored", "")
 
 
@@ -304,7 +277,8 @@ def _training_gflop(model, dataset, overrides_json="{}"):
 
     from .measure.flops import flops
     from .models import architecture_signature, create_model
-    from .results.store import atomic_write, default_root
+    from .files import atomic_write
+    from .results.store import default_root
 
     with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
         built = create_model(model, dataset=dataset, **json.loads(overrides_json))
@@ -408,12 +382,14 @@ def build(profile, *, store=None, only=None, chapter=None):
     firsts = {(book["notebook"], row, papers.table(key, book["train"][0])["dataset"]): i for i, (key, book, row) in
               enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
+    from .record_kinds import chapter_requests, study_requests
+
     for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store, runs)
-        if prof["device"] == "cuda":  # a CPU profile's pages measure as they render and store nothing
-            entries += _record_entries(key, book, profile, store)
+        if prof["device"] == "cuda":  # a CPU profile's pages measure as they render
+            entries += _record_entries(chapter_requests(key, book), profile, store)
     if prof["device"] == "cuda":
-        entries += _study_entries(profile, runs)
+        entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"
     if chapter:  # before the statuses and estimates, which are the costly part (a page's banner asks for one)
         unknown = sorted(set(chapter) - {e.chapter for e in entries})

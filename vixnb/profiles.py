@@ -1,5 +1,7 @@
 """Run profiles (smoke / budget / paper), the resolved configuration that identifies one training run, and the
 runs a chapter makes of a paper table in a profile (``table_runs``)."""
+import hashlib
+import json
 from functools import cache
 from importlib import resources
 
@@ -153,9 +155,14 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     }
 
 
+def config_key(config):
+    """The run's identity: 16 hex digits of SHA-256 over its whole configuration (``run_config``), which names its
+    result file in the store."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _init_source(init_from, model, dataset, profile, seed):
     """``{"run", "model", "settings", "key"}`` of the run whose weights ``init_from`` names (``run_config``)."""
-    from .results import config_key
 
     paper = model_cfg(model)["paper"]
     if isinstance(init_from, str):

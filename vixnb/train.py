@@ -1,4 +1,6 @@
-"""The training engine for the papers' protocols, and `run`, which loads a stored result or trains.
+"""The training engine for the papers' protocols: one run of a config (``profiles.run_config``), epoch by epoch,
+checkpointed after each (``train``). Whether a run is read from the store or trained, and what is kept of it, is
+``vixnb.runs``.
 
 Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no
 DataLoader workers on the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no
@@ -15,36 +17,31 @@ training batches only, and ``post_train_epochs`` continues from the best weights
 The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``):
 ``schedule: cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so
 a resumed run is exact; each history entry records its ``lr``), ``augment`` (random horizontal and vertical
-flips and rotations of the main stage's training batches on the device, ``flip_rotate``, drawn from the run's
-own generator, saved in the checkpoint) and ``grad_norm_every`` (the mean per-layer gradient norm over every
+flips and rotations of the main stage's training batches on the device, ``augment.flip_rotate``, drawn from the
+run's own generator, saved in the checkpoint) and ``grad_norm_every`` (the mean per-layer gradient norm over every
 N-th step, ``grad_norms`` in each history entry). A model with shaped attention records each layer's
-``alpha_beta`` after every epoch. ``run(..., keep_weights=True)`` stores the selected weights in float16 beside
-the result (``ResultsStore.load_weights``, ``trained_model``).
+``alpha_beta`` after every epoch.
 
 Warm starts (paper `linattn`): a config with ``init_from`` starts from another run's selected weights
-(``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy right after it;
-``run`` finds or trains the source and keeps its weights locally (``keep_weights="local"``). Every epoch records
-the selection set's loss (``select_loss``) and the seconds of that evaluation (``eval_seconds``).
+(``init_state``, ``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy
+right after it. Every epoch records the selection set's loss (``select_loss``) and the seconds of that evaluation
+(``eval_seconds``).
 """
-import json
 import math
-import sys
 import time
 from contextlib import nullcontext
-from functools import cache
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.transforms import v2
 from tqdm.auto import tqdm
 
+from .augment import augment_batch, augment_generator, flip_rotate
 from .data import describe_source, load_split, normalize, source_fingerprint
 from .layers import alpha_beta
-from .measure.counting import count_params, summary_size_mb
-from .profiles import run_config
 from .models import architecture_signature, create_model
-from .results import ResultsStore, check_compute, load_checkpoint, provenance, remove_checkpoints, save_checkpoint
+from .models.counting import count_params, summary_size_mb
+from .results import load_checkpoint, provenance, save_checkpoint
 from .results.provenance import source_hashes
 
 
@@ -142,49 +139,12 @@ def _optimizer(model, config, phase):
     return adamw(model.parameters(), config)
 
 
-def augment_batch(images, randaugment):
-    """RandAugment (torchvision), drawn independently per image, on uint8 images where they are.
-    ``randaugment`` = [num_ops, magnitude]; paper `cxv` writes them as M and N, swapped (notes section 3b)."""
-    if not randaugment:
-        return images
-    ra = v2.RandAugment(num_ops=randaugment[0], magnitude=randaugment[1])
-    return torch.stack([ra(img) for img in images])
-
-
 def lr_at(config, epoch):
     """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``, or under ``schedule: cosine`` what
     torch's CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form."""
     if config.get("schedule") != "cosine":
         return config["lr"]
     return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
-
-
-def rotate_batch(images, angles):
-    """Each image of a uint8 (b, c, h, w) batch rotated by its own angle (``angles``, degrees; positive is
-    counter-clockwise) about its centre as torchvision's ``rotate`` does it: nearest pixel, zero fill, same size."""
-    rad = torch.deg2rad(angles.double())
-    cos, sin, zero = rad.cos(), rad.sin(), torch.zeros_like(rad)
-    h, w = images.shape[-2:]
-    # torchvision's inverse map in pixels about the centre, [[cos, -sin], [sin, cos]], in affine_grid's [-1, 1] units
-    theta = torch.stack([torch.stack([cos, -sin * h / w, zero], -1), torch.stack([sin * w / h, cos, zero], -1)], -2)
-    grid = F.affine_grid(theta.float(), list(images.shape), align_corners=False)
-    out = F.grid_sample(images.float(), grid, mode="nearest", padding_mode="zeros", align_corners=False)
-    return out.to(torch.uint8)
-
-
-AUGMENT_SEED_OFFSET = 1_000_003  # a run's augmentation generator is seeded with its seed plus this
-
-
-def flip_rotate(images, *, hflip, vflip, rotate, generator):
-    """The blog's augmentation of a uint8 (b, c, h, w) batch, on its device, for all images at once: each image
-    flipped horizontally (p=0.5), vertically (p=0.5) and rotated by its own angle uniform in [-rotate, rotate]
-    degrees (``rotate_batch``), as torchvision's RandomHorizontalFlip, RandomVerticalFlip and RandomRotation.
-    Every draw comes from ``generator`` (on the images' device): the same three per image whatever is on."""
-    draws = torch.rand(3, len(images), generator=generator, device=images.device)
-    for on, heads, dim in ((hflip, draws[0], -1), (vflip, draws[1], -2)):
-        if on:
-            images = torch.where((heads < 0.5)[:, None, None, None], images.flip(dim), images)
-    return rotate_batch(images, (2 * draws[2] - 1) * rotate) if rotate else images
 
 
 def layer_grad_norms(layers):
@@ -213,11 +173,6 @@ def layer_params(params, model, config):
     return [[params[n] for n in names if n in params] for names in layer_names(model, config)]
 
 
-def augment_generator(seed, device):
-    """A run's augmentation generator: seeded from the run's seed, but not the data order's stream."""
-    return torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET)
-
-
 def set_epoch_lr(optimizer, config, epoch):
     """Under a schedule, set ``optimizer``'s lr for main-stage ``epoch`` (``lr_at``) from the epoch number alone
     (no scheduler state: a resumed run is exact) and return ``{"lr": ...}`` for the history entry; else ``{}``."""
@@ -229,7 +184,7 @@ def set_epoch_lr(optimizer, config, epoch):
     return {"lr": lr}
 
 
-def _splits(config, device, download=False):
+def splits(config, device, download=False):
     """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
     `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
     move = lambda pair: tuple(t.to(device) for t in pair)
@@ -286,7 +241,7 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
     return {**entry, "seconds": time.perf_counter() - t0}
 
 
-def _device(config, device):
+def training_device(config, device):
     """The device a run of ``config`` trains on (``device``, else the profile's); an error where it has no GPU."""
     device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -294,7 +249,7 @@ def _device(config, device):
     return device
 
 
-def _build_model(config):
+def build_model(config):
     """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records
     of it: both parameter counts, the papers' size and the architecture signature."""
     model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
@@ -304,7 +259,7 @@ def _build_model(config):
     return model, facts
 
 
-def _autocasts(config, device):
+def autocasts(config, device):
     """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk."""
     bf16 = config["precision"] == "bf16"
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else nullcontext
@@ -313,16 +268,16 @@ def _autocasts(config, device):
     return autocast, loss_autocast, torch.amp.GradScaler("cuda", enabled=amp)
 
 
-def _selected(history):
+def selected_epoch(history):
     """The last epoch reaching the best top-1: the one whose weights the best state holds (ties saved, as in
     the authors' scripts, which checkpoint on top-1 >= best)."""
     return max(reversed(history), key=lambda h: h["select_top1"])
 
 
-def _result(config, device, history, facts, *, seconds, test=None, **provenance_fields):
+def run_result(config, device, history, facts, *, seconds, test=None, **provenance_fields):
     """The result of a finished run: the selected epoch's metrics (protocol ``fixed``: ``test``, the test set's
     (top-1, top-5) with the selected weights), the model's ``facts``, peak GPU memory, history and provenance."""
-    best = _selected(history)
+    best = selected_epoch(history)
     if test is not None:
         metrics = {"top1": test[0], "top5": test[1], "val_top1": best["select_top1"], "val_top5": best["select_top5"]}
     else:
@@ -353,7 +308,7 @@ def out_of_time(deadline, history, last_epoch=None):
     return _now() + last > deadline
 
 
-def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, keep_weights=False,
+def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, with_weights=False,
           init_state=None, init_sha256=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
@@ -361,28 +316,25 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     interrupted at any point (even ``kill -9``) resumes from the last saved epoch, ending with the same
     metrics as an uninterrupted run on the CPU. With ``deadline`` (a ``time.time()`` value; needs
     ``checkpoint``), a run whose next epoch would end after it stops at the epoch boundary with
-    ``TrainingPaused``; its checkpoint is kept, and the next call resumes it. ``keep_weights``: the weights'
-    size is checked against ``WEIGHTS_LIMIT_MB`` first, and the result also holds ``best_state``, the
-    selected weights (tensors, not JSON: ``run`` stores them and takes them out).
+    ``TrainingPaused``; its checkpoint is kept, and the next call resumes it. ``with_weights``: the result also
+    holds ``best_state``, the selected weights (tensors, not JSON: ``runs.run`` stores them and takes them out).
 
     ``init_state`` (a config with ``init_from``): the source run's weights, carried into the new model before
     epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report, the test top-1,
     top-5 and loss right after it, before any training, and ``init_sha256``, the SHA-256 of those weights."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    if keep_weights is True:  # "local": kept on this machine only, uncapped
-        check_weights_size(config)
-    device = _device(config, device)
-    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = _splits(config, device, download)
+    device = training_device(config, device)
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
     cuda_rng = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda_rng):
         torch.manual_seed(seed)
-        model, facts = _build_model(config)
+        model, facts = build_model(config)
         model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
         switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
         optimizer = _optimizer(model, config, "adamw")
-        autocast, loss_autocast, scaler = _autocasts(config, device)
+        autocast, loss_autocast, scaler = autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
         augmenter = augment_generator(seed, device)
         layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
@@ -408,7 +360,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         elif config.get("init_from"):
             if init_state is None:
                 raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
-                                 "weights (init_state) where no checkpoint of the run is saved; train.run finds them")
+                                 "weights (init_state) where no checkpoint of the run is saved; runs.run finds them")
             transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -479,14 +431,14 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         bar.close()
 
         test = None
-        if config["protocol"] == "fixed":  # the selected weights (_selected), evaluated once on the test set
+        if config["protocol"] == "fixed":  # the selected weights (selected_epoch), evaluated once on the test set
             model.load_state_dict(best_state)
             model.eval()
             test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-    result = _result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
+    result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
     if transferred is not None:
         result["transfer"] = transferred
-    return {**result, "best_state": best_state} if keep_weights else result
+    return {**result, "best_state": best_state} if with_weights else result
 
 
 def _warm_start(model, state, sha256, config, images, labels, autocast):
@@ -504,29 +456,6 @@ def _warm_start(model, state, sha256, config, images, labels, autocast):
             "top1": top1, "top5": top5, "loss": loss[0] if loss else None}
 
 
-WEIGHTS_LIMIT_MB = 16  # the most a run's kept weights (float16) may take
-
-
-def weights_bytes(config):
-    """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
-    they are), from a build on the meta device (no memory, no random numbers)."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
-    return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
-
-
-def check_weights_size(config):
-    """A one-line error, before any training, where ``config``'s weights are too large to keep."""
-    size = weights_bytes(config) / 2**20
-    if size > WEIGHTS_LIMIT_MB:
-        raise ValueError(f"{config['model']}: its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} "
-                         "MiB cap on kept weights (train.WEIGHTS_LIMIT_MB); run it without keep_weights")
-
-
-def can_run(config):
-    return config["device"] != "cuda" or torch.cuda.is_available()
-
-
 class TrainingInterrupted(KeyboardInterrupt):
     """Training was interrupted (Ctrl-C); the message says after which epoch and how to resume."""
 
@@ -535,224 +464,3 @@ class TrainingPaused(RuntimeError):
     """A time budget ran out at an epoch boundary; the checkpoint is kept and the next call resumes the run."""
 
 
-@cache
-def _built_today(model, dataset, overrides_json):
-    """Today's architecture signature and parameter counts of a configured model, built on the meta device
-    (no memory used, no random numbers drawn)."""
-    with torch.device("meta"):
-        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
-    return architecture_signature(built), {"params_paper": count_params(built, "paper"),
-                                           "params_true": count_params(built, "true")}
-
-
-def other_code(stored):
-    """Why a stored run was made by other model code than today's, or None: its recorded architecture
-    signature differs from today's model in the same configuration; for a result older than signatures, its
-    parameter counts differ."""
-    config = stored["config"]
-    signature, counts = _built_today(config["model"], config["dataset"],
-                                     json.dumps(config.get("model_overrides", {}), sort_keys=True))
-    if "architecture" in stored:
-        return None if stored["architecture"] == signature else \
-            f"made by other model code (architecture {stored['architecture']}, today {signature})"
-    changed = [f"{k} {stored[k]:,}, today {counts[k]:,}" for k in counts if k in stored and stored[k] != counts[k]]
-    return f"made by other model code ({'; '.join(changed)})" if changed else None
-
-
-@cache
-def _source_today(model, dataset, overrides_json):
-    with torch.random.fork_rng(), torch.device("meta"):
-        return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
-
-
-def code_changed(stored):
-    """Why a stored run's model or engine code differs from today's (its recorded ``source_hash`` against
-    ``source_hashes`` of today's model in the same configuration), or None; None too for a result stored
-    before source hashes were recorded. A flag for the provenance page only: unlike ``stale_reason`` it never
-    makes a run train again, since any edit of ``train.py`` would otherwise retrain every stored run."""
-    recorded = stored.get("source_hash")
-    if not recorded:
-        return None
-    config = stored["config"]
-    today = _source_today(config["model"], config["dataset"],
-                          json.dumps(config.get("model_overrides", {}), sort_keys=True))
-    changed = [f"{part} code changed since it was stored (source {recorded.get(part)}, today {today[part]})"
-               for part in ("model", "engine") if recorded.get(part) != today[part]]
-    return "; ".join(changed) or None
-
-
-def other_data(stored):
-    """Why a stored run was made from other data than the copy here (its data fingerprint differs), or None
-    (the same data, no copy here to compare with, or a run that recorded no fingerprint)."""
-    recorded = stored.get("provenance", {}).get("data_fingerprint")
-    here = source_fingerprint(stored["config"]["dataset"]) if recorded else None
-    if recorded and here and recorded != here:
-        return f"made from other data than the copy here (data fingerprint {recorded}, here {here})"
-    return None
-
-
-def stale_reason(stored):
-    """Why a stored result no longer answers for its configuration (``other_code`` or ``other_data``), or None."""
-    return other_code(stored) or other_data(stored)
-
-
-def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
-        download=False, deadline=None, keep_weights=False, **overrides):
-    """One training run under the compute policy: the stored result if there is one (``compute="never"`` or
-    ``"missing"``), else train it where the profile can run here (``"missing"``; ``"always"`` trains anew,
-    from epoch 1, even over a stored result), else a ``{"status": "not yet run"}`` record with the reason.
-
-    A stored result made by other model code than today's or from other data than the copy here
-    (``stale_reason``) is never reused silently: ``"missing"`` trains again; ``"never"`` returns it with the
-    reason under ``"stale"``. Two processes on one run: the second
-    waits for the first's result (a lock per run) instead of training it again. ``deadline``: see ``train``
-    (a run stopped by it raises ``TrainingPaused`` and keeps its checkpoint).
-
-    ``keep_weights=True``: the selected weights are stored too, in float16 (``ResultsStore.save_weights``; the
-    result records them under ``"weights"``); ``"missing"`` trains again a stored result whose weights are
-    missing, ``"never"`` (or a machine that cannot train the profile) returns it as it is, saying why under
-    ``"weights_missing"``. ``keep_weights="local"``: kept in the profile's ``.weights-local/`` folder, which is
-    never committed nor packed, with no size cap (a warm start's ViT-B/16 source on the machine that trains).
-
-    A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
-    keeping them locally) and starts from its weights; a run that some row of its paper file starts from
-    (``warm_start_source``) keeps its weights locally when trained, so the warm starts find them."""
-    check_compute(compute)
-    config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
-    store = store if store is not None else ResultsStore()
-    # a warm start's source keeps its weights locally when trained; a stored one is never retrained for them
-    # here (only a warm start that needs them asks, through _source_weights)
-    keep_local = not keep_weights and warm_start_source(config)
-    stored = None if compute == "always" else store.get(config)
-    stale = (stale_reason({**stored, "config": config}) or source_changed(stored, store)) if stored is not None else None
-    unkept = store.weights_missing(config, stored) if keep_weights and stored is not None else None
-    if stored is not None and (not (stale or unkept) or compute == "never"):
-        return {**stored, "stale": stale} if stale else stored
-    if compute == "never":
-        return {"status": "not yet run", "config": config, "reason": "no stored result for this configuration"}
-    if not can_run(config):
-        if stored is not None and not stale:  # its metrics stand; only the weights cannot be had here
-            return {**stored, "weights_missing": f"{unkept}; profile {profile!r} needs a CUDA GPU to train it again"}
-        held = f"the stored result was {stale}" if stale else "no stored result for this configuration"
-        return {"status": "not yet run", "config": config, "reason": f"profile {profile!r} needs a CUDA GPU; {held}"}
-    if stale or unkept:
-        print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
-              f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
-    store.check_writable(config)
-    init_state = init_sha256 = None
-    # a warm start needs its source's weights unless it resumes from its own checkpoint
-    if config.get("init_from") and (compute == "always" or not store.checkpoint_path(config).exists()):
-        init_state, init_sha256, why = _source_weights(config, store, progress=progress, download=download,
-                                                       deadline=deadline)
-        if init_state is None:
-            return {"status": "not yet run", "config": config, "reason": why}
-    keep_weights = keep_weights or ("local" if keep_local else False)
-    with store.lock(config) as waited:
-        if waited and compute != "always" and (done := store.get(config)) is not None and \
-                not (keep_weights and store.weights_missing(config, done)):
-            return done
-        checkpoint = store.checkpoint_path(config)
-        if compute == "always":
-            remove_checkpoints(checkpoint)
-        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       keep_weights=keep_weights, init_state=init_state, init_sha256=init_sha256)
-        if keep_weights:  # the weights first: a stored result's weights record always names a written file
-            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
-        store.put(config, result)
-        remove_checkpoints(checkpoint)
-    return {**result, "config": config}
-
-
-def warm_start_source(config):
-    """Whether a row of ``config``'s paper file starts from ``config``'s run: a row named by an ``init_from`` whose
-    run, with ``config``'s model settings added (a chapter's profile settings), is ``config`` itself. Such a run
-    keeps its weights locally (``run``), so that the warm starts find them."""
-    from . import papers
-    from .models import model_cfg
-    from .results import config_key
-
-    if config.get("init_from"):
-        return False
-    runs = papers.paper_runs(model_cfg(config["model"])["paper"])
-    sources = {s["init_from"] for _, s in runs.values() if isinstance(s.get("init_from"), str)}
-    for row in sources & set(runs):
-        model, settings = runs[row]
-        if model != config["model"]:
-            continue
-        candidate = run_config(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                               **{**config["model_overrides"], **settings})
-        if config_key(candidate) == config_key(config):
-            return True
-    return False
-
-
-def _source_config(config):
-    """The run config of ``config``'s ``init_from`` run: the same dataset, profile and seed."""
-    source = config["init_from"]
-    return run_config(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                      **source["settings"])
-
-
-def _source_weights(config, store, **options):
-    """``(state, sha256, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and
-    kept locally) and their SHA-256, or ``(None, None, why)`` where they cannot be had."""
-    from .results import config_key
-
-    source, source_config = config["init_from"], _source_config(config)
-    if config_key(source_config) != source["key"]:
-        raise RuntimeError(f"{config['model']}: init_from {source['run']!r} resolved to another run than its config "
-                           "records; rebuild the config (profiles.run_config)")
-    keep = True if weights_bytes(source_config) <= WEIGHTS_LIMIT_MB * 2**20 else "local"
-    result = run(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                 compute="missing", store=store, keep_weights=keep, **source["settings"], **options)
-    if result["status"] != "done":
-        return None, None, f"its source run {source['run']!r} is {result['status']}: {result.get('reason', '')}"
-    state = store.load_weights(source_config)
-    if state is None:
-        return None, None, f"its source run {source['run']!r} {store.weights_missing(source_config, result)}"
-    return state, result["weights"]["sha256"], None
-
-
-def source_changed(stored, store):
-    """Why a stored warm start no longer matches its source, or None: the source run's stored result now keeps other
-    weights (SHA-256) than those the warm start was made from (the source was trained again), or is gone."""
-    transfer = stored.get("transfer") or {}
-    made_from = transfer.get("source_weights_sha256")
-    init = (stored.get("config") or {}).get("init_from")
-    if not made_from or not init:
-        return None
-    from .results import StoreError
-
-    try:
-        source = store.get(_source_config(stored["config"]))
-    except StoreError:
-        source = None
-    now = ((source or {}).get("weights") or {}).get("sha256")
-    if now == made_from:
-        return None
-    return (f"made from other weights of {init['run']!r} than those stored now" if now else
-            f"made from weights of {init['run']!r} that no stored result keeps now")
-
-
-def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
-    """``(module, result)``: the trained model of a run (``run(..., keep_weights=True)`` under ``compute``),
-    built as ``_build_model`` builds it (under a forked, seeded RNG: the caller's is untouched), its kept
-    weights loaded (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights
-    and ``compute`` does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
-    store = store if store is not None else ResultsStore()
-    result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, keep_weights=True,
-                 **overrides)
-    if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded
-        return None, {"status": "not yet run", "config": result["config"],
-                      "reason": f"the stored result was {result['stale']}; train it again with compute='missing'"}
-    state = store.load_weights(result["config"]) if result["status"] == "done" else None
-    if state is None:
-        return None, result if result["status"] != "done" else {
-            "status": "not yet run", "config": result["config"],
-            "reason": f"the stored result {store.weights_missing(result['config'], result)}; train it again with "
-                      "compute='missing' (it keeps the weights)"}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(result["config"]["seed"])
-        module, _ = _build_model(result["config"])
-    module.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
-    return module.eval(), result

@@ -6,7 +6,7 @@ then the second of each), so that its first five are five different classes (the
 those five). The smoke profile's synthetic set gives its own panel the same way.
 
 ``attention_record(runs, ...)`` is the stored measurement behind the `shaped` chapter's Fig. 8 and Fig. 11: for
-each trained model (weights kept by ``train.run(keep_weights=True)``), the class token's attention over the
+each trained model (weights kept by ``runs.run(keep_weights="store")``), the class token's attention over the
 patches in every layer for the panel's first images, and the diagonal prominence (``diagonal_prominence``)
 per layer and head over the first test images, of the map each mixer applies (rows normalised to sum 1: shaped
 attention's alpha I + beta A divided by alpha + beta) and of its softmax part alone.
@@ -70,7 +70,7 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     from ..data import load_split
     from ..profiles import get_profile
     from ..results import provenance
-    from ..train import trained_model
+    from ..runs import trained_model
 
     used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
     test_x, test_y = load_split(used, "test")
@@ -105,14 +105,9 @@ def record_stale(record, store):
             return f"the study's {kind} runs changed since it was measured (vixnb/analysis/study.yaml)"
         if profile in study()["profiles"] and record.get("settings") != study_settings(profile):
             return f"the study's {profile} settings changed since it was measured (vixnb/analysis/study.yaml)"
-    for name, run in (record.get("runs") or {}).items():
-        if "config" not in run:
-            continue
-        stored = store.get(run["config"])
-        sha = ((stored or {}).get("weights") or {}).get("sha256")
-        if sha != run.get("weights_sha256"):
-            return f"{name}'s weights changed since it was measured ({'retrained' if sha else 'no weights stored now'})"
-    return None
+    from ..results.policy import weights_changed
+
+    return weights_changed(record, store)
 
 
 # ----- the maps study (study.yaml): attention maps and attributions of trained runs of every paper ------------
@@ -171,15 +166,11 @@ def _meta_model(model, dataset, settings):
 
 
 def _weights_over_cap(model, settings, seed, dataset, profile):
-    """Why the run's weights cannot be kept (over ``train.WEIGHTS_LIMIT_MB``), or None."""
+    """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
     from ..profiles import run_config
-    from ..train import WEIGHTS_LIMIT_MB, weights_bytes
+    from ..runs import weights_too_large
 
-    size = weights_bytes(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)) / 2**20
-    if size > WEIGHTS_LIMIT_MB:
-        return (f"its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} MiB cap on kept weights "
-                "(train.WEIGHTS_LIMIT_MB, what one device call can bring back), so no checkpoint of it is stored")
-    return None
+    return weights_too_large(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
 
 
 def study_kept_rows(key, table, profile):
@@ -247,9 +238,9 @@ def _overrides(profile):
 
 
 def _trained(label, profile, compute, store):
-    """``(module, result, run)`` of a study run: its trained model (``train.trained_model``; measuring again never
+    """``(module, result, run)`` of a study run: its trained model (``runs.trained_model``; measuring again never
     trains again) or ``(None, {"status", "reason"}, run)``."""
-    from ..train import trained_model
+    from ..runs import trained_model
 
     model, settings, seed, dataset = study_run(label, profile)
     run = {"model": model, "settings": settings, "seed": seed}

@@ -6,7 +6,8 @@ import json
 import sys
 
 from ..measure import jsonable, provenance
-from ..results import ResultsStore, atomic_write
+from ..files import atomic_write
+from ..results import ResultsStore
 
 
 def benchmark_record(benchmark, rows, *, device, dtype, note=None, command=None, extra=None):

@@ -8,6 +8,7 @@ import os
 import sys
 
 from . import commands
+from .. import errors
 
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
@@ -205,53 +206,19 @@ def parser():
     return p
 
 
-#: exit codes: an error, a usage error (argparse's too), an interruption (128 + SIGINT)
-ERROR, USAGE, INTERRUPTED = 1, 2, 130
-
-
-def one_line(error):
-    """The error's message on one line (a multi-line message's lines joined)."""
-    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
-
-
 def main(argv=None):
     """Run one command. Every failure ends here: one line ``vixnb <command>: error: <what>; <what to do>`` and
     exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
-    ``--debug`` or ``VIXNB_DEBUG=1`` also prints the traceback."""
+    ``--debug`` or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
     args = parser().parse_args(argv)
     debug = args.debug or os.environ.get("VIXNB_DEBUG", "") not in ("", "0")
     try:
         args.fn(args)
-    except KeyboardInterrupt as e:  # Ctrl-C; training says after which epoch and how to resume
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        print(f"vixnb {args.command}: {one_line(e) if str(e) else 'interrupted'}", file=sys.stderr)
-        return INTERRUPTED
     except SystemExit:
         raise
     except BrokenPipeError:  # the reader went away (`vixnb plan | head`): nothing more to say
         sys.stderr.close()
         return 0
-    except Exception as e:  # noqa: BLE001  (the one error boundary)
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        hint = "" if debug or _expected(e) else " (an unexpected error: run again with --debug for the traceback)"
-        print(f"vixnb {args.command}: error: {one_line(e)}{hint}", file=sys.stderr)
-        return USAGE if isinstance(e, ValueError) and not _data_error(e) else ERROR
+    except (KeyboardInterrupt, Exception) as e:  # noqa: BLE001  (the one error boundary)
+        return errors.report(args.command, e, debug=debug)
     return 0
-
-
-def _data_error(e):
-    from ..data import DataError
-    from ..papers import PaperFileError
-
-    return isinstance(e, (DataError, PaperFileError))
-
-
-def _expected(e):
-    """Whether ``e`` is one of the errors the package raises on purpose (its message says what to do)."""
-    return isinstance(e, (ValueError, OSError, RuntimeError, ArithmeticError, LookupError))

@@ -5,7 +5,7 @@ import json
 
 def models(args):
     """``vixnb models [PATTERN]``: name, label, paper and both parameter counts of each registered model."""
-    from ..measure.counting import count_params
+    from ..models.counting import count_params
     from ..models import create_model, list_models, model_cfg
 
     names = list_models(args.pattern)
@@ -20,7 +20,7 @@ def models(args):
 
 def train(args):
     """``vixnb train MODEL``: train one model (or load its stored result) and print a summary."""
-    from ..train import run
+    from ..runs import run
 
     options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
@@ -29,7 +29,7 @@ def train(args):
                "allow_resize": args.allow_resize, "init_from": _yaml_values([("init_from", args.init_from)])["init_from"]
                if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
-    keep = {"keep_weights": args.keep_weights} if args.keep_weights else {}
+    keep = {"keep_weights": {True: "store", "local": "local"}[args.keep_weights]} if args.keep_weights else {}
     settings = _overrides(args.override)
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "

@@ -5,7 +5,7 @@ nothing; the command line's text tables are in ``vixnb.cli.tables``, the pages' 
 The protocol is that of the `favor` paper (Nauen et al., "Which Transformer to Favor"; reproduction notes
 section 4), re-implemented here with ``torch.utils.flop_counter`` and no third-party counter:
 
-- **Parameters** (``counting``) under both conventions (``count_params``: "paper" = torchsummary's Total
+- **Parameters** (``vixnb.models.counting``) under both conventions (``count_params``: "paper" = torchsummary's Total
   params, "true" = every parameter; the favor paper's theta is the trainable count) and the papers'
   **Size (MB)** (``summary_size_mb``).
 - **FLOPs** (``flops``) of one image, eval mode, fp32, counted from shapes on the ``meta`` device (nothing is
@@ -51,7 +51,7 @@ the device, dtype, batch size, torch version and commit. Measuring leaves the ca
 Command line: ``vixnb measure MODEL [MODEL ...] [--dataset D] [--json]``. Default batch size: 64 on a GPU
 (the ViX paper's Figure 4), 4 on a CPU.
 """
-from .counting import count_params, input_size_of, summary_size_mb
+from ..models.counting import count_params, input_size_of, summary_size_mb
 from .flops import CONVENTIONS, OpCosts, budget_status, count_ops, cpu_budget, estimate, flops, paper_macs
 from .frames import FAVOR_GFLOPS_COLUMN, crossover_frame, records_frame, short_status, summary_row
 from .memory import inference_memory, training_memory

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from .counting import input_size_of
+from ..models.counting import input_size_of
 from .runtime import GB, execution_path, local_rng
 
 CONVENTIONS = {

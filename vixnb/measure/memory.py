@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import timing
-from .counting import input_size_of
+from ..models.counting import input_size_of
 from .flops import budget_status, estimate
 from .runtime import (CPU_MEMORY_NOTE, GB, PATHS, as_dtype, autocast_for, dtype_name, execution_path, is_oom,
                       local_rng, oom_record, provenance, release_memory, resolve_device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .counting import count_params, input_size_of, summary_size_mb
+from ..models.counting import count_params, input_size_of, summary_size_mb
 from .flops import flops
 from .memory import inference_memory, training_memory
 from .runtime import PATHS, dtype_name, local_rng, provenance, resolve_device

@@ -9,7 +9,7 @@ import statistics
 import torch
 
 from . import timing
-from .counting import input_size_of
+from ..models.counting import input_size_of
 from .flops import budget_status, estimate
 from .memory import forward
 from .runtime import (GB, MB, as_dtype, autocast_for, dtype_name, execution_path, is_oom, local_rng, oom_record,

@@ -105,7 +105,7 @@ def paper_runs(key):
 
 
 def params_convention(key):
-    """How paper ``key``'s tables count parameters: ``paper`` (the ViX convention of ``measure.counting``) unless
+    """How paper ``key``'s tables count parameters: ``paper`` (the ViX convention of ``models.counting``) unless
     its file says ``params_convention: "true"`` (every trainable parameter once)."""
     return load(key).get("params_convention", "paper")
 

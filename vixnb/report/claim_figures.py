@@ -189,7 +189,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
     ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (see ``METRICS``):
     for every model of the tables the claims read, the stored training runs on that table's dataset
-    (``train.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
+    (``runs.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
     seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
     stored GPU-memory measurements of the paper's chapters at its GPU batch (``collect.gpu_memory_rows``:
     ``vix-gpu-memory-<dataset>-b64`` and its later parts), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the

@@ -78,7 +78,7 @@ FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric
 
 #: metric -> (label on the page, unit of a difference, where ``ours_from_store`` takes it from)
 METRICS = {
-    "top1": ("top-1", "points", "best top-1 over the stored seeds of the run (train.run)"),
+    "top1": ("top-1", "points", "best top-1 over the stored seeds of the run (runs.run)"),
     "top5": ("top-5", "points", "top-5 of the run with the best top-1"),
     "params": ("parameters", "parameters", "the paper's parameter convention, counted on the model as built today"),
     "size_mb": ("Size (MB)", "MB", "the paper's Size (MB) convention, measured on the model as built today"),

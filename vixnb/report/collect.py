@@ -4,26 +4,26 @@ from __future__ import annotations
 import json
 import statistics
 
-from ..results import made_on
+from ..results import ResultsStore, made_on
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
                    "epochs", "batch", "precision", "run peak GB", "device", "commit", "date", "note"]
 
 
-def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, keep_weights=False,
+def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, keep_weights="no",
                  **settings):
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
     ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``);
-    ``keep_weights``: as ``train.run``."""
+    ``keep_weights``: as ``runs.run``."""
     from tqdm.auto import tqdm
 
     from ..data import DatasetNotFoundError
     from ..profiles import run_config
     from ..results import StoreError
 
-    from ..train import run
+    from ..runs import run
 
     jobs = [(m, s) for m in models for s in seeds]
     bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
@@ -68,10 +68,10 @@ def summarize_runs(results):
     """One row per model (a DataFrame indexed by model name): seeds done of seeds asked, top-1 / top-5 best and
     mean ± std over the seeds done, the best seed's epochs, batch size and training-run peak GPU memory, and
     its provenance (commit, date, device), with a note when the run was made by other model code than today's
-    (``vixnb.train.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
+    (``results.policy.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
     import pandas as pd
 
-    from ..train import other_code
+    from ..results.policy import other_code
 
     by_model = {}
     for r in results:
@@ -110,111 +110,78 @@ def accuracy_text(summary, model, metric):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
-def gpu_memory_record(paper, dataset, batch_size=None, *, part=None):
-    """The name of the stored GPU-memory measurement of a paper's models on ``dataset`` at ``batch_size`` (default:
-    the batch of the paper's GPU column, ``papers.gpu_batch_size``); ``part``: the paper's chapter (its ``book``
-    entry's ``part``) when a later chapter measures other models."""
+def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
+    """The ``record_kinds.Request`` of ``kind`` that a chapter of ``paper`` (``notebook``, else the one whose ``part``
+    is ``part``) asks for on ``dataset``."""
     from .. import papers
+    from ..record_kinds import Request
 
-    batch_size = batch_size or papers.gpu_batch_size(paper)
-    return f"{paper}{'-' + part if part else ''}-gpu-memory-{dataset}-b{batch_size}"
+    if notebook is None:
+        found = [c for c in papers.book_chapters(paper) if c.get("part") == part]
+        if not found:
+            raise ValueError(f"part={part!r}: no chapter of vixnb/papers/{paper}.yaml has it")
+        notebook = found[0]["notebook"]
+    book = papers.book_chapter(paper, notebook)
+    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=book.get("part"))
 
 
-def gpu_memory_rows(paper, dataset, *, profile, store, batch_size=None):
+def gpu_memory_rows(paper, dataset, *, profile, store):
     """``(rows, records)``: the stored GPU-memory rows (at the paper's GPU batch, ``papers.gpu_batch_size``) of every
     chapter of ``paper`` on ``dataset``, merged (``{model: {column: value}}``), and the records they come from."""
     from .. import papers
+    from ..record_kinds import Request, record_name
 
     rows, records = {}, []
     for part in dict.fromkeys(c.get("part") for c in papers.book_chapters(paper) or [{}]):
-        record = store.load_record("measure", gpu_memory_record(paper, dataset, batch_size, part=part), profile=profile)
+        name = record_name(Request("gpu_memory", paper=paper, dataset=dataset, part=part))
+        record = store.load_record("measure", name, profile=profile)
         if record is not None:
             records.append(record)
             rows.update(record.get("rows") or {})
     return rows, records
 
 
-def gpu_memory(models, *, paper, dataset, profile, compute="missing", batch_size=None, part=None):
-    """The GPU memory of one training step at ``batch_size`` (default: the batch of the paper's GPU column,
-    ``papers.gpu_batch_size``) for each model, on the authors' path and ours
-    (``vixnb.measure.gpu_memory_column``), under the compute policy: measured where this profile runs on a
-    GPU here and the store lacks it (or ``compute="always"``), else read from the store. Returns the record
-    ``{"rows": {model: {column: value}}, "provenance": {...}}``, or None when nothing is stored or measurable."""
-    import torch
+def gpu_memory(models, *, paper, dataset, profile, compute="missing", part=None):
+    """The GPU memory of one training step at the paper's GPU batch (``papers.gpu_batch_size``) on the authors'
+    path and ours, for the models of the chapter of ``paper`` whose ``part`` is ``part`` (the record kind
+    ``gpu_memory``, under the compute policy), its rows narrowed to ``models``: the record ``{"rows": {model:
+    {column: value}}, "provenance": {...}}``, or None when nothing is stored and nothing can be measured here."""
+    from ..record_kinds import obtain
 
-    from .. import measure, papers
-    from ..profiles import get_profile
-    from ..results import ResultsStore
-
-    batch_size = batch_size or papers.gpu_batch_size(paper)
-
-    def make():
-        frame = measure.gpu_memory_column(models, dataset=dataset, batch_size=batch_size)
-        return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
-
-    here = get_profile(profile)["device"] == "cuda" and torch.cuda.is_available()
-    return ResultsStore().load_or_compute("measure", gpu_memory_record(paper, dataset, batch_size, part=part), make,
-                                          profile=profile, compute=compute, can_compute=here)
+    record = obtain(_chapter_request("gpu_memory", paper, dataset, part=part), profile=profile, compute=compute)
+    if record is None:
+        return None
+    return {**record, "rows": {m: row for m, row in (record.get("rows") or {}).items() if m in models}}
 
 
-SPEED_MAX_BATCH, SPEED_ITERS = 256, 20  # the speed record's throughput search: batches up to 256, 20 forwards each
+def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
+    """Every efficiency figure of each model configuration the chapter trains on ``dataset`` (the record kind
+    ``speed``: ``measure.costs.configuration_speeds``) under the compute policy: ``{"rows": {row: record},
+    "device", "batch_size", "source"}`` ("stored" or "measured"), or None where nothing is stored and nothing can
+    be measured here."""
+    from ..record_kinds import obtain
+
+    store = store if store is not None else ResultsStore()
+    request = _chapter_request("speed", paper, dataset, notebook=notebook)
+    before = _record_mtime(store, request, profile)
+    data = obtain(request, profile=profile, compute=compute, store=store)
+    if data is None:
+        return None
+    return {**data, "source": "stored" if _record_mtime(store, request, profile) == before else "measured"}
+
+
+def _record_mtime(store, request, profile):
+    from ..record_kinds import kind_of, record_name
+
+    path = store.record_path(kind_of(request).group, record_name(request), profile=profile)
+    return path.stat().st_mtime_ns if path.exists() else None
 
 
 def speed_name(paper, dataset):
     """The name of the stored speed measurement of a paper's chapter on ``dataset`` (``speed``)."""
-    return f"{paper}-speed-{dataset}"
+    from ..record_kinds import Request, record_name
 
-
-def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
-    """Every efficiency figure (``vixnb.measure.measure``: training memory and step time, inference memory,
-    images/s) of each model configuration the chapter trains on ``dataset`` (its ``train`` tables' rows; a warm
-    start is the same architecture as its scratch run, so measured once), on the authors' path (fp32, attention
-    materialised) and ours (bf16, fused): training memory and step time at the paper's batch size, inference
-    images/s at the largest batches up to ``SPEED_MAX_BATCH`` that fit, ``SPEED_ITERS`` timed forwards each (ViT-B/16
-    at 224 px: about a minute per model and path on an H100). A GPU profile stores the record
-    (``speed_name``) and reads it back; the smoke profile measures its tiny models on the CPU (batch 2) and stores
-    nothing. Returns ``{"rows": {row: record}, "device", "batch_size", "source"}``, or None where nothing is stored
-    and nothing can be measured here."""
-    import torch
-
-    from .. import measure, papers
-    from ..profiles import get_profile, run_config, table_runs
-    from ..results import ResultsStore
-
-    prof, book = get_profile(profile), papers.book_chapter(paper, notebook)
-    cpu = prof["device"] != "cuda"
-    configs = {}
-    for table in book.get("train") or []:
-        if papers.table(paper, table).get("dataset") != dataset:
-            continue
-        for row, model, settings, seeds in table_runs(paper, book, table, profile):
-            config = run_config(model, dataset=dataset, profile=profile, seed=seeds[0], **settings)
-            ident = (model, json.dumps(config["model_overrides"], sort_keys=True))
-            configs.setdefault(ident, (row, model, config))
-    made = []
-
-    def make():
-        made.append(True)
-        rows = {}
-        for row, model, config in configs.values():
-            batch = 2 if cpu else config["batch_size"]
-            rows[row] = measure.measure(model, dataset=config["dataset"], device="cpu" if cpu else "cuda",
-                                        batch_size=batch, dtype="bf16", iters=2 if cpu else SPEED_ITERS,
-                                        max_batch=SPEED_MAX_BATCH,
-                                        steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
-                                        inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128),
-                                        **config["model_overrides"])
-        return measure.jsonable({"rows": rows, "device": "cpu" if cpu else "cuda",
-                                 "batch_size": 2 if cpu else None})
-
-    if cpu:
-        data = make() if compute != "never" else None
-    else:
-        data = (store or ResultsStore()).load_or_compute("measure", speed_name(paper, dataset), make, profile=profile,
-                                                         compute=compute, can_compute=torch.cuda.is_available())
-    if data is None:
-        return None
-    return {**data, "source": "measured" if made else "stored"}
+    return record_name(Request("speed", paper=paper, dataset=dataset))
 
 
 def speed_table(record, labels=None):
@@ -234,86 +201,29 @@ def speed_table(record, labels=None):
     return table
 
 
-def attention_maps_name(paper, dataset):
-    """The name of the stored attention-map measurement of a paper's chapter on ``dataset``."""
-    return f"{paper}-attention-maps-{dataset}"
-
-
 def attention_maps(paper, notebook, dataset, *, profile, compute="missing", store=None):
-    """The attention maps and diagonal prominence (``vixnb.analysis.attention_record``) of the runs whose weights
-    a chapter keeps (its ``keep_weights`` tables, first seed), under the compute policy: measured where the
-    profile's device is here and the store lacks it (training the runs where their weights are missing and
-    ``compute`` allows), else read from the store. A stored record measured from weights that have changed since
-    (``analysis.record_stale``) is measured again where it can be, else returned with the reason under
-    ``"stale"``. None when nothing is stored and nothing can be measured; a ``RuntimeError`` where it should be
-    measured and a run's weights cannot be had."""
-    from .. import papers
-    from ..analysis import attention_record
-    from ..profiles import table_runs
-    from ..results import ResultsStore
+    """The attention maps and diagonal prominence of the runs whose weights a chapter keeps (the record kind
+    ``attention_maps``) under the compute policy, training the runs where their weights are missing and ``compute``
+    allows. A record measured from weights that have changed since is measured again where it can be, else read
+    with the reason under ``"stale"``; one some of whose runs have no weights is shown unstored (``"stored":
+    False``). None when nothing is stored and nothing can be measured here."""
+    from ..record_kinds import obtain
 
-    store = store if store is not None else ResultsStore()
-    book = papers.book_chapter(paper, notebook)
-    runs = {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
-            for row, model, settings, seeds in table_runs(paper, book, table, profile)}
-    def make():  # a record is stored only whole
-        record = attention_record(runs, dataset=dataset, profile=profile, compute=compute, store=store)
-        missing = [f"{name} ({run['reason']})" for name, run in record["runs"].items() if run["status"] != "done"]
-        if missing:
-            raise RuntimeError(f"{attention_maps_name(paper, dataset)}: no trained weights of {'; '.join(missing)}")
-        return record
-
-    return _weights_measurement(attention_maps_name(paper, dataset), make, profile=profile, compute=compute, store=store)
-
-
-def _weights_measurement(name, make, *, profile, compute, store):
-    """A stored measurement of trained weights under the compute policy: measured (``make``) where the profile's
-    device is here and the store lacks it, else read. One measured from weights that have changed since
-    (``analysis.record_stale``) is measured again where it can be, else returned with the reason under ``"stale"``."""
-    import torch
-
-    from ..analysis import record_stale
-    from ..profiles import get_profile
-
-    can = (get_profile(profile)["device"] != "cuda" or torch.cuda.is_available()) and compute != "never"
-    record = store.load_or_compute("measure", name, make, profile=profile, compute=compute, can_compute=can)
-    stale = record_stale(record, store) if record is not None else None
-    if stale and can and compute == "missing":  # measured from other weights: measure again
-        record = store.load_or_compute("measure", name, make, profile=profile, compute="always", can_compute=can)
-        stale = None
-    return {**record, "stale": stale} if stale else record
+    return obtain(_chapter_request("attention_maps", paper, dataset, notebook=notebook), profile=profile,
+                  compute=compute, store=store)
 
 
 def study_measurement(kind, *, profile, compute="missing", train=None, store=None, required=False):
-    """A measurement of the maps study (``analysis.records.study_record``: ``kind`` ``attention`` or
-    ``attribution``), under the compute policy (``_weights_measurement``), training its runs where their weights
-    are missing and ``train`` (default: ``compute``) allows. A record is stored only whole: where a run's weights cannot be had, the
-    record is returned unstored (``"stored": False``), or with ``required`` a ``RuntimeError`` names the runs.
-    None where nothing is stored and nothing can be measured (a GPU profile on a CPU)."""
-    from ..analysis.records import study_record, study_record_name
-    from ..results import ResultsStore
+    """A record of the maps study (``kind`` ``attention`` or ``attribution``: the record kinds ``maps-<kind>``) under
+    the compute policy, training its runs where their weights are missing and ``train`` (default: ``compute``)
+    allows: see ``record_kinds.obtain``."""
+    from ..analysis.records import STUDY_RECORDS
+    from ..record_kinds import obtain, study_requests
 
-    store = store if store is not None else ResultsStore()
-    name, partial = study_record_name(kind), []
-
-    def make():
-        record = study_record(kind, profile, compute=compute, train=train, store=store)
-        missing = [f"{label} ({run['reason']})" for label, run in record["runs"].items() if run["status"] == "not yet run"]
-        if missing:
-            partial.append(record)
-            raise _Partial(f"{name}: no trained weights of {'; '.join(missing)}")
-        return record
-
-    try:
-        return _weights_measurement(name, make, profile=profile, compute=compute, store=store)
-    except _Partial:
-        if required:
-            raise
-        return {**partial[0], "stored": False}
-
-
-class _Partial(RuntimeError):
-    """A study record some of whose runs have no weights (not stored)."""
+    if kind not in STUDY_RECORDS:
+        raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
+    request = next(r for r in study_requests() if r.kind == f"maps-{kind}")
+    return obtain(request, profile=profile, compute=compute, train=train, store=store, required=required)
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
@@ -329,7 +239,8 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     keep = kept_rows(paper, book, table, profile)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
-    return {row: collect_runs([model], seeds=seeds[:1], keep_weights=row in keep, **options, **settings)
+    return {row: collect_runs([model], seeds=seeds[:1], keep_weights="store" if row in keep else "no", **options,
+                              **settings)
             + collect_runs([model], seeds=seeds[1:], **options, **settings)
             for row, model, settings, seeds in table_runs(paper, book, table, profile)}
 

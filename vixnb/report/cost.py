@@ -8,6 +8,7 @@ import math
 import numbers
 
 from .. import measure
+from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
 
 FAVOR_GFLOPS = "GFLOPs (favor conv.)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
 MISSING = "not yet run"
@@ -31,88 +32,24 @@ def not_yet_run(command):
 # --------------------------------------------------------------------------------------------------
 # measuring, or reading back
 
-def _timm_model(name):
-    import importlib.util
-
-    if importlib.util.find_spec("timm") is None:
-        return None
-    import timm
-
-    return timm.create_model(name, pretrained=False)
-
-
-def _records(names, *, dataset, device, paths, overrides=None, batch_size=None, iters=None, steps=2,
-             cpu_batch=None):
-    """``measure`` records of ``names`` in their order: registered models (``measure.measure_many``, with the
-    config ``overrides``) and, for any other name, the ``timm`` architecture at 224 px, untrained
-    (``measure.measure_model``; the fused path only)."""
-    from ..models import list_models
-
-    registered = set(list_models())
-    ours = [n for n in names if n in registered]
-    measured = dict(zip(ours, measure.measure_many(ours, dataset=dataset, device=device, paths=paths,
-                                                   batch_size=batch_size, iters=iters, steps=steps,
-                                                   cpu_batch=cpu_batch, **(overrides or {}))))
-    records = []
-    for name in names:
-        if name in measured:
-            records.append(measured[name])
-        elif (model := _timm_model(name)) is None:
-            records.append({"model": name, "status": "not measured: timm is not installed"})
-        else:
-            records.append(measure.measure_model(model, name=name, input_size=(3, 224, 224), device=device,
-                                                 batch_size=batch_size, iters=iters, steps=steps, cpu_batch=2,
-                                                 paths=tuple(p for p in paths if p == "fused")))
-    return records
-
-
-def shape_records(names, *, dataset="cifar10"):
-    """Parameters (both conventions), Size (MB) and FLOPs of ``names`` counted from shapes on the CPU: nothing
-    timed, no GPU needed, the same on every machine. Registered models in their paper configuration for
-    ``dataset``; other names as ``timm`` architectures (a record whose status says so where timm is missing)."""
-    return _records(names, dataset=dataset, device="cpu", paths=())
-
-
 def measure_or_load(names, *, profile, compute="missing", dataset="cifar10", record="efficiency",
                     batch_size=None, tokens=None, iters=None, root=None):
-    """Every cost of ``names`` (``measure`` records: parameters, FLOPs, training and inference memory,
-    throughput) and the token-mixer scaling sweep, under the compute policy, as
-    ``{"records", "sweep", "device", "batch_size", "source"}``; ``source`` is "stored", "measured" or
-    "not yet run" (then records and sweep are empty).
+    """Every cost of ``names`` and the token-mixer scaling sweep (``measure.costs.efficiency_record``) under the
+    compute policy (``ResultsStore.obtain``), as ``{"records", "sweep", "device", "batch_size", "source"}``;
+    ``source`` is "stored", "measured" or "not yet run" (then records and sweep are empty). The record is
+    ``<profile>/measure/<record>.json`` of the results store at ``root`` (default ``efficiency``, the record the
+    claims ledger reads); ``batch_size``, ``tokens``, ``iters``: the profile's device's sizes where None."""
+    from ..measure.costs import efficiency_record
+    from ..results import ResultsStore
 
-    A GPU profile reads its stored record (``<profile>/measure/<record>.json`` of the results store at
-    ``root``; default ``efficiency``, the record the claims ledger reads); where the store lacks it (or
-    ``compute="always"``) and this machine has a GPU, it measures (training batch 64, sweep up to 16,384
-    tokens) and stores the record. The smoke profile measures on the CPU (its one-block models, training
-    batch 2, sweep at 256 and 1,024 tokens) and stores nothing. ``compute="never"`` measures nothing on any
-    machine."""
-    import torch
-
-    from ..profiles import get_profile
-    from ..results import ResultsStore, check_compute
-
-    check_compute(compute)
-    prof = get_profile(profile)
-    cpu = prof["device"] != "cuda"
-    device = "cpu" if cpu else "cuda"
-    batch_size = batch_size or (2 if cpu else 64)
     made = []
 
     def make():
         made.append(True)
-        records = _records(names, dataset=dataset, device=device, paths=measure.PATHS,
-                           overrides=prof.get("model_overrides", {}), batch_size=batch_size,
-                           iters=iters or (2 if cpu else None), steps=1 if cpu else 2, cpu_batch=2 if cpu else None)
-        sweep = measure.scaling_sweep(tokens=tuple(tokens or ((256, 1024) if cpu else (256, 1024, 4096, 16384))),
-                                      device=device, steps=2 if cpu else 10, warmup=1 if cpu else 3)
-        return measure.jsonable({"records": records, "sweep": sweep, "device": device, "batch_size": batch_size})
+        return efficiency_record(names, profile=profile, dataset=dataset, batch_size=batch_size, tokens=tokens,
+                                 iters=iters)
 
-    if cpu:
-        data = make() if compute != "never" else None
-    else:
-        data = ResultsStore(root).load_or_compute("measure", record, make,
-                                                  profile=profile, compute=compute,
-                                                  can_compute=torch.cuda.is_available())
+    data = ResultsStore(root).obtain("measure", record, make, profile=profile, compute=compute)
     if data is None:
         return {"records": [], "sweep": [], "device": None, "batch_size": None, "source": MISSING}
     return {**data, "source": "measured" if made else "stored"}

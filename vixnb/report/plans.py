@@ -39,7 +39,7 @@ def study_frame(paper, study, profile):
     (the larger of the two standard deviations). Seeds not yet run are counted, never filled in."""
     from .. import papers
     from ..profiles import get_profile
-    from ..train import run
+    from ..runs import run
 
     found = [c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {})]
     if not found:

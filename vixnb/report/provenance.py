@@ -53,7 +53,7 @@ def missing_line(profile, chapter, *, store=None):
 
 def provenance_line(records, *, profile=None):
     """One line naming the profile, devices, commits, torch versions and dates (UTC day a run finished or a
-    measurement was made) behind ``records``: training results (``train.run``; their seeds and data too),
+    measurement was made) behind ``records``: training results (``runs.run``; their seeds and data too),
     measurement records, or saved benchmarks. ``profile`` names the profile where the records do not;
     records without provenance that are "not yet run" are counted."""
     made = [r for r in records if isinstance(r, dict) and r.get("provenance")]
@@ -114,8 +114,8 @@ def book_plans(profiles=None, *, store=None):
 
 def _code_flags(plans, store):
     """``{result path: why}`` for the stored training runs of ``plans`` whose model or engine code changed since
-    (``train.code_changed``); the plan itself does not count them stale."""
-    from ..train import code_changed
+    (``results.policy.code_changed``); the plan itself does not count them stale."""
+    from ..results.policy import code_changed
 
     flags = {}
     for entries in plans.values():
@@ -129,7 +129,7 @@ def _code_flags(plans, store):
 
 def book_totals(plans=None, *, store=None):
     """What the store holds for the book, from the plans of the GPU profiles: ``stored``, ``missing``, ``stale``
-    (the plan's stale entries, and stored runs whose code changed since: ``train.code_changed``), and
+    (the plan's stale entries, and stored runs whose code changed since: ``results.policy.code_changed``), and
     ``gpu_hours_left`` (the plan's estimates of what is missing or stale), in all and ``per_profile``."""
     from ..plan import totals
     from ..results import ResultsStore
@@ -159,7 +159,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     records they share (profile "bench") alike: the
     notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
     device, torch, vixnb commit (10 digits), UTC day, wall time, and status: "stored", or "stale: <why>" (the
-    plan's reason, or the model or engine code changed since: ``train.code_changed``), or "not in the plan" for a
+    plan's reason, or the model or engine code changed since: ``results.policy.code_changed``), or "not in the plan" for a
     file no chapter reads any more. Sorted by profile, notebook, model and seed. ``for_page``: the same in three
     columns that fit a page, indexed by model: the notebook and the run (dataset, profile, protocol, seed), where
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""

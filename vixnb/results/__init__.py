@@ -1,8 +1,12 @@
 """The results store (training runs, measurements, benchmarks), the one provenance function, and the one
-compute policy (``compute="never" | "missing" | "always"``)."""
+compute policy (``compute="never" | "missing" | "always"``: ``policy``)."""
 from .provenance import device_name, git_commit, made_on, provenance
 from .checkpoints import load_checkpoint, previous_path, remove_checkpoints, save_checkpoint
-from .store import COMPUTE, ResultsStore, StoreError, atomic_write, check_compute, config_key, default_root, read_json
+from .policy import COMPUTE, check_compute
+from ..errors import StoreError
+from ..profiles import config_key
+from .store import ResultsStore, default_root, read_json
 
-__all__ = ["COMPUTE", "ResultsStore", "StoreError", "read_json", "load_checkpoint", "previous_path", "remove_checkpoints", "save_checkpoint", "atomic_write", "check_compute", "config_key", "default_root", "device_name",
-           "git_commit", "made_on", "provenance"]
+__all__ = ["COMPUTE", "ResultsStore", "StoreError", "read_json", "load_checkpoint", "previous_path", "remove_checkpoints",
+           "save_checkpoint", "check_compute", "config_key", "default_root", "device_name", "git_commit", "made_on",
+           "provenance"]

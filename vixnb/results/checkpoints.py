@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .store import atomic_write
+from ..files import atomic_write
 
 #: what every checkpoint of the training engine holds
 CHECKPOINT_KEYS = ("model", "optimizer", "scaler", "shuffle", "cpu_rng", "history", "best_state", "elapsed", "switch")

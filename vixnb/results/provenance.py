@@ -68,7 +68,7 @@ def made_on(prov):
 #: the training engine's modules, whose source the ``engine`` hash covers: the loop, the optimizers and
 #: schedules, evaluation and checkpoints (``train``), several seeds as one vectorised job (``ensemble``), and the
 #: data pipeline they feed (``data``)
-ENGINE_MODULES = ("vixnb.train", "vixnb.ensemble", "vixnb.data")
+ENGINE_MODULES = ("vixnb.train", "vixnb.augment", "vixnb.ensemble", "vixnb.data")
 
 
 @cache
@@ -91,9 +91,9 @@ def source_hashes(model_name, model):
     engine's modules (``ENGINE_MODULES``). A stored result records them; ``train.code_changed`` compares them
     with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
     the numbers would."""
-    from ..models.registry import _MODELS
+    from ..models.registry import list_models, model_entrypoint
 
     modules = {type(m).__module__ for m in model.modules()}
-    if model_name in _MODELS:
-        modules.add(_MODELS[model_name].__module__)
+    if model_name in list_models():
+        modules.add(model_entrypoint(model_name).__module__)
     return {"model": _digest(m for m in modules if m.split(".")[0] == "vixnb"), "engine": _digest(ENGINE_MODULES)}

@@ -3,15 +3,14 @@
 Layout:
 - training runs: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``, keyed by a hash of the run's
   configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``; a run's
-  kept weights (``run(..., keep_weights=True)``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
+  kept weights (``runs.run(..., keep_weights="store")``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
   committed with the results (unlike checkpoints), their SHA-256 recorded in the result;
   ``keep_weights="local"`` keeps them in ``<root>/<profile>/.weights-local/`` instead, on this machine only
   (never committed nor packed: a warm start's large source);
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
-``compute`` is the one policy for what a caller may compute where the store lacks a result:
-``"never"`` (only read the store), ``"missing"`` (compute what is missing), ``"always"`` (compute again). Results of GPU profiles live in
+What a caller reads or makes is the compute policy's (``results.policy``). Results of GPU profiles live in
 the repository's ``results/`` (so the book can be rebuilt on a CPU from them); ``results/smoke/`` is
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
 and two processes finishing the same run leave one complete file.
@@ -25,37 +24,13 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import StoreError
+from ..files import atomic_write
+from ..profiles import config_key
 from ..paths import checkout_root
 
 
-def atomic_write(path, write, *, binary=False):
-    """Write ``path`` through ``write(file)`` into a temporary file beside it, then ``os.replace``: readers
-    see the old file or the whole new one, never a part; concurrent writers each finish their own file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the other users of a store
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-COMPUTE = ("never", "missing", "always")
 RECORD_KINDS = ("measure", "bench")
-
-
-def check_compute(compute):
-    """``compute`` as given, or a one-line error naming the parameter and its values."""
-    if compute not in COMPUTE:
-        raise ValueError(f"compute={compute!r}: use one of {', '.join(map(repr, COMPUTE))}")
-    return compute
 
 
 def read_json(path):
@@ -65,26 +40,6 @@ def read_json(path):
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StoreError(f"unreadable result file {path} ({type(e).__name__}: {e}); delete it and run again to "
                          "recompute it, or restore it from git") from None
-
-
-def _umask():
-    """The process's umask, read without changing it (``os.umask`` can only be read by setting it)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
-
-
-class StoreError(OSError):
-    """The results store cannot be written or read; the message names the path and what to do."""
-
-
-def config_key(config):
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def default_root():
@@ -148,7 +103,7 @@ class ResultsStore:
         path = self.root / config["profile"] / result["weights"]["file"]
         if hashlib.sha256(path.read_bytes()).hexdigest() != result["weights"]["sha256"]:
             raise StoreError(f"weights file {path} does not match the SHA-256 its result records; delete it and train "
-                             "again (run(..., keep_weights=True) trains a result whose weights are missing)")
+                             "again (runs.run(..., keep_weights=\"store\") trains a result whose weights are missing)")
         return torch.load(path, weights_only=True, map_location="cpu")
 
     def get(self, config):
@@ -242,15 +197,20 @@ class ResultsStore:
                  if p.stem.rsplit("-", 1)[1].isdigit()}
         return found[max(found)] if found else prefix
 
-    def load_or_compute(self, kind, name, make, *, profile=None, compute="missing", can_compute=True):
-        """Record ``name`` under the compute policy: ``"never"`` reads the store only; ``"missing"`` calls
-        ``make()`` (which returns the record) and saves it only where the store lacks it; ``"always"`` calls it
-        again. ``make`` runs only where ``can_compute`` (e.g. a GPU measurement on a GPU). None where nothing
-        is stored and nothing could be computed."""
-        check_compute(compute)
+    def obtain(self, kind, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False):
+        """Record ``name`` under the compute policy (``policy.decide``): read from the store, or made (``make()``
+        returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
+        a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
+        profile (a GPU-memory measurement). None where nothing is stored and nothing can be made here."""
+        from .policy import decide
+
         stored = self.load_record(kind, name, profile=profile)
-        if compute == "never" or not can_compute or (compute == "missing" and stored is not None):
-            return stored
+        why = stale(stored) if stale is not None and stored is not None else None
+        decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu)
+        if decision.action == "read":
+            return {**stored, "stale": decision.reason} if decision.reason else stored
+        if decision.action == "skip":
+            return None
         record = make()
         self.save_record(kind, name, record, profile=profile)
         return record

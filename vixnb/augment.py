@@ -1,0 +1,48 @@
+"""The augmentations of training batches, on the batch's device: RandAugment (paper `cxv`), and the blog's flips
+and rotations (paper `shaped`), drawn from a run's own generator (``augment_generator``) so that a resumed run,
+or an ensemble member, draws exactly what its separate run draws."""
+import torch
+import torch.nn.functional as F
+from torchvision.transforms import v2
+
+
+def augment_batch(images, randaugment):
+    """RandAugment (torchvision), drawn independently per image, on uint8 images where they are.
+    ``randaugment`` = [num_ops, magnitude]; paper `cxv` writes them as M and N, swapped (notes section 3b)."""
+    if not randaugment:
+        return images
+    ra = v2.RandAugment(num_ops=randaugment[0], magnitude=randaugment[1])
+    return torch.stack([ra(img) for img in images])
+
+
+def rotate_batch(images, angles):
+    """Each image of a uint8 (b, c, h, w) batch rotated by its own angle (``angles``, degrees; positive is
+    counter-clockwise) about its centre as torchvision's ``rotate`` does it: nearest pixel, zero fill, same size."""
+    rad = torch.deg2rad(angles.double())
+    cos, sin, zero = rad.cos(), rad.sin(), torch.zeros_like(rad)
+    h, w = images.shape[-2:]
+    # torchvision's inverse map in pixels about the centre, [[cos, -sin], [sin, cos]], in affine_grid's [-1, 1] units
+    theta = torch.stack([torch.stack([cos, -sin * h / w, zero], -1), torch.stack([sin * w / h, cos, zero], -1)], -2)
+    grid = F.affine_grid(theta.float(), list(images.shape), align_corners=False)
+    out = F.grid_sample(images.float(), grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    return out.to(torch.uint8)
+
+
+AUGMENT_SEED_OFFSET = 1_000_003  # a run's augmentation generator is seeded with its seed plus this
+
+
+def flip_rotate(images, *, hflip, vflip, rotate, generator):
+    """The blog's augmentation of a uint8 (b, c, h, w) batch, on its device, for all images at once: each image
+    flipped horizontally (p=0.5), vertically (p=0.5) and rotated by its own angle uniform in [-rotate, rotate]
+    degrees (``rotate_batch``), as torchvision's RandomHorizontalFlip, RandomVerticalFlip and RandomRotation.
+    Every draw comes from ``generator`` (on the images' device): the same three per image whatever is on."""
+    draws = torch.rand(3, len(images), generator=generator, device=images.device)
+    for on, heads, dim in ((hflip, draws[0], -1), (vflip, draws[1], -2)):
+        if on:
+            images = torch.where((heads < 0.5)[:, None, None, None], images.flip(dim), images)
+    return rotate_batch(images, (2 * draws[2] - 1) * rotate) if rotate else images
+
+
+def augment_generator(seed, device):
+    """A run's augmentation generator: seeded from the run's seed, but not the data order's stream."""
+    return torch.Generator(device=device).manual_seed(seed + AUGMENT_SEED_OFFSET)

@@ -1,0 +1,46 @@
+"""How an error reaches a person: one line, and an exit code that says what kind of error it was.
+
+The command line (``vixnb.cli.main``) is the one error boundary; a batch job's failure is reported in the same
+one-line form (``vixnb.batch``)."""
+import sys
+
+
+class StoreError(OSError):
+    """The results store cannot be written or read; the message names the path and what to do."""
+
+
+#: exit codes: an error, a usage error (argparse's too), an interruption (128 + SIGINT)
+ERROR, USAGE, INTERRUPTED = 1, 2, 130
+
+
+def one_line(error):
+    """The error's message on one line (a multi-line message's lines joined)."""
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+
+
+def is_usage_error(error):
+    """A bad name or value given by the caller: a ``ValueError`` (a data set or paper file that is wrong raises
+    ``DataError`` or ``PaperFileError``, runtime errors)."""
+    return isinstance(error, ValueError)
+
+
+def expected(error):
+    """Whether ``error`` is one of the errors the package raises on purpose (its message says what to do)."""
+    return isinstance(error, (ValueError, OSError, RuntimeError, ArithmeticError, LookupError))
+
+
+def report(command, error, *, debug=False, file=None):
+    """Print ``error`` as ``vixnb <command>: error: <what>`` (the traceback first with ``debug``; an unexpected
+    error says how to see it) and return the exit code: ``USAGE`` for a usage error, else ``ERROR``; an
+    interruption prints ``vixnb <command>: <what>`` and returns ``INTERRUPTED``."""
+    file = file or sys.stderr
+    if debug:
+        import traceback
+
+        traceback.print_exception(error, file=file)
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C; training says after which epoch and how to resume
+        print(f"vixnb {command}: {one_line(error) if str(error) else 'interrupted'}", file=file)
+        return INTERRUPTED
+    hint = "" if debug or expected(error) else " (an unexpected error: run again with --debug for the traceback)"
+    print(f"vixnb {command}: error: {one_line(error)}{hint}", file=file)
+    return USAGE if is_usage_error(error) else ERROR

@@ -1,0 +1,194 @@
+"""The one compute policy: whether a caller reads a stored result or makes it, whether this machine can make a
+profile's results, and why a stored result no longer answers for its configuration.
+
+``compute`` is ``"never"`` (only read the store), ``"missing"`` (make what the store lacks, or holds stale) or
+``"always"`` (make again). ``decide`` turns it, a stored result (or None), why that result is stale (or None) and
+the profile into a ``Decision``: ``read``, ``make`` or ``skip`` (nothing stored and nothing can be made here, with
+the reason). Every caller that reads or makes results asks ``decide``; none re-derives it.
+
+Staleness of a training result (``stale_reason``): made by other model code (``other_code``: its recorded
+architecture signature, or for a result older than signatures its parameter counts, differs from today's model),
+from other data (``other_data``: its data fingerprint differs from the copy here), or, for a warm start, from other
+weights of its source than those stored now (``source_changed``). ``code_changed`` only flags a result whose model
+or engine source changed since (the provenance page): it never makes a run train again. Staleness of a measurement
+of trained weights (``weights_changed``): a run it measured keeps other weights now."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+
+COMPUTE = ("never", "missing", "always")
+ACTIONS = ("read", "make", "skip")
+
+
+def check_compute(compute):
+    """``compute`` as given, or a one-line error naming the parameter and its values."""
+    if compute not in COMPUTE:
+        raise ValueError(f"compute={compute!r}: use one of {', '.join(map(repr, COMPUTE))}")
+    return compute
+
+
+def cannot_make_here(profile, *, needs_gpu=False):
+    """Why this machine cannot make results of ``profile`` (a GPU profile, or with ``needs_gpu`` any profile, where
+    no CUDA GPU is visible), or None."""
+    import torch
+
+    from ..profiles import get_profile
+
+    if (needs_gpu or get_profile(profile)["device"] == "cuda") and not torch.cuda.is_available():
+        return f"profile {profile!r} needs a CUDA GPU" if not needs_gpu else "it needs a CUDA GPU"
+    return None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do about one result: ``action`` is ``read`` (the stored one), ``make`` (compute it now) or ``skip``
+    (nothing stored, nothing made here); ``reason`` says why it is made again (the stored one is stale) or why
+    it is not made (``skip``, or ``read`` of a stale result that cannot be made again here)."""
+    action: str
+    reason: str = ""
+
+
+def decide(compute, *, stored, profile, stale=None, needs_gpu=False):
+    """The ``Decision`` for one result under ``compute``: ``stored`` is the stored result (None: none), ``stale``
+    why it no longer answers (None: it does), ``profile`` the profile it belongs to and ``needs_gpu`` whether making
+    it needs a GPU in any profile (``cannot_make_here``)."""
+    check_compute(compute)
+    if stored is not None and (compute == "never" or (compute == "missing" and not stale)):
+        return Decision("read", stale or "")
+    if compute == "never":
+        return Decision("skip", "no stored result for this configuration")
+    why_not = cannot_make_here(profile, needs_gpu=needs_gpu)
+    if why_not:
+        if stored is not None:
+            return Decision("read", f"{stale}; {why_not} to make it again" if stale else "")
+        return Decision("skip", f"{why_not}; no stored result for this configuration")
+    return Decision("make", stale or "")
+
+
+# ----- why a stored training result is stale ------------------------------------------------------------------
+
+def _overrides_json(config):
+    return json.dumps(config.get("model_overrides", {}), sort_keys=True)
+
+
+@cache
+def built_today(model, dataset, overrides_json="{}"):
+    """``(architecture signature, {"params_paper", "params_true"})`` of a configured model as today's code builds
+    it (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers."""
+    import torch
+
+    from ..models import architecture_signature, create_model
+    from ..models.counting import count_params
+
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    return architecture_signature(built), {"params_paper": count_params(built, "paper"),
+                                           "params_true": count_params(built, "true")}
+
+
+def other_code(stored):
+    """Why a stored run was made by other model code than today's, or None: its recorded architecture
+    signature differs from today's model in the same configuration; for a result older than signatures, its
+    parameter counts differ."""
+    config = stored["config"]
+    signature, counts = built_today(config["model"], config["dataset"], _overrides_json(config))
+    if "architecture" in stored:
+        return None if stored["architecture"] == signature else \
+            f"made by other model code (architecture {stored['architecture']}, today {signature})"
+    changed = [f"{k} {stored[k]:,}, today {counts[k]:,}" for k in counts if k in stored and stored[k] != counts[k]]
+    return f"made by other model code ({'; '.join(changed)})" if changed else None
+
+
+def other_data(stored):
+    """Why a stored run was made from other data than the copy here (its data fingerprint differs), or None
+    (the same data, no copy here to compare with, or a run that recorded no fingerprint)."""
+    from ..data import source_fingerprint
+
+    recorded = stored.get("provenance", {}).get("data_fingerprint")
+    here = source_fingerprint(stored["config"]["dataset"]) if recorded else None
+    if recorded and here and recorded != here:
+        return f"made from other data than the copy here (data fingerprint {recorded}, here {here})"
+    return None
+
+
+def source_config(config):
+    """The run config of ``config``'s warm-start source (its ``init_from``): the same dataset, profile and seed."""
+    from ..profiles import run_config
+
+    source = config["init_from"]
+    return run_config(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                      **source["settings"])
+
+
+def source_changed(stored, store):
+    """Why a stored warm start no longer matches its source, or None: the source run's stored result now keeps other
+    weights (SHA-256) than those the warm start was made from (the source was trained again), or is gone."""
+    from ..errors import StoreError
+
+    made_from = (stored.get("transfer") or {}).get("source_weights_sha256")
+    init = (stored.get("config") or {}).get("init_from")
+    if not made_from or not init:
+        return None
+    try:
+        source = store.get(source_config(stored["config"]))
+    except StoreError:
+        source = None
+    now = ((source or {}).get("weights") or {}).get("sha256")
+    if now == made_from:
+        return None
+    return (f"made from other weights of {init['run']!r} than those stored now" if now else
+            f"made from weights of {init['run']!r} that no stored result keeps now")
+
+
+def stale_reason(stored, store=None):
+    """Why a stored training result no longer answers for its configuration, or None: ``other_code``,
+    ``other_data``, and with ``store`` also ``source_changed``."""
+    return other_code(stored) or other_data(stored) or (source_changed(stored, store) if store is not None else None)
+
+
+@cache
+def source_today(model, dataset, overrides_json="{}"):
+    """``results.provenance.source_hashes`` of today's model in that configuration (built on the meta device)."""
+    import torch
+
+    from ..models import create_model
+    from .provenance import source_hashes
+
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
+
+
+def code_changed(stored):
+    """Why a stored run's model or engine code differs from today's (its recorded ``source_hash`` against
+    ``source_hashes`` of today's model in the same configuration), or None; None too for a result stored
+    before source hashes were recorded. A flag for the provenance page only: unlike ``stale_reason`` it never
+    makes a run train again, since any edit of the engine would otherwise retrain every stored run."""
+    recorded = stored.get("source_hash")
+    if not recorded:
+        return None
+    config = stored["config"]
+    today = source_today(config["model"], config["dataset"], _overrides_json(config))
+    changed = [f"{part} code changed since it was stored (source {recorded.get(part)}, today {today[part]})"
+               for part in ("model", "engine") if recorded.get(part) != today[part]]
+    return "; ".join(changed) or None
+
+
+# ----- why a stored measurement is stale -----------------------------------------------------------------------
+
+def weights_changed(record, store):
+    """Why a stored measurement of trained weights no longer answers, or None: a run it measured (``record["runs"]``,
+    each with the ``config`` and ``weights_sha256`` it was measured from) keeps other weights now (retrained), or
+    none; or the record's rows were superseded by a later change (``record["superseded"]``)."""
+    superseded = record.get("superseded")
+    if superseded:
+        return f"rows {', '.join(superseded['rows'])} superseded: {superseded['reason']}"
+    for name, run in (record.get("runs") or {}).items():
+        if "config" not in run:
+            continue
+        stored = store.get(run["config"])
+        sha = ((stored or {}).get("weights") or {}).get("sha256")
+        if sha != run.get("weights_sha256"):
+            return f"{name}'s weights changed since it was measured ({'retrained' if sha else 'no weights stored now'})"
+    return None

@@ -1,0 +1,173 @@
+"""Training runs under the compute policy: ``run`` reads a stored result or trains it (``vixnb.train``), keeps its
+weights where asked, and finds a warm start's source; ``trained_model`` gives a run's trained module.
+
+What a run does with its selected weights is one of ``KEEP_WEIGHTS``, the same value from the paper file's chapter
+to the store: ``"no"``; ``"store"``, float16 beside the result in the store (committed with it; at most
+``WEIGHTS_LIMIT_MB``, checked once, before training: ``weights_too_large``); ``"local"``, in the profile's
+``.weights-local/`` folder on this machine only (never committed nor packed, no cap: a warm start's large source).
+"""
+import sys
+
+import torch
+
+from .models import create_model
+from .profiles import run_config
+from .results import ResultsStore, remove_checkpoints
+from .results.policy import decide, source_config, stale_reason
+from .train import build_model, train
+
+KEEP_WEIGHTS = ("no", "store", "local")
+WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
+
+
+def check_keep_weights(keep_weights):
+    """``keep_weights`` as given, or a one-line error naming the parameter and its values."""
+    if keep_weights not in KEEP_WEIGHTS:
+        raise ValueError(f"keep_weights={keep_weights!r}: use one of {', '.join(map(repr, KEEP_WEIGHTS))}")
+    return keep_weights
+
+
+def weights_bytes(config):
+    """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
+    they are), from a build on the meta device (no memory, no random numbers)."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+    return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
+
+
+def weights_too_large(config):
+    """Why ``config``'s weights cannot be kept in the store (over ``WEIGHTS_LIMIT_MB`` in float16), or None."""
+    size = weights_bytes(config) / 2**20
+    if size > WEIGHTS_LIMIT_MB:
+        return (f"{config['model']}: its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} MiB cap "
+                "on weights kept in the store (runs.WEIGHTS_LIMIT_MB)")
+    return None
+
+
+def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
+        download=False, deadline=None, keep_weights="no", **overrides):
+    """One training run under the compute policy (``results.policy.decide``): the stored result, or trained now
+    (``"always"`` trains anew from epoch 1), or a ``{"status": "not yet run"}`` record with the reason.
+
+    A stored result that no longer answers for its configuration (``policy.stale_reason``: other model code,
+    other data, a warm start's source retrained) is never reused silently: ``"missing"`` trains it again where
+    the profile can train here; read anyway (``"never"``, or a machine that cannot train it), it says why under
+    ``"stale"``. With ``keep_weights`` (``"store"``, ``"local"``) a stored result whose weights are missing is
+    trained again to keep them; read anyway, it says why under ``"weights_missing"``. Two processes on one run:
+    the second waits for the first's result (a lock per run). ``deadline``: see ``train.train`` (a run stopped
+    by it raises ``TrainingPaused`` and keeps its checkpoint).
+
+    A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
+    keeping them) and starts from its weights; a run that some row of its paper file starts from
+    (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
+    them."""
+    check_keep_weights(keep_weights)
+    config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
+    store = store if store is not None else ResultsStore()
+    stored = store.get(config)
+    stale = stale_reason({**stored, "config": config}, store) if stored is not None else None
+    unkept = store.weights_missing(config, stored) if keep_weights != "no" and stored is not None else None
+    decision = decide(compute, stored=stored, profile=profile, stale=stale or unkept)
+    if decision.action == "skip":
+        return {"status": "not yet run", "config": config, "reason": decision.reason}
+    if decision.action == "read":
+        if not decision.reason:
+            return stored
+        return {**stored, "stale" if stale else "weights_missing": decision.reason}
+    if decision.reason:
+        print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
+              f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
+    if keep_weights == "store" and (too_large := weights_too_large(config)):
+        raise ValueError(f"{too_large}; run it with keep_weights 'no' or 'local'")
+    store.check_writable(config)
+    init_state = init_sha256 = None
+    # a warm start needs its source's weights unless it resumes from its own checkpoint
+    if config.get("init_from") and (compute == "always" or not store.checkpoint_path(config).exists()):
+        init_state, init_sha256, why = _source_weights(config, store, progress=progress, download=download,
+                                                       deadline=deadline)
+        if init_state is None:
+            return {"status": "not yet run", "config": config, "reason": why}
+    if keep_weights == "no" and warm_start_source(config):
+        keep_weights = "local"
+    with store.lock(config) as waited:
+        if waited and compute != "always" and (done := store.get(config)) is not None and \
+                not (keep_weights != "no" and store.weights_missing(config, done)):
+            return done
+        checkpoint = store.checkpoint_path(config)
+        if compute == "always":
+            remove_checkpoints(checkpoint)
+        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
+                       with_weights=keep_weights != "no", init_state=init_state, init_sha256=init_sha256)
+        if keep_weights != "no":  # the weights first: a stored result's weights record always names a written file
+            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
+        store.put(config, result)
+        remove_checkpoints(checkpoint)
+    return {**result, "config": config}
+
+
+def warm_start_source(config):
+    """Whether a row of ``config``'s paper file starts from ``config``'s run: a row named by an ``init_from`` whose
+    run, with ``config``'s model settings added (a chapter's profile settings), is ``config`` itself. Such a run
+    keeps its weights locally (``run``), so that the warm starts find them."""
+    from . import papers
+    from .models import model_cfg
+    from .results import config_key
+
+    if config.get("init_from"):
+        return False
+    runs = papers.paper_runs(model_cfg(config["model"])["paper"])
+    sources = {s["init_from"] for _, s in runs.values() if isinstance(s.get("init_from"), str)}
+    for row in sources & set(runs):
+        model, settings = runs[row]
+        if model != config["model"]:
+            continue
+        candidate = run_config(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                               **{**config["model_overrides"], **settings})
+        if config_key(candidate) == config_key(config):
+            return True
+    return False
+
+
+def _source_weights(config, store, **options):
+    """``(state, sha256, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and
+    kept: in the store where they fit, else locally) and their SHA-256, or ``(None, None, why)`` where they cannot
+    be had."""
+    from .results import config_key
+
+    init, source = config["init_from"], source_config(config)
+    if config_key(source) != init["key"]:
+        raise RuntimeError(f"{config['model']}: init_from {init['run']!r} resolved to another run than its config "
+                           "records; rebuild the config (profiles.run_config)")
+    keep = "local" if weights_too_large(source) else "store"
+    result = run(init["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                 compute="missing", store=store, keep_weights=keep, **init["settings"], **options)
+    if result["status"] != "done":
+        return None, None, f"its source run {init['run']!r} is {result['status']}: {result.get('reason', '')}"
+    state = store.load_weights(source)
+    if state is None:
+        return None, None, f"its source run {init['run']!r} {store.weights_missing(source, result)}"
+    return state, result["weights"]["sha256"], None
+
+
+def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
+    """``(module, result)``: the trained model of a run (``run(..., keep_weights="store")`` under ``compute``),
+    built as the engine builds it (under a forked, seeded RNG: the caller's is untouched), its kept weights loaded
+    (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights and ``compute``
+    does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
+    store = store if store is not None else ResultsStore()
+    result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                 keep_weights="store", **overrides)
+    if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded
+        return None, {"status": "not yet run", "config": result["config"],
+                      "reason": f"the stored result was {result['stale']}; train it again with compute='missing'"}
+    state = store.load_weights(result["config"]) if result["status"] == "done" else None
+    if state is None:
+        return None, result if result["status"] != "done" else {
+            "status": "not yet run", "config": result["config"],
+            "reason": f"the stored result {store.weights_missing(result['config'], result)}; train it again with "
+                      "compute='missing' (it keeps the weights)"}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(result["config"]["seed"])
+        module, _ = build_model(result["config"])
+    module.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    return module.eval(), result
