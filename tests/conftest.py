@@ -9,6 +9,22 @@ def isolated_results(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def paper_dir(tmp_path, monkeypatch):
+    """Paper files read from a temporary folder (a copy of the package's ``papers/``)."""
+    import shutil
+    from importlib import resources
+
+    from vixnb import papers
+
+    folder = tmp_path / "papers"
+    shutil.copytree(resources.files("vixnb").joinpath("papers"), folder)
+    monkeypatch.setattr(papers, "_file", lambda key: folder / f"{key}.yaml")
+    papers.load.cache_clear()
+    yield folder
+    papers.load.cache_clear()
+
+
+@pytest.fixture
 def paper_text():
     """``paper_text(key)``: the text of a paper's source document (``vixnb.papers.DOCUMENTS``) from the shared
     folder beside the checkout; the test is skipped where that folder is absent (a clone on its own)."""

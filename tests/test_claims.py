@@ -220,8 +220,10 @@ def test_lists_of_pairs(paper_file):
 
 
 def test_ours_per_dataset_or_flat(paper_file):
-    tables = {"t1": {"dataset": "cifar10", "rows": {"vit": {"top1": 50.0}, "vin": {"top1": 60.0}}},
-              "t2": {"dataset": "tiny-imagenet", "rows": {"vit": {"top1": 20.0}, "vin": {"top1": 30.0}}}}
+    tables = {"t1": {"caption": "Table 1: toy", "dataset": "cifar10", "rows": {"vit": {"top1": 50.0},
+                                                                              "vin": {"top1": 60.0}}},
+              "t2": {"caption": "Table 2: toy", "dataset": "tiny-imagenet", "rows": {"vit": {"top1": 20.0},
+                                                                                     "vin": {"top1": 30.0}}}}
     key = paper_file([claim(id="toy-c10", method="point_gain", metric="top1", a="vin", b="vit", op="greater", value=0),
                       claim(id="toy-tiny", table="t2", method="point_gain", metric="top1", a="vin", b="vit",
                             op="greater", value=0)], tables=tables)
@@ -233,7 +235,7 @@ def test_ours_per_dataset_or_flat(paper_file):
 
 
 def test_correlation_over_models(paper_file):
-    tables = {"t1": {"columns": ["y"], "rows": {"x": [0.9]}}}
+    tables = {"t1": {"caption": "Table 1: toy", "columns": ["y"], "rows": {"x": [0.9]}}}
     key = paper_file([{"id": "toy-r", "section": "2", "text": "x and y correlate", "printed":
                        {"table": "t1", "row": "x", "column": "y"}, "method": "correlation", "x": "gflops",
                        "y": "train_gb", "models": ["vit", "vin", "vip"], "dataset": "cifar10", "op": "approx",

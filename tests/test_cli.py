@@ -104,3 +104,13 @@ def test_vixnb_counts_lazily():
     assert "count_params" in dir(vixnb) and vixnb.count_params is vixnb.models.counting.count_params
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         vixnb.nothing  # noqa: B018
+
+
+def test_plan_refuses_a_paper_file_with_an_unknown_key_in_one_line(paper_dir, capsys):
+    path = paper_dir / "shaped.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("    keep_weights:", "    keep_weight:"), encoding="utf-8")
+    assert main(["plan", "--profile", "budget"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("vixnb plan: error: vixnb/papers/shaped.yaml: book[0] has an unknown key 'keep_weight'; "
+                          "allowed: notebook, ")

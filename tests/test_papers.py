@@ -1,21 +1,30 @@
-"""Paper files (vixnb/papers/<key>.yaml): read on first use, checked, with errors that name the file."""
+"""Paper files (vixnb/papers/<key>.yaml): read on first use, checked against their schema, with errors that name
+the file (``paper_dir``, in conftest.py, makes ``papers`` read a copy that a test may change)."""
+from pathlib import Path
+
 import pytest
+import yaml
 
 from vixnb import models, papers
+from vixnb.papers import schema
 
 
-@pytest.fixture
-def paper_dir(tmp_path, monkeypatch):
-    """Paper files read from a temporary folder (a copy of the package's ``papers/``)."""
-    import shutil
-    from importlib import resources
-
-    folder = tmp_path / "papers"
-    shutil.copytree(resources.files("vixnb").joinpath("papers"), folder)
-    monkeypatch.setattr(papers, "_file", lambda key: folder / f"{key}.yaml")
+def edited(paper_dir, key, old, new):
+    """Replace ``old`` (once in the file) by ``new`` in the copy of ``key``'s paper file; the next read sees it."""
+    path = paper_dir / f"{key}.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new), encoding="utf-8")
     papers.load.cache_clear()
-    yield folder
-    papers.load.cache_clear()
+    return key
+
+
+def refused(key):
+    """The one-line message with which reading paper ``key`` is refused."""
+    with pytest.raises(papers.PaperFileError) as e:
+        papers.load(key)
+    assert "\n" not in str(e.value)
+    return str(e.value)
 
 
 def test_every_document_key_is_unique_and_the_vix_file_has_its_tables():
@@ -36,10 +45,9 @@ def test_protocol_settings_per_model():
 
 
 def test_a_tampered_paper_file_names_itself(paper_dir):
-    text = (paper_dir / "vix.yaml").read_text()
-    (paper_dir / "vix.yaml").write_text(text.replace("  table2:", "  tableX:"))
-    with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/vix.yaml has no table 'table2'; its tables: "):
-        papers.table("vix", "table2")
+    edited(paper_dir, "favor", "  table2:", "  tableX:")
+    with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/favor.yaml has no table 'table2'; its tables: "):
+        papers.table("favor", "table2")
     (paper_dir / "vix.yaml").write_text("tables: [unclosed")
     papers.load.cache_clear()
     with pytest.raises(papers.PaperFileError, match=r"vixnb/papers/vix.yaml is not valid YAML .*restore it from git"):
@@ -78,15 +86,74 @@ def test_tables_3_to_5_are_transcribed_as_printed(paper_text, name, marker):
 
 def test_book_chapters_one_or_several_per_paper(paper_dir):
     assert [c["notebook"] for c in papers.book_chapters("vix")] == ["vix_table1", "vix_families", "vix_rope"]
-    assert [c["notebook"] for c in papers.book_chapters("favor")] == ["efficiency"]  # one mapping: one chapter
+    assert [c["notebook"] for c in papers.book_chapters("favor")] == ["efficiency"]  # a list of one chapter
     assert papers.book_chapter("vix", "vix_rope")["train"] == ["table6"]
     with pytest.raises(papers.PaperFileError, match=r"vix.yaml: no chapter 'nope' in `book`; its chapters: vix_table1, "):
         papers.book_chapter("vix", "nope")
-    text = (paper_dir / "vix.yaml").read_text()
-    (paper_dir / "vix.yaml").write_text(text.replace("  - notebook: vix_rope", "  - notes: vix_rope"))
-    papers.load.cache_clear()
-    with pytest.raises(papers.PaperFileError, match=r"vix.yaml: every chapter of `book` needs a `notebook`"):
-        papers.book_chapters("vix")
+    edited(paper_dir, "vix", "  - notebook: vix_rope", "  - notebok: vix_rope")
+    assert refused("vix").startswith("vixnb/papers/vix.yaml: book[2] has an unknown key 'notebok'; allowed: notebook, ")
+    edited(paper_dir, "vix", "  - notebok: vix_rope", "  - references: []")
+    assert refused("vix") == "vixnb/papers/vix.yaml: book[2] lacks 'notebook'; add it (a notebook name " \
+                             "(notebooks/<name>.ipynb))"
+
+
+def test_every_paper_file_validates_and_its_book_is_a_list():
+    assert papers.list_papers() == sorted(papers.DOCUMENTS)
+    for key in papers.list_papers():
+        raw = yaml.safe_load(papers._file(key).read_text(encoding="utf-8"))
+        schema.check(raw, key)
+        assert isinstance(raw["book"], list) and raw["book"], key
+        assert papers.book_chapters(key) == raw["book"], key
+
+
+def test_the_readme_describes_every_key_of_the_schema():
+    text = (Path(papers.__file__).parent / "README.md").read_text(encoding="utf-8")
+    for section, keys in schema.SECTIONS.items():
+        for key in keys:
+            assert f"`{key}`" in text, (section, key)
+
+
+def test_an_unknown_chapter_key_is_refused_with_one_line_naming_file_and_key(paper_dir):
+    edited(paper_dir, "shaped", "    keep_weights: [table5, sasp_exp3]", "    keep_weight: [table5, sasp_exp3]")
+    assert refused("shaped") == ("vixnb/papers/shaped.yaml: book[0] has an unknown key 'keep_weight'; allowed: "
+                                 + ", ".join(schema.SECTIONS["chapter"]))
+    assert "keep_weights, first" in refused("shaped")
+
+
+def test_a_book_that_is_one_mapping_is_refused(paper_dir):
+    edited(paper_dir, "favor", "  - notebook: efficiency", "    notebook: efficiency")
+    assert yaml.safe_load((paper_dir / "favor.yaml").read_text())["book"]["notebook"] == "efficiency"
+    assert refused("favor") == ("vixnb/papers/favor.yaml: `book` must be a list of chapters, not one mapping; write "
+                                "its chapter as a list item (`- notebook: ...`)")
+
+
+def test_an_unknown_table_key_is_refused(paper_dir):
+    edited(paper_dir, "vix", '    caption: "Table 6:', '    captoin: "Table 6:')
+    assert refused("vix").startswith("vixnb/papers/vix.yaml: tables.table6 has an unknown key 'captoin'; allowed: "
+                                     "caption, dataset, rows, ")
+
+
+def test_names_that_point_nowhere_are_refused(paper_dir):
+    edited(paper_dir, "vix", "    train: [table6]", "    train: [table7]")
+    assert refused("vix") == ("vixnb/papers/vix.yaml: book[2].train names 'table7', which is not a table of the file; "
+                              "its tables: table1, table2, table3, table4, table5, table6")
+    edited(paper_dir, "vix", "    train: [table7]", "    train: [table6]")
+    edited(paper_dir, "shaped", "    keep_weights: [table5, sasp_exp3]", "    keep_weights: [table5, table6]")
+    assert refused("shaped").startswith("vixnb/papers/shaped.yaml: book[0].keep_weights names 'table6', which is "
+                                        "not in book[0].train; it lists: table2, ")
+    edited(paper_dir, "cxv", "    first: [cnv_randaugment,", "    first: [cnv_5_4,")
+    assert refused("cxv").startswith("vixnb/papers/cxv.yaml: book[2].first names 'cnv_5_4', which is not a row of "
+                                     "book[2].train's tables; their rows: cnv_randaugment, ")
+
+
+def test_value_types_are_checked(paper_dir):
+    edited(paper_dir, "linattn", 'params_convention: "true"', 'params_convention: "ture"')
+    assert refused("linattn") == "vixnb/papers/linattn.yaml: params_convention must be 'paper' or 'true', not 'ture'"
+    edited(paper_dir, "linattn", 'params_convention: "ture"', 'params_convention: "true"')
+    edited(paper_dir, "linattn", "  weight_decay: 0.0", "  weight_decay: none")
+    assert refused("linattn") == "vixnb/papers/linattn.yaml: protocol.weight_decay must be a number, not 'none'"
+    edited(paper_dir, "favor", "claims:\n", "claims:\n  - just text\n")
+    assert refused("favor").startswith("vixnb/papers/favor.yaml: claims[0] is 'just text'; claims must be a list of ")
 
 
 def test_gpu_memory_rows_merge_the_chapters_records():

@@ -10,11 +10,12 @@ to its source document's file name. A paper file holds:
   ``settings`` (``row_run``), where the paper shows one model in several configurations;
 - ``protocol``: the authors' optimizer, epochs, batch sizes and per-model overrides (``protocol``);
 - ``claims``: the quantitative claims of its text (``vixnb.report.claims`` evaluates them);
+- ``book``: the book's chapters on it, a list (``book_chapters``);
 - sections of its own that its chapter reads, e.g. `linattn`'s ``training`` (per-epoch curves of its runs) and
   ``notes`` (the document's inconsistencies and how they were read).
 
-Files are read on first use and checked: a malformed file or a missing table raises an error that names
-the file.
+Files are read on first use and checked against ``schema.SECTIONS`` (``README.md`` here documents every key): a
+malformed file, an unknown key or a missing table raises ``PaperFileError``, one line that names the file.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from functools import cache
 from importlib import resources
 
 import yaml
+
+from .schema import PaperFileError, check
 
 #: paper key -> the source document's file name (in the project's shared seeds folder)
 DOCUMENTS = {
@@ -31,10 +34,6 @@ DOCUMENTS = {
     "favor": "003_c6ce1cffb68d8d33.txt",
     "shaped": "004_25ebfe602588d699.txt",
 }
-
-
-class PaperFileError(RuntimeError):
-    """A paper file is missing, malformed, or lacks what was asked of it."""
 
 
 def _file(key):
@@ -48,7 +47,7 @@ def list_papers():
 
 @cache
 def load(key):
-    """The parsed paper file of ``key`` (cached; treat it as read-only)."""
+    """The parsed paper file of ``key``, checked (``schema.check``; cached; treat it as read-only)."""
     if key not in DOCUMENTS:
         raise PaperFileError(f"unknown paper {key!r}; valid keys: {', '.join(sorted(DOCUMENTS))}")
     path = _file(key)
@@ -59,8 +58,7 @@ def load(key):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise PaperFileError(f"{where} is not valid YAML ({str(e).splitlines()[0]}); restore it from git") from None
-    if not isinstance(data, dict) or not isinstance(data.get("tables", {}), dict):
-        raise PaperFileError(f"{where} must be a mapping with a `tables` mapping; restore it from git")
+    check(data, where)
     data.setdefault("tables", {})
     data.setdefault("claims", [])
     return data
@@ -71,10 +69,7 @@ def table(key, name):
     tables = load(key)["tables"]
     if name not in tables:
         raise PaperFileError(f"vixnb/papers/{key}.yaml has no table {name!r}; its tables: {', '.join(tables) or 'none'}")
-    entry = tables[name]
-    if not isinstance(entry, dict) or not isinstance(entry.get("rows"), dict):
-        raise PaperFileError(f"vixnb/papers/{key}.yaml: table {name!r} has no `rows` mapping; restore it from git")
-    return entry
+    return tables[name]
 
 
 def table_models(key, name):
@@ -146,14 +141,9 @@ def per_model(setting, model):
 
 
 def book_chapters(key):
-    """The book's chapters on paper ``key``: its file's ``book`` section, one mapping (one chapter) or a list of
-    them, as a list of mappings, each with its ``notebook`` (see ``vixnb.plan``). Empty when it has none."""
-    book = load(key).get("book") or []
-    chapters = [book] if isinstance(book, dict) else list(book)
-    for chapter in chapters:
-        if not isinstance(chapter, dict) or not isinstance(chapter.get("notebook"), str):
-            raise PaperFileError(f"vixnb/papers/{key}.yaml: every chapter of `book` needs a `notebook`, not {chapter!r}")
-    return chapters
+    """The book's chapters on paper ``key``: its file's ``book`` list, one mapping per chapter, each with its
+    ``notebook`` (see ``vixnb.plan``). Empty when it has none."""
+    return list(load(key).get("book") or [])
 
 
 def book_chapter(key, notebook):
