@@ -9,7 +9,6 @@ import torch
 
 from vixnb import measure as M
 from vixnb import papers, report
-from vixnb import train as engine
 from vixnb.profiles import run_config
 from vixnb.results import ResultsStore
 from vixnb import runs

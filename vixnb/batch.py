@@ -29,6 +29,8 @@ from pathlib import Path
 
 from . import plan as planning
 from .errors import one_line
+from .profiles import gpu_profile
+from .results.policy import cannot_make_here
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -158,7 +160,6 @@ except ImportError:  # submitit is needed only for the local and slurm executors
 class JobFunction(_Checkpointable):
     """The callable a submitit job runs: ``run_job``; on preemption submitit requeues it with the same
     arguments, and the training run resumes from its last epoch checkpoint."""
-
     def __call__(self, spec, deadline=None):
         return run_job(spec, deadline)
 
@@ -211,15 +212,11 @@ def _ensemble_ok(entry, mode, fill):
 
 def cannot_run_here(job, executor):
     """Why a job cannot run on this machine (local and inline executors), or None."""
-    import torch
-
-    from .profiles import get_profile
-
     e = job.entries[0]
     if executor == "slurm":
         return None
-    if get_profile(e.profile)["device"] == "cuda" and not torch.cuda.is_available():
-        return f"profile {e.profile!r} needs a CUDA GPU; none here"
+    if (why := cannot_make_here(e.profile)) is not None:
+        return f"{why}; none here"
     if e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset) and not job.spec["download"]:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
     if e.kind == "bench" and e.name == "nystrom-variants" and not Path("tools/profile_nystrom.py").is_file():
@@ -301,9 +298,7 @@ def checkpoint_mb(job):
 
 def _gpu_slots(jobs):
     """The visible GPUs' indices when any job needs a GPU, else ``[None]`` (one CPU job at a time)."""
-    from .profiles import get_profile
-
-    if not any(get_profile(j.entries[0].profile)["device"] == "cuda" for j in jobs):
+    if not any(gpu_profile(j.entries[0].profile) for j in jobs):
         return [None]
     import torch
 
@@ -344,10 +339,8 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
     """Submit ``jobs`` as one Slurm job array (submitit); returns the submitit jobs ([] on a dry run). Each job
     asks for ``gpus_per_job`` GPUs (default: 1 for a GPU profile) and ``time_min`` minutes (default: twice the
     largest estimate, at least 30); preempted or timed-out jobs are requeued and resume."""
-    from .profiles import get_profile
-
     profile = jobs[0].entries[0].profile
-    gpus = gpus_per_job if gpus_per_job is not None else (1 if get_profile(profile)["device"] == "cuda" else 0)
+    gpus = gpus_per_job if gpus_per_job is not None else (1 if gpu_profile(profile) else 0)
     known = [j.est_minutes for j in jobs if j.est_minutes != float("inf")]
     minutes = time_min or max(30, int(2 * max(known, default=50)) + 10)
     parameters = {"job_name": f"vixnb-{profile}", "gpus_per_node": gpus, "time": minutes, "array_parallelism": max_parallel or len(jobs),

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
-from .profiles import get_profile, list_profiles
+from .profiles import get_profile, gpu_profile, list_profiles
 
 __all__ = ["toc_notebooks", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
@@ -64,7 +64,7 @@ def published_toc(profile: str, root: Path | None = None) -> dict:
 
 def _published(profile: str) -> bool:
     """A GPU profile's book is the published one: every chapter from the results store, nothing run."""
-    return get_profile(profile)["device"] == "cuda"
+    return gpu_profile(profile)
 
 
 def toc_notebooks(root: Path | None = None, *, toc: Path | None = None) -> list[str]:

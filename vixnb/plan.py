@@ -38,6 +38,7 @@ from functools import cache
 from pathlib import Path
 
 from . import papers
+from .profiles import gpu_profile
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -334,9 +335,8 @@ def _estimate(entry, rates, device, epoch_seconds):
     import json
 
     from .data import dataset_spec
-    from .profiles import get_profile
 
-    if get_profile(entry.profile)["device"] != "cuda":
+    if not gpu_profile(entry.profile):
         return 0.0, "CPU profile: no GPU time"
     if entry.kind != "train":
         return float(entry._nominal), "nominal (no stored timing)"
@@ -386,9 +386,9 @@ def build(profile, *, store=None, only=None, chapter=None):
 
     for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store, runs)
-        if prof["device"] == "cuda":  # a CPU profile's pages measure as they render
+        if gpu_profile(profile):  # a CPU profile's pages measure as they render
             entries += _record_entries(chapter_requests(key, book), profile, store)
-    if prof["device"] == "cuda":
+    if gpu_profile(profile):
         entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"
     if chapter:  # before the statuses and estimates, which are the costly part (a page's banner asks for one)

@@ -28,6 +28,11 @@ def get_profile(name):
     return dict(_profiles_file()["profiles"][name], name=name)
 
 
+def gpu_profile(name):
+    """Whether profile ``name`` trains and measures on a CUDA GPU (its results are committed; a CPU renders them)."""
+    return get_profile(name)["device"] == "cuda"
+
+
 def _first(*values):
     """The first value that is not None (0 is a value)."""
     return next((v for v in values if v is not None), None)
@@ -163,7 +168,6 @@ def config_key(config):
 
 def _init_source(init_from, model, dataset, profile, seed):
     """``{"run", "model", "settings", "key"}`` of the run whose weights ``init_from`` names (``run_config``)."""
-
     paper = model_cfg(model)["paper"]
     if isinstance(init_from, str):
         runs = papers.paper_runs(paper)

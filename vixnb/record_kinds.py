@@ -18,6 +18,7 @@ from typing import Callable
 
 from . import papers
 from .results import ResultsStore
+from .results.policy import training_policy
 
 
 class PartialRecord(RuntimeError):
@@ -87,13 +88,13 @@ def _make_speed(request, *, profile, **_):
     """Every efficiency figure of each model configuration the chapter trains on the dataset (a warm start is the
     same architecture as its scratch run: measured once): ``measure.configuration_speeds``."""
     from .measure.costs import configuration_speeds
-    from .profiles import get_profile, run_config
+    from .profiles import gpu_profile, run_config
 
     configs = {}
     for row, model, settings, seeds in _chapter_runs(request, profile):
         config = run_config(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings)
         configs.setdefault((model, json.dumps(config["model_overrides"], sort_keys=True)), (row, model, config))
-    return configuration_speeds(list(configs.values()), cpu=get_profile(profile)["device"] != "cuda")
+    return configuration_speeds(list(configs.values()), cpu=not gpu_profile(profile))
 
 
 def _make_attention_maps(request, *, profile, train, store, **_):
@@ -229,7 +230,7 @@ def obtain(request, *, profile, compute="missing", store=None, train=None, requi
     if kind.make is None:
         raise ValueError(f"{request.kind}: a benchmark is made by its command ({kind.command}), not obtained")
     store = store if store is not None else ResultsStore()
-    train = train if train is not None else ("missing" if compute == "always" else compute)
+    train = train if train is not None else training_policy(compute)
     partial = []
 
     def make():

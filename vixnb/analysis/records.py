@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from ..results.policy import training_policy
+
 from .. import layers
 from .maps import class_token_map, collect_attention_maps, diagonal_prominence, rounded
 
@@ -80,7 +82,7 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     for name, (model, settings, seed) in runs.items():
         # measuring again never trains again: "always" reuses the stored weights
         module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
-                                       compute="missing" if compute == "always" else compute, store=store, **settings)
+                                       compute=training_policy(compute), store=store, **settings)
         if module is None:
             out[name] = {"status": "not yet run", "reason": result.get("reason", "no stored weights")}
             continue
@@ -248,7 +250,7 @@ def _trained(label, profile, compute, store):
     if over:
         return None, {"status": "not kept", "reason": over}, run
     module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
-                                   compute="missing" if compute == "always" else compute, store=store, **settings)
+                                   compute=training_policy(compute), store=store, **settings)
     if module is None:
         return None, {"status": "not yet run", "reason": result.get("reason", "no stored weights")}, run
     prov = result["provenance"]

@@ -59,10 +59,10 @@ def efficiency_record(names, *, profile, dataset="cifar10", batch_size=None, tok
     both execution paths) and the token-mixer scaling sweep, on the profile's device: a GPU profile at training batch
     64 and a sweep up to 16,384 tokens; the smoke profile on the CPU (its small models, training batch 2, sweep at
     256 and 1,024 tokens). ``batch_size``, ``tokens``, ``iters``: those sizes where given."""
-    from ..profiles import get_profile
+    from ..profiles import get_profile, gpu_profile
 
     prof = get_profile(profile)
-    cpu = prof["device"] != "cuda"
+    cpu = not gpu_profile(profile)
     device = "cpu" if cpu else "cuda"
     batch_size = batch_size or (2 if cpu else 64)
     records = cost_records(names, dataset=dataset, device=device, paths=PATHS, overrides=prof.get("model_overrides", {}),

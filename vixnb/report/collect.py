@@ -1,7 +1,6 @@
 """Training runs for a page: collect them under the compute policy and summarise them per model."""
 from __future__ import annotations
 
-import json
 import statistics
 
 from ..results import ResultsStore, made_on

@@ -1,7 +1,9 @@
 """Provenance on the page: the banner that says what kind of numbers a page shows, and provenance lines."""
 from __future__ import annotations
 
+from ..profiles import gpu_profile, list_profiles
 from ..results import made_on
+from ..results.policy import cannot_make_here
 
 
 def banner(profile, *, compute="missing", chapter=None):
@@ -10,7 +12,6 @@ def banner(profile, *, compute="missing", chapter=None):
     ``chapter`` (a notebook of the plan), where this machine cannot make the GPU profile's runs (``compute="never"``
     or no GPU here), also how many of the chapter's runs and measurements are not yet run, the ``vixnb batch``
     line that makes them and the plan's estimate of their GPU time (``missing_line``)."""
-    import torch
 
     from ..profiles import get_profile
     from ..results import ResultsStore
@@ -27,7 +28,7 @@ def banner(profile, *, compute="missing", chapter=None):
         if not ResultsStore().holds_profile(profile):
             text += (f" **The store holds no `{profile}` result yet:** these runs have not been made, and the page "
                      "shows them as \"not yet run\".")
-    if chapter and prof["device"] == "cuda" and (compute == "never" or not torch.cuda.is_available()):
+    if chapter and gpu_profile(profile) and (compute == "never" or cannot_make_here(profile)):
         text += "\n>\n> " + missing_line(profile, chapter)
     return text
 
@@ -99,9 +100,7 @@ def measured_runs_frame(runs):
 
 def gpu_profiles():
     """The profiles whose runs need a GPU (``budget``, ``paper``): the ones the store keeps for the book."""
-    from ..profiles import get_profile, list_profiles
-
-    return [p for p in list_profiles() if get_profile(p)["device"] == "cuda"]
+    return [p for p in list_profiles() if gpu_profile(p)]
 
 
 def book_plans(profiles=None, *, store=None):

@@ -34,9 +34,9 @@ def cannot_make_here(profile, *, needs_gpu=False):
     no CUDA GPU is visible), or None."""
     import torch
 
-    from ..profiles import get_profile
+    from ..profiles import gpu_profile
 
-    if (needs_gpu or get_profile(profile)["device"] == "cuda") and not torch.cuda.is_available():
+    if (needs_gpu or gpu_profile(profile)) and not torch.cuda.is_available():
         return f"profile {profile!r} needs a CUDA GPU" if not needs_gpu else "it needs a CUDA GPU"
     return None
 
@@ -65,6 +65,12 @@ def decide(compute, *, stored, profile, stale=None, needs_gpu=False):
             return Decision("read", f"{stale}; {why_not} to make it again" if stale else "")
         return Decision("skip", f"{why_not}; no stored result for this configuration")
     return Decision("make", stale or "")
+
+
+def training_policy(compute):
+    """The compute policy for training the runs whose weights a measurement reads: ``compute``, except that
+    measuring again (``"always"``) never trains again (``"missing"``)."""
+    return "missing" if check_compute(compute) == "always" else compute
 
 
 # ----- why a stored training result is stale ------------------------------------------------------------------
