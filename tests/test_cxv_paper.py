@@ -183,11 +183,12 @@ def test_a_run_a_claim_names_reads_as_its_row_label():
 
 
 def test_a_claims_runs_are_made_as_the_chapter_that_trains_them_made_them():
-    from vixnb.report.claim_figures import _profile_settings
+    from vixnb.profiles import row_runs
 
-    shaped = _profile_settings("shaped", "smoke")
-    assert shaped["exp1_vanilla"] == {"depth": 2} and _profile_settings("shaped", "budget")["exp1_vanilla"] == {}
-    assert _profile_settings("cxv", "smoke")["cnv_no_pad"] == {}
+    vanilla = {"width": 96, "depth": 8, "heads": 4, "patch": 4}
+    assert row_runs("shaped", "smoke")["exp1_vanilla"] == ("vit_small_vanilla", {**vanilla, "depth": 2})
+    assert row_runs("shaped", "budget")["exp1_vanilla"] == ("vit_small_vanilla", vanilla)
+    assert row_runs("cxv", "smoke")["cnv_no_pad"] == ("cnv_5_4", {"embed_padding": False})
 
 
 def test_every_plan_command_parses_back_to_its_run(monkeypatch):

@@ -203,6 +203,21 @@ def table_runs(key, book, table, profile, seeds=None):
             for row, model, settings in papers.table_runs(key, table)]
 
 
+def row_runs(key, profile):
+    """``{row: (model, settings)}``: every row of paper ``key``'s tables as the first chapter that trains its table
+    makes it in ``profile`` (``table_runs``: the chapter's profile settings, a warm start resolved); a row no chapter
+    trains, as its table gives it (``papers.row_run``). The one answer to "which run is this row" for the plan, the
+    claims and the pages."""
+    found = {}
+    for book in papers.book_chapters(key):
+        for table in book.get("train") or []:
+            for row, model, settings, _ in table_runs(key, book, table, profile):
+                found.setdefault(row, (model, settings))
+    for row, run in papers.paper_runs(key).items():
+        found.setdefault(row, run)
+    return found
+
+
 def chapter_settings(key, settings, shrink):
     """A run's ``settings`` (a row of paper ``key``) as a chapter makes it: with the chapter's profile settings
     ``shrink``, and a warm start from a row (``init_from: vit_scratch``) naming that row's run as the chapter makes

@@ -14,7 +14,7 @@ from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COL
                            parse_claim)
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
-from ..profiles import chapter_settings
+from ..profiles import row_runs
 from .collect import PER_SEED, collect_runs, current_counts, gpu_memory_rows
 
 
@@ -65,18 +65,6 @@ def _needs(paper_key, sections=None):
         metrics = {claim["x"], claim["y"]} if claim["method"] == "correlation" else {claim["metric"]}
         need["metrics"] |= metrics
     return needs
-
-
-def _profile_settings(paper_key, profile):
-    """``{row: settings}``: the ``profile_settings`` of ``profile`` (the smoke profile's smaller models) of the first
-    chapter of ``paper_key`` that trains a table with that row, as that chapter's runs were made."""
-    found = {}
-    for book in papers.book_chapters(paper_key):
-        shrink = (book.get("profile_settings") or {}).get(profile) or {}
-        for table in book.get("train") or []:
-            for row in papers.table_models(paper_key, table):
-                found.setdefault(row, shrink)
-    return found
 
 
 def _stored_seeds(stored, config):
@@ -217,9 +205,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
         metrics, models = need["metrics"], need["models"]
         if metrics & {*RUN_METRICS, *SEED_METRICS}:
             # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
-            shrink = _profile_settings(paper_key, profile)
-            made = {name: (model, chapter_settings(paper_key, settings, shrink.get(name, {})))
-                    for name, (model, settings) in need["runs"].items()}
+            resolved = row_runs(paper_key, profile)
+            made = {name: resolved.get(name, run) for name, run in need["runs"].items()}
             best, done, runs = _best_runs(made, dataset=dataset, profile=profile, compute=compute,
                                           store=store, stored=stored)
             for record in runs:
