@@ -9,7 +9,7 @@
 """
 from .attribution import (TokensToGrid, attribute, attribution_measures, deletion_insertion, gradcam_layer,
                           rank_agreement)
-from .maps import (MAP_KINDS, approximation_errors, attention_distance, attention_maps, attention_rollout,
+from .maps import (approximation_errors, attention_distance, attention_maps, attention_rollout,
                    centre_query, class_token_map, collect_attention_maps, diagonal_prominence, exact_softmax_map,
                    has_attention_map, has_skip, map_distance, map_kind, nystrom_map, performer_map,
                    randomisation_check, rollout, row_entropy)
@@ -17,7 +17,7 @@ from .records import (attention_record, model_maps, panel, panel_images, record_
                       study_record_name, study_settings)
 
 __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insertion", "gradcam_layer", "rank_agreement",
-           "MAP_KINDS", "approximation_errors", "attention_distance", "attention_maps", "attention_record",
+           "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_map", "collect_attention_maps", "diagonal_prominence",
            "exact_softmax_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_maps",
            "nystrom_map", "panel", "performer_map", "randomisation_check", "record_stale", "rollout", "row_entropy",

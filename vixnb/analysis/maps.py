@@ -4,8 +4,9 @@
   per mixer call, from each mixer's own ``attention_map`` on the input it received (``collect_attention_maps``: a
   list, by type or method, raising where a mixer has no map). Like vit-pytorch's ``Recorder`` it finds the mixers by type (every module whose class
   defines ``attention_map``), so it needs no knowledge of the model's layout. ``map_kind(model)`` says in one line
-  what the maps are (``MAP_KINDS``: the exact softmax, or the documented equivalent of each approximation), or why
-  a model has none (FNet, MLP-Mixer, the convolutional baselines); ``has_skip`` whether blocks add a residual.
+  what the maps are, from the ``map_kind`` each mixer declares on its class (the exact softmax, or the documented
+  equivalent of each approximation), or why a model has none (FNet, MLP-Mixer, the convolutional baselines);
+  ``has_skip`` whether blocks add a residual.
 - Rollout (Abnar & Zuidema, 2020): ``attention_rollout(maps)`` fuses the heads of each layer, optionally discards
   the weakest links, adds the residual identity, renormalises the rows and multiplies the layers:
   A_L ... A_2 A_1, row i giving how much each input token reaches output token i. ``rollout`` reads it out on the
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import SoftmaxAttention, moore_penrose_pinv, split_heads
+from ..layers import SoftmaxAttention, moore_penrose_pinv
 from ..layers.performer import FastAttention, orthogonal_gaussian
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -168,93 +169,43 @@ def diagonal_prominence(maps):
 
 # ---------------------------------------------------------------- what each mechanism's map is
 
-MAP_KINDS = {
-    "SoftmaxAttention": "exact softmax(QK^T/sqrt(d)) over all tokens; rows sum to 1",
-    "CCTAttention": "CCT's exact softmax(QK^T/sqrt(d)) over all tokens (its dropout on the weights acts only in "
-                    "training); rows sum to 1",
-    "OneMapAttention": "vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
-                       "every channel (h = 1); rows sum to 1",
-    "LeViTAttention": "LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
-                      "by 1x1 conv + BatchNorm; rows sum to 1",
-    "ConvAttention": "CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
-                     "separable convs; rows sum to 1",
-    "PerformerAttention": "Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({kernel}); local heads, where there are any, "
-                          "give their exact windowed softmax",
-    "FastAttention": "Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
-                     "deterministic exp kernel)",
-    "LinformerAttention": "Linformer's softmax over the k projected keys (n x k), lifted to n x n through the value "
-                          "projection: the operator applied to the values, whose rows need not sum to 1 and whose "
-                          "entries can be negative",
-    "NystromAttention": "Nystromformer's factor product softmax(Q L_k^T) pinv(softmax(L_q L_k^T)) softmax(L_q K^T) "
-                        "(L: segment-mean landmarks, pinv by Moore-Penrose iterations) on the real tokens; rows sum to "
-                        "about 1 (less where the sequence is front-padded), entries can be negative; the residual "
-                        "conv over the values is not in it",
-    "LinearAttention": "linear attention's normalised kernel product phi(Q) phi(K)^T, phi = elu + 1 (feature map "
-                       "'softmax': softmax of q over channels times softmax of k over tokens); rows sum to 1",
-    "ImageLinearAttention": "CLTV's image linear attention over the feature map's pixels: softmax of q over channels "
-                            "times softmax of k over pixels; rows sum to 1",
-    "ShapedAttention": "shaped attention alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta "
-                       "[- gamma], the identity playing the skip connection's role",
-    "FourierMixer": "no attention map: FNet's Fourier mixing (the real part of a 2-D FFT over tokens and channels) is "
-                    "a fixed operator with no token-to-token matrix",
-    "TokenMLP": "no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token matrix",
-}
-NO_MAP = ("FourierMixer", "TokenMLP")  # mixers whose attention_map raises NotImplementedError
-_MIXES_BY = {"WaveMix": "wavelet transforms and convolutions only", "ConvMixer": "convolutions only",
-             "ResNet": "convolutions only"}
-
-
-def _kind(module):
-    """The first class of ``module``'s MRO that ``MAP_KINDS`` describes, or None."""
-    return next((c.__name__ for c in type(module).__mro__ if c.__name__ in MAP_KINDS), None)
+NO_MAP = "no attention map"  # how a declared map_kind starts where the mixer has none
 
 
 def _mechanism(module):
-    """The described class behind a map module: itself, or the first described module inside a wrapper (a
-    ``TokenMixer2d``'s mixer); else its own class name."""
-    return next((k for k in map(_kind, module.modules()) if k), type(module).__name__)
+    """(class name, ``map_kind``) of the module whose map ``module``'s is: itself, or the first module inside a wrapper
+    (a ``TokenMixer2d``'s mixer) that declares ``map_kind``; ``module``'s class name and None where none does."""
+    declared = next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
+    return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_kind)
 
 
 def _mappers(model):
-    """(name, module) of the outermost modules with a map that can be made (mixers of ``NO_MAP`` left out)."""
-    return [(n, m) for n, m in _outermost_mappers(model) if _mechanism(m) not in NO_MAP]
-
-
-PERFORMER_KERNELS = {"softmax": "phi: positive orthogonal random features of the softmax kernel",
-                     "relu": "phi: ReLU of an orthogonal random projection",
-                     "relu-deterministic": "phi: ReLU of q and k", "exp-deterministic": "phi: exp of q and k"}
-
-
-def _sentence(kind, module):
-    """``MAP_KINDS``' sentence for ``kind``, with a Performer's own kernel filled in."""
-    text = MAP_KINDS.get(kind, "its own attention_map")
-    fast = next((m for m in module.modules() if type(m).__name__ == "FastAttention"), None)
-    kernel = getattr(fast, "kernel", None)
-    return text.format(kernel=PERFORMER_KERNELS.get(kernel, f"kernel {kernel!r}")) if "{kernel}" in text else text
+    """(name, module) of the outermost modules with a map that can be made (those declaring ``NO_MAP`` left out)."""
+    return [(n, m) for n, m in _outermost_mappers(model) if not (_mechanism(m)[1] or "").startswith(NO_MAP)]
 
 
 def map_kind(model):
-    """One line saying what ``model``'s attention maps are: the mechanism classes it has (``MAP_KINDS``' sentence
-    for each, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
+    """One line saying what ``model``'s attention maps are: the mechanism classes it has (each class's own
+    ``map_kind``, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
     without a map (FNet, MLP-Mixer, ResNet, ConvMixer, WaveMix: no module with a map that can be made) gives a
-    sentence starting "no attention map" that says why (Fourier mixing, token MLP, convolution only). Never
-    raises."""
+    sentence starting "no attention map" that says why: its mixers' own line (Fourier mixing, token MLP), or, with no
+    mixer, what the model mixes by (its class's ``mixes_by``, else convolutions). Never raises."""
     name = type(model).__name__
     try:
         name = (getattr(model, "default_cfg", None) or {}).get("name", name)
         counts, sentences = {}, {}
         for _, module in _mappers(model):
-            kind = _mechanism(module)
+            kind, sentence = _mechanism(module)
             counts[kind] = counts.get(kind, 0) + 1
-            sentences.setdefault(kind, _sentence(kind, module))
+            sentences.setdefault(kind, sentence or "its own attention_map")
         if counts:
             return f"{name}: " + "; ".join(
                 f"{c} layer{'s' * (c > 1)} of {k} ({sentences[k]})" for k, c in counts.items())
-        missing = [_mechanism(m) for _, m in _outermost_mappers(model)]
+        missing = [_mechanism(m)[1] for _, m in _outermost_mappers(model)]
         if missing:
-            return f"{MAP_KINDS[missing[0]]} ({name})"
-        how = _MIXES_BY.get(type(model).__name__, "convolution only")
-        return f"no attention map: {name} has no attention layer (it mixes by {how})"
+            return f"{missing[0]} ({name})"
+        how = getattr(model, "mixes_by", "convolutions only")
+        return f"{NO_MAP}: {name} has no attention layer (it mixes by {how})"
     except Exception as e:  # a description must never stop a page
         return f"{name}: its attention maps could not be described ({type(e).__name__}: {e})"
 
@@ -427,25 +378,17 @@ def _softmax(q, k, scale=None):
 def exact_softmax_map(mixer, x):
     """(B, h, N, N): softmax(Q K^T / sqrt(d_head)) of ``mixer``'s own queries and keys for the input ``x`` (what the
     mixer receives: (B, N, dim) tokens, or a (B, c, h, w) map for the image and map mixers), the exact map an
-    approximation replaces. Softmax, Performer, linear, image linear and shaped attention: their q, k (rotated where
-    the mixer has RoPE; the mixer's ``scale`` where it has one, so shaped attention gives its ``softmax_map``).
-    Linformer: the keys before the sequence projection (the one key head shared by all query heads). Nystrom: the
-    real tokens' q, k (q is pre-scaled there, so not scaled again). LeViT's, CvT's and vit_small's attentions are
-    exact already: their ``attention_map``. A wrapper (``TokenMixer2d``) gives its inner mixer's. FNet and the token
-    MLP have no queries and keys: ``TypeError``."""
-    kind = _kind(mixer)
-    if kind in ("LeViTAttention", "ConvAttention", "OneMapAttention"):
-        return mixer.attention_map(x)
-    if kind == "NystromAttention":
-        q, k, *_ = mixer._qkv_landmarks(x)
-        n = x.shape[1]
-        return _softmax(q[..., -n:, :], k[..., -n:, :], 1.0)
-    if kind == "LinformerAttention":
-        keys = mixer.to_k(x)
-        q, k, _ = split_heads(mixer.to_q(x), keys, keys, heads=mixer.heads, kv_heads=mixer.kv_heads, rope=mixer.rope)
-        return _softmax(q, mixer._expand(k), mixer.dim_head**-0.5)
-    if kind in ("SoftmaxAttention", "CCTAttention", "PerformerAttention", "LinearAttention", "ImageLinearAttention",
-                "ShapedAttention"):
+    approximation replaces. A mixer whose exact map is not the softmax of its ``qkv`` gives it by its own
+    ``exact_softmax_map`` method (Linformer: the keys before the sequence projection; Nystrom: the real tokens' q, k;
+    LeViT's, CvT's and vit_small's attentions, exact already: their ``attention_map``). Any other mixer with ``qkv``
+    (softmax, Performer, linear, image linear and shaped attention): softmax of its q, k (rotated where the mixer has
+    RoPE), scaled by the mixer's ``scale`` where it has one (so shaped attention gives its ``softmax_map``), else
+    d^-1/2. A wrapper (``TokenMixer2d``) gives its inner mixer's. FNet and the token MLP have no queries and keys:
+    ``TypeError``."""
+    own = getattr(mixer, "exact_softmax_map", None)
+    if own is not None:
+        return own(x)
+    if callable(getattr(mixer, "qkv", None)):
         q, k, _ = mixer.qkv(x)
         return _softmax(q, k, getattr(mixer, "scale", None))
     if isinstance(mixer, nn.Sequential):  # a wrapper: reshape, mixer, reshape back
