@@ -11,6 +11,7 @@ import vixnb
 from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.analysis import maps as maps_module
+from vixnb.analysis import sanity_checks
 from vixnb.layers.performer import FEATURES, FastAttention, orthogonal_gaussian
 
 # the mixer tests' shapes, input and (autouse) seed
@@ -494,6 +495,6 @@ def test_randomisation_check_sees_the_map_change():
 
 def test_spearman_helper():
     a = torch.randn(3, 20)
-    torch.testing.assert_close(maps_module._spearman(a, a), torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(maps_module._spearman(a, -a), -torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(maps_module._spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only
+    torch.testing.assert_close(sanity_checks._spearman(a, a), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks._spearman(a, -a), -torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks._spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only
