@@ -1,6 +1,6 @@
-"""Checks of ``vixnb.analysis.maps``: collecting maps from every family, what each family's map is, rollout, the
-measures of maps (exact values on hand-made maps), the exact softmax map and its Performer and Nystrom
-approximations, and the randomisation sanity check. CPU, small shapes."""
+"""Checks of ``vixnb.analysis``'s maps: collecting maps from every family, what each family's map is (every mixer's
+own ``map_kind``), rollout, the measures of maps (exact values on hand-made maps), the exact softmax map and its
+Performer and Nystrom approximations, and the randomisation sanity check. CPU, small shapes."""
 import math
 
 import pytest
@@ -11,7 +11,8 @@ import vixnb
 from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.analysis import maps as maps_module
-from vixnb.layers.performer import FastAttention, orthogonal_gaussian
+from vixnb.analysis import sanity_checks
+from vixnb.layers.performer import FEATURES, FastAttention, orthogonal_gaussian
 
 # the mixer tests' shapes, input and (autouse) seed
 from test_attention import DH, DIM, HEADS, N, _seed, x_input  # noqa: F401,E402
@@ -253,7 +254,8 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
     assert maps and all(key in modules for key in maps)
     for key, a in maps.items():
         assert a.dim() == 4 and a.shape[0] == 1 and a.shape[-1] == a.shape[-2]
-        assert maps_module._mechanism(modules[key]) in kind
+        mechanism, declared = maps_module._mechanism(modules[key])
+        assert f"of {mechanism} ({declared})" in kind  # the mixer's own map_kind
         if rows is not None:
             torch.testing.assert_close(a.sum(dim=-1), torch.ones(a.shape[:-1]), atol=rows, rtol=0)
     side = math.isqrt(list(maps.values())[-1].shape[-1])
@@ -301,6 +303,99 @@ def test_has_skip():
     assert not M.has_skip(vixnb.create_model("vit_small_simplified", depth=1))
     assert M.has_skip(vixnb.create_model("vit", depth=1))
     assert M.has_skip(vixnb.create_model("vit_small_vanilla", depth=1))
+
+
+@pytest.fixture(scope="module")
+def registered():
+    """Every registered model, built on the meta device (the caller's RNG untouched)."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return {name: vixnb.create_model(name) for name in vixnb.list_models()}
+
+
+def test_every_mixer_class_declares_its_map(registered):
+    """Every class with an ``attention_map`` in a registered model or among ``layers.MIXERS`` says on itself what
+    its map is (``map_kind``, not inherited), or is a wrapper (a Sequential) of one mixer that does."""
+    found = {}
+    with torch.device("meta"):
+        built = [A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for kind in A.list_kinds()]
+    for model in [*registered.values(), *built]:
+        for module in model.modules():
+            if M.has_attention_map(module):
+                found.setdefault(type(module), module)
+    assert {"SoftmaxAttention", "CCTAttention", "OneMapAttention", "LeViTAttention", "ConvAttention",
+            "PerformerAttention", "FastAttention", "LinformerAttention", "NystromAttention", "LinearAttention",
+            "ImageLinearAttention", "ShapedAttention", "FourierMixer", "TokenMLP", "TokenMixer2d"} <= {
+        c.__name__ for c in found}
+    for cls, module in found.items():
+        if "map_kind" in vars(cls):
+            assert isinstance(module.map_kind, str) and module.map_kind, cls.__name__
+        else:  # a wrapper: its map is its one mixer's
+            assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_kind"
+            inner = [m for m in module if M.has_attention_map(m)]
+            assert len(inner) == 1 and "map_kind" in vars(type(inner[0])), cls.__name__
+
+
+def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registered):
+    for name, model in registered.items():
+        kind = M.map_kind(model)
+        mappers = maps_module._outermost_mappers(model)
+        declared = [maps_module._mechanism(m)[1] for _, m in mappers]
+        assert all(declared), name
+        if not mappers:
+            assert kind.startswith(f"no attention map: {name} has no attention layer (it mixes by "), kind
+        elif all(d.startswith("no attention map") for d in declared):
+            assert kind == f"{declared[0]} ({name})"
+        else:
+            assert kind.startswith(f"{name}: ") and all(d in kind for d in declared), kind
+    assert "wavelet" in M.map_kind(registered["wavemix_5"])
+
+
+def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
+    """A mixer unknown to ``analysis`` is described by its own ``map_kind``; one declaring no map has none."""
+
+    class Keep(nn.Module):
+        map_kind = "each token keeps itself (the identity)"
+
+        def attention_map(self, x):
+            return torch.eye(x.shape[1]).expand(x.shape[0], 1, -1, -1)
+
+        def forward(self, x):
+            return x
+
+    class Opaque(nn.Module):
+        map_kind = "no attention map: an opaque operator"
+
+        def attention_map(self, x):
+            raise NotImplementedError(self.map_kind)
+
+        def forward(self, x):
+            return x
+
+    class Stack(nn.Module):
+        def __init__(self, mixer):
+            super().__init__()
+            self.mixers = nn.ModuleList([mixer(), mixer()])
+
+        def forward(self, x):
+            for m in self.mixers:
+                x = m(x) + x
+            return x
+
+    x = x_input()
+    model = Stack(Keep)
+    assert M.map_kind(model) == "Stack: 2 layers of Keep (each token keeps itself (the identity))"
+    maps = M.attention_maps(model, x)
+    assert list(maps) == ["mixers.0", "mixers.1"] and torch.equal(maps["mixers.1"], Keep().attention_map(x))
+    opaque = Stack(Opaque)
+    assert M.map_kind(opaque) == "no attention map: an opaque operator (Stack)"
+    with pytest.raises(ValueError, match="an opaque operator"):
+        M.attention_maps(opaque, x)
+
+
+def test_performer_map_kind_names_its_kernel():
+    for kernel, phi in FEATURES.items():
+        kind = M.map_kind(tiny_vit(depth=1, mixer="performer", kernel=kernel))
+        assert f"PerformerAttention (Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi});" in kind
 
 
 # ---------------------------------------------------------------- collecting maps
@@ -400,6 +495,6 @@ def test_randomisation_check_sees_the_map_change():
 
 def test_spearman_helper():
     a = torch.randn(3, 20)
-    torch.testing.assert_close(maps_module._spearman(a, a), torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(maps_module._spearman(a, -a), -torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(maps_module._spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only
+    torch.testing.assert_close(sanity_checks._spearman(a, a), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks._spearman(a, -a), -torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks._spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only

@@ -1,23 +1,28 @@
 """Analysis of trained models: where they look, and how different the maps of the mechanisms are.
 
-- ``maps``: attention maps of any model, collected by mixer type (``attention_maps``), what each mechanism's map
-  is (``map_kind``), attention rollout, and the measures of maps (row entropy, diagonal prominence, attention
-  distance, distance to the exact softmax map).
+- ``maps``: attention maps of any model, collected by mixer type (``attention_maps``), and what each mechanism's map
+  is (``map_kind``, from the ``map_kind`` every mixer declares).
+- ``map_measures``: attention rollout and the measures of maps (row entropy, diagonal prominence, attention
+  distance).
+- ``approximations``: the exact softmax map of a mixer's queries and keys, the Performer's and Nystromformer's maps
+  from given ones, and their distance to it.
+- ``sanity_checks``: the model-randomisation check of a map.
 - ``attribution``: captum's attributions (Integrated Gradients, Occlusion, Grad-CAM) of any family, their
   agreement, and deletion/insertion curves.
 - ``records``: the fixed image panel every page uses, and the stored measurements the chapters read.
 """
+from .approximations import approximation_errors, exact_softmax_map, map_distance, nystrom_map, performer_map
 from .attribution import (TokensToGrid, attribute, attribution_measures, deletion_insertion, gradcam_layer,
                           rank_agreement)
-from .maps import (MAP_KINDS, approximation_errors, attention_distance, attention_maps, attention_rollout,
-                   centre_query, class_token_map, collect_attention_maps, diagonal_prominence, exact_softmax_map,
-                   has_attention_map, has_skip, map_distance, map_kind, nystrom_map, performer_map,
-                   randomisation_check, rollout, row_entropy)
+from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_map, diagonal_prominence,
+                           rollout, row_entropy)
+from .maps import attention_maps, collect_attention_maps, has_attention_map, has_skip, map_kind
 from .records import (attention_record, model_maps, panel, panel_images, record_stale, study_runs, study, study_map_kinds, study_record,
                       study_record_name, study_settings)
+from .sanity_checks import randomisation_check
 
 __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insertion", "gradcam_layer", "rank_agreement",
-           "MAP_KINDS", "approximation_errors", "attention_distance", "attention_maps", "attention_record",
+           "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_map", "collect_attention_maps", "diagonal_prominence",
            "exact_softmax_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_maps",
            "nystrom_map", "panel", "performer_map", "randomisation_check", "record_stale", "rollout", "row_entropy",

@@ -195,7 +195,7 @@ def rank_agreement(maps):
     """``{"methods": [...], "matrix": M x M}``: Spearman's rank correlation between each pair of methods' maps
     (``{method: (b, h, w)}``) of the same image, averaged over the images (ranks by sorting: ties, rare in real
     attributions, broken by position)."""
-    from .maps import _spearman
+    from .sanity_checks import _spearman
 
     names = list(maps)
     matrix = [[float(_spearman(maps[a].double(), maps[b].double()).mean()) for b in names] for a in names]
@@ -236,7 +236,7 @@ def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_bat
     """One model's attributions of its predicted classes on normalised images ``x``, JSON-ready: for each of
     ``methods`` the maps of the first ``show`` images (each divided by its maximum, 4 decimals), IG's convergence
     delta, the deletion and insertion curves and their areas per image, and the methods' ``rank_agreement``."""
-    from .maps import rounded
+    from .map_measures import rounded
 
     with _evaluating(model), torch.no_grad():
         target = model(x).argmax(dim=-1)

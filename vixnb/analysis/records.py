@@ -22,7 +22,8 @@ import torch
 from ..results.policy import training_policy
 
 from .. import layers
-from .maps import class_token_map, collect_attention_maps, diagonal_prominence, rounded
+from .map_measures import class_token_map, diagonal_prominence, rounded
+from .maps import collect_attention_maps
 
 
 def panel(dataset="cifar10", per_class=2, *, labels=None):
@@ -279,7 +280,7 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
     Nystrom approximations' distance to the model's own exact softmax maps."""
     from ..data import normalize
-    from . import maps as M
+    from .. import analysis as M
 
     x = normalize(images)
     layer_maps = M.attention_maps(model, x)
@@ -310,7 +311,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     "never": its plan trains first) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
     cap ``{"status": "not kept", ...}``."""
     from ..results import provenance
-    from . import maps as M
+    from .. import analysis as M
 
     s, conf = study(), study_settings(profile)
     used, indices, images, labels = _panel_images(profile)

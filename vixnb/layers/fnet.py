@@ -10,13 +10,14 @@ from torch import nn
 
 
 class FourierMixer(nn.Module):
+    map_kind = ("no attention map: FNet's Fourier mixing (the real part of a 2-D FFT over tokens and channels) is "
+                "a fixed operator with no token-to-token matrix")
+
     def __init__(self, *, dim=None, heads=None, dim_head=None, seq_len=None):
         super().__init__()
 
     def attention_map(self, x):
-        raise NotImplementedError(
-            "FNet has no attention map: Re(FFT2) mixes tokens and channels together by a fixed operator "
-            "with no token-to-token matrix; use gradient attributions instead")
+        raise NotImplementedError(f"{self.map_kind}; use gradient attributions instead")
 
     def forward(self, x):
         # FFTs run in fp32 (or fp64): half-precision FFTs are limited to power-of-two sizes

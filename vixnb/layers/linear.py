@@ -53,6 +53,9 @@ def linear_attention_map(q, k, feature_map="elu", *, eps=1e-6, norm_queries=True
 
 
 class LinearAttention(nn.Module):
+    map_kind = ("linear attention's normalised kernel product phi(Q) phi(K)^T, phi = elu + 1 (feature map "
+                "'softmax': softmax of q over channels times softmax of k over tokens); rows sum to 1")
+
     def __init__(self, *, dim, heads=4, dim_head=32, feature_map="elu", eps=1e-6, qkv_bias=False, dropout=0.0,
                  rope=None, seq_len=None):
         super().__init__()
@@ -78,6 +81,9 @@ class LinearAttention(nn.Module):
 
 class ImageLinearAttention(nn.Module):
     """CLTV's linear attention on (b, dim, height, width) feature maps (not a token mixer: use directly)."""
+
+    map_kind = ("CLTV's image linear attention over the feature map's pixels: softmax of q over channels "
+                "times softmax of k over pixels; rows sum to 1")
 
     def __init__(self, dim, *, heads=4, dim_head=32, dim_out=None, kernel_size=3, feature_map="softmax",
                  norm_queries=True, eps=1e-6):

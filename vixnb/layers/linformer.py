@@ -22,6 +22,10 @@ def _uniform(rows, cols):
 
 
 class LinformerAttention(nn.Module):
+    map_kind = ("Linformer's softmax over the k projected keys (n x k), lifted to n x n through the value "
+                "projection: the operator applied to the values, whose rows need not sum to 1 and whose "
+                "entries can be negative")
+
     def __init__(self, *, dim, seq_len, heads=4, dim_head=32, k=64, share_kv=True, one_kv_head=True,
                  dropout=0.0, rope=None, qkv_bias=False):
         super().__init__()
@@ -72,6 +76,13 @@ class LinformerAttention(nn.Module):
         operator actually applied to the values (rows need not sum to 1)."""
         attn = self.projected_attention_map(x)
         return attn @ self.projections(x.shape[1])[1].T.to(attn.dtype)
+
+    def exact_softmax_map(self, x):
+        """(b, h, n, n): softmax(Q K^T / sqrt(d)) of the keys before the sequence projection (the key head shared by
+        the query heads where there is one), the map ``attention_map`` approximates."""
+        keys = self.to_k(x)
+        q, k, _ = split_heads(self.to_q(x), keys, keys, heads=self.heads, kv_heads=self.kv_heads, rope=self.rope)
+        return (q @ self._expand(k).transpose(-1, -2) * self.dim_head**-0.5).softmax(dim=-1)
 
     def forward(self, x):
         q, k, v = self.qk_v(x)

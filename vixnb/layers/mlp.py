@@ -9,6 +9,8 @@ from torch import nn
 
 
 class TokenMLP(nn.Sequential):
+    map_kind = "no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token matrix"
+
     def __init__(self, *, seq_len, expansion_factor=4, dropout=0.0, dim=None, heads=None, dim_head=None):
         if seq_len is None:
             raise ValueError("the token MLP needs seq_len (the number of tokens)")
@@ -17,6 +19,4 @@ class TokenMLP(nn.Sequential):
                          nn.Conv1d(hidden, seq_len, 1), nn.Dropout(dropout))
 
     def attention_map(self, x):
-        raise NotImplementedError(
-            "the MLP-Mixer token MLP has no attention map (a nonlinear MLP across tokens, no token-to-token "
-            "matrix); use gradient attributions instead")
+        raise NotImplementedError(f"{self.map_kind}; use gradient attributions instead")

@@ -189,6 +189,11 @@ class TokenConv(nn.Conv2d):
 
 
 class NystromAttention(nn.Module):
+    map_kind = ("Nystromformer's factor product softmax(Q L_k^T) pinv(softmax(L_q L_k^T)) softmax(L_q K^T) "
+                "(L: segment-mean landmarks, pinv by Moore-Penrose iterations) on the real tokens; rows sum to "
+                "about 1 (less where the sequence is front-padded), entries can be negative; the residual "
+                "conv over the values is not in it")
+
     def __init__(self, *, dim, heads=4, dim_head=32, num_landmarks=64, pinv_iterations=6, residual=True,
                  residual_conv_kernel=33, dropout=0.0, rope=None, seq_len=None, fused=True, res_conv_impl="auto",
                  compile_pinv=False, pinv_backward="manual", rope_over_padding=False):
@@ -242,6 +247,13 @@ class NystromAttention(nn.Module):
         n = x.shape[1]
         a1, a2_inv, a3, _ = self.factors(x)
         return (a1 @ a2_inv @ a3)[..., -n:, -n:]
+
+    def exact_softmax_map(self, x):
+        """(b, h, n, n): softmax(Q K^T / sqrt(d)) of the real tokens' queries (scaled already) and keys, the map
+        ``attention_map`` approximates."""
+        n = x.shape[1]
+        q, k, *_ = self._qkv_landmarks(x)
+        return (q[..., -n:, :] @ k[..., -n:, :].transpose(-1, -2)).softmax(dim=-1)
 
     def forward(self, x):
         n = x.shape[1]

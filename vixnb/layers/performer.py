@@ -29,7 +29,10 @@ from torch import nn
 
 from .heads import merge_heads, split_heads
 
-KERNELS = ("softmax", "relu", "relu-deterministic", "exp-deterministic")
+FEATURES = {"softmax": "phi: positive orthogonal random features of the softmax kernel",  # each kernel's phi
+            "relu": "phi: ReLU of an orthogonal random projection",
+            "relu-deterministic": "phi: ReLU of q and k", "exp-deterministic": "phi: exp of q and k"}
+KERNELS = tuple(FEATURES)
 
 
 def orthogonal_gaussian(rows, cols, *, generator=None, device=None):
@@ -91,6 +94,9 @@ def local_window_attention(q, k, v, window, *, scale=None, look_backward=1, look
 
 class FastAttention(nn.Module):
     """Kernelised attention: softmax(QK^T)V approximated by phi(Q) (phi(K)^T V), normalised."""
+
+    map_kind = ("Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
+                "deterministic exp kernel)")
 
     def __init__(self, *, dim_head, nb_features=None, kernel="softmax", feature_redraw_interval=None, kernel_eps=1e-3):
         super().__init__()
@@ -155,6 +161,13 @@ class PerformerAttention(nn.Module):
         self.to_v = nn.Linear(dim, inner, bias=qkv_bias)
         self.to_out = nn.Linear(inner, dim)
         self.dropout = nn.Dropout(dropout)
+
+    @property
+    def map_kind(self):
+        """What ``attention_map`` is, with this layer's kernel."""
+        phi = FEATURES[self.fast_attention.kernel]
+        return (f"Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi}); local heads, where there are "
+                "any, give their exact windowed softmax")
 
     def qkv(self, x):
         return split_heads(self.to_q(x), self.to_k(x), self.to_v(x), heads=self.heads, rope=self.rope)

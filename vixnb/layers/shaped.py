@@ -62,6 +62,9 @@ def shaped_ratios(model):
 
 
 class ShapedAttention(nn.Module):
+    map_kind = ("shaped attention alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta "
+                "[- gamma], the identity playing the skip connection's role")
+
     def __init__(self, *, dim, heads=4, dim_head=32, init="uniform", layer_index=None, depth=None, alpha=None,
                  beta=None, qk_bias=True, centering=False, fused=True, rope=None, seq_len=None):
         super().__init__()

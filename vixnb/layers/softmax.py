@@ -13,6 +13,8 @@ from .heads import merge_heads, split_heads
 
 
 class SoftmaxAttention(nn.Module):
+    map_kind = "exact softmax(QK^T/sqrt(d)) over all tokens; rows sum to 1"
+
     def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, fused=True, rope=None, seq_len=None,
                  qkv_bias=False):
         super().__init__()

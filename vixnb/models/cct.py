@@ -52,6 +52,9 @@ class CCTAttention(SoftmaxAttention):
     """ViT's softmax attention (``layers.SoftmaxAttention``: fused qkv Linear without bias, output Linear with
     bias) with dropout ``attn_dropout`` on the attention weights, as CCT's own ``Attention`` class has."""
 
+    map_kind = ("CCT's exact softmax(QK^T/sqrt(d)) over all tokens (its dropout on the weights acts only in "
+                "training); rows sum to 1")
+
     def __init__(self, *, attn_dropout=0.0, **options):
         super().__init__(**options)
         self.attn_dropout = attn_dropout

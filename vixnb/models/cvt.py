@@ -105,6 +105,9 @@ class ConvAttention(nn.Module):
     ``fused=False`` forms the ((b h), n, n) matrix through ``self.attend`` (``nn.Softmax``) as the authors'
     code does."""
 
+    map_kind = ("CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
+                "separable convs; rows sum to 1")
+
     def __init__(self, dim, *, heads=4, dim_head=64, proj_kernel=3, kv_proj_stride=1, dropout=0.0, fused=True):
         super().__init__()
         inner = heads * dim_head
@@ -124,6 +127,8 @@ class ConvAttention(nn.Module):
         a = (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
         return rearrange(a, "(b h) i j -> b h i j", h=self.heads)
 
+    exact_softmax_map = attention_map  # the map is the exact softmax
+
     def forward(self, x):
         q, k, v = self.qkv(x)
         if self.fused:
@@ -134,7 +139,8 @@ class ConvAttention(nn.Module):
 
 
 class TokenMixer2d(nn.Sequential):
-    """A token mixer of ``layers`` on a (b, c, h, w) map: flatten to (b, h*w, c), mix, unflatten."""
+    """A token mixer of ``layers`` on a (b, c, h, w) map: flatten to (b, h*w, c), mix, unflatten. Its map, and what
+    the map is (``map_kind``), are its mixer's."""
 
     def __init__(self, mixer, side):
         super().__init__(Rearrange("b c h w -> b (h w) c"), mixer, Rearrange("b (h w) c -> b c h w", h=side))

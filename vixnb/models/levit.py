@@ -52,6 +52,9 @@ class LeViTAttention(nn.Module):
     does. ``fused=True`` calls ``scaled_dot_product_attention``; ``False`` forms the (s*s)^2 matrix through
     an ``nn.Softmax`` module, the path that reproduces "Size (MB)"."""
 
+    map_kind = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
+                "by 1x1 conv + BatchNorm; rows sum to 1")
+
     def __init__(self, *, dim, fmap_size, heads=4, dim_key=32, dim_value=32, dropout=0.0, pos_bias=False, fused=True):
         super().__init__()
         self.heads, self.scale, self.fused = heads, dim_key**-0.5, fused
@@ -93,6 +96,8 @@ class LeViTAttention(nn.Module):
         """(b, h, n, n) over the s*s positions of the map, rows summing to 1."""
         q, k, _ = self.qkv(x)
         return self.logits(q, k).softmax(dim=-1)
+
+    exact_softmax_map = attention_map  # the map is the exact softmax
 
     def forward(self, x):
         q, k, v = self.qkv(x)

@@ -53,6 +53,9 @@ class OneMapAttention(nn.Module):
     """Softmax attention with one map per layer: q, k project to ``dim_head`` channels (bias), the map applies
     to full-width values V(x), then O (both Linear with bias)."""
 
+    map_kind = ("vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
+                "every channel (h = 1); rows sum to 1")
+
     def __init__(self, *, dim, dim_head, fused=True):
         super().__init__()
         self.scale, self.fused = dim_head**-0.5, fused
@@ -63,6 +66,8 @@ class OneMapAttention(nn.Module):
     def attention_map(self, x):
         """(b, 1, n, n): the one map of the layer."""
         return self.attend(self.to_q(x) @ self.to_k(x).transpose(-1, -2) * self.scale).unsqueeze(1)
+
+    exact_softmax_map = attention_map  # the map is the exact softmax
 
     def forward(self, x):
         q, k, v = self.to_q(x), self.to_k(x), self.to_v(x)
