@@ -5,7 +5,8 @@ from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .compare import PAPER_COMPARABLE_GPU, results_beside_paper, rows_beside_paper
 from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, seed_comparison,
                       speed, speed_name, speed_table, study_measurement, summarize_runs, table_results)
-from .claim_figures import claim_list, claims_section, ledger, ours_from_store, seed_statistic
+from .claim_figures import claim_list, claims_section, ledger, ours_from_store
+from .metrics import seed_statistic
 from .cost import not_yet_run
 from .figures import (accuracy_against_cost, attention_map_panels, band_curves, bars_beside_paper, curves_beside_paper,
                       identity_share_trajectories, map_grid,
