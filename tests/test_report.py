@@ -275,3 +275,29 @@ def test_results_beside_paper_with_an_empty_store_has_every_column(fake_gpu):
     assert frames["measured"][report.PAPER_COMPARABLE_GPU].isna().all()
     assert report.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}
     assert frames["memory"].loc["ViT", ("GPU GB, batch 64, authors' path", "ours")] == "not yet measured"
+
+
+def test_the_protocol_of_a_run_config_in_words():
+    from vixnb.report.protocol import protocol_rows
+
+    dual = protocol_rows(run_config("cnv_5_4", profile="budget"))
+    assert dual["optimizer"].startswith("DualOpT: AdamW (lr 0.001, weight decay 0.01) until 20 epochs pass")
+    assert dual["epochs"].startswith("capped at 10, the AdamW phase at 5 of them")
+    assert (dual["schedule"], dual["augmentation"], dual["batch size"]) == ("constant", "none", 32)
+    assert "gradient norms" not in dual and "post-training" not in dual
+    assert protocol_rows(run_config("cnv_5_4", profile="paper"))["epochs"] == \
+        "until the SGD phase's patience runs out, at most 1000"
+    post = protocol_rows(run_config("cnv_5_4", profile="budget", post_train_epochs=4, randaugment=[1, 1]))
+    assert post["post-training"].endswith("at most 4 epochs")
+    assert post["augmentation"] == "RandAugment (num_ops 1, magnitude 1)"
+    blog = protocol_rows(run_config("vit_small_simplified", profile="paper"))
+    assert blog == {"optimizer": "AdamW, lr 0.003, weight decay 0.01", "schedule": "cosine",
+                    "augmentation": "hflip, vflip, rotate ±15°", "batch size": 256, "epochs": 50, "precision": "fp32",
+                    "epoch reported": "the best test top-1 (the test set after every epoch; no validation split)",
+                    "gradient norms": "every 10 steps"}
+    assert protocol_rows(run_config("vit_b16_224", profile="budget"))["optimizer"] == \
+        "AdamW, lr 0.0001, weight decay 0 (Adam)"
+    fixed = protocol_rows(run_config("vit", profile="budget", protocol="fixed"))
+    assert fixed["epoch reported"].startswith("the best on 5000 held-out training images")
+    html = report.protocol_table("vit_b16_224", "smoke", rows={"input": "32 px"}, input_size=32).to_html()
+    assert "smoke profile" in html and "32 px" in html and "batch size" in html

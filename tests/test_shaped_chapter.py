@@ -8,7 +8,7 @@ from vixnb import papers, plan, report
 from vixnb.analysis import panel
 from vixnb.cli import parser
 from vixnb.profiles import table_runs
-from vixnb.report.claim_figures import RUN_STATISTICS
+from vixnb.report.metrics import RUN_STATISTICS
 
 
 def test_a_row_name_means_one_run_in_every_table():

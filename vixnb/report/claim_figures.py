@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import numbers
-import statistics
 
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS,
-                           COUNTED_METRICS, RUN_METRICS, SEED_METRICS, in_sections, paper_claims,
-                           parse_claim)
+from .claim_schema import in_sections, paper_claims, parse_claim
 from .claim_verdicts import claims
 from ..models import list_models, model_cfg
 from ..profiles import row_runs
-from .collect import PER_SEED, collect_runs, current_counts, gpu_memory_rows
+from .collect import collect_runs, current_counts, gpu_memory_rows
+from .metrics import (COUNTED_METRICS, EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, RUN_STATISTICS,
+                      SEED_METRICS, number_or_none as _number_or_none)
 
 
 def _paper_keys():
@@ -75,12 +74,12 @@ def _stored_seeds(stored, config):
     return sorted({r["config"]["seed"] for r in stored if same(r.get("config"))})
 
 
-def _best_runs(runs, *, dataset, profile, compute, store, stored):
-    """``({name: best run}, {name: [done runs]}, records)``: for each run ``{name: (model, settings)}``, its
-    stored seeds (seed 0 where none is stored), the best by top-1, every seed done, and every record looked at."""
+def _done_runs(runs, *, dataset, profile, compute, store, stored):
+    """``({name: [done runs]}, records)``: for each run ``{name: (model, settings)}``, its stored seeds (seed 0
+    where none is stored), every seed done with a top-1, and every record looked at."""
     from ..profiles import run_config
 
-    best, done_runs, records = {}, {}, []
+    done_runs, records = {}, []
     for name, (model, settings) in runs.items():
         if model not in list_models():
             records.append({"status": "not yet run", "reason": f"{model!r} is not a vixnb model"})
@@ -91,94 +90,17 @@ def _best_runs(runs, *, dataset, profile, compute, store, stored):
         records.extend(found)
         done = [r for r in found if r.get("status") == "done" and isinstance(r.get("top1"), numbers.Real)]
         if done:
-            best[name], done_runs[name] = max(done, key=lambda r: r["top1"]), done
-    return best, done_runs, records
-
-
-def _mean(values):
-    values = [v for v in values if isinstance(v, numbers.Real)]
-    return sum(values) / len(values) if values else None
-
-
-def _seconds_after_first(run, key):
-    """Mean of the history's ``key`` seconds (epoch 1 left out: start-up; all of them for a one-epoch run); None
-    where an entry lacks it (runs stored before it was recorded) or for a member of an ensemble, whose seconds are
-    the whole ensemble's."""
-    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
-        return None
-    times = [h.get(key) for h in run["history"]]
-    later = times[1:] or times
-    return None if not later or None in later else sum(later) / len(later)
-
-
-def _epoch_seconds(run):
-    """Mean training seconds per epoch (``_seconds_after_first``)."""
-    return _seconds_after_first(run, "seconds")
-
-
-def _test_seconds(run):
-    """Mean seconds of one evaluation pass over the test set (``_seconds_after_first``)."""
-    return _seconds_after_first(run, "eval_seconds")
-
-
-def _transfer_top1(run):
-    return (run.get("transfer") or {}).get("top1")
-
-
-def _best_epoch_loss(run):
-    """The test loss of the epoch whose top-1 the run reports (``best_epoch``), where the history records it."""
-    entry = next((h for h in run["history"] if h["epoch"] == run.get("best_epoch")), None)
-    return entry.get("select_loss") if entry else None
-
-
-def _first_last(entry, key):
-    values = entry.get(key)
-    return (values[0], values[-1]) if values else None
-
-
-def _identity_share(run):
-    pairs = run["history"][-1].get("alpha_beta")
-    if not pairs:
-        return None
-    if not all(a + b for a, b in (pairs[0], pairs[-1])):
-        return None
-    return 100 * (pairs[0][0] / sum(pairs[0]) - pairs[-1][0] / sum(pairs[-1]))
-
-
-def _grad_ratio(run):
-    ends = _first_last(run["history"][0], "grad_norms")
-    return ends[0] / ends[1] if ends and ends[1] else None
-
-
-#: metric -> its figure from the done runs (every stored seed) of one configuration (``SEED_METRICS``)
-RUN_STATISTICS = {
-    "top1_mean": lambda runs: _mean([PER_SEED["top1"][1](r) for r in runs]),
-    "train_acc_final": lambda runs: _mean([PER_SEED["train_acc_final"][1](r) for r in runs]),
-    "train_acc_final_std": lambda runs: (statistics.stdev([PER_SEED["train_acc_final"][1](r) for r in runs])
-                                         if len(runs) > 1 else None),
-    "epoch_s": lambda runs: _mean([_epoch_seconds(r) for r in runs]),
-    "grad_norm_first_last": lambda runs: _mean([_grad_ratio(r) for r in runs]),
-    "identity_share_first_last": lambda runs: _mean([_identity_share(r) for r in runs]),
-    "run_gpu_gb": lambda runs: _mean([r.get("gpu_gb_reserved") for r in runs]),
-    "top1_main": lambda runs: max((PER_SEED["top1_main"][1](r) for r in runs), default=None),
-    "test_s": lambda runs: _mean([_test_seconds(r) for r in runs]),
-    "top1_transfer": lambda runs: _mean([_transfer_top1(r) for r in runs]),
-    "test_loss": lambda runs: _mean([_best_epoch_loss(r) for r in runs]),
-    "top1_last": lambda runs: _mean([r["history"][-1]["select_top1"] for r in runs]),
-}
-
-
-def _number_or_none(value):
-    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+            done_runs[name] = done
+    return done_runs, records
 
 
 def ours_from_store(paper_key, profile, *, compute="never", store=None, count_flops=True, sections=None):
     """Our figures for the claims of ``paper_key`` in ``profile``, from the results store: ``(ours, records)``.
 
-    ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (see ``METRICS``):
-    for every model of the tables the claims read, the stored training runs on that table's dataset
-    (``runs.run`` under ``compute``; default "never": only read the store) and the best top-1 over the stored
-    seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
+    ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (``metrics.METRICS``
+    says where each comes from): for every model of the tables the claims read, the stored training runs on that
+    table's dataset (``runs.run`` under ``compute``; default "never": only read the store) and the best top-1 over
+    the stored seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
     stored GPU-memory measurements of the paper's chapters at its GPU batch (``collect.gpu_memory_rows``:
     ``vix-gpu-memory-<dataset>-b64`` and its later parts), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
     paper-comparable figure: the authors' execution path, reserved memory being what nvidia-smi shows); the
@@ -203,18 +125,18 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     for dataset, need in _needs(paper_key, sections).items():
         figures = ours.setdefault(dataset, {m: {} for m in need["models"]})
         metrics, models = need["metrics"], need["models"]
-        if metrics & {*RUN_METRICS, *SEED_METRICS}:
+        if metrics & set(SEED_METRICS):
             # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
             resolved = row_runs(paper_key, profile)
             made = {name: resolved.get(name, run) for name, run in need["runs"].items()}
-            best, done, runs = _best_runs(made, dataset=dataset, profile=profile, compute=compute,
-                                          store=store, stored=stored)
+            done, runs = _done_runs(made, dataset=dataset, profile=profile, compute=compute, store=store,
+                                    stored=stored)
             for record in runs:
                 keep(record)
-            for model, record in best.items():
-                figures[model].update(top1=_number_or_none(record.get("top1")), top5=_number_or_none(record.get("top5")))
-                for metric in metrics & set(SEED_METRICS):
-                    figures[model][metric] = _number_or_none(RUN_STATISTICS[metric](done[model]))
+            # top-1 and top-5 of the best run always, with every other seed metric the claims read
+            wanted = [m for m in SEED_METRICS if m in metrics or m in ("top1", "top5")]
+            for model, seed_runs in done.items():
+                figures[model].update({m: _number_or_none(RUN_STATISTICS[m](seed_runs)) for m in wanted})
         if metrics & set(COUNTED_METRICS):
             convention = papers.params_convention(paper_key)
             for model in models:
@@ -272,15 +194,6 @@ def ledger(profile, *, compute="never", store=None, count_flops=True):
         ours, records = ours_from_store(key, profile, compute=compute, store=store, count_flops=count_flops)
         out[key] = {"frame": claims(key, ours, profile=profile), "records": records}
     return out
-
-
-def seed_statistic(metric, runs):
-    """One of ``RUN_STATISTICS`` (``epoch_s``, ``train_acc_final``, ...) over the done training records ``runs``
-    (every seed of one configuration), or None where it cannot be had."""
-    if metric not in RUN_STATISTICS:
-        raise ValueError(f"metric={metric!r}: use one of {', '.join(RUN_STATISTICS)}")
-    done = [r for r in runs if r.get("status") == "done" and r.get("history")]
-    return _number_or_none(RUN_STATISTICS[metric](done)) if done else None
 
 
 def claims_section(paper_key, profile, *, sections=None, compute="never"):

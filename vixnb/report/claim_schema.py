@@ -23,7 +23,7 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
 ``metric``
     the per-model metric of ``relative_gain`` / ``point_gain`` / ``ratio`` / ``value``: a column of the
     paper's table (``top1``, ``top5``, ``params``, ``size_mb``, ``gpu_gb``) or another metric of ours
-    (``METRICS``).
+    (``metrics.METRICS``).
 ``a``, ``b``
     a model or a list of models. With one model on a side it pairs with each model of the other; with
     lists on both sides ``pairs`` says how: ``zip`` (in order: a[i] with b[i]) or ``cross`` (every a with
@@ -58,7 +58,7 @@ model names before claims on it can be checked against our runs.
 
 ``ours`` is ``{model: {metric: value}}`` (our figures on the claim's dataset), or, for several datasets,
 ``{dataset: {model: {metric: value}}}``; a value that is not a number (None, a reason) counts as missing.
-``ours_from_store`` builds it from the results store (``METRICS`` says where each metric comes from).
+``ours_from_store`` builds it from the results store (``metrics.METRICS`` says where each metric comes from).
 """
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ import numbers
 from fractions import Fraction
 
 from .. import papers
+from .metrics import METRICS, metric_unit
 
 #: op -> symbol on the page
 OPS = {"approx": "≈", "at_least": "≥", "at_most": "≤", "greater": ">", "less": "<"}
@@ -75,69 +76,6 @@ PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
 FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "a", "b", "pairs", "over", "x",
           "y", "models", "table", "dataset", "printed", "reading", "not_testable"}
-
-#: metric -> (label on the page, unit of a difference, where ``ours_from_store`` takes it from)
-METRICS = {
-    "top1": ("top-1", "points", "best top-1 over the stored seeds of the run (runs.run)"),
-    "top5": ("top-5", "points", "top-5 of the run with the best top-1"),
-    "params": ("parameters", "parameters", "the paper's parameter convention, counted on the model as built today"),
-    "size_mb": ("Size (MB)", "MB", "the paper's Size (MB) convention, measured on the model as built today"),
-    "gpu_gb": ("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU batch "
-                               "(64; cxv: 32) on the authors' execution path, the paper-comparable figure"),
-    "gpu_gb_fused": ("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement"),
-    "train_gb": ("training memory", "GB", "GPU GB allocated, authors (fp32) of the batch-64 measurement "
-                                          "(max_memory_allocated, the favor paper's training memory)"),
-    "train_gb_fused": ("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 measurement"),
-    "gflops": ("GFLOPs", "GFLOPs", "counted from the model definition in the favor paper's convention "
-                                   "(vixnb.measure.flops, favor_gflops)"),
-    "top1_mean": ("mean top-1", "points", "the mean over the stored seeds of each run's top-1"),
-    "train_acc_final": ("final training accuracy", "points", "training accuracy of the last epoch (the batches' mean "
-                        "while training, augmented), mean over the stored seeds"),
-    "train_acc_final_std": ("spread of the final training accuracy", "points",
-                            "standard deviation over the stored seeds of the last epoch's training accuracy"),
-    "epoch_s": ("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the stored seeds "
-                "trained as separate runs (an ensemble's seconds are all its members')"),
-    "grad_norm_first_last": ("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm over the "
-                             "last layer's in epoch 1 (sampled steps), mean over the stored seeds"),
-    "identity_share_first_last": ("identity share, first minus last layer", "points of share",
-                                  "alpha/(alpha+beta) of the first layer minus that of the last, after the last "
-                                  "epoch, mean over the stored seeds"),
-    "run_gpu_gb": ("the run's peak GPU memory", "GB", "GPU GB reserved at the peak of the training run itself (the "
-                   "protocol's batch size, the run's precision), mean over the stored seeds"),
-    "top1_main": ("top-1 before post-training", "points", "the best top-1 of the main stage (before post-training), "
-                  "best over the stored seeds"),
-    "train_step_ms": ("training-step time", "ms", "train step ms (authors) of the stored efficiency measurement"),
-    "ms_per_image": ("inference time", "ms", "ms per image (authors) of the stored efficiency measurement"),
-    "infer_gb": ("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement"),
-    "test_s": ("test-pass time", "s", "seconds of one evaluation pass over the test set (epoch 1 left out), mean over "
-               "the stored seeds trained as separate runs"),
-    "test_loss": ("test loss", "loss", "cross-entropy on the test set at the reported (best) epoch, mean over the "
-                  "stored seeds"),
-    "top1_last": ("last epoch's test top-1", "points", "test top-1 after the last epoch, mean over the stored seeds"),
-    "top1_transfer": ("top-1 right after the transfer", "points", "test top-1 of a warm-started model before any "
-                      "training (models.warm_start.transfer), mean over the stored seeds"),
-}
-RUN_METRICS = ("top1", "top5")
-#: metrics over every stored seed of a run (``claim_figures.RUN_STATISTICS`` computes them from the histories)
-SEED_METRICS = ("top1_mean", "train_acc_final", "train_acc_final_std", "epoch_s", "grad_norm_first_last",
-                "identity_share_first_last", "run_gpu_gb", "top1_main", "test_s", "top1_transfer",
-                "test_loss", "top1_last")
-#: metrics of the model itself (``report.current_counts``): no run needed
-COUNTED_METRICS = {"params": "params_paper", "size_mb": "size_mb"}
-#: metric -> column of the stored GPU-memory measurement at the paper's GPU batch (``vix-gpu-memory-<dataset>-b64``)
-GPU_MEMORY_COLUMNS = {"gpu_gb": "GPU GB reserved, authors (fp32)", "gpu_gb_fused": "GPU GB reserved, fused (fp32)",
-                      "train_gb": "GPU GB allocated, authors (fp32)", "train_gb_fused": "GPU GB allocated, fused (fp32)"}
-#: metric -> column of ``vixnb.measure.records_frame`` of the stored efficiency measurement
-EFFICIENCY_COLUMNS = {"train_step_ms": "train step ms (authors)", "ms_per_image": "ms per image (authors)",
-                      "infer_gb": "infer GB @64 (authors)"}
-EFFICIENCY_RECORD = "efficiency"
-
-#: metrics of the model as built (no run): exact in every profile
-MODEL_METRICS = ("params", "size_mb", "gflops")
-#: metrics of a run that do not depend on how many epochs it trains (a step's or an epoch's time and memory, the
-#: first epoch's gradients): a GPU run of a shortened protocol decides them
-STEP_METRICS = ("gpu_gb", "gpu_gb_fused", "train_gb", "train_gb_fused", "epoch_s", "grad_norm_first_last",
-                "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb", "test_s")
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
@@ -378,7 +316,7 @@ def _unit(claim, value=None):
     if method == "relative_gain":
         return " %"
     if method in ("point_gain", "value"):
-        unit = METRICS.get(claim["metric"], (None, ""))[1]
+        unit = metric_unit(claim["metric"])
         if unit == "points" and value is not None and abs(value) == 1:
             unit = "point"
         return f" {unit}" if unit else ""

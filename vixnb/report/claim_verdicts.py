@@ -10,9 +10,9 @@ import statistics
 import pandas as pd
 
 from .. import papers
-from .claim_schema import (COLUMNS, FAILS, HOLDS, MODEL_METRICS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES,
-                           METRICS, PAIRWISE, STEP_METRICS, UNDECIDED, _Missing, _printed, _unit, claim_table, in_sections,
-                           paper_claims, parse_claim)
+from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
+                           UNDECIDED, _Missing, _printed, _unit, claim_table, in_sections, paper_claims, parse_claim)
+from .metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
 from .tables import label as _model_label
 from .tables import page_table
 
@@ -155,7 +155,7 @@ def _missing_text(missing, order=(), key=None):
             return f"all {len(models)} models"
         return ", ".join(run_label(m, key) for m in models)
 
-    return "missing: " + "; ".join(f"{METRICS.get(metric, (metric,))[0]} of {who(models)}"
+    return "missing: " + "; ".join(f"{metric_label(metric)} of {who(models)}"
                                    for metric, models in by_metric.items())
 
 
@@ -177,7 +177,7 @@ def _reading(key, claim, paper_pair, our_pair):
     method = claim.get("method")
     parts = []
     if method in PAIRWISE:
-        label = METRICS.get(claim["metric"], (claim["metric"],))[0]
+        label = metric_label(claim["metric"])
         what = {"relative_gain": f"relative gain (a − b) / b of {label}, in %",
                 "point_gain": f"difference a − b of {label}" + _unit(claim).replace(" ", ", in ", 1),
                 "ratio": f"ratio a / b of {label}", "value": label}[method]
@@ -207,8 +207,7 @@ def _reading(key, claim, paper_pair, our_pair):
         source = claim["models_from"]
         who = (f"the {len(claim['models'])} models of {_table_text(source['paper'], source['table'])}" if source
                else ", ".join(map(_model_label, claim["models"])))
-        parts.append(f"Pearson r of {METRICS.get(claim['x'], (claim['x'],))[0]} and "
-                     f"{METRICS.get(claim['y'], (claim['y'],))[0]} over {who}")
+        parts.append(f"Pearson r of {metric_label(claim['x'])} and {metric_label(claim['y'])} over {who}")
     if "printed" in claim:
         spec = claim["printed"]
         where = (f"{spec['table']}, row {spec['row']}, column {spec['column']}" if "table" in spec
@@ -222,7 +221,7 @@ def _reading(key, claim, paper_pair, our_pair):
         parts.append("the paper prints none of the numbers behind it: ours only")
     # "% better" is ambiguous (relative or in points) only for a metric in points (accuracy)
     if method in ("relative_gain", "point_gain") and claim.get("table") and "printed" not in claim \
-            and METRICS.get(claim["metric"], ("", ""))[1] == "points" \
+            and metric_unit(claim["metric"]) == "points" \
             and (len(claim["pair_list"]) == 1 or claim.get("over") == "mean"):
         other = dict(claim, method="point_gain" if method == "relative_gain" else "relative_gain")
         figure, _, _ = _evaluate(other, _paper_getter(key, claim))
@@ -237,10 +236,10 @@ def _reading(key, claim, paper_pair, our_pair):
 
 def undecided_reason(key, claim, profile):
     """Why figures of ``profile`` cannot decide ``claim`` (as its paper file writes it) of paper ``key``, or None
-    where they can. The model's own
-    metrics (``MODEL_METRICS``) are exact everywhere; every other figure of the ``smoke`` profile comes from
-    synthetic images; a GPU profile that shortens the paper's protocol (``budget``) decides only the metrics that do
-    not depend on the number of epochs (``STEP_METRICS``). ``profile=None``: figures of unknown origin, judged."""
+    where they can. The model's own metrics (``metrics.MODEL_METRICS``) are exact everywhere; every other figure of
+    the ``smoke`` profile comes from synthetic images; a GPU profile that shortens the paper's protocol (``budget``)
+    decides only the metrics that do not depend on the number of epochs (``metrics.STEP_METRICS``).
+    ``profile=None``: figures of unknown origin, judged."""
     if profile is None or profile == "paper":
         return None
     claim = parse_claim(key, claim)

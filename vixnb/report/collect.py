@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 
 from ..results import ResultsStore, made_on
+from .metrics import METRICS, PER_SEED
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -260,21 +261,12 @@ def seed_comparison(a, b):
     return {"difference": diff, "standard_error": se, "survives": abs(diff) > 2 * se}
 
 
-#: per-seed figures of a done training record, for ``compare_pairs``
-PER_SEED = {"train_acc_final": ("final train acc. (%)", lambda r: r["history"][-1]["train_acc"]),
-            "top1": ("best test top-1 (%)", lambda r: r["top1"]),
-            "top1_main": ("best test top-1 before post-training (%)",
-                          lambda r: max(h["select_top1"] for h in r["history"] if h.get("stage", "main") == "main")),
-            "top1_adamw": ("best test top-1 of the AdamW phase (%)",
-                           lambda r: max((h["select_top1"] for h in r["history"] if h.get("phase", "adamw") == "adamw"
-                                          and h.get("stage", "main") == "main"), default=None))}
-
-
 def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a", "b")):
     """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
-    (``{name: [records]}``); one row per pair and metric of ``PER_SEED`` (per pair where there is one metric): a's
-    and b's mean ± std (seeds), a − b, and whether it survives the spread (``seed_comparison``: beyond two standard
-    errors). ``names``: the headings of a's and b's columns ("DualOpT", "AdamW")."""
+    (``{name: [records]}``); one row per pair and metric (a key of ``PER_SEED``, ``report.metrics``; per pair where
+    there is one metric): a's and b's mean ± std (seeds), a − b, and whether it survives the spread
+    (``seed_comparison``: beyond two standard errors). ``names``: the headings of a's and b's columns ("DualOpT",
+    "AdamW")."""
     import statistics
 
     import pandas as pd
@@ -312,11 +304,11 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
     import pandas as pd
 
     chance = 100.0 / num_classes
+    train_acc, top1 = METRICS["train_acc_final"].per_seed, METRICS["top1_last"].per_seed
     rows = {}
     for row, results in runs.items():
         done = [r for r in results if r.get("status") == "done" and r.get("history")]
-        stuck = [r for r in done if abs(r["history"][-1]["train_acc"] - chance) <= margin
-                 and abs(r["history"][-1]["select_top1"] - chance) <= margin]
+        stuck = [r for r in done if abs(train_acc(r) - chance) <= margin and abs(top1(r) - chance) <= margin]
         if not stuck:
             continue
         dead = [next((h["epoch"] for h in r["history"] if h.get("grad_norms") and not any(h["grad_norms"])), None)
@@ -324,6 +316,6 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
         name = labels.get(row, row)
         rows[name if name not in rows else f"{name} ({row})"] = {
             "seeds at chance": f"{len(stuck)} of {len(done)}",
-            "last training accuracy (%)": round(statistics.fmean(r["history"][-1]["train_acc"] for r in stuck), 2),
+            "last training accuracy (%)": round(statistics.fmean(train_acc(r) for r in stuck), 2),
             "gradients all zero from epoch": ", ".join(str(e) for e in dead if e is not None) or "—"}
     return pd.DataFrame.from_dict(rows, orient="index")

@@ -73,14 +73,15 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
 def rows_beside_paper(paper, table, results, *, metrics=("top1",), deltas=True):
     """A paper table whose rows are runs (``papers.row_run``: one model in several settings, e.g. ablations or
     optimizers) beside ours: ``{"accuracy", "runs", "summary"}``. ``results`` is ``{row: [result per seed]}``
-    (``collect.table_results``); ``metrics`` are ``collect.PER_SEED`` keys (``top1``, ``top1_main``, ...), each
+    (``collect.table_results``); ``metrics`` are ``metrics.PER_SEED`` keys (``top1``, ``top1_main``, ...), each
     shown as our best seed beside the paper's column of that name, with the mean ± std over seeds when there are
     several; a column the paper does not print shows ours alone. ``runs``: per row the seeds done, epochs run
     (the DualOpT switch epoch where there was one), batch, precision, the run's peak GPU GB, commit and date."""
     import pandas as pd
 
     from .. import papers
-    from .collect import PER_SEED, summarize_runs
+    from .collect import summarize_runs
+    from .metrics import PER_SEED
     from .tables import beside_paper, paper_frame
 
     printed, rows = paper_frame(paper, table), papers.table(paper, table)["rows"]

@@ -88,7 +88,7 @@ def _digest(names):
 def source_hashes(model_name, model):
     """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of every vixnb module that
     defines a module class of ``model`` or registers ``model_name`` (its family file), and over the training
-    engine's modules (``ENGINE_MODULES``). A stored result records them; ``train.code_changed`` compares them
+    engine's modules (``ENGINE_MODULES``). A stored result records them; ``policy.code_changed`` compares them
     with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
     the numbers would."""
     from ..models.registry import list_models, model_entrypoint

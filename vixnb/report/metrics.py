@@ -1,0 +1,240 @@
+"""The metrics of our results, one table (``METRICS``): each metric's label and unit on the page, where our figure
+comes from, how it is computed from one stored training record (one seed's) and over the stored seeds of one
+configuration, and what kind of run decides it. The claims ledger (``claim_figures.ours_from_store``), the
+statistics over seeds (``seed_statistic``) and the per-seed comparisons (``collect.compare_pairs``) read it."""
+from __future__ import annotations
+
+import numbers
+import statistics
+from typing import Callable, NamedTuple
+
+#: ``Metric.kind``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the first
+#: epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
+MODEL, STEP, EPOCHS = "model", "step", "epochs"
+#: the stored efficiency measurement (``vixnb.measure.records_frame`` of its records)
+EFFICIENCY_RECORD = "efficiency"
+
+
+class Metric(NamedTuple):
+    """One metric of ``METRICS``.
+
+    ``label``, ``unit``, ``source``: its name in the claims ledger, the unit of a difference of it, and where our
+    figure comes from. ``kind``: ``MODEL``, ``STEP`` or ``EPOCHS``. ``origin``: ``runs`` (the stored training
+    records, over seeds), ``counted`` (``collect.current_counts``'s ``column``, on the model as built today),
+    ``gpu_memory`` (``column`` of the stored GPU-memory measurement at the paper's GPU batch), ``efficiency``
+    (``column`` of the stored efficiency measurement) or ``flops`` (that measurement's, else counted).
+    ``per_seed``: one done training record -> the figure or None. ``over_seeds``: how the done records of one
+    configuration make the figure: ``mean`` / ``max`` / ``std`` of the per-seed figures, or ``at_best_top1`` (the
+    record with the best top-1). ``heading``: the column heading of a per-seed table (``compare_pairs``)."""
+    label: str
+    unit: str
+    source: str
+    kind: str
+    origin: str
+    column: str | None = None
+    per_seed: Callable | None = None
+    over_seeds: str | None = None
+    heading: str | None = None
+
+    def statistic(self, runs):
+        """The figure over the done training records ``runs`` (every seed of one configuration)."""
+        if self.over_seeds == "at_best_top1":
+            return self.per_seed(max(runs, key=lambda r: r["top1"])) if runs else None
+        values = [v for v in map(self.per_seed, runs) if isinstance(v, numbers.Real)]  # None: not recorded
+        if self.over_seeds == "std":
+            return statistics.stdev(values) if len(values) > 1 else None
+        if self.over_seeds == "max":
+            return max(values, default=None)
+        return sum(values) / len(values) if values else None
+
+
+# --------------------------------------------------------------------------------------------------
+# one stored training record -> a figure
+
+
+def _top1(run):
+    return run["top1"]
+
+
+def _top5(run):
+    return run.get("top5")
+
+
+def _final_train_acc(run):
+    return run["history"][-1]["train_acc"]
+
+
+def _last_top1(run):
+    return run["history"][-1]["select_top1"]
+
+
+def _main_top1(run):
+    """The best top-1 of the main stage (before post-training)."""
+    return max(h["select_top1"] for h in run["history"] if h.get("stage", "main") == "main")
+
+
+def _adamw_top1(run):
+    """The best top-1 of the main stage's AdamW phase (DualOpT's first optimizer); None where it has none."""
+    return max((h["select_top1"] for h in run["history"] if h.get("phase", "adamw") == "adamw"
+                and h.get("stage", "main") == "main"), default=None)
+
+
+def _seconds_after_first(run, key):
+    """Mean of the history's ``key`` seconds (epoch 1 left out: start-up; all of them for a one-epoch run); None
+    where an entry lacks it (runs stored before it was recorded) or for a member of an ensemble, whose seconds are
+    the whole ensemble's."""
+    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
+        return None
+    times = [h.get(key) for h in run["history"]]
+    later = times[1:] or times
+    return None if not later or None in later else sum(later) / len(later)
+
+
+def _epoch_seconds(run):
+    return _seconds_after_first(run, "seconds")
+
+
+def _test_seconds(run):
+    return _seconds_after_first(run, "eval_seconds")
+
+
+def _grad_ratio(run):
+    """The first layer's gradient norm over the last layer's, in epoch 1."""
+    norms = run["history"][0].get("grad_norms")
+    return norms[0] / norms[-1] if norms and norms[-1] else None
+
+
+def _identity_share(run):
+    """alpha/(alpha+beta) of the first layer minus that of the last after the last epoch, in points."""
+    pairs = run["history"][-1].get("alpha_beta")
+    if not pairs or not all(a + b for a, b in (pairs[0], pairs[-1])):
+        return None
+    return 100 * (pairs[0][0] / sum(pairs[0]) - pairs[-1][0] / sum(pairs[-1]))
+
+
+def _run_gpu_gb(run):
+    return run.get("gpu_gb_reserved")
+
+
+def _transfer_top1(run):
+    return (run.get("transfer") or {}).get("top1")
+
+
+def _best_epoch_loss(run):
+    """The test loss of the epoch whose top-1 the run reports (``best_epoch``), where the history records it."""
+    entry = next((h for h in run["history"] if h["epoch"] == run.get("best_epoch")), None)
+    return entry.get("select_loss") if entry else None
+
+
+# --------------------------------------------------------------------------------------------------
+# the table
+
+METRICS = {
+    "top1": Metric("top-1", "points", "best top-1 over the stored seeds of the run (runs.run)", EPOCHS, "runs",
+                   per_seed=_top1, over_seeds="max", heading="best test top-1 (%)"),
+    "top5": Metric("top-5", "points", "top-5 of the run with the best top-1", EPOCHS, "runs",
+                   per_seed=_top5, over_seeds="at_best_top1"),
+    "params": Metric("parameters", "parameters", "the paper's parameter convention, counted on the model as built "
+                     "today", MODEL, "counted", column="params_paper"),
+    "size_mb": Metric("Size (MB)", "MB", "the paper's Size (MB) convention, measured on the model as built today",
+                      MODEL, "counted", column="size_mb"),
+    "gpu_gb": Metric("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU "
+                     "batch (64; cxv: 32) on the authors' execution path, the paper-comparable figure", STEP,
+                     "gpu_memory", column="GPU GB reserved, authors (fp32)"),
+    "gpu_gb_fused": Metric("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement", STEP,
+                           "gpu_memory", column="GPU GB reserved, fused (fp32)"),
+    "train_gb": Metric("training memory", "GB", "GPU GB allocated, authors (fp32) of the batch-64 measurement "
+                       "(max_memory_allocated, the favor paper's training memory)", STEP, "gpu_memory",
+                       column="GPU GB allocated, authors (fp32)"),
+    "train_gb_fused": Metric("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 "
+                             "measurement", STEP, "gpu_memory", column="GPU GB allocated, fused (fp32)"),
+    "gflops": Metric("GFLOPs", "GFLOPs", "counted from the model definition in the favor paper's convention "
+                     "(vixnb.measure.flops, favor_gflops)", MODEL, "flops"),
+    "top1_mean": Metric("mean top-1", "points", "the mean over the stored seeds of each run's top-1", EPOCHS, "runs",
+                        per_seed=_top1, over_seeds="mean"),
+    "train_acc_final": Metric("final training accuracy", "points", "training accuracy of the last epoch (the "
+                              "batches' mean while training, augmented), mean over the stored seeds", EPOCHS, "runs",
+                              per_seed=_final_train_acc, over_seeds="mean", heading="final train acc. (%)"),
+    "train_acc_final_std": Metric("spread of the final training accuracy", "points", "standard deviation over the "
+                                  "stored seeds of the last epoch's training accuracy", EPOCHS, "runs",
+                                  per_seed=_final_train_acc, over_seeds="std"),
+    "epoch_s": Metric("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the "
+                      "stored seeds trained as separate runs (an ensemble's seconds are all its members')", STEP,
+                      "runs", per_seed=_epoch_seconds, over_seeds="mean"),
+    "grad_norm_first_last": Metric("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm "
+                                   "over the last layer's in epoch 1 (sampled steps), mean over the stored seeds",
+                                   STEP, "runs", per_seed=_grad_ratio, over_seeds="mean"),
+    "identity_share_first_last": Metric("identity share, first minus last layer", "points of share",
+                                        "alpha/(alpha+beta) of the first layer minus that of the last, after the "
+                                        "last epoch, mean over the stored seeds", EPOCHS, "runs",
+                                        per_seed=_identity_share, over_seeds="mean"),
+    "run_gpu_gb": Metric("the run's peak GPU memory", "GB", "GPU GB reserved at the peak of the training run itself "
+                         "(the protocol's batch size, the run's precision), mean over the stored seeds", STEP, "runs",
+                         per_seed=_run_gpu_gb, over_seeds="mean"),
+    "top1_main": Metric("top-1 before post-training", "points", "the best top-1 of the main stage (before "
+                        "post-training), best over the stored seeds", EPOCHS, "runs", per_seed=_main_top1,
+                        over_seeds="max", heading="best test top-1 before post-training (%)"),
+    "top1_adamw": Metric("top-1 of the AdamW phase", "points", "the best top-1 of the main stage's AdamW phase "
+                         "(DualOpT's first optimizer), best over the stored seeds", EPOCHS, "runs",
+                         per_seed=_adamw_top1, over_seeds="max", heading="best test top-1 of the AdamW phase (%)"),
+    "train_step_ms": Metric("training-step time", "ms", "train step ms (authors) of the stored efficiency "
+                            "measurement", STEP, "efficiency", column="train step ms (authors)"),
+    "ms_per_image": Metric("inference time", "ms", "ms per image (authors) of the stored efficiency measurement",
+                           STEP, "efficiency", column="ms per image (authors)"),
+    "infer_gb": Metric("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement", STEP,
+                       "efficiency", column="infer GB @64 (authors)"),
+    "test_s": Metric("test-pass time", "s", "seconds of one evaluation pass over the test set (epoch 1 left out), "
+                     "mean over the stored seeds trained as separate runs", STEP, "runs", per_seed=_test_seconds,
+                     over_seeds="mean"),
+    "test_loss": Metric("test loss", "loss", "cross-entropy on the test set at the reported (best) epoch, mean over "
+                        "the stored seeds", EPOCHS, "runs", per_seed=_best_epoch_loss, over_seeds="mean"),
+    "top1_last": Metric("last epoch's test top-1", "points", "test top-1 after the last epoch, mean over the stored "
+                        "seeds", EPOCHS, "runs", per_seed=_last_top1, over_seeds="mean"),
+    "top1_transfer": Metric("top-1 right after the transfer", "points", "test top-1 of a warm-started model before "
+                            "any training (models.warm_start.transfer), mean over the stored seeds", EPOCHS, "runs",
+                            per_seed=_transfer_top1, over_seeds="mean"),
+}
+
+
+def _where(**fields):
+    return [key for key, m in METRICS.items() if all(getattr(m, f) == v for f, v in fields.items())]
+
+
+#: metrics computed from the stored training records of every seed of a configuration
+SEED_METRICS = tuple(_where(origin="runs"))
+#: metric -> its figure from the done records (every stored seed) of one configuration
+RUN_STATISTICS = {key: METRICS[key].statistic for key in SEED_METRICS}
+#: metric -> (column heading, its figure from one done record), for ``compare_pairs``
+PER_SEED = {key: (m.heading, m.per_seed) for key, m in METRICS.items() if m.heading}
+#: metric -> ``collect.current_counts`` key (``params``: the paper's convention is chosen by ``ours_from_store``)
+COUNTED_METRICS = {key: METRICS[key].column for key in _where(origin="counted")}
+#: metric -> column of the stored GPU-memory measurement at the paper's GPU batch (``vix-gpu-memory-<dataset>-b64``)
+GPU_MEMORY_COLUMNS = {key: METRICS[key].column for key in _where(origin="gpu_memory")}
+#: metric -> column of ``vixnb.measure.records_frame`` of the stored efficiency measurement
+EFFICIENCY_COLUMNS = {key: METRICS[key].column for key in _where(origin="efficiency")}
+MODEL_METRICS = tuple(_where(kind=MODEL))
+STEP_METRICS = tuple(_where(kind=STEP))
+
+
+def metric_label(key):
+    """A metric's label on the page; the key itself for a metric not in ``METRICS``."""
+    return METRICS[key].label if key in METRICS else key
+
+
+def metric_unit(key):
+    """The unit of a difference of a metric; "" for a metric not in ``METRICS``."""
+    return METRICS[key].unit if key in METRICS else ""
+
+
+def number_or_none(value):
+    """``value`` as a float where it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+
+
+def seed_statistic(metric, runs):
+    """One of ``RUN_STATISTICS`` (``epoch_s``, ``train_acc_final``, ...) over the done training records ``runs``
+    (every seed of one configuration), or None where it cannot be had."""
+    if metric not in RUN_STATISTICS:
+        raise ValueError(f"metric={metric!r}: use one of {', '.join(RUN_STATISTICS)}")
+    done = [r for r in runs if r.get("status") == "done" and r.get("history")]
+    return number_or_none(RUN_STATISTICS[metric](done)) if done else None

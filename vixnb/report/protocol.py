@@ -1,0 +1,67 @@
+"""The training protocol of a run config, for the page (``protocol_table``)."""
+from __future__ import annotations
+
+
+def _optimizer(config):
+    adamw = f"AdamW, lr {config['lr']:g}, weight decay {config['weight_decay']:g}"
+    if config["optimizer"] != "dualopt":
+        return adamw + ("" if config["weight_decay"] else " (Adam)")
+    dualopt = config["dualopt"]
+    return (f"DualOpT: AdamW (lr {config['lr']:g}, weight decay {config['weight_decay']:g}) until "
+            f"{dualopt['patience']} epochs pass without a top-1 at least as high as the best (ties reset the count); "
+            f"then the best weights are reloaded and SGD (lr {dualopt['sgd_lr']:g}, momentum "
+            f"{dualopt['sgd_momentum']:g}) goes on under the same patience")
+
+
+def _epochs(config):
+    if config["optimizer"] != "dualopt":
+        return config["epochs"]
+    cap = config["dualopt"].get("adamw_epochs")
+    if cap:
+        return (f"capped at {config['epochs']}, the AdamW phase at {cap} of them, so that both phases run "
+                "(uncapped, a run ends when the SGD phase's patience runs out)")
+    return f"until the SGD phase's patience runs out, at most {config['epochs']}"
+
+
+def _augmentation(config):
+    if config.get("randaugment"):
+        ops, magnitude = config["randaugment"]
+        return f"RandAugment (num_ops {ops}, magnitude {magnitude})"
+    augment = config.get("augment") or {}
+    return ", ".join(k if v is True else f"{k} ±{v:g}°" for k, v in augment.items() if v) or "none"
+
+
+def _reported(config):
+    if config["protocol"] == "fixed":
+        return (f"the best on {config['val_size']} held-out training images; the test set once, with those "
+                "weights")
+    return "the best test top-1 (the test set after every epoch; no validation split)"
+
+
+def protocol_rows(config):
+    """``{aspect: value}``: the training protocol of ``config`` (``profiles.run_config``) in words: optimizer,
+    schedule, augmentation, batch size, epochs, post-training (where there is one), precision, the epoch reported,
+    and the per-layer gradient norms (where recorded)."""
+    rows = {"optimizer": _optimizer(config), "schedule": config.get("schedule", "constant"),
+            "augmentation": _augmentation(config), "batch size": config["batch_size"], "epochs": _epochs(config)}
+    if config["post_train_epochs"]:
+        rows["post-training"] = (f"SGD from the best weights on un-augmented images until the patience runs out, at "
+                                 f"most {config['post_train_epochs']} epochs")
+    rows.update({"precision": config["precision"], "epoch reported": _reported(config)})
+    if config.get("grad_norm_every"):
+        rows["gradient norms"] = f"every {config['grad_norm_every']} steps"
+    return rows
+
+
+def protocol_table(model, profile, *, rows=None, **settings):
+    """The training protocol of ``model``'s run in ``profile`` (``profiles.run_config`` with ``settings``) as a page
+    table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page adds
+    (``{"input": "224 px"}``)."""
+    import pandas as pd
+
+    from ..profiles import run_config
+    from .tables import page_table
+
+    protocol = {**protocol_rows(run_config(model, profile=profile, **settings)), **(rows or {})}
+    column = f"{profile} profile"
+    return page_table(pd.Series(protocol, name=column).to_frame(), wrap=[column])
