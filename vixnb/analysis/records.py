@@ -19,11 +19,13 @@ from pathlib import Path
 
 import torch
 
-from ..results.policy import training_policy
-
 from .. import layers
-from .map_measures import class_token_map, diagonal_prominence, rounded
-from .maps import collect_attention_maps
+from ..results.policy import training_policy
+from .approximations import approximation_errors
+from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
+                           row_entropy)
+from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
+from .sanity_checks import randomisation_check
 
 
 def panel(dataset="cifar10", per_class=2, *, labels=None):
@@ -276,28 +278,27 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     blocks have no skip), with ``centre`` the image-centre patch's row in every layer (first image), per layer and
     head the row entropy,
     diagonal prominence and mean attention distance in pixels, and the randomisation check (the last half of the
-    layers re-drawn: ``maps.randomisation_check``; one layer barely moves a mean-row rollout); maps for the first
+    layers re-drawn: ``sanity_checks.randomisation_check``; one layer barely moves a mean-row rollout); maps for the first
     ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
     Nystrom approximations' distance to the model's own exact softmax maps."""
     from ..data import normalize
-    from .. import analysis as M
 
     x = normalize(images)
-    layer_maps = M.attention_maps(model, x)
+    layer_maps = attention_maps(model, x)
     listed = list(layer_maps.values())
     n = listed[-1].shape[-1]
     cls = 0 if math.isqrt(n) ** 2 == n else 1
-    start, residual = ("cls" if cls else "mean"), M.has_skip(model)
-    out = {"kind": M.map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
+    start, residual = ("cls" if cls else "mean"), has_skip(model)
+    out = {"kind": map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
            "tokens": [m.shape[-1] for m in listed],
-           "rollout": rounded(M.rollout(layer_maps, start=start, residual=residual)[:shown]),
-           **({"centre_query": rounded(M.centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
-           "entropy": rounded(M.row_entropy(listed)), "prominence": rounded(M.diagonal_prominence(listed)),
-           "distance_px": rounded(M.attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
+           "rollout": rounded(rollout(layer_maps, start=start, residual=residual)[:shown]),
+           **({"centre_query": rounded(centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
+           "entropy": rounded(row_entropy(listed)), "prominence": rounded(diagonal_prominence(listed)),
+           "distance_px": rounded(attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
            "randomised_layers": max(1, len(listed) // 2),
-           "randomisation": M.randomisation_check(model, x, layers=max(1, len(listed) // 2))}
+           "randomisation": randomisation_check(model, x, layers=max(1, len(listed) // 2))}
     if approximation:
-        out["approximation"] = M.approximation_errors(model, x, features=approximation["features"],
+        out["approximation"] = approximation_errors(model, x, features=approximation["features"],
                                                       landmarks=approximation["landmarks"])
     return out
 
@@ -311,7 +312,6 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     "never": its plan trains first) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
     cap ``{"status": "not kept", ...}``."""
     from ..results import provenance
-    from .. import analysis as M
 
     s, conf = study(), study_settings(profile)
     used, indices, images, labels = _panel_images(profile)
@@ -323,7 +323,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
         if kind == "attention":
             meta = _meta_model(model, dataset, {**_overrides(profile), **settings})
             if not has_attention(meta):
-                out[label] = {"status": "no attention map", "model": model, "kind": M.map_kind(meta)}
+                out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
                 continue
         module, run, _ = _trained(label, profile, compute if train is None else train, store)
         if module is None:
