@@ -234,26 +234,44 @@ def _reading(key, claim, paper_pair, our_pair):
     return text
 
 
-def undecided_reason(key, claim, profile):
-    """Why figures of ``profile`` cannot decide ``claim`` (as its paper file writes it) of paper ``key``, or None
-    where they can. The model's own metrics (``metrics.MODEL_METRICS``) are exact everywhere; every other figure of
-    the ``smoke`` profile comes from synthetic images; a GPU profile that shortens the paper's protocol (``budget``)
-    decides only the metrics that do not depend on the number of epochs (``metrics.STEP_METRICS``).
-    ``profile=None``: figures of unknown origin, judged."""
+#: the methods that compare two of our own figures (A against B): a shortened protocol, the same for both, can
+#: decide them, and the verdict names it
+RELATIVE_METHODS = ("point_gain", "relative_gain", "ratio")
+
+
+def protocol_note(key, claim, profile):
+    """``(decided, note)``: whether figures of ``profile`` can decide ``claim`` (as its paper file writes it) of paper
+    ``key``, and what the verdict must say of them. The model's own metrics (``metrics.MODEL_METRICS``) are exact
+    everywhere; every other figure of the ``smoke`` profile comes from synthetic images and decides nothing; a GPU
+    profile that trains fewer epochs than the paper's protocol (``budget``) decides the metrics that do not depend
+    on the number of epochs (``metrics.STEP_METRICS``), and a comparison of two of our runs made under that one
+    shorter protocol with the verdict naming it ("at 10 of the paper's 50 epochs"); never an absolute figure.
+    ``profile=None`` or ``"paper"``: the paper's protocol."""
+    from ..profiles import get_profile
+
     if profile is None or profile == "paper":
-        return None
+        return True, ""
     claim = parse_claim(key, claim)
     metrics = [claim["x"], claim["y"]] if claim.get("method") == "correlation" else [claim.get("metric")]
     if all(m in MODEL_METRICS for m in metrics):
-        return None
+        return True, ""
     if profile == "smoke":
-        return "smoke profile: synthetic images"
+        return False, "smoke profile: synthetic images"
     if all(m in MODEL_METRICS or m in STEP_METRICS for m in metrics):
-        return None
-    from ..profiles import get_profile
+        return True, ""
+    ours = get_profile(profile).get("epochs")
+    theirs = papers.per_model((papers.load(key).get("protocol") or {}).get("epochs"), None)
+    if ours is None or (theirs is not None and ours >= theirs):
+        return True, ""
+    if claim.get("method") in RELATIVE_METHODS and claim.get("b"):
+        return True, f"at {ours} of the paper's {theirs} epochs" if theirs else f"at {ours} epochs"
+    return False, f"{profile} profile: {ours}-epoch runs" + (f", the paper's {theirs}" if theirs else "")
 
-    epochs = get_profile(profile).get("epochs")
-    return f"{profile} profile: {epochs}-epoch runs" if epochs else f"{profile} profile: not the paper's protocol"
+
+def undecided_reason(key, claim, profile):
+    """Why figures of ``profile`` cannot decide ``claim`` (``protocol_note``), or None where they can."""
+    decided, note = protocol_note(key, claim, profile)
+    return None if decided else note
 
 
 def evaluate(key, claim, ours=None, *, profile=None):
@@ -261,7 +279,8 @@ def evaluate(key, claim, ours=None, *, profile=None):
     ``paper_figure`` (from the paper's printed numbers, None where the paper file has none) and
     ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold",
     "not decided here", "not yet run", "not testable here"), ``why`` (what is missing, why it is not testable,
-    or why ``profile``'s figure cannot decide it: ``undecided_reason``) and ``reading``."""
+    why ``profile``'s figure cannot decide it, or the shorter protocol a verdict was reached at:
+    ``protocol_note``) and ``reading``."""
     raw, claim = claim, parse_claim(key, claim)
     # (a) the paper's printed numbers
     paper_figure, paper_verdict, paper_pair = None, PAPER_NONE, None
@@ -281,8 +300,9 @@ def evaluate(key, claim, ours=None, *, profile=None):
             our_verdict = HOLDS if holds else FAILS
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
-            elif (reason := undecided_reason(key, raw, profile)):
-                our_verdict, why = UNDECIDED, reason
+            else:
+                decided, why = protocol_note(key, raw, profile)
+                our_verdict = our_verdict if decided else UNDECIDED
         except _Missing as e:
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
@@ -328,7 +348,9 @@ def claims_summary(frame):
     parts.append("Ours: " + ", ".join(counts) + ".")
     if ours.get(UNDECIDED):
         parts.append(f"A figure of ours is {UNDECIDED} where its runs cannot decide the claim: synthetic images "
-                     "(smoke), or fewer epochs than the paper's protocol (budget); it is shown, not judged.")
+                     "(smoke), or an absolute figure from fewer epochs than the paper's protocol (budget); it is "
+                     "shown, not judged. A comparison of two of our runs under one shorter protocol is judged, and "
+                     "its verdict says at how many epochs.")
     return " ".join(parts)
 
 
