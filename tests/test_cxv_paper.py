@@ -158,7 +158,7 @@ def _done(row_config, top1s, *, switch_at=None, post=0):
 def test_rows_beside_paper_sets_each_run_beside_its_printed_row(monkeypatch):
     from vixnb import report
 
-    monkeypatch.setattr("vixnb.results.policy.other_code", lambda stored: None)
+    monkeypatch.setattr("vixnb.report.collect.other_code", lambda stored: None)
     results = {"cnv_randaugment": _done(("cnv_5_4",), [[80.0, 90.0, 92.0, 93.0]], switch_at=2, post=1),
                "cpv_randaugment": _done(("cpv_5_4",), [[70.0, 91.0, 95.0], [60.0, 89.0, 94.0]], switch_at=1, post=1),
                "cltv_randaugment": [{"status": "not yet run", "config": run_config("cltv_5_4"), "reason": "no copy"}]}

@@ -263,8 +263,9 @@ def test_seeds_share_one_ensemble_job_only_where_it_is_exact():
 
 
 def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, capsys):
-    real = profiles.get_profile
-    monkeypatch.setattr(profiles, "get_profile", lambda name: {**real(name), "seeds": [0, 1]})
+    table = profiles._profiles_file()
+    two_seeds = {**table["profiles"], "smoke": {**table["profiles"]["smoke"], "seeds": [0, 1]}}
+    monkeypatch.setattr(profiles, "_profiles_file", lambda: {**table, "profiles": two_seeds})
     assert main(["batch", "--profile", "smoke", "--executor", "inline", "--ensemble", "always", "--only", "fnet"]) == 0
     assert "fnet synthetic seed 0,1  done" in capsys.readouterr().out
     store = ResultsStore()

@@ -121,7 +121,8 @@ def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stor
 
 def test_a_code_change_is_flagged_on_the_page_and_counted_stale(stored_fnet, monkeypatch):
     store, plans = stored_fnet
-    monkeypatch.setattr(policy, "code_changed", lambda stored: "model code changed since it was stored (test)"
+    monkeypatch.setattr(report.provenance, "code_changed",  # where the page looks it up
+                        lambda stored: "model code changed since it was stored (test)"
                         if stored.get("config", {}).get("model") == "fnet" else None)
     frame = report.stored_results_frame(plans, store=store)
     assert frame[frame["model"] == "fnet"].iloc[0]["status"] == "stale: model code changed since it was stored (test)"

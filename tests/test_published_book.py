@@ -72,14 +72,14 @@ def test_building_again_gives_the_same_glued_numbers(published, tmp_path, monkey
 
 
 def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkeypatch):
-    import vixnb.report
+    import vixnb.book
 
     from vixnb.book import write_contents
 
     totals = {"stored": 7, "missing": 920, "stale": 11, "gpu_hours_left": 575.31,
               "per_profile": {"budget": {"stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
                               "paper": {"stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}}
-    monkeypatch.setattr(vixnb.report, "book_totals", lambda: totals)  # the numbers are report.book_totals' own test
+    monkeypatch.setattr(vixnb.book, "book_totals", lambda: totals)  # the numbers are report.book_totals' own test
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")

@@ -105,3 +105,55 @@ def test_no_module_is_over_500_lines():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+#: the modules whose functions may import anything: what they defer keeps a light path light
+DEFERRING_MODULES = {
+    "vixnb/cli/commands.py": "the command line stays light (building the parser imports no subcommand's modules)",
+    "vixnb/__init__.py": "`import vixnb` stays light (its torch-needing names are imported on first use)",
+}
+#: (module, imported top-level name) that a function elsewhere may import, and why
+DEFERRED_IMPORTS = {
+    ("vixnb/measure/costs.py", "timm"): "optional dependency (not one of vixnb's)",
+    ("vixnb/results/store.py", "fcntl"): "optional dependency (missing on Windows)",
+    ("vixnb/batch.py", "submitit"): "optional dependency (the inline executor runs without it)",
+    ("vixnb/report/tables.py", "myst_nb"): "optional dependency (the book's environment only)",
+    ("vixnb/models/wavemix.py", "ptwt"): "optional dependency (only WaveMix needs it)",
+    ("vixnb/models/warm_start.py", "pandas"): "the command line stays light (`vixnb models` imports no pandas)",
+    ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --debug needs it)",
+}
+
+
+def function_level_imports(path):
+    """``[(line, imported module)]`` of the imports inside the functions of ``path`` (relative imports with their
+    dots)."""
+    found = set()
+    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    found |= {(node.lineno, alias.name) for alias in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    found.add((node.lineno, "." * node.level + (node.module or "")))
+    return sorted(found)
+
+
+def test_imports_are_at_the_top_of_their_module_unless_they_keep_a_path_light():
+    """A function imports nothing, except where that keeps a path light or a dependency optional: the modules
+    ``DEFERRING_MODULES`` and the imports ``DEFERRED_IMPORTS`` (never a vixnb module)."""
+    misplaced = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        if rel in DEFERRING_MODULES:
+            continue
+        for line, module in function_level_imports(path):
+            if (rel, module.split(".")[0]) not in DEFERRED_IMPORTS:
+                misplaced.append(f"{rel}:{line} imports {module} inside a function")
+    assert not misplaced, "move these imports to the top of their module:\n" + "\n".join(misplaced)
+
+
+def test_the_import_check_finds_an_import_inside_a_function(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import os\n\n\ndef f():\n    from . import x\n    import yaml\n\n    class C:\n"
+                    "        def g(self):\n            from ..data import y\n            import json, timm\n")
+    assert function_level_imports(path) == [(5, "."), (6, "yaml"), (10, "..data"), (11, "json"), (11, "timm")]

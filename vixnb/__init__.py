@@ -4,6 +4,8 @@
 ``register_model``; ``transfer``, a warm start from another model's weights), ``count_params`` /
 ``summary_size_mb`` (``vixnb.models.counting``) and ``env`` (``vixnb.runtime``: Colab, Kaggle or local) are
 imported on first use, since they need torch."""
+from importlib import import_module
+
 __version__ = "0.1.0"
 #: the project's public repository and the tag of this release: the book's launch links and the notebooks'
 #: install cell point there (``_config.yml``'s ``repository`` says the same; a test checks that they agree)
@@ -18,8 +20,6 @@ __all__ = list(_LAZY)
 
 def __getattr__(name):
     if name in _LAZY:
-        from importlib import import_module
-
         return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -17,6 +17,7 @@ the checkpoints of paused runs, failed jobs' logs) into one archive under a size
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -24,13 +25,21 @@ import sys
 import tarfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
 from . import plan as planning
+from .bench.fill import fill_winner
+from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
-from .profiles import gpu_profile
-from .results.policy import cannot_make_here
+from .profiles import gpu_profile, run_config
+from .record_kinds import Request, obtain
+from .results import ResultsStore, default_root, remove_checkpoints
+from .results.policy import built_today, cannot_make_here
+from .runs import run
+from .train import TrainingPaused
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -63,8 +72,6 @@ class Job:
 
 def make_spec(entries, *, download=False):
     """The picklable description a job process runs (``run_job``)."""
-    from dataclasses import asdict
-
     e = entries[0]
     return {"kind": e.kind, "name": e.name, "request": asdict(e._request) if e.kind == "measure" else None, "model": e.model, "dataset": e.dataset, "profile": e.profile,
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
@@ -74,8 +81,6 @@ def make_spec(entries, *, download=False):
 
 
 def _store_root():
-    from .results import default_root
-
     return default_root()
 
 
@@ -84,8 +89,6 @@ def _store_root():
 def run_job(spec, deadline=None):
     """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
     executor marks the job failed); a training run's checkpoint is removed then, so the store stays clean."""
-    from .results import ResultsStore
-
     store = ResultsStore(spec["store"])
     if spec["kind"] == "train":
         return _run_training(spec, store, deadline)
@@ -97,17 +100,10 @@ def run_job(spec, deadline=None):
 
 
 def _run_training(spec, store, deadline):
-    from .profiles import run_config
-    from .results import remove_checkpoints
-    from .runs import run
-    from .train import TrainingPaused
-
     configs = [run_config(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=s, **spec["settings"])
                for s in spec["seeds"]]
     checkpoints = [store.checkpoint_path(c) for c in configs]
     if len(configs) > 1:
-        from .ensemble import checkpoint_path, run_ensemble
-
         checkpoints.append(checkpoint_path(store, configs))
     resumed = any(p.exists() for p in checkpoints)
     try:
@@ -132,8 +128,6 @@ def _run_training(spec, store, deadline):
 def _run_measure(spec, compute):
     """Make one measurement (``record_kinds.obtain``); the runs whose weights it reads were trained by their own
     entries, so it trains nothing."""
-    from .record_kinds import Request, obtain
-
     record = obtain(Request(**spec["request"]), profile=spec["profile"], compute=compute, train="never", required=True)
     if record is None:
         raise RuntimeError(f"{spec['name']}: this measurement needs a CUDA GPU")
@@ -192,20 +186,15 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
 
 def _fill_record():
     """The stored ``bench fill`` record (which way of training several seeds won, per model), or None."""
-    from .results import ResultsStore
-
     return ResultsStore().load_record("bench", "fill")
 
 
 def _ensemble_ok(entry, mode, fill):
-    from .ensemble import can_ensemble
-
     exact, _ = can_ensemble(entry._config)
     if not exact:
         return False
     if mode == "always":
         return True
-    from .bench.fill import fill_winner
 
     return bool(fill) and fill_winner(fill, entry.model) == "ensemble"
 
@@ -287,10 +276,6 @@ def _least_seconds(job, pack_limit_mb=None):
 def checkpoint_mb(job):
     """About how large a training job's checkpoint is: per member, 16 bytes per parameter (weights, AdamW's two
     moments, the best weights)."""
-    import json
-
-    from .results.policy import built_today
-
     config = job.entries[0]._config
     _, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
     return 16 * counts["params_true"] * len(job.entries) / 2**20
@@ -300,7 +285,6 @@ def _gpu_slots(jobs):
     """The visible GPUs' indices when any job needs a GPU, else ``[None]`` (one CPU job at a time)."""
     if not any(gpu_profile(j.entries[0].profile) for j in jobs):
         return [None]
-    import torch
 
     return list(range(torch.cuda.device_count())) or [None]
 
@@ -308,7 +292,7 @@ def _gpu_slots(jobs):
 def _execute(job, slot, deadline, executor, folder):
     if executor == "inline":
         return run_job(job.spec, deadline)
-    import submitit
+    import submitit  # optional dependency: the inline executor runs without it
 
     ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
     # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
@@ -347,7 +331,7 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
                   "cpus_per_task": 8 if gpus else 2, **({"partition": partition} if partition else {})}
     if dry_run:
         return parameters
-    import submitit
+    import submitit  # optional dependency: the inline executor runs without it
 
     ex = submitit.SlurmExecutor(folder=str(_job_folder(folder, profile)))
     ex.update_parameters(**parameters)

@@ -22,9 +22,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import nbformat
+import yaml
+
+from . import RELEASE_TAG, REPOSITORY_URL
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
+from .report import book_totals
 
 __all__ = ["toc_notebooks", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
@@ -46,8 +51,6 @@ def published_toc(profile: str, root: Path | None = None) -> dict:
     """The table of contents of the published book of GPU profile ``profile``: the intro, then every chapter of
     ``_toc.yml`` (each once, in its order) as ``book/executed/<profile>/<stem>``, rendered from the results
     store (``make book PROFILE=budget`` or ``paper``)."""
-    import yaml
-
     root = root or repo_root()
     toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
     prefix = EXECUTED_DIR.as_posix() + "/"
@@ -75,8 +78,6 @@ def toc_notebooks(root: Path | None = None, *, toc: Path | None = None) -> list[
     profile from stored results (see :func:`chapter_run`).  ``ValueError``, naming the valid profiles, for
     any other folder.
     """
-    import yaml
-
     root = root or repo_root()
     toc = yaml.safe_load(Path(toc or root / "_toc.yml").read_text(encoding="utf-8"))
     prefix = EXECUTED_DIR.as_posix() + "/"
@@ -158,8 +159,6 @@ def build_book(
     executed copies go to its ``book/executed/`` and the HTML to its
     ``_build/html``; the notebooks are always the checkout's.
     """
-    import yaml
-
     get_profile(profile)  # unknown names are refused with the list of valid ones
     root = Path(book_root).resolve() if book_root is not None else repo_root()
     sources = repo_root() / NOTEBOOK_DIR
@@ -248,8 +247,6 @@ def launch_links(pagename: str, *, repository: str | None = None, tag: str | Non
     """``{"Colab": url, "Kaggle": url}`` opening the page's ``source_notebook`` in ``repository`` (default
     ``vixnb.REPOSITORY_URL``) at ``tag`` (default ``vixnb.RELEASE_TAG``); None for a page not made from a
     notebook."""
-    from . import RELEASE_TAG, REPOSITORY_URL
-
     notebook = source_notebook(pagename)
     if notebook is None:
         return None
@@ -291,8 +288,6 @@ CONTENTS = EXECUTED_DIR / "contents.md"
 
 def _chapter_title(stem: str) -> str:
     """A chapter's title: the first heading of ``notebooks/<stem>.ipynb``."""
-    import nbformat
-
     path = repo_root() / NOTEBOOK_DIR / f"{stem}.ipynb"
     if not path.is_file():
         return stem
@@ -318,10 +313,6 @@ def write_contents(root: Path, toc_path: Path) -> Path:
     profiles (runs stored, missing and stale, the GPU-hours still to spend: ``report.book_totals``, from the
     plan) with links to the provenance page and the claims ledger, and every page of this build's table of
     contents by part. Generated on every build, so it says what this build's store holds."""
-    import yaml
-
-    from .report import book_totals
-
     toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))
     parts = _parts(toc)
     docs = [doc for _, files in parts for doc in files]

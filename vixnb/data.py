@@ -11,8 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
+from torchvision import datasets
+from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
+
+from .files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -259,8 +263,6 @@ def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None
             pass  # a damaged cache is decoded again and rewritten
     images = _decode_image_files(paths, image_size, desc, allow_resize=allow_resize)
     if cache is not None:
-        from .files import atomic_write
-
         try:
             atomic_write(cache, lambda f: np.save(f, images.numpy(), allow_pickle=False), binary=True)
         except OSError:
@@ -269,8 +271,6 @@ def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None
 
 
 def _decode_image_files(paths, image_size, desc, *, allow_resize=False):
-    from PIL import UnidentifiedImageError
-
     images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
     for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
         try:
@@ -332,8 +332,6 @@ def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=No
 # ----- CIFAR-10 / CIFAR-100 -----------------------------------------------------------------------
 
 def _load_cifar(name, root, split, download, size, allow_resize=False):
-    from torchvision import datasets
-
     folder = root / name
     torchvision_cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     class_names = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
@@ -375,8 +373,6 @@ def _load_tiny_imagenet(root, split, download, size, allow_resize=False):
     alphabetically; the "test" split is the labelled val folder (the official test set has no labels)."""
     folder = root / "tiny-imagenet-200"
     if not (folder / "wnids.txt").is_file() and download:
-        from torchvision.datasets.utils import download_and_extract_archive
-
         try:
             download_and_extract_archive(TINY_IMAGENET_URL, download_root=str(root), md5=TINY_IMAGENET_MD5)
         except (OSError, RuntimeError) as e:

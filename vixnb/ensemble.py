@@ -52,7 +52,7 @@ A result's ``seconds`` and GPU memory are those of the whole ensemble.
 import copy
 import math
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -60,11 +60,11 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
+from .augment import augment_generator, flip_rotate
 from .data import normalize
 from .layers import ShapedAttention
 from .layers.blocks import DropPath
 from .models import create_model
-from .augment import augment_generator, flip_rotate
 from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
 from .results.policy import stale_reason
 from .runs import check_keep_weights, warm_start_source, weights_too_large
@@ -395,8 +395,6 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
     and the next call with the same members resumes it. ``keep_weights``: one of ``runs.KEEP_WEIGHTS`` for every
     member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
     stored result whose weights are missing counts as lacking)."""
-    from contextlib import ExitStack
-
     store = store if store is not None else ResultsStore()
     keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
     for c in configs:

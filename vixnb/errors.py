@@ -35,7 +35,7 @@ def report(command, error, *, debug=False, file=None):
     interruption prints ``vixnb <command>: <what>`` and returns ``INTERRUPTED``."""
     file = file or sys.stderr
     if debug:
-        import traceback
+        import traceback  # the command line stays light: its parser imports this module, --debug needs it
 
         traceback.print_exception(error, file=file)
     if isinstance(error, KeyboardInterrupt):  # Ctrl-C; training says after which epoch and how to resume

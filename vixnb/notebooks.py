@@ -25,6 +25,15 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+import nbformat
+import papermill
+from ipykernel.kernelspec import install
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from papermill.exceptions import PapermillExecutionError
+from papermill.translators import PythonTranslator
+
+from . import RELEASE_TAG, REPOSITORY_URL
+from .models import list_models
 from .paths import checkout_root
 from .profiles import get_profile
 
@@ -120,8 +129,6 @@ def notebook_path(notebook: str | os.PathLike) -> Path:
 # Parameters
 # --------------------------------------------------------------------------
 def _has_parameters_cell(path: Path) -> bool:
-    import nbformat
-
     nb = nbformat.read(str(path), as_version=4)
     return any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells)
 
@@ -133,17 +140,12 @@ def notebook_parameters(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     :func:`papermill.inspect_notebook` does (``default`` is the source text).
     Empty when the notebook has no ``parameters`` cell.
     """
-    import papermill
-
     path = Path(path)
     try:
         return papermill.inspect_notebook(str(path))
     except ValueError:
         # The notebook names no kernel: papermill cannot pick a translator.
         # Our notebooks are Python, so inspect the cell with the Python one.
-        import nbformat
-        from papermill.translators import PythonTranslator
-
         nb = nbformat.read(str(path), as_version=4)
         for cell in nb.cells:
             if "parameters" in cell.get("metadata", {}).get("tags", []):
@@ -164,8 +166,6 @@ def install_cell_source(repository: str | None = None, tag: str | None = None) -
     ``vixnb.RELEASE_TAG``), or from ``$VIXNB_INSTALL_SOURCE`` when set (a checkout, a wheel). vixnb's torch and
     torchvision requirements are lower bounds, so the runtime's torch stays; the cell asserts it. A no-op
     wherever vixnb is installed (locally, under papermill)."""
-    from . import RELEASE_TAG, REPOSITORY_URL
-
     source = f"git+{repository or REPOSITORY_URL}@{tag or RELEASE_TAG}"
     return f"""# Colab and Kaggle: install vixnb at this book's release (a no-op where it is installed).
 # vixnb asks only lower bounds of torch and torchvision: the runtime's torch stays.
@@ -194,8 +194,6 @@ def stamp_head_cells(path: str | os.PathLike) -> bool:
     """Put the install cell first and the runtime cell right after the ``parameters`` cell of notebook ``path``
     (replacing older copies of either); True when the file changed. The notebooks' tests ask for this where a
     notebook lacks them."""
-    import nbformat
-
     path = Path(path)
     nb = nbformat.read(str(path), as_version=4)
     before = nbformat.writes(nb)
@@ -286,8 +284,6 @@ def coerce_parameters(
 # --------------------------------------------------------------------------
 def _spec_python(name: str) -> str | None:
     """The interpreter a kernel spec would launch, as jupyter_client resolves it."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
     try:
         spec = KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
@@ -319,8 +315,6 @@ def ensure_kernel() -> str:
     if _same_python(_spec_python(DEFAULT_KERNEL)):
         return DEFAULT_KERNEL
     if not _same_python(_spec_python(FALLBACK_KERNEL)):
-        from ipykernel.kernelspec import install
-
         install(kernel_name=FALLBACK_KERNEL, display_name="Python (vixnb)", prefix=sys.prefix)
         if not _same_python(_spec_python(FALLBACK_KERNEL)):
             raise RuntimeError(
@@ -335,8 +329,6 @@ def ensure_kernel() -> str:
 # --------------------------------------------------------------------------
 def _error_outputs(path: Path) -> list[tuple[int, str]]:
     """(cell index, 'ename: evalue') for every error output in a notebook."""
-    import nbformat
-
     nb = nbformat.read(str(path), as_version=4)
     found = []
     for i, cell in enumerate(nb.cells):
@@ -368,9 +360,6 @@ def run_notebook(
     goes to ``output`` (default ``book/executed/<stem>.ipynb``) and is kept when
     a cell fails, in which case ``RuntimeError`` names the notebook and cell.
     """
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     src = notebook_path(notebook)
     get_profile(profile)  # an unknown profile is refused before any kernel starts
     params = dict(parameters or {})
@@ -394,8 +383,6 @@ def run_notebook(
         )
     params = coerce_parameters(params, declared)
     if params.get("models"):
-        from .models import list_models
-
         unknown = [m for m in params["models"] if m not in list_models()]
         if unknown:
             raise ValueError(f"parameter 'models': unknown model(s) {', '.join(map(repr, unknown))}; valid names: "
@@ -460,8 +447,6 @@ def _mark_executed_copy(path: Path, profile: str) -> None:
     (so the book's GPU and smoke parts have distinguishable pages), and papermill's injected-parameters cell
     is tagged ``remove-cell`` (the page's banner says which profile ran), as is, in the smoke profile, every
     cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page)."""
-    import nbformat
-
     nb = nbformat.read(path, as_version=4)
     suffix = f" ({get_profile(profile).get('page_title', profile)})"
     titled = False

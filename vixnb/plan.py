@@ -32,13 +32,30 @@ chapter's totals count it there only); it keeps its weights where any chapter or
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
+import os
+import shlex
 import statistics
+import sys
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
+import torch
+
 from . import papers
-from .profiles import gpu_profile
+from .analysis.records import kept_rows, study_labels, study_run
+from .data import dataset_spec, source_fingerprint
+from .files import atomic_write
+from .measure.flops import flops
+from .models import architecture_signature, create_model, model_cfg
+from .profiles import get_profile, gpu_profile, run_config, table_runs
+from .record_kinds import chapter_requests, kind_of, record_name, study_requests
+from .results import ResultsStore, StoreError, config_key, read_json
+from .results.policy import stale_reason
+from .results.store import default_root
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -92,13 +109,6 @@ def chapters():
 
 
 def _run_command(model, dataset, profile, seed, settings, keep_weights="no"):
-    import inspect
-    import json
-    import shlex
-
-    from .models import model_cfg
-    from .profiles import run_config
-
     run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
     def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
         shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
@@ -118,10 +128,6 @@ def _train_entries(key, book, profile, seeds, store, runs):
     """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
     filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
     asked for, keeping its weights if any table asks for them."""
-    from .analysis.records import kept_rows
-    from .profiles import run_config, table_runs
-    from .results import config_key
-
     entries = []
     for table in book.get("train", []):
         dataset = papers.table(key, table)["dataset"]
@@ -165,8 +171,6 @@ def _record_entries(requests, profile, store, runs=None):
     """One entry per record asked for (``record_kinds.Request``): its kind's name in the store, its nominal minutes,
     and, for a record that reads trained weights, the runs it reads (``_needs``: keys in ``runs``, the plan's run map;
     the maps study's, from ``study.yaml``)."""
-    from .record_kinds import kind_of, record_name
-
     out = []
     for request in requests:
         kind, name = kind_of(request), record_name(request)
@@ -193,10 +197,6 @@ def _record_entries(requests, profile, store, runs=None):
 
 def _study_needs(request, profile, runs):
     """The keys of the plan's runs (``runs``) whose kept weights the maps study's record ``request`` reads."""
-    from .analysis.records import study_labels, study_run
-    from .profiles import run_config
-    from .results import config_key
-
     needs = set()
     for label in study_labels(request.kind.removeprefix("maps-")):
         model, settings, seed, dataset = study_run(label, profile)
@@ -209,9 +209,6 @@ def _study_needs(request, profile, runs):
 # ----- status -------------------------------------------------------------------------------------------
 
 def _run_status(entry, store, needed_paths):
-    from .results import StoreError, read_json
-    from .results.policy import stale_reason
-
     config = entry._config
     stored = store.get(config)
     if stored is not None:
@@ -232,8 +229,6 @@ def _run_status(entry, store, needed_paths):
 
 
 def _record_status(entry, store):
-    from .record_kinds import kind_of
-
     record = store.load_record(kind_of(entry._request).group, entry.path.rsplit("/", 1)[1][:-len(".json")],
                                profile=entry.profile)
     if record is None:
@@ -269,18 +264,6 @@ def _training_gflop(model, dataset, overrides_json="{}"):
     provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
     model's architecture signature and the counting code's hash: another architecture or counting rule is
     another key, never a stale count."""
-    import hashlib
-    import inspect
-    import json
-    import sys
-
-    import torch
-
-    from .measure.flops import flops
-    from .models import architecture_signature, create_model
-    from .files import atomic_write
-    from .results.store import default_root
-
     with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
         built = create_model(model, dataset=dataset, **json.loads(overrides_json))
     signature = architecture_signature(built)
@@ -332,10 +315,6 @@ def expected_epochs(config):
 def _estimate(entry, rates, device, epoch_seconds):
     """(GPU minutes, basis) of one entry, from the benchmark's ``rates`` on ``device`` (``_bench_rates``),
     else from FLOPs at their median effective rate, else from the stored runs' ``epoch_seconds``."""
-    import json
-
-    from .data import dataset_spec
-
     if not gpu_profile(entry.profile):
         return 0.0, "CPU profile: no GPU time"
     if entry.kind != "train":
@@ -370,9 +349,6 @@ def build(profile, *, store=None, only=None, chapter=None):
     (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
     weights their measurements read (the maps chapter's come from other chapters); their priorities are then
     ranks among those entries."""
-    from .profiles import get_profile
-    from .results import ResultsStore
-
     prof = get_profile(profile)
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
@@ -382,7 +358,6 @@ def build(profile, *, store=None, only=None, chapter=None):
     firsts = {(book["notebook"], row, papers.table(key, book["train"][0])["dataset"]): i for i, (key, book, row) in
               enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
-    from .record_kinds import chapter_requests, study_requests
 
     for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store, runs)
@@ -442,8 +417,6 @@ def _first_rank(entry, firsts):
 
 def _shown(path):
     """``path`` relative to the working directory where it lies below it (commands shown and run), else as is."""
-    import os
-
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
 
@@ -453,8 +426,6 @@ def _finite(x):
 
 
 def _data_here(dataset):
-    from .data import source_fingerprint
-
     return source_fingerprint(dataset) is not None
 
 

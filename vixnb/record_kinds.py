@@ -16,9 +16,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import papers
+from . import measure, papers
+from .analysis import attention_record, record_stale
+from .analysis.records import STUDY_RECORDS, study, study_record
+from .measure.costs import configuration_speeds, efficiency_record
+from .profiles import gpu_profile, run_config, table_runs
 from .results import ResultsStore
-from .results.policy import training_policy
+from .results.policy import training_policy, weights_changed
 
 
 class PartialRecord(RuntimeError):
@@ -62,8 +66,6 @@ class RecordKind:
 
 def _chapter_runs(request, profile):
     """``[(row, model, settings, seeds)]`` of the chapter's tables trained on the request's dataset."""
-    from .profiles import table_runs
-
     book = papers.book_chapter(request.paper, request.chapter)
     return [run for table in book.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
             for run in table_runs(request.paper, book, table, profile)]
@@ -77,8 +79,6 @@ def _gpu_memory_name(request):
 def _make_gpu_memory(request, *, profile, **_):
     """The GPU memory of one training step at the paper's GPU batch, of every model of the chapter's tables on the
     dataset, on the authors' path and ours (``measure.gpu_memory_column``)."""
-    from . import measure
-
     models = list(dict.fromkeys(model for _, model, _, _ in _chapter_runs(request, profile)))
     frame = measure.gpu_memory_column(models, dataset=request.dataset, batch_size=papers.gpu_batch_size(request.paper))
     return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
@@ -87,9 +87,6 @@ def _make_gpu_memory(request, *, profile, **_):
 def _make_speed(request, *, profile, **_):
     """Every efficiency figure of each model configuration the chapter trains on the dataset (a warm start is the
     same architecture as its scratch run: measured once): ``measure.configuration_speeds``."""
-    from .measure.costs import configuration_speeds
-    from .profiles import gpu_profile, run_config
-
     configs = {}
     for row, model, settings, seeds in _chapter_runs(request, profile):
         config = run_config(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings)
@@ -100,9 +97,6 @@ def _make_speed(request, *, profile, **_):
 def _make_attention_maps(request, *, profile, train, store, **_):
     """The attention maps and diagonal prominence (``analysis.attention_record``) of the runs whose weights the
     chapter keeps (its ``keep_weights`` tables, first seed)."""
-    from .analysis import attention_record
-    from .profiles import table_runs
-
     book = papers.book_chapter(request.paper, request.chapter)
     runs = {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
             for row, model, settings, seeds in table_runs(request.paper, book, table, profile)}
@@ -116,8 +110,6 @@ def _make_attention_maps(request, *, profile, train, store, **_):
 def _make_efficiency(request, *, profile, **_):
     """Every cost of the ViX paper's Table 1 models and the chapter's ``references`` (timm models at 224 px), and
     the token-mixer scaling sweep, at the sizes of the profile's device (``measure.costs.efficiency_record``)."""
-    from .measure.costs import efficiency_record
-
     book = papers.book_chapter(request.paper, request.chapter)
     return efficiency_record(papers.table_models("vix", "table1") + (book.get("references") or []),
                              profile=profile, dataset=request.dataset)
@@ -125,8 +117,6 @@ def _make_efficiency(request, *, profile, **_):
 
 def _make_study(kind):
     def make(request, *, profile, train, store, **_):
-        from .analysis.records import study_record
-
         record = study_record(kind, profile, train=train, store=store)
         missing = [f"{label} ({run['reason']})" for label, run in record["runs"].items()
                    if run["status"] == "not yet run"]
@@ -139,14 +129,10 @@ def _make_study(kind):
 
 
 def _record_stale(record, store):
-    from .analysis import record_stale
-
     return record_stale(record, store)
 
 
 def _bench_stale(record, store):
-    from .results.policy import weights_changed
-
     return weights_changed(record, store)  # a benchmark's rows superseded by a later change
 
 
@@ -213,8 +199,6 @@ def chapter_requests(key, book):
 
 def study_requests():
     """The maps study's records (``vixnb/analysis/study.yaml``), as ``Request`` objects."""
-    from .analysis.records import STUDY_RECORDS, study
-
     s = study()
     return [Request(f"maps-{kind}", chapter=s["notebook"], dataset=s["dataset"]) for kind in STUDY_RECORDS]
 

@@ -10,9 +10,10 @@ import sys
 
 import torch
 
-from .models import create_model
+from . import papers
+from .models import create_model, model_cfg
 from .profiles import run_config
-from .results import ResultsStore, remove_checkpoints
+from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
 from .train import build_model, train
 
@@ -109,10 +110,6 @@ def warm_start_source(config):
     """Whether a row of ``config``'s paper file starts from ``config``'s run: a row named by an ``init_from`` whose
     run, with ``config``'s model settings added (a chapter's profile settings), is ``config`` itself. Such a run
     keeps its weights locally (``run``), so that the warm starts find them."""
-    from . import papers
-    from .models import model_cfg
-    from .results import config_key
-
     if config.get("init_from"):
         return False
     runs = papers.paper_runs(model_cfg(config["model"])["paper"])
@@ -132,8 +129,6 @@ def _source_weights(config, store, **options):
     """``(state, sha256, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and
     kept: in the store where they fit, else locally) and their SHA-256, or ``(None, None, why)`` where they cannot
     be had."""
-    from .results import config_key
-
     init, source = config["init_from"], source_config(config)
     if config_key(source) != init["key"]:
         raise RuntimeError(f"{config['model']}: init_from {init['run']!r} resolved to another run than its config "

@@ -17,6 +17,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from . import __version__
+from .data import CIFAR100_CLASSES, CIFAR10_CLASSES, _shown, data_root
+
 PLACES = ("colab", "kaggle", "local")
 #: each place's writable working folder, where ``VIXNB_DATA`` goes (a local machine keeps vixnb's default)
 WORKING = {"colab": Path("/content"), "kaggle": Path("/kaggle/working")}
@@ -42,8 +47,6 @@ def dataset_folder(folder):
     ``cifar10``/``cifar100`` (torchvision's ``cifar-10-batches-py``/``cifar-100-python`` inside, or an image-folder
     copy ``train/<class>/``), or ``tiny-imagenet`` (``wnids.txt`` inside). ``link`` is the name the data root
     must give it (``cifar10``, ``cifar100``, ``tiny-imagenet-200``)."""
-    from .data import CIFAR10_CLASSES, CIFAR100_CLASSES
-
     folder = Path(folder)
     if (folder / "cifar-10-batches-py").is_dir() or (folder / "train" / CIFAR10_CLASSES[0]).is_dir():
         return "cifar10", "cifar10"
@@ -104,10 +107,6 @@ def env(*, environ=None, modules=None, input_root=KAGGLE_INPUT, working=None, ve
     ``os.environ``, which is what is changed), ``modules``, ``input_root`` and ``working`` (``{place: folder}``,
     default ``WORKING``) are there for tests."""
     working = working or {}
-    import torch
-
-    from . import __version__
-    from .data import _shown, data_root
 
     environ = os.environ if environ is None else environ
     where = place(environ, modules)

@@ -41,6 +41,7 @@ from .data import describe_source, load_split, normalize, source_fingerprint
 from .layers import alpha_beta
 from .models import architecture_signature, create_model
 from .models.counting import count_params, summary_size_mb
+from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
 from .results.provenance import source_hashes
 
@@ -445,8 +446,6 @@ def _warm_start(model, state, sha256, config, images, labels, autocast):
     """Carry the source run's weights ``state`` (their SHA-256: ``sha256``) into ``model`` (``transfer``) and
     evaluate it at once: the record a warm-started result keeps under ``transfer`` (the report's counts and its new
     and unused tensors; top-1, top-5 and loss on the selection set before any training)."""
-    from .models.warm_start import transfer
-
     report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
     if config["eval_mode"]:
         model.eval()

@@ -27,7 +27,13 @@ import math
 from contextlib import contextmanager
 
 import torch
+from captum.attr import IntegratedGradients, LayerAttribution, LayerGradCam, NoiseTunnel, Occlusion
 from torch import nn
+
+from ..data import normalize
+from .map_measures import rounded
+from .maps import _mappers
+from .sanity_checks import _spearman
 
 METHODS = ("integrated_gradients", "occlusion", "grad_cam")
 BASELINES = ("grey", "black")
@@ -67,8 +73,6 @@ class TokensToGrid(nn.Module):
 def _last_mixer(model):
     """The name of ``model``'s last attention mixer (ViX: ``transformer.layers.<last>.0.fn``; the `shaped` paper's:
     ``blocks.<last>.mixer``), or None."""
-    from .maps import _mappers
-
     mixers = [name for name, _ in _mappers(model)]
     return mixers[-1] if mixers else None
 
@@ -116,8 +120,6 @@ def _baseline(x, baseline):
     if baseline == "grey":  # zero after normalisation
         return torch.zeros_like(x)
     if baseline == "black":
-        from ..data import normalize
-
         return normalize(torch.zeros_like(x, dtype=torch.uint8)).to(x).expand_as(x)
     raise ValueError(f"baseline must be one of {BASELINES} or a tensor, got {baseline!r}")
 
@@ -144,8 +146,6 @@ def attribute(model, x, method, target=None, *, baseline="grey", n_steps=50, int
 
     Returns ``{"map": (b, h, w), "delta": (b,) IG's convergence delta or None, "method", "target": (b,),
     "settings": what was used}``. The model runs in eval mode (restored after), with gradients on."""
-    from captum.attr import IntegratedGradients, LayerAttribution, LayerGradCam, NoiseTunnel, Occlusion
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     with _evaluating(model), torch.enable_grad():
@@ -195,8 +195,6 @@ def rank_agreement(maps):
     """``{"methods": [...], "matrix": M x M}``: Spearman's rank correlation between each pair of methods' maps
     (``{method: (b, h, w)}``) of the same image, averaged over the images (ranks by sorting: ties, rare in real
     attributions, broken by position)."""
-    from .sanity_checks import _spearman
-
     names = list(maps)
     matrix = [[float(_spearman(maps[a].double(), maps[b].double()).mean()) for b in names] for a in names]
     return {"methods": names, "matrix": matrix}
@@ -236,8 +234,6 @@ def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_bat
     """One model's attributions of its predicted classes on normalised images ``x``, JSON-ready: for each of
     ``methods`` the maps of the first ``show`` images (each divided by its maximum, 4 decimals), IG's convergence
     delta, the deletion and insertion curves and their areas per image, and the methods' ``rank_agreement``."""
-    from .map_measures import rounded
-
     with _evaluating(model), torch.no_grad():
         target = model(x).argmax(dim=-1)
     maps, out = {}, {"target": target.tolist(), "methods": {}}

@@ -10,6 +10,7 @@
 """
 import math
 
+import numpy as np
 import torch
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -86,8 +87,6 @@ def diagonal_prominence(maps):
 
 def rounded(t, digits=5):
     """A tensor as nested lists of floats rounded to ``digits``, for a stored record (one copy off the device)."""
-    import numpy as np
-
     return np.round(t.detach().to("cpu", torch.float64).numpy(), digits).tolist()
 
 

@@ -18,10 +18,17 @@ from functools import cache
 from pathlib import Path
 
 import torch
+import yaml
 
-from .. import layers
-from ..results.policy import training_policy
+from .. import layers, papers
+from ..data import DatasetNotFoundError, load_split, normalize
+from ..models import create_model
+from ..profiles import get_profile, run_config, table_runs
+from ..results import provenance
+from ..results.policy import training_policy, weights_changed
+from ..runs import trained_model, weights_too_large
 from .approximations import approximation_errors
+from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
                            row_entropy)
 from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
@@ -30,8 +37,6 @@ from .sanity_checks import randomisation_check
 
 def panel(dataset="cifar10", per_class=2, *, labels=None):
     """Test-set indices of the panel (see the module's docstring); ``labels``: the test labels, when loaded."""
-    from ..data import load_split
-
     if labels is None:
         _, labels = load_split(dataset, "test")
     labels = [int(v) for v in labels]
@@ -48,8 +53,6 @@ def model_maps(model, images, *, prominence_images=None):
     the class token over the patches (heads averaged; the softmax part for shaped attention), ``prominence``
     (layer, head) of the normalised applied map, ``prominence_softmax`` (layer, head) of its softmax part, over
     ``prominence_images`` (default: ``images``), and ``identity_share`` (alpha / (alpha + beta) per shaped layer)."""
-    from ..data import normalize
-
     x = normalize(images)
     softmax = collect_attention_maps(model, x, method="softmax_map")
     cls = torch.stack([class_token_map(m).flatten(1) for m in softmax], dim=1)  # (b, layers, patches)
@@ -72,11 +75,6 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
     training run it comes from, and where it was measured. A run whose weights are not stored (and cannot be
     trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
-    from ..data import load_split
-    from ..profiles import get_profile
-    from ..results import provenance
-    from ..runs import trained_model
-
     used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
     test_x, test_y = load_split(used, "test")
     shown = panel(used, labels=test_y)[:images]
@@ -110,7 +108,6 @@ def record_stale(record, store):
             return f"the study's {kind} runs changed since it was measured (vixnb/analysis/study.yaml)"
         if profile in study()["profiles"] and record.get("settings") != study_settings(profile):
             return f"the study's {profile} settings changed since it was measured (vixnb/analysis/study.yaml)"
-    from ..results.policy import weights_changed
 
     return weights_changed(record, store)
 
@@ -123,8 +120,6 @@ STUDY_RECORDS = ("attention", "attribution")
 @cache
 def study():
     """The maps study's settings (``vixnb/analysis/study.yaml``): its runs, figures' runs and per-profile sizes."""
-    import yaml
-
     return yaml.safe_load(Path(__file__).with_name("study.yaml").read_text())
 
 
@@ -147,9 +142,6 @@ def study_record_name(kind, dataset=None):
 def study_run(label, profile):
     """``(model, settings, seed, dataset)`` of the study's run ``label``: its paper's table row as that paper's
     chapter trains it in ``profile`` (``profiles.table_runs``; the first seed)."""
-    from .. import papers
-    from ..profiles import table_runs
-
     runs = study()["runs"]
     if label not in runs:
         raise ValueError(f"{label!r} is not a run of vixnb/analysis/study.yaml; its runs: {', '.join(runs)}")
@@ -164,17 +156,12 @@ def study_run(label, profile):
 
 def _meta_model(model, dataset, settings):
     """The model built on the meta device (no memory, the caller's RNG untouched): enough to see its mixers."""
-    from ..models import create_model
-
     with torch.random.fork_rng(devices=[]), torch.device("meta"):
         return create_model(model, dataset=dataset, **settings)
 
 
 def _weights_over_cap(model, settings, seed, dataset, profile):
     """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
-    from ..profiles import run_config
-    from ..runs import weights_too_large
-
     return weights_too_large(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
 
 
@@ -196,8 +183,6 @@ def study_kept_rows(key, table, profile):
 def study_map_kinds(profile):
     """``{label: {"model", "source", "map"}}`` of the study's runs: the model, the paper table row it is, and what its
     attention map is (``maps.map_kind``), from the models built on the meta device (nothing trained or measured)."""
-    from .maps import map_kind
-
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
@@ -216,8 +201,6 @@ def study_runs(record):
 def panel_images(record, count=None):
     """The first ``count`` panel images of a measurement record (``record["dataset"]``, ``record["panel"]``) as
     (h, w, 3) uint8 arrays, or None where that dataset is not on this machine (the record holds only measures)."""
-    from ..data import DatasetNotFoundError, load_split
-
     try:
         test_x, _ = load_split(record["dataset"], "test")
     except DatasetNotFoundError:
@@ -229,24 +212,18 @@ def kept_rows(key, book, table, profile):
     """The rows of ``table`` whose first-seed run keeps its trained weights when chapter ``book`` (of paper ``key``)
     trains it: every row of the chapter's ``keep_weights`` tables, and the runs the maps study measures
     (``study_kept_rows``)."""
-    from .. import papers
-
     if table in (book.get("keep_weights") or []):
         return {row for row, *_ in papers.table_runs(key, table)}
     return study_kept_rows(key, table, profile)
 
 
 def _overrides(profile):
-    from ..profiles import get_profile
-
     return dict(get_profile(profile).get("model_overrides") or {})
 
 
 def _trained(label, profile, compute, store):
     """``(module, result, run)`` of a study run: its trained model (``runs.trained_model``; measuring again never
     trains again) or ``(None, {"status", "reason"}, run)``."""
-    from ..runs import trained_model
-
     model, settings, seed, dataset = study_run(label, profile)
     run = {"model": model, "settings": settings, "seed": seed}
     over = _weights_over_cap(model, settings, seed, dataset, profile)
@@ -262,9 +239,6 @@ def _trained(label, profile, compute, store):
 
 
 def _panel_images(profile):
-    from ..data import load_split
-    from ..profiles import get_profile
-
     used = get_profile(profile).get("dataset_override") or study()["dataset"]
     test_x, test_y = load_split(used, "test")
     shown = panel(used, labels=test_y)[:study_settings(profile)["images"]]
@@ -281,8 +255,6 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     layers re-drawn: ``sanity_checks.randomisation_check``; one layer barely moves a mean-row rollout); maps for the first
     ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
     Nystrom approximations' distance to the model's own exact softmax maps."""
-    from ..data import normalize
-
     x = normalize(images)
     layer_maps = attention_maps(model, x)
     listed = list(layer_maps.values())
@@ -311,8 +283,6 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     cannot be trained under ``train``, the compute policy for training, default ``compute``; the batch passes
     "never": its plan trains first) ``{"status": "not yet run", "reason": ...}``; one whose weights are over the
     cap ``{"status": "not kept", ...}``."""
-    from ..results import provenance
-
     s, conf = study(), study_settings(profile)
     used, indices, images, labels = _panel_images(profile)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -335,9 +305,6 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
                       if label == s["approximation"] else None)
             measures = run_maps(module, images, shown=conf["shown"], centre=label in s["linear"], approximation=approx)
         else:
-            from ..data import normalize
-            from .attribution import attribution_measures
-
             measures = attribution_measures(
                 module, normalize(images), methods=tuple(s["attribution_methods"]), ig_steps=conf["ig_steps"],
                 internal_batch_size=conf["ig_batch"], window=conf["occlusion_window"],
@@ -354,6 +321,4 @@ def study_labels(kind):
 
 def has_attention(model):
     """Whether ``model`` has an attention map (``maps.map_kind`` does not say "no attention map")."""
-    from .maps import map_kind
-
     return not map_kind(model).startswith("no attention map")

@@ -21,7 +21,12 @@ from contextlib import nullcontext
 
 import torch
 
+from .. import papers
+from ..data import load_split
+from ..ensemble import Ensemble, can_ensemble, ensemble_step
 from ..measure import as_dtype, local_rng
+from ..models import create_model
+from ..profiles import run_config
 from .training import _adamw, _ours_step, _time_steps
 
 APPROACHES = ("one_seed", "ensemble", "compiled", "cuda_graphs")
@@ -30,8 +35,6 @@ SEPARATE = ("one_seed", "compiled", "cuda_graphs")
 
 def _ensemble_step(models, images, labels, *, bs, dtype):
     """The ensemble's training step as ``train_ensemble`` runs it, on a random batch per member."""
-    from ..ensemble import Ensemble, ensemble_step
-
     ensemble = Ensemble(models, randomness="different")  # dropout models too: the speed is the same
     cast = (lambda: torch.autocast(images.device.type, dtype=dtype)) if dtype != torch.float32 else nullcontext
     step = ensemble_step(ensemble, _adamw(ensemble.params.values(), images.device), autocast=cast)
@@ -77,15 +80,9 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
     one run; see the module doc for the ratios and ``winner``. ``compile=False`` skips the compiled approaches.
     ``models`` defaults to the `vix` paper's Table 1 models. The caller's RNG state is kept."""
     if models is None:
-        from .. import papers
-
         models = papers.table_models("vix", "table1")
     if isinstance(seeds, bool) or int(seeds) != seeds or seeds < 1:
         raise ValueError(f"seeds={seeds!r}: give a whole number >= 1 of seeds to train at once")
-    from ..data import load_split
-    from ..ensemble import can_ensemble
-    from ..models import create_model
-    from ..profiles import run_config
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
@@ -118,8 +115,6 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
 
 
 def _compiled_step(name, images, labels, *, bs, dtype, mode):
-    from ..models import create_model
-
     model = create_model(name).to(images.device)
     return _ours_step(model, images, labels, bs=bs, dtype=dtype, forward=torch.compile(model, mode=mode))
 

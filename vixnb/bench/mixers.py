@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..layers import build
 from ..layers.nystrom import COMPILE_MODES
 from ..measure import (FUSED_SOFTMAX, MATERIALISED_SOFTMAX, as_dtype, dtype_name, jsonable, local_rng, provenance,
                        sweep_mechanisms, sweep_row, torch_threads)
@@ -50,10 +53,6 @@ def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head
     those that are not views (the kernels a GPU launches, about). A mixer made of many small operations is
     bound by their launches rather than by arithmetic; this is that count, device-independent up to the
     kernels the device picks (e.g. the fused attention variant)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from ..layers import build
-
     class Count(TorchDispatchMode):
         total = compute = 0
 
@@ -79,8 +78,6 @@ def operator_table(*, device="cpu", dtype="fp32", tokens=1025, dim=128, heads=4,
     pseudo-inverse iterations (``pinv_backward="autograd"``); the ratio is of non-view operators to the fused
     softmax's. A page table with ``attrs["provenance"]`` (``measure.provenance``): counting computes one
     small step per mechanism on ``device`` (batch 1), it times nothing."""
-    import pandas as pd
-
     mechanisms = sweep_mechanisms()
     nystrom = next(options for label, _, options in mechanisms if label == "nystrom")
     after = max(i for i, (_, kind, _) in enumerate(mechanisms) if kind == "nystrom")

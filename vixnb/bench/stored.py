@@ -5,9 +5,13 @@ shows of GPU benchmarks. A saved benchmark is one JSON object with the keys ``be
 import json
 import sys
 
-from ..measure import jsonable, provenance
+import pandas as pd
+
 from ..files import atomic_write
+from ..measure import jsonable, provenance
 from ..results import ResultsStore
+from .fill import APPROACHES
+from .mixers import with_ratios
 
 
 def benchmark_record(benchmark, rows, *, device, dtype, note=None, command=None, extra=None):
@@ -58,8 +62,6 @@ def stored_table(name, root=None):
     """The saved benchmark ``name`` (``results/bench/<name>.json``) as a page table (``mixers_frame``,
     ``train_frame`` or ``variants_frame`` by its kind), or a one-cell "not yet run" table; ``attrs["provenance"]``
     is the saved provenance with the saved note (None when not run)."""
-    import pandas as pd
-
     saved = load(name, root)
     if saved is None:
         frame = pd.DataFrame({"status": [f"not yet run (no results/bench/{name}.json)"]}, index=[name])
@@ -72,8 +74,6 @@ def stored_table(name, root=None):
 
 def variants_frame(saved):
     """tools/profile_nystrom.py output: one row per variant, ms and ratio to the fused softmax per dtype."""
-    import pandas as pd
-
     frame = pd.DataFrame(saved["rows"]).pivot(index="mechanism", columns="dtype", values=["ms", "x_fused_softmax"])
     frame.columns = [f"{'ms' if what == 'ms' else 'x fused softmax'} ({dt})" for what, dt in frame.columns]
     order = list(dict.fromkeys(r["mechanism"] for r in saved["rows"]))
@@ -84,10 +84,6 @@ def variants_frame(saved):
 def mixers_frame(saved):
     """A saved ``vixnb bench mixers`` run as a page table: ms (median), ratios to the fused and the
     materialised softmax, peak MiB; ``attrs["provenance"]`` as saved (``_with_provenance``)."""
-    import pandas as pd
-
-    from .mixers import with_ratios
-
     rows = with_ratios([dict(r) for r in saved["rows"]])  # runs saved before the fused ratio was stored
     frame = pd.DataFrame({
         "ms (fwd+bwd)": [r["ms"] for r in rows],
@@ -102,8 +98,6 @@ def mixers_frame(saved):
 
 def train_frame(saved):
     """A saved ``vixnb bench train`` run as a page table (one row per model)."""
-    import pandas as pd
-
     rows = saved["rows"]
     frame = pd.DataFrame({
         "batch": [r["batch_size"] for r in rows],
@@ -119,10 +113,6 @@ def train_frame(saved):
 def fill_frame(saved):
     """A saved ``vixnb bench fill`` run as a page table: one row per model, images/s of each approach and its
     ratio to one seed, and the winner."""
-    import pandas as pd
-
-    from .fill import APPROACHES
-
     rows = saved["rows"]
     columns = {"batch": [r["batch_size"] for r in rows], "seeds": [r["seeds"] for r in rows]}
     for approach in APPROACHES:

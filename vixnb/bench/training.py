@@ -3,16 +3,20 @@ reference loop like the authors', both measured in the same run."""
 import time
 
 import torch
+from PIL import Image
+from torchvision import transforms
 
+from .. import papers
+from ..data import dataset_spec, load_split, normalize
+from ..layers import fused_attn
 from ..measure import as_dtype, dtype_name, local_rng
+from ..models import create_model
+from ..profiles import run_config
 
 
 def _reference_loader(images, labels, batch_size, workers):
     """What the authors' scripts do: a torchvision-style dataset (PIL image -> ToTensor -> Normalize per
     item) behind a shuffling DataLoader."""
-    from PIL import Image
-    from torchvision import transforms
-
     to_tensor = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
     pil = [Image.fromarray(img.permute(1, 2, 0).numpy()) for img in images]
 
@@ -50,8 +54,6 @@ def _ours_step(model, images, labels, *, bs, dtype, forward=None):
     """Our engine's training step as timed here: a random batch of the uint8 ``images`` / ``labels`` resident on
     the device, normalised there, ``dtype`` autocast, fused AdamW on a GPU; ``forward`` (default ``model``)
     makes the logits, e.g. ``torch.compile(model)``."""
-    from ..data import normalize
-
     forward, device = model if forward is None else forward, images.device
     opt = _adamw(model.parameters(), device)
     cast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
@@ -69,9 +71,6 @@ def _ours_step(model, images, labels, *, bs, dtype, forward=None):
 
 def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, warmup, workers):
     """Time one path of ``bench_train`` (``"reference"``, or ours in ``path_dt``) into ``row``."""
-    from ..layers import fused_attn
-    from ..models import create_model
-
     model = create_model(name).to(device)
     if path != "reference":
         step = _ours_step(model, images.to(device), labels.to(device), bs=bs, dtype=path_dt)
@@ -115,11 +114,7 @@ def bench_train(models=None, *, device=None, dtype=None, batch=None, steps=10, w
     trains in fp32) our path is timed a second time in it (``ours_paper_dtype_images_per_s``). ``models``
     defaults to the models of the `vix` paper's Table 1."""
     if models is None:
-        from .. import papers
-
         models = papers.table_models("vix", "table1")
-    from ..data import dataset_spec, load_split
-    from ..profiles import run_config
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))

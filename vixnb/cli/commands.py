@@ -1,6 +1,7 @@
 """What each subcommand of ``vixnb`` does; each imports the modules it needs when it runs, so that building
 the parser (``vixnb.cli.parser``) imports none of them."""
 import json
+import time
 
 
 def models(args):
@@ -167,8 +168,6 @@ def plan(args):
 
 def batch(args):
     """``vixnb batch``: run the plan's missing entries in priority order; ends with a status table."""
-    import time
-
     from .. import batch as runner, plan as planning
 
     started = time.time()  # the budget counts from here: building the plan is part of it

@@ -1,6 +1,7 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
 ``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
+from ..plan import shown_settings
 
 
 def text_cell(value, spec, *, blank="-"):
@@ -118,8 +119,6 @@ def train_table(rows):
 
 def plan_table(entries):
     """A plain-text table of plan entries (``vixnb.plan.Entry``): priority, what, status, GPU minutes, basis."""
-    from ..plan import shown_settings
-
     width = max([len("chapter"), *(len(e.chapter) for e in entries)]) + 2
     head = f"{'#':>4} {'lvl':>3}  {'chapter':<{width}}{'what':<44}{'status':<9}{'GPU min':>8}  basis / reason"
     lines = [head]

@@ -2,6 +2,10 @@
 architectures as references) with the token-mixer scaling sweep (``efficiency_record``), counts from shapes alone
 (``shape_records``), and every efficiency figure of a chapter's run configurations (``configuration_speeds``). The
 sizes follow the profile's device: a GPU profile measures at the papers' sizes, the smoke profile at a CPU's."""
+import importlib.util
+
+from ..models import list_models
+from ..profiles import get_profile, gpu_profile
 from .per_model import measure, measure_many, measure_model
 from .runtime import PATHS
 from .storage import jsonable
@@ -13,11 +17,9 @@ SPEED_MAX_BATCH, SPEED_ITERS = 256, 20
 
 
 def _timm_model(name):
-    import importlib.util
-
     if importlib.util.find_spec("timm") is None:
         return None
-    import timm
+    import timm  # optional dependency (not one of vixnb's): here only where it is installed
 
     return timm.create_model(name, pretrained=False)
 
@@ -27,8 +29,6 @@ def cost_records(names, *, dataset, device, paths, overrides=None, batch_size=No
     """``measure`` records of ``names`` in their order: registered models (``measure.measure_many``, with the
     config ``overrides``) and, for any other name, the ``timm`` architecture at 224 px, untrained
     (``measure.measure_model``; the fused path only)."""
-    from ..models import list_models
-
     registered = set(list_models())
     ours = [n for n in names if n in registered]
     measured = dict(zip(ours, measure_many(ours, dataset=dataset, device=device, paths=paths,
@@ -59,8 +59,6 @@ def efficiency_record(names, *, profile, dataset="cifar10", batch_size=None, tok
     both execution paths) and the token-mixer scaling sweep, on the profile's device: a GPU profile at training batch
     64 and a sweep up to 16,384 tokens; the smoke profile on the CPU (its small models, training batch 2, sweep at
     256 and 1,024 tokens). ``batch_size``, ``tokens``, ``iters``: those sizes where given."""
-    from ..profiles import get_profile, gpu_profile
-
     prof = get_profile(profile)
     cpu = not gpu_profile(profile)
     device = "cpu" if cpu else "cuda"

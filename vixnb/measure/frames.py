@@ -1,5 +1,7 @@
-"""Measurement records as flat rows and pandas DataFrames, for the pages (pandas is imported on use)."""
+"""Measurement records as flat rows and pandas DataFrames, for the pages."""
 from __future__ import annotations
+
+import pandas as pd
 
 #: The column of the favor paper's FLOP convention (its name is what the efficiency chapter reads).
 FAVOR_GFLOPS_COLUMN = "GFLOPs (seed 003 conv.)"
@@ -42,8 +44,6 @@ def summary_row(rec):
 
 def records_frame(records):
     """A pandas DataFrame of ``measure`` records, one row per model."""
-    import pandas as pd
-
     if not records:
         return pd.DataFrame(index=pd.Index([], name="model"))
     return pd.DataFrame([summary_row(r) for r in records]).set_index("model")
@@ -53,8 +53,6 @@ def crossover_frame(xs, *, metrics=None):
     """``crossovers`` output as a table: one row per mechanism, one column per (reference, metric), cells
     "~N tokens" (interpolated crossover), "from N" (first measured size where cheaper, no interpolation),
     "all sizes", "none up to N", "only at N1, N2" (cheaper at those small sizes, not at the largest) or "-"."""
-    import pandas as pd
-
     cells = {}
     for x in xs:
         if metrics and x["metric"] not in metrics:

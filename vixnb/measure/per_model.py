@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
+
+from ..models import create_model
 from ..models.counting import count_params, input_size_of, summary_size_mb
 from .flops import flops
 from .memory import inference_memory, training_memory
@@ -34,8 +37,6 @@ def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json
     The authors' path always runs fp32; ``dtype`` applies to the fused path. ``overrides`` go to
     ``create_model`` (e.g. ``depth=1``); the model's weights come from seed 0 and the caller's RNG state is
     kept. With ``json_ready`` the record holds only JSON types."""
-    from ..models import create_model
-
     with local_rng("cpu"):  # weights from seed 0; the caller's RNG state kept
         model = create_model(model_name, dataset=dataset, **overrides)
     return measure_model(model, name=model_name, device=device, batch_size=batch_size, json_ready=json_ready,
@@ -96,10 +97,6 @@ def gpu_memory_column(models, *, dataset="cifar10", batch_size=64, device=None, 
     """Training memory of each model at ``batch_size`` on the authors' path (fp32) and ours (fused, ``dtype``):
     the ViX paper's "GPU (GB)" column. Returns a pandas DataFrame indexed by model; cells are GB (reserved
     and allocated peaks) or the record's status (``"skipped: ..."`` on a CPU, ``"oom"``)."""
-    import pandas as pd
-
-    from ..models import create_model
-
     device = resolve_device(device)
     rows = {}
     for name in models:

@@ -6,6 +6,9 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
+from ..layers import fused_attn
+from ..results import provenance as made
+
 GB = 1024**3
 MB = 1024**2
 PATHS = ("authors", "fused")
@@ -43,8 +46,6 @@ def autocast_for(device, dtype):
 
 def provenance(device, *, dtype=None, batch_size=None):
     """The provenance of a measurement (``vixnb.results.provenance``), with its dtype and batch size."""
-    from ..results import provenance as made
-
     return made(resolve_device(device), stamp="measured", dtype=dtype_name(dtype) if dtype is not None else None,
                 batch_size=batch_size)
 
@@ -52,8 +53,6 @@ def provenance(device, *, dtype=None, batch_size=None):
 @contextmanager
 def execution_path(model, path):
     """``"authors"``: materialised softmax (and Nystrom's explicit softmax matrices); ``"fused"``: SDPA."""
-    from ..layers import fused_attn
-
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     with fused_attn(model, path == "fused"):

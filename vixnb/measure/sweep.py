@@ -10,6 +10,8 @@ import time
 import torch
 
 from . import timing
+from ..layers import build, list_kinds
+from ..models import paper_mixers
 from .flops import budget_status, count_ops, estimate
 from .runtime import (MB, as_dtype, autocast_for, dtype_name, is_oom, local_rng, oom_record, provenance,
                       release_memory, resolve_device)
@@ -23,9 +25,6 @@ SHAPE_METRICS = ("gflops", "estimate_gb")
 def sweep_mechanisms(include_materialized=True):
     """(label, kind, options) of every mixer kind in the paper configuration; softmax-type kinds twice
     (fused and materialised) when ``include_materialized``."""
-    from ..layers import list_kinds
-    from ..models import paper_mixers
-
     paper = {kind: opts for kind, opts in paper_mixers().values()}
     out = []
     for kind in list_kinds():
@@ -47,8 +46,6 @@ def sweep_mechanisms(include_materialized=True):
 
 def _build_mixer(kind, options, *, on, dim, heads, dim_head, n):
     """The mixer with its weights drawn from seed 0 (the caller's RNG state kept)."""
-    from ..layers import build
-
     with local_rng(on if torch.device(on).type == "cuda" else "cpu"), torch.device(on):
         return build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=n, **options)
 

@@ -1,6 +1,7 @@
 """Timing of repeated calls (CUDA events on a GPU, ``time.perf_counter`` on a CPU) and the process's
 resident memory (the CPU stand-in for CUDA's memory statistics)."""
 import os
+import resource
 import time
 
 import torch
@@ -41,6 +42,4 @@ def resident_bytes():
 
 def peak_resident_bytes():
     """This process's peak resident set size so far (``ru_maxrss``, KiB on Linux)."""
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

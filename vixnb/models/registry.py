@@ -9,6 +9,10 @@ The family files register their models when they are imported; ``vixnb.models`` 
 registry through ``vixnb.models`` (or ``vixnb.create_model``). This module imports no family file.
 """
 import fnmatch
+import hashlib
+
+from .. import papers
+from ..data import dataset_spec
 
 _MODELS = {}
 _CFGS = {}
@@ -47,8 +51,6 @@ def architecture_signature(model):
     Conv2d's kernel, stride, padding ...), not its ``extra_repr``, which changes between torch releases (2.14's
     LayerNorm adds "bias=True" that 2.11's lacks): the same model has the same signature on a GPU machine's
     torch and a CPU's. vixnb's own modules are described by their ``extra_repr``."""
-    import hashlib
-
     digest = hashlib.sha256()
     for name, module in model.named_modules():
         if type(module).__module__.startswith("torch."):
@@ -87,8 +89,6 @@ def model_family(name):
 def model_cfg(name):
     """The model's ``default_cfg``: ``name``, ``paper`` key, display ``label``, and the paper protocol's
     ``batch_size`` and ``epochs`` for it (read from the paper file)."""
-    from .. import papers
-
     _check(name)
     cfg = dict(_CFGS[name], name=name)
     protocol = papers.protocol(cfg["paper"])
@@ -99,8 +99,6 @@ def model_cfg(name):
 
 def create_model(name, *, dataset="cifar10", **overrides):
     """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides."""
-    from ..data import dataset_spec
-
     _check(name)
     spec = dataset_spec(dataset)
     try:

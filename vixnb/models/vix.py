@@ -30,7 +30,7 @@ from torch import nn
 from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import GRID_SIDE, embedding, stem_geometry
-from .registry import mixer_overrides, model_entrypoint, register_model
+from .registry import _CFGS, list_models, mixer_overrides, model_entrypoint, register_model
 
 
 class ViX(nn.Module):
@@ -328,8 +328,6 @@ def paper_mixers():
     """{model name: (mixer kind, mixer options)} of the plain `vix` models of this file (not hybrid, learned position
     embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet; not the `cxv` paper's resized ones), as their functions
     configure them."""
-    from .registry import _CFGS, list_models
-
     found = {}
     for name in list_models():
         if model_entrypoint(name).__module__ != __name__ or _CFGS[name]["paper"] != "vix":

@@ -62,7 +62,7 @@ class TransferReport:
 
     def frame(self):
         """The rows as a pandas DataFrame (tensor, status, source, shape, note)."""
-        import pandas as pd
+        import pandas as pd  # `vixnb models` imports vixnb.models and stays free of pandas (tests/test_cli.py)
 
         return pd.DataFrame([{k: r[k] for k in ("tensor", "status", "source", "shape", "note")} for r in self.rows])
 

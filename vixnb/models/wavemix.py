@@ -42,7 +42,7 @@ def haar_dwt(x):
     transformed in float32 and the bands returned in its dtype. ``ptwt`` is imported here, on first use, so that
     the other models need it not."""
     try:
-        import ptwt
+        import ptwt  # optional at import: only WaveMix needs it (the docstring above)
     except ImportError:
         raise ImportError("WaveMix needs the ptwt package (a vixnb dependency): pip install ptwt") from None
     dtype = x.dtype

@@ -6,15 +6,19 @@ import json
 import numbers
 
 import pandas as pd
+from IPython.display import Markdown, display
 
 from .. import papers
+from ..measure import FAVOR_GFLOPS_COLUMN, flops, records_frame
+from ..models import create_model, list_models, model_cfg
+from ..profiles import row_runs, run_config
+from ..results import ResultsStore, check_compute
 from .claim_schema import in_sections, paper_claims, parse_claim
-from .claim_verdicts import claims
-from ..models import list_models, model_cfg
-from ..profiles import row_runs
+from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .collect import collect_runs, current_counts, gpu_memory_rows
 from .metrics import (COUNTED_METRICS, EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, RUN_STATISTICS,
                       SEED_METRICS, number_or_none as _number_or_none)
+from .provenance import provenance_line
 
 
 def _paper_keys():
@@ -77,8 +81,6 @@ def _stored_seeds(stored, config):
 def _done_runs(runs, *, dataset, profile, compute, store, stored):
     """``({name: [done runs]}, records)``: for each run ``{name: (model, settings)}``, its stored seeds (seed 0
     where none is stored), every seed done with a top-1, and every record looked at."""
-    from ..profiles import run_config
-
     done_runs, records = {}, []
     for name, (model, settings) in runs.items():
         if model not in list_models():
@@ -108,8 +110,6 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     (``count_flops``; only where a stored measurement gives them a partner metric). Measurements are only
     read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
     ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``)."""
-    from ..results import ResultsStore, check_compute
-
     check_compute(compute)
     store = store if store is not None else ResultsStore()
     stored = store.results(profile) if (store.root / profile).is_dir() else []
@@ -164,8 +164,6 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             used = [r for r in (record or {}).get("records", []) if r.get("dataset", "cifar10") == dataset
                     and r.get("model") in models and "flops" in r]
             if used:
-                from ..measure import FAVOR_GFLOPS_COLUMN, records_frame
-
                 frame = records_frame(used)
                 measured = True
                 for model in frame.index:
@@ -175,9 +173,6 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     figures[model]["gflops"] = _number_or_none(frame.loc[model, FAVOR_GFLOPS_COLUMN])
                     keep({"provenance": next(r for r in used if r["model"] == model)["provenance"]})
         if "gflops" in metrics and count_flops and measured:
-            from ..measure import flops
-            from ..models import create_model
-
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():
                     figures[model]["gflops"] = flops(create_model(model, dataset=dataset), path="fused")["favor_gflops"]
@@ -201,11 +196,6 @@ def claims_section(paper_key, profile, *, sections=None, compute="never"):
     ``sections``, or all) evaluated on the stored figures of ``profile`` (``ours_from_store``; a profile that cannot
     decide a claim says so: ``claim_verdicts.undecided_reason``), as the compact table, the count of verdicts, the
     provenance of the figures and how each claim was read. Displays them; returns the ``claims`` frame."""
-    from IPython.display import Markdown, display
-
-    from .claim_verdicts import claims_page, claims_readings, claims_summary
-    from .provenance import provenance_line
-
     ours, records = ours_from_store(paper_key, profile, compute=compute, sections=sections)
     verdicts = claims(paper_key, ours, sections=sections, profile=profile)
     display(claims_page(verdicts))

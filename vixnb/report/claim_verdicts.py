@@ -10,6 +10,8 @@ import statistics
 import pandas as pd
 
 from .. import papers
+from ..models import list_models
+from ..profiles import get_profile
 from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
                            UNDECIDED, _Missing, _printed, _unit, claim_table, in_sections, paper_claims, parse_claim)
 from .metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
@@ -122,8 +124,6 @@ def _ours_getter(figures):
 def run_label(name, key=None):
     """A model's label, or for a run that paper ``key``'s tables name (a row with a ``model`` and ``settings``), the
     label of its first row with its name beside it ("no padding in the embedding (cnv_no_pad)")."""
-    from ..models import list_models
-
     if key is not None and name not in list_models():
         for table in papers.load(key)["tables"]:
             entry = papers.table(key, table)["rows"].get(name)
@@ -247,8 +247,6 @@ def protocol_note(key, claim, profile):
     on the number of epochs (``metrics.STEP_METRICS``), and a comparison of two of our runs made under that one
     shorter protocol with the verdict naming it ("at 10 of the paper's 50 epochs"); never an absolute figure.
     ``profile=None`` or ``"paper"``: the paper's protocol."""
-    from ..profiles import get_profile
-
     if profile is None or profile == "paper":
         return True, ""
     claim = parse_claim(key, claim)
@@ -369,8 +367,6 @@ def claims_page(frame, *, caption=None):
     (and its section), the claimed figure, the paper's own figure and whether it bears the claim out, and
     ours with our verdict (and what is missing, if anything). ``claims_readings`` gives, under the same
     numbers, how each claim was read."""
-    import pandas as pd
-
     rows = {}
     for number, (_, row) in enumerate(frame.iterrows(), 1):
         ours = f"{_figure_text(row['our figure'])}: {row['our verdict']}" if row["our figure"] is not None \

@@ -3,7 +3,21 @@ from __future__ import annotations
 
 import statistics
 
-from ..results import ResultsStore, made_on
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import papers
+from ..analysis.records import STUDY_RECORDS, kept_rows
+from ..data import DatasetNotFoundError
+from ..measure import records_frame
+from ..models import create_model
+from ..models.counting import count_params, summary_size_mb
+from ..profiles import run_config, table_runs
+from ..record_kinds import Request, kind_of, obtain, record_name, study_requests
+from ..results import ResultsStore, StoreError, made_on
+from ..results.policy import other_code
+from ..runs import run
 from .metrics import METRICS, PER_SEED
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
@@ -17,14 +31,6 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
     ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``);
     ``keep_weights``: as ``runs.run``."""
-    from tqdm.auto import tqdm
-
-    from ..data import DatasetNotFoundError
-    from ..profiles import run_config
-    from ..results import StoreError
-
-    from ..runs import run
-
     jobs = [(m, s) for m in models for s in seeds]
     bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
     results = []
@@ -53,11 +59,6 @@ def _mean_std(values):
 def current_counts(model, dataset, **settings):
     """What the current code builds for ``model`` on ``dataset`` (with ``create_model`` ``settings``): its paper
     and true parameter counts and Size (MB), as stored with every training run."""
-    import torch
-
-    from .. import count_params, summary_size_mb
-    from ..models import create_model
-
     with torch.random.fork_rng():
         built = create_model(model, dataset=dataset, **settings)
     return {"params_paper": count_params(built, "paper"), "params_true": count_params(built, "true"),
@@ -69,10 +70,6 @@ def summarize_runs(results):
     mean ± std over the seeds done, the best seed's epochs, batch size and training-run peak GPU memory, and
     its provenance (commit, date, device), with a note when the run was made by other model code than today's
     (``results.policy.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
-    import pandas as pd
-
-    from ..results.policy import other_code
-
     by_model = {}
     for r in results:
         by_model.setdefault(r["config"]["model"], []).append(r)
@@ -113,9 +110,6 @@ def accuracy_text(summary, model, metric):
 def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
     """The ``record_kinds.Request`` of ``kind`` that a chapter of ``paper`` (``notebook``, else the one whose ``part``
     is ``part``) asks for on ``dataset``."""
-    from .. import papers
-    from ..record_kinds import Request
-
     if notebook is None:
         found = [c for c in papers.book_chapters(paper) if c.get("part") == part]
         if not found:
@@ -128,9 +122,6 @@ def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
 def gpu_memory_rows(paper, dataset, *, profile, store):
     """``(rows, records)``: the stored GPU-memory rows (at the paper's GPU batch, ``papers.gpu_batch_size``) of every
     chapter of ``paper`` on ``dataset``, merged (``{model: {column: value}}``), and the records they come from."""
-    from .. import papers
-    from ..record_kinds import Request, record_name
-
     rows, records = {}, []
     for part in dict.fromkeys(c.get("part") for c in papers.book_chapters(paper) or [{}]):
         name = record_name(Request("gpu_memory", paper=paper, dataset=dataset, part=part))
@@ -146,8 +137,6 @@ def gpu_memory(models, *, paper, dataset, profile, compute="missing", part=None)
     path and ours, for the models of the chapter of ``paper`` whose ``part`` is ``part`` (the record kind
     ``gpu_memory``, under the compute policy), its rows narrowed to ``models``: the record ``{"rows": {model:
     {column: value}}, "provenance": {...}}``, or None when nothing is stored and nothing can be measured here."""
-    from ..record_kinds import obtain
-
     record = obtain(_chapter_request("gpu_memory", paper, dataset, part=part), profile=profile, compute=compute)
     if record is None:
         return None
@@ -159,8 +148,6 @@ def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
     ``speed``: ``measure.costs.configuration_speeds``) under the compute policy: ``{"rows": {row: record},
     "device", "batch_size", "source"}`` ("stored" or "measured"), or None where nothing is stored and nothing can
     be measured here."""
-    from ..record_kinds import obtain
-
     store = store if store is not None else ResultsStore()
     request = _chapter_request("speed", paper, dataset, notebook=notebook)
     before = _record_mtime(store, request, profile)
@@ -171,26 +158,18 @@ def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
 
 
 def _record_mtime(store, request, profile):
-    from ..record_kinds import kind_of, record_name
-
     path = store.record_path(kind_of(request).group, record_name(request), profile=profile)
     return path.stat().st_mtime_ns if path.exists() else None
 
 
 def speed_name(paper, dataset):
     """The name of the stored speed measurement of a paper's chapter on ``dataset`` (``speed``)."""
-    from ..record_kinds import Request, record_name
-
     return record_name(Request("speed", paper=paper, dataset=dataset))
 
 
 def speed_table(record, labels=None):
     """A ``speed`` record as a page table: one row per measured run (named by ``labels``: row -> label), and for
     images/s, the training step's ms and its peak GB, one column per path (``authors``, ``fused``)."""
-    import pandas as pd
-
-    from ..measure import records_frame
-
     rows = list(record["rows"])
     frame = records_frame([record["rows"][row] for row in rows])
     frame.index = [(labels or {}).get(row, row) for row in rows]
@@ -207,8 +186,6 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
     allows. A record measured from weights that have changed since is measured again where it can be, else read
     with the reason under ``"stale"``; one some of whose runs have no weights is shown unstored (``"stored":
     False``). None when nothing is stored and nothing can be measured here."""
-    from ..record_kinds import obtain
-
     return obtain(_chapter_request("attention_maps", paper, dataset, notebook=notebook), profile=profile,
                   compute=compute, store=store)
 
@@ -217,9 +194,6 @@ def study_measurement(kind, *, profile, compute="missing", train=None, store=Non
     """A record of the maps study (``kind`` ``attention`` or ``attribution``: the record kinds ``maps-<kind>``) under
     the compute policy, training its runs where their weights are missing and ``train`` (default: ``compute``)
     allows: see ``record_kinds.obtain``."""
-    from ..analysis.records import STUDY_RECORDS
-    from ..record_kinds import obtain, study_requests
-
     if kind not in STUDY_RECORDS:
         raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
     request = next(r for r in study_requests() if r.kind == f"maps-{kind}")
@@ -230,11 +204,6 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``analysis.records.kept_rows``)."""
-    from .. import papers
-    from ..profiles import table_runs
-
-    from ..analysis.records import kept_rows
-
     book = papers.book_chapter(paper, notebook)
     keep = kept_rows(paper, book, table, profile)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
@@ -250,8 +219,6 @@ def seed_comparison(a, b):
     per seed; returns ``{"difference", "standard_error", "survives"}``: mean(a) - mean(b), the standard error
     of that difference (Welch: sqrt(var_a/n_a + var_b/n_b)), and whether |difference| > 2 standard errors (None
     with fewer than two seeds on a side)."""
-    import statistics
-
     if not a or not b:
         return {"difference": None, "standard_error": None, "survives": None}
     diff = statistics.fmean(a) - statistics.fmean(b)
@@ -267,10 +234,6 @@ def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a
     there is one metric): a's and b's mean ± std (seeds), a − b, and whether it survives the spread
     (``seed_comparison``: beyond two standard errors). ``names``: the headings of a's and b's columns ("DualOpT",
     "AdamW")."""
-    import statistics
-
-    import pandas as pd
-
     not_run = "not yet run"
 
     def text(values):
@@ -299,10 +262,6 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
     how many of its done seeds, the last training accuracy (mean), and the first epoch after which every layer's
     recorded gradient norm was exactly zero (a dead network; "—" where the norms never all vanished or were not
     recorded). Empty where every run learned."""
-    import statistics
-
-    import pandas as pd
-
     chance = 100.0 / num_classes
     train_acc, top1 = METRICS["train_acc_final"].per_seed, METRICS["top1_last"].per_seed
     rows = {}

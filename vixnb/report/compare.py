@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import statistics
 
+import pandas as pd
+
+from .. import papers
 from .collect import accuracy_text, current_counts, summarize_runs
-from .tables import beside_paper
+from .metrics import PER_SEED
+from .tables import beside_paper, paper_frame
 
 #: the stored GPU-memory column that stands beside a paper's "GPU (GB)": one training step at the paper's batch
 #: size on the authors' path (materialised attention, fp32), peak reserved (closest to an nvidia-smi reading)
@@ -26,8 +30,6 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
       date of the best seed, and a note when it was made by older model code or is not yet run;
     - summary and measured: the numbers behind them, indexed by model name (``summarize_runs`` and the rows
       of the ``gpu`` record), for figures and differences."""
-    import pandas as pd
-
     counts = {m: current_counts(m, dataset) for m in models}
     sizes = pd.DataFrame.from_dict(counts, orient="index")
     size = beside_paper(sizes, paper_rows, {"parameters (paper convention)": ("params_paper", "params"),
@@ -77,13 +79,6 @@ def rows_beside_paper(paper, table, results, *, metrics=("top1",), deltas=True):
     shown as our best seed beside the paper's column of that name, with the mean ± std over seeds when there are
     several; a column the paper does not print shows ours alone. ``runs``: per row the seeds done, epochs run
     (the DualOpT switch epoch where there was one), batch, precision, the run's peak GPU GB, commit and date."""
-    import pandas as pd
-
-    from .. import papers
-    from .collect import summarize_runs
-    from .metrics import PER_SEED
-    from .tables import beside_paper, paper_frame
-
     printed, rows = paper_frame(paper, table), papers.table(paper, table)["rows"]
     labels = {row: (entry or {}).get("label", row) for row, entry in rows.items()}
     ours, runs = {}, {}

@@ -7,8 +7,13 @@ from __future__ import annotations
 import math
 import numbers
 
+import matplotlib.pyplot as plt
+import pandas as pd
+
 from .. import measure
+from ..measure.costs import efficiency_record
 from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
+from ..results import ResultsStore
 
 FAVOR_GFLOPS = "GFLOPs (favor conv.)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
 MISSING = "not yet run"
@@ -39,9 +44,6 @@ def measure_or_load(names, *, profile, compute="missing", dataset="cifar10", rec
     ``source`` is "stored", "measured" or "not yet run" (then records and sweep are empty). The record is
     ``<profile>/measure/<record>.json`` of the results store at ``root`` (default ``efficiency``, the record the
     claims ledger reads); ``batch_size``, ``tokens``, ``iters``: the profile's device's sizes where None."""
-    from ..measure.costs import efficiency_record
-    from ..results import ResultsStore
-
     made = []
 
     def make():
@@ -104,8 +106,6 @@ def cost_view(frame, view, *, order=None, labels=None, missing=MISSING):
     two with (path, label) columns. Rows follow ``order`` (default: the frame's), named by ``labels``. A
     column without any value is left out; an empty cell reads ``missing``, or the record's status (an
     error, "not measured: ..."). With no column left: the statuses, or an empty frame."""
-    import pandas as pd
-
     order = list(order) if order is not None else list(frame.index)
     rows = frame.reindex(order)
     if view == "size":
@@ -166,9 +166,6 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
     cost with points, its Pareto front circled and joined in red. ``accuracy`` maps a model (the frame's
     index) to its top-1; a model without one, or without the cost, has no point. Costs without any point
     are named under the figure. None when no panel has a point."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
     acc = pd.to_numeric(pd.Series({m: (accuracy.get(m) if accuracy is not None else None) for m in frame.index},
                                   dtype=object), errors="coerce")
     data = {}
@@ -212,8 +209,6 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
 def printed_correlations(printed):
     """A paper's correlation table as printed (``papers.table``'s ``columns`` and ``rows`` of an upper
     triangle) as a DataFrame; blanks are NaN."""
-    import pandas as pd
-
     return pd.DataFrame(list(printed["rows"].values()), index=list(printed["rows"]),
                         columns=printed["columns"]).astype(float)
 
@@ -223,8 +218,6 @@ def correlation_pairs(frame, columns, paper, *, min_points=3):
     (``paper``: ``printed_correlations``): "paper", "ours" and "models" (how many models have both
     numbers). ``columns`` maps the paper's labels to columns of ``frame``; "ours" reads "not yet run" where
     fewer than ``min_points`` models have both."""
-    import pandas as pd
-
     def numbers(label):
         col = columns.get(label)
         return pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series(dtype="float64")
@@ -246,8 +239,6 @@ def line_fit(frame, x, y, *, min_points=2):
     """The least-squares line of column ``y`` against ``x`` over the rows with both numbers:
     ``{"slope", "intercept", "pearson_r", "points"}`` (``pearson_r`` None under 3 points); None under
     ``min_points`` rows."""
-    import pandas as pd
-
     pts = pd.DataFrame({"x": pd.to_numeric(frame.get(x), errors="coerce") if x in frame else None,
                         "y": pd.to_numeric(frame.get(y), errors="coerce") if y in frame else None},
                        index=frame.index).dropna()
@@ -260,8 +251,6 @@ def line_fit(frame, x, y, *, min_points=2):
 
 def fits_frame(fits):
     """Line fits side by side, one row each (``{name: line_fit or None}``); a fit not made reads "not yet run"."""
-    import pandas as pd
-
     keys = {"slope": "slope", "intercept": "intercept", "pearson_r": "Pearson r", "points": "models"}
     rows = [[fit.get(k) if fit else MISSING for k in keys] for fit in fits.values()]
     return pd.DataFrame(rows, index=list(fits), columns=list(keys.values()), dtype=object)
@@ -271,9 +260,6 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
     """Column ``y`` against ``x`` of ``frame``, one labelled point per model, with ``fit`` (``line_fit``) and a
     ``reference`` line ``(slope, intercept, legend)`` dashed, on a log y axis. The points are absent (and the
     figure says so) where ``fit`` is None."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ax.set_yscale("log")
     xs = pd.to_numeric(frame[x], errors="coerce") if x in frame else pd.Series(dtype="float64")
@@ -307,8 +293,6 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
 def plot_scaling(rows, *, metrics=("ms", "peak_mb", "estimate_gb"), title=None):
     """Log-log curves of each mechanism of ``rows`` (``measure.scaling_sweep``) against tokens, one panel per
     metric with values (dotted verticals: out of memory). None without rows."""
-    import matplotlib.pyplot as plt
-
     panels = [m for m in metrics if any(r.get(m) is not None for r in rows)]
     if not panels:
         return None
@@ -349,8 +333,6 @@ def _sweep_cell(row, metric):
 def sweep_table(rows, metric):
     """One ``metric`` of the scaling sweep: one row per mechanism, one column per token count; "oom" and
     "skipped (budget)" where a step did not run. Empty when no row has a value of ``metric``."""
-    import pandas as pd
-
     if not any(_is_number(measure.metric_value(r, metric)) for r in rows):
         return pd.DataFrame()
     cells = {}
@@ -365,8 +347,6 @@ def sweep_table(rows, metric):
 def crossover_table(rows, reference, metrics=("ms", "peak_mb", "gflops", "estimate_gb")):
     """Where each mechanism becomes cheaper than ``reference`` (``measure.crossovers``), one column per metric
     of ``metrics`` that the sweep measured; empty without rows."""
-    import pandas as pd
-
     metrics = [m for m in metrics if any(_is_number(measure.metric_value(r, m)) for r in rows)]
     found = measure.crossovers(rows, references=(reference,)) if rows and metrics else []
     if not found:
@@ -380,8 +360,6 @@ def relative_memory(rows, *, tokens, metric="peak_mb"):
     """Each mechanism's ``metric`` (and time per step) at the token count of ``rows`` nearest ``tokens``,
     relative to the materialised and to the fused softmax (``measure.MATERIALISED_SOFTMAX``,
     ``measure.FUSED_SOFTMAX``); None where a step did not run. Empty without rows."""
-    import pandas as pd
-
     if not rows:
         return pd.DataFrame()
     near = min({r["tokens"] for r in rows}, key=lambda n: abs(n - tokens))

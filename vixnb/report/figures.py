@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
+
+from ..layers import shaped_init
+
 MARKERS = ("s", "^", "o", "D", "v", "P")
 COLORS = ("tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:red", "tab:brown")
 
@@ -33,9 +40,6 @@ def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 
     indexed by display label with numeric columns ``x`` and ``y``; ``groups`` maps a label to its group (one
     marker and colour per group, shown in a legend). Models without a number of ours are named under our
     panel."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
     frames = [f[[x, y]].apply(pd.to_numeric, errors="coerce").dropna() for f in (paper, ours)]
     every = pd.concat(frames)
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 5.0), sharex=True, sharey=True)
@@ -83,9 +87,6 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     standard deviation. ``results``: training records (``runs.run``), grouped by model, or a mapping
     ``{name: [records]}`` (one line per name: a paper's runs of one model in several settings). ``ax``: draw
     there (the figure is then the caller's); returns the figure."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
     if band not in ("range", "std"):
         raise ValueError(f"band must be 'range' or 'std', got {band!r}")
     if isinstance(results, dict):
@@ -138,9 +139,6 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     ``groups`` is ``{name: [records]}`` (``training_curves``: mean over the seeds done, band from the lowest to the
     highest), ``printed`` ``{name: [value per epoch]}`` as the paper prints them (a name it lacks is left out there).
     Returns the figure."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(10, 3.6), sharey=sharey)
     names = list(dict.fromkeys([*groups, *printed]))
     colours = {name: COLORS[i % len(COLORS)] for i, name in enumerate(names)}
@@ -176,8 +174,6 @@ def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours
     """One bar per name, ours beside the paper's in two panels (separate y ranges unless ``sharey``: seconds on
     other hardware): ``ours`` and ``printed`` are ``{name: value}``; a name without a number of ours reads "not yet
     run" under its place. Returns the figure."""
-    import matplotlib.pyplot as plt
-
     names = list(dict.fromkeys([*printed, *ours]))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=sharey)
     for ax, values, heading in zip(axes, (ours, printed), panel_titles):
@@ -201,9 +197,6 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
     uniform map's diagonal prominence). Returns the figure."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
     fig, ax = (plt.subplots(figsize=(6.5, 3.6)) if ax is None else (ax.figure, ax))
     drawn = {name: values for name, values in series.items() if values}
     if not drawn:
@@ -214,8 +207,6 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     if reference is not None:
         ax.axhline(reference, color="grey", lw=0.8, ls="--")
     if log:  # plain tick labels (matplotlib's default 10^k ones need TeX fonts the book's machines may lack)
-        from matplotlib.ticker import LogFormatter
-
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
         ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
@@ -243,9 +234,6 @@ def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
     2-D array-like; None leaves the cell empty; a string is written in the cell instead, e.g. "no attention
     map"), ``columns`` the column titles; ``images``: an image per row (h, w, 3 uint8) drawn in a first column;
     ``cell``: inches per cell. Returns the figure."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     titles = (["image"] if images is not None else []) + list(columns)
     n_rows, n_cols = len(rows), len(titles)
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6, cell * n_rows + 0.5), squeeze=False)
@@ -272,8 +260,6 @@ def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
 def training_panels(groups, *, title):
     """Training accuracy and test top-1 per epoch side by side, one line per name of ``groups``
     (``{name: [records]}``), mean ± one standard deviation over the seeds. Returns the figure."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     for ax, metric, y_label in [(axes[0], "train_acc", "training accuracy (%)"), (axes[1], "select_top1", "test top-1 (%)")]:
         training_curves(groups, metric=metric, y_label=y_label, band="std", ax=ax, title=f"{title}: {y_label[:-4]}")
@@ -285,11 +271,6 @@ def identity_share_trajectories(groups):
     """One panel per name of ``groups`` (``{name: [records]}`` of shaped-attention runs): alpha/(alpha+beta) of every
     layer over training, mean over the seeds, epoch 0 being the initialisation (the scheme in each run's
     ``alpha_beta`` setting, ``layers.shaped_init``), one line per layer from dark (first) to light (last)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    from ..layers import shaped_init
-
     cols = min(3, len(groups))
     rows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.8 * rows), sharey=True, squeeze=False)
@@ -360,8 +341,6 @@ def prominence_figures(record, *, labels=None):
 def per_layer_panels(panels, *, title=None):
     """Side by side, one ``per_layer_lines`` panel per entry of ``panels`` ``{y label: {name: [value per layer]}}``
     (e.g. row entropy, diagonal prominence and attention distance, one line per mechanism). Returns the figure."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.3), squeeze=False)
     for ax, (y_label, series) in zip(axes[0], panels.items()):
         per_layer_lines(series, y_label=y_label, ax=ax)
@@ -377,9 +356,6 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
     """Curves with a band of one standard deviation: ``panels`` is ``{y label: {name: (x, [curve per sample])}}``
     (e.g. the top-1 probability against the fraction of pixels deleted, one curve per image; or a distance against
     the number of features, one value per layer), the line the mean over the samples. Returns the figure."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     fig, axes = plt.subplots(1, len(panels), figsize=(3.8 * len(panels), 3.3), squeeze=False)
     for ax, (y_label, series) in zip(axes[0], panels.items()):
         drawn = {name: v for name, v in series.items() if v and len(v[1])}
@@ -393,8 +369,6 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
             if len(values) > 1:
                 ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, lw=0)
         if log_x:  # ticks at the drawn x values, in plain digits (the default 2^k labels need TeX fonts)
-            from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
-
             ax.set_xscale("log", base=2)
             ticks = sorted({float(v) for _, (x, _) in drawn.items() for v in x})
             ax.xaxis.set_major_locator(FixedLocator(ticks))

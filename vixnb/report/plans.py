@@ -2,14 +2,16 @@
 a study's answer (its settings beside the profile's own runs, with the seed spread)."""
 import pandas as pd
 
+from .. import papers
+from ..plan import shown_settings, todo, totals
+from ..profiles import get_profile
+from ..runs import run
 from .collect import _mean_std
 
 
 def plan_totals_frame(plans):
     """``{profile: plan entries}`` -> one row per chapter and the book, per profile: entries, stored, left,
     GPU-hours left and in all (estimates; the plan's ``basis`` says where each comes from)."""
-    from ..plan import totals
-
     rows = {}
     for profile, entries in plans.items():
         for chapter, t in totals(entries).items():
@@ -22,8 +24,6 @@ def plan_totals_frame(plans):
 
 def plan_todo_frame(entries, limit=15):
     """The first ``limit`` entries left to run, in priority order: what, why it matters, status, minutes."""
-    from ..plan import shown_settings, todo
-
     rows = []
     for e in todo(entries)[:limit]:
         what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {v}" for v in shown_settings(e.settings).values())
@@ -37,10 +37,6 @@ def study_frame(paper, study, profile):
     """A study of a paper file's ``book.studies``: per model, top-1 (mean ± std over stored seeds) in the
     profile's own settings and in the study's, their difference, and whether it lies within the seed spread
     (the larger of the two standard deviations). Seeds not yet run are counted, never filled in."""
-    from .. import papers
-    from ..profiles import get_profile
-    from ..runs import run
-
     found = [c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {})]
     if not found:
         raise ValueError(f"study={study!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")

@@ -1,6 +1,11 @@
 """The training protocol of a run config, for the page (``protocol_table``)."""
 from __future__ import annotations
 
+import pandas as pd
+
+from ..profiles import run_config
+from .tables import page_table
+
 
 def _optimizer(config):
     adamw = f"AdamW, lr {config['lr']:g}, weight decay {config['weight_decay']:g}"
@@ -57,11 +62,6 @@ def protocol_table(model, profile, *, rows=None, **settings):
     """The training protocol of ``model``'s run in ``profile`` (``profiles.run_config`` with ``settings``) as a page
     table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page adds
     (``{"input": "224 px"}``)."""
-    import pandas as pd
-
-    from ..profiles import run_config
-    from .tables import page_table
-
     protocol = {**protocol_rows(run_config(model, profile=profile, **settings)), **(rows or {})}
     column = f"{profile} profile"
     return page_table(pd.Series(protocol, name=column).to_frame(), wrap=[column])

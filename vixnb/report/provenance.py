@@ -1,9 +1,12 @@
 """Provenance on the page: the banner that says what kind of numbers a page shows, and provenance lines."""
 from __future__ import annotations
 
-from ..profiles import gpu_profile, list_profiles
-from ..results import made_on
-from ..results.policy import cannot_make_here
+import pandas as pd
+
+from ..plan import build, todo, totals
+from ..profiles import get_profile, gpu_profile, list_profiles
+from ..results import ResultsStore, StoreError, made_on, read_json
+from ..results.policy import cannot_make_here, code_changed
 
 
 def banner(profile, *, compute="missing", chapter=None):
@@ -12,10 +15,6 @@ def banner(profile, *, compute="missing", chapter=None):
     ``chapter`` (a notebook of the plan), where this machine cannot make the GPU profile's runs (``compute="never"``
     or no GPU here), also how many of the chapter's runs and measurements are not yet run, the ``vixnb batch``
     line that makes them and the plan's estimate of their GPU time (``missing_line``)."""
-
-    from ..profiles import get_profile
-    from ..results import ResultsStore
-
     prof = get_profile(profile)
     if profile == "smoke":
         text = ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
@@ -36,8 +35,6 @@ def banner(profile, *, compute="missing", chapter=None):
 def missing_line(profile, chapter, *, store=None):
     """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are not yet run (missing or stale),
     the ``vixnb batch`` line that makes them and the plan's estimate of their GPU time; or that all are stored."""
-    from ..plan import build, todo
-
     entries = build(profile, store=store, chapter=[chapter])
     left = todo(entries)
     if not left:
@@ -82,8 +79,6 @@ def measured_runs_frame(runs):
     ``analysis.records.study_record``, in the order given): the model, the status, and for a measured run the
     training run its weights come from (profile, random seed, device, commit, day) and the first 12 hex digits of
     their SHA-256; else why it was not measured."""
-    import pandas as pd
-
     rows = {}
     for label, run in runs.items():
         t = run.get("training") or {}
@@ -106,16 +101,12 @@ def gpu_profiles():
 def book_plans(profiles=None, *, store=None):
     """``{profile: plan entries}`` (``vixnb.plan.build``) of the GPU profiles: build them once and pass them to
     ``book_totals``, ``stored_results_frame`` and ``missing_runs_frame``."""
-    from ..plan import build
-
     return {p: build(p, store=store) for p in (profiles or gpu_profiles())}
 
 
 def _code_flags(plans, store):
     """``{result path: why}`` for the stored training runs of ``plans`` whose model or engine code changed since
     (``results.policy.code_changed``); the plan itself does not count them stale."""
-    from ..results.policy import code_changed
-
     flags = {}
     for entries in plans.values():
         for e in entries:
@@ -130,9 +121,6 @@ def book_totals(plans=None, *, store=None):
     """What the store holds for the book, from the plans of the GPU profiles: ``stored``, ``missing``, ``stale``
     (the plan's stale entries, and stored runs whose code changed since: ``results.policy.code_changed``), and
     ``gpu_hours_left`` (the plan's estimates of what is missing or stale), in all and ``per_profile``."""
-    from ..plan import totals
-    from ..results import ResultsStore
-
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
     flags = _code_flags(plans, store)
@@ -162,10 +150,6 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     file no chapter reads any more. Sorted by profile, notebook, model and seed. ``for_page``: the same in three
     columns that fit a page, indexed by model: the notebook and the run (dataset, profile, protocol, seed), where
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
-    import pandas as pd
-
-    from ..results import ResultsStore, StoreError, read_json
-
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
     flags = _code_flags(plans, store)
@@ -225,10 +209,6 @@ def missing_runs_frame(plans=None, *, store=None):
     benchmark of their model yet), and the ``vixnb batch`` line that runs them (``--chapter``: the
     chapter's entries and the runs whose weights they read). Nothing here depends on the machine that builds
     the page (not which data sets it holds), so every machine gives the same page."""
-    import pandas as pd
-
-    from ..plan import todo
-
     plans = plans if plans is not None else book_plans(store=store)
     rows = []
     for profile, entries in plans.items():

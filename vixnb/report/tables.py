@@ -4,6 +4,12 @@ from __future__ import annotations
 import math
 import numbers
 
+import pandas as pd
+from IPython.display import Markdown
+
+from .. import papers
+from ..models import list_models, model_cfg
+
 NOT_YET_RUN = "**Not yet run** for this profile on this machine."
 # Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler). Long
 # headers wrap instead of widening the table; cells do not.
@@ -45,8 +51,6 @@ def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=
     two-decimal numbers), ``blank`` for NaN/None, and ``caption`` above it; an empty ``frame`` gives the
     markdown ``empty`` instead. Columns named in ``wrap`` (e.g. notes) wrap their text instead of widening
     the table."""
-    from IPython.display import Markdown
-
     if frame is None or frame.empty:
         return Markdown(empty)
     frame = frame.copy()
@@ -71,8 +75,6 @@ def beside_paper(ours, paper, metrics, *, order=None, labels=None, missing="not 
     ``(ours_column, paper_column)`` (a ``None`` paper column: the paper has no such number). Rows follow
     ``order`` (default: the paper's rows, then ours), are named by ``labels`` (model -> display label), and a
     model without a value of ours reads ``missing``."""
-    import pandas as pd
-
     order = list(order) if order is not None else list(dict.fromkeys([*paper.index, *ours.index]))
     columns, data = [], {m: [] for m in order}
     for heading, (ours_col, paper_col) in metrics.items():
@@ -107,10 +109,6 @@ def differences(frame, pairs, column, *, by="first"):
 
 def paper_frame(paper, table):
     """A published table as a DataFrame indexed by our model names, rows in printed order."""
-    import pandas as pd
-
-    from .. import papers
-
     return pd.DataFrame.from_dict(papers.table(paper, table)["rows"], orient="index")
 
 
@@ -118,7 +116,7 @@ def glue(name, value):
     """myst-nb's ``glue`` (not displayed here; the Markdown cites it with ``{glue:text}``), where myst-nb is
     installed (the book's environment); elsewhere (a Colab or Kaggle session) the value is only returned."""
     try:
-        from myst_nb import glue as myst_glue
+        from myst_nb import glue as myst_glue  # optional dependency: the book's environment only
     except ImportError:
         return value
     myst_glue(name, value, display=False)
@@ -127,6 +125,4 @@ def glue(name, value):
 
 def label(model):
     """A model's display label ("Hybrid ViN"), or the name itself for what is not a registered model."""
-    from ..models import list_models, model_cfg
-
     return model_cfg(model)["label"] if model in list_models() else str(model)

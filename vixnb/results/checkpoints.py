@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from ..files import atomic_write
 
 #: what every checkpoint of the training engine holds
@@ -21,8 +23,6 @@ def previous_path(path):
 
 def save_checkpoint(path, state):
     """Write ``state`` to ``path`` (atomically), keeping the checkpoint it replaces at ``previous_path``."""
-    import torch
-
     path = Path(path)
     if path.exists():
         os.replace(path, previous_path(path))
@@ -39,8 +39,6 @@ def load_checkpoint(path):
     A file that cannot be read as a checkpoint (truncated, garbage, wrong keys, or anything that is not plain
     tensors and containers: ``torch.load(weights_only=True)`` refuses to run code) is moved aside to
     ``<name>.unreadable-<time>``, and the message names both paths."""
-    import torch
-
     path = Path(path)
     for candidate in (path, previous_path(path)):
         if not candidate.exists():

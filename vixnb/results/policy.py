@@ -18,6 +18,15 @@ import json
 from dataclasses import dataclass
 from functools import cache
 
+import torch
+
+from ..data import source_fingerprint
+from ..errors import StoreError
+from ..models import architecture_signature, create_model
+from ..models.counting import count_params
+from ..profiles import gpu_profile, run_config
+from .provenance import source_hashes
+
 COMPUTE = ("never", "missing", "always")
 ACTIONS = ("read", "make", "skip")
 
@@ -32,10 +41,6 @@ def check_compute(compute):
 def cannot_make_here(profile, *, needs_gpu=False):
     """Why this machine cannot make results of ``profile`` (a GPU profile, or with ``needs_gpu`` any profile, where
     no CUDA GPU is visible), or None."""
-    import torch
-
-    from ..profiles import gpu_profile
-
     if (needs_gpu or gpu_profile(profile)) and not torch.cuda.is_available():
         return f"profile {profile!r} needs a CUDA GPU" if not needs_gpu else "it needs a CUDA GPU"
     return None
@@ -83,11 +88,6 @@ def _overrides_json(config):
 def built_today(model, dataset, overrides_json="{}"):
     """``(architecture signature, {"params_paper", "params_true"})`` of a configured model as today's code builds
     it (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers."""
-    import torch
-
-    from ..models import architecture_signature, create_model
-    from ..models.counting import count_params
-
     with torch.random.fork_rng(devices=[]), torch.device("meta"):
         built = create_model(model, dataset=dataset, **json.loads(overrides_json))
     return architecture_signature(built), {"params_paper": count_params(built, "paper"),
@@ -110,8 +110,6 @@ def other_code(stored):
 def other_data(stored):
     """Why a stored run was made from other data than the copy here (its data fingerprint differs), or None
     (the same data, no copy here to compare with, or a run that recorded no fingerprint)."""
-    from ..data import source_fingerprint
-
     recorded = stored.get("provenance", {}).get("data_fingerprint")
     here = source_fingerprint(stored["config"]["dataset"]) if recorded else None
     if recorded and here and recorded != here:
@@ -121,8 +119,6 @@ def other_data(stored):
 
 def source_config(config):
     """The run config of ``config``'s warm-start source (its ``init_from``): the same dataset, profile and seed."""
-    from ..profiles import run_config
-
     source = config["init_from"]
     return run_config(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
                       **source["settings"])
@@ -131,8 +127,6 @@ def source_config(config):
 def source_changed(stored, store):
     """Why a stored warm start no longer matches its source, or None: the source run's stored result now keeps other
     weights (SHA-256) than those the warm start was made from (the source was trained again), or is gone."""
-    from ..errors import StoreError
-
     made_from = (stored.get("transfer") or {}).get("source_weights_sha256")
     init = (stored.get("config") or {}).get("init_from")
     if not made_from or not init:
@@ -157,11 +151,6 @@ def stale_reason(stored, store=None):
 @cache
 def source_today(model, dataset, overrides_json="{}"):
     """``results.provenance.source_hashes`` of today's model in that configuration (built on the meta device)."""
-    import torch
-
-    from ..models import create_model
-    from .provenance import source_hashes
-
     with torch.random.fork_rng(devices=[]), torch.device("meta"):
         return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
 

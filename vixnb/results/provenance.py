@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import os
 import platform
@@ -9,12 +10,14 @@ import subprocess
 import time
 from functools import cache
 
+import torch
+
+from .. import __version__
+from ..models.registry import list_models, model_entrypoint
 from ..paths import checkout_root
 
 
 def device_name(device):
-    import torch
-
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -48,10 +51,6 @@ def provenance(device=None, *, stamp="date", **fields):
     """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
     the commit, the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
     data, ...). ``device`` defaults to the GPU when there is one."""
-    import torch
-
-    from .. import __version__
-
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
@@ -73,8 +72,6 @@ ENGINE_MODULES = ("vixnb.train", "vixnb.augment", "vixnb.ensemble", "vixnb.data"
 
 @cache
 def _module_source(name):
-    import importlib
-
     return inspect.getsource(importlib.import_module(name))
 
 
@@ -91,8 +88,6 @@ def source_hashes(model_name, model):
     engine's modules (``ENGINE_MODULES``). A stored result records them; ``policy.code_changed`` compares them
     with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
     the numbers would."""
-    from ..models.registry import list_models, model_entrypoint
-
     modules = {type(m).__module__ for m in model.modules()}
     if model_name in list_models():
         modules.add(model_entrypoint(model_name).__module__)

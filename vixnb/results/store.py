@@ -24,10 +24,13 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+
 from ..errors import StoreError
 from ..files import atomic_write
-from ..profiles import config_key
 from ..paths import checkout_root
+from ..profiles import config_key
+from .policy import decide
 
 
 RECORD_KINDS = ("measure", "bench")
@@ -73,8 +76,6 @@ class ResultsStore:
         """Write ``state`` (a state dict) to ``weights_path`` in float16 (floating tensors cast, integer buffers as
         they are), atomically; return the record its result keeps under ``"weights"`` (``file`` relative to the
         profile's folder)."""
-        import torch
-
         half = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype, copy=True)
                 for k, v in state.items()}
         buffer = io.BytesIO()
@@ -95,8 +96,6 @@ class ResultsStore:
     def load_weights(self, config):
         """The kept weights of ``config``'s run (a state dict of float16 tensors on the CPU), or None where its
         result or their file is absent; a ``StoreError`` where the file does not match the recorded SHA-256."""
-        import torch
-
         result = self.get(config)
         if result is None or self.weights_missing(config, result):
             return None
@@ -140,7 +139,7 @@ class ResultsStore:
         lock.parent.mkdir(parents=True, exist_ok=True)
         with open(lock, "a") as handle:
             try:
-                import fcntl
+                import fcntl  # optional dependency: missing on Windows
             except ImportError:  # no flock (Windows): nothing to wait for
                 yield False
                 return
@@ -202,8 +201,6 @@ class ResultsStore:
         returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
         a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
         profile (a GPU-memory measurement). None where nothing is stored and nothing can be made here."""
-        from .policy import decide
-
         stored = self.load_record(kind, name, profile=profile)
         why = stale(stored) if stale is not None and stored is not None else None
         decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu)
