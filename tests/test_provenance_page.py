@@ -67,19 +67,19 @@ def stored_fnet(tmp_path_factory):
 def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
     store, plans = stored_fnet
     frame = report.stored_results_frame(plans, store=store)
-    assert list(frame.columns) == ["notebook", "model", "dataset", "profile", "protocol", "seed", "device", "torch",
+    assert list(frame.columns) == ["notebook", "model", "settings", "dataset", "profile", "protocol", "seed", "device", "torch",
                                    "commit", "date", "wall time", "status"]
     fnet = frame[frame["model"] == "fnet"].iloc[0].to_dict()
-    assert fnet == {"notebook": "vix_table1", "model": "fnet", "dataset": "cifar10", "profile": "budget",
+    assert fnet == {"notebook": "vix_table1", "model": "fnet", "settings": "", "dataset": "cifar10", "profile": "budget",
                     "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130",
                     "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored"}
     vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
     assert vit["wall time"] == "2.0 h" and vit["status"] == "stale: keeps no weights"
     assert list(frame["model"]) == ["fnet", "vit"]
     page = report.stored_results_frame(plans, store=store, for_page=True)
-    assert list(page.index) == ["fnet", "vit"] and list(page.columns) == ["notebook: run", "made", "status"]
-    assert page.loc["fnet", "notebook: run"] == "vix_table1: cifar10, budget, paper, seed 0"
-    assert page.loc["fnet", "made"] == "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, 0123456789, 2026-11-22, 6 min"
+    assert list(page["run"]) == ["fnet", "vit"] and list(page.columns) == ["run", "notebook: where", "made", "status"]
+    assert page.loc[1, "notebook: where"] == "vix_table1: cifar10, budget, paper, seed 0"
+    assert page.loc[1, "made"] == "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, 0123456789, 2026-11-22, 6 min"
     assert list(page["status"]) == ["stored", "stale"]
 
 

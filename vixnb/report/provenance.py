@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..plan import build, todo, totals
+from ..plan import build, shown_settings, todo, totals
 from ..profiles import get_profile, gpu_profile, list_profiles
 from ..results import ResultsStore, StoreError, made_on, read_json
 from ..results.policy import cannot_make_here, code_changed
@@ -147,8 +147,9 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
     device, torch, vixnb commit (10 digits), UTC day, wall time, and status: "stored", or "stale: <why>" (the
     plan's reason, or the model or engine code changed since: ``results.policy.code_changed``), or "not in the plan" for a
-    file no chapter reads any more. Sorted by profile, notebook, model and seed. ``for_page``: the same in three
-    columns that fit a page, indexed by model: the notebook and the run (dataset, profile, protocol, seed), where
+    file no chapter reads any more; ``settings``, a run's settings beyond its profile's (a paper row's), as
+    key=value. Sorted by profile, notebook, model, settings and seed. ``for_page``: the same in four columns that
+    fit a page, numbered: the run (model, settings), the notebook and where (dataset, profile, protocol, seed), where
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
@@ -173,8 +174,10 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
             status = (record["status"] if record.get("status", "").startswith("unreadable") else
                       found[0].status if found else "not in the plan")
             why = flags.get(rel) or (found[0].reason if found and found[0].status == "stale" else "")
+            settings = found[0].settings if found else {}
             rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
                          "model": config.get("model") or path.stem,
+                         "settings": " ".join(f"{k}={v}" for k, v in shown_settings(settings).items()),
                          "dataset": config.get("dataset") or (found[0].dataset if found else "") or "",
                          "profile": profile,
                          "protocol": config.get("protocol", ""),
@@ -182,10 +185,10 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
                          "torch": prov.get("torch", ""), "commit": str(prov.get("commit", ""))[:10],
                          "date": made_on(prov) or "", "wall time": _wall(record.get("seconds")),
                          "status": f"stale: {why}" if why else status})
-    frame = pd.DataFrame(rows, columns=["notebook", "model", "dataset", "profile", "protocol", "seed", "device",
-                                        "torch", "commit", "date", "wall time", "status"])
+    frame = pd.DataFrame(rows, columns=["notebook", "model", "settings", "dataset", "profile", "protocol", "seed",
+                                        "device", "torch", "commit", "date", "wall time", "status"])
     order = frame["seed"].map(lambda s: s if isinstance(s, int) else -1)
-    frame = frame.assign(_seed=order).sort_values(["profile", "notebook", "model", "_seed"]).drop(
+    frame = frame.assign(_seed=order).sort_values(["profile", "notebook", "model", "settings", "_seed"]).drop(
         columns="_seed").reset_index(drop=True)
     if not for_page:
         return frame
@@ -194,12 +197,13 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
         return ", ".join(f"{(labels or {}).get(n, '')}{row[n]}" for n in names if row[n] not in ("", None))
 
     page = pd.DataFrame({
-        "notebook: run": frame["notebook"].map(lambda n: f"{n}: " if n else "") + frame.apply(
+        "run": frame.apply(joined, axis=1, names=["model", "settings"]),
+        "notebook: where": frame["notebook"].map(lambda n: f"{n}: " if n else "") + frame.apply(
             joined, axis=1, names=["dataset", "profile", "protocol", "seed"], labels={"seed": "seed "}),
         "made": frame.apply(joined, axis=1, names=["device", "torch", "commit", "date", "wall time"],
                             labels={"torch": "torch "}),
         "status": frame["status"].str.split(":").str[0]})
-    page.index = frame["model"]
+    page.index = range(1, len(page) + 1)  # one row per file: a model's configurations and seeds are several
     return page
 
 
