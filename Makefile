@@ -1,16 +1,18 @@
-# Two entry points that work on a fresh machine (needs only python3 >= 3.10 with venv):
-#   make book   install into .venv, run every notebook (smoke profile; the GPU-result pages from the
-#               committed results store, nothing trained or measured), build _build/html
-#   make test   install into .venv, run the test suite
+# Entry points that work on a fresh machine (needs only python3 >= 3.10 with venv):
+#   make book       install into .venv and build the published book (_build/html): every chapter rendered from
+#                   the committed results store in PROFILE (budget), nothing trained or measured
+#   make check      the same install, then the smoke pipeline check's book: every chapter run on the CPU
+#   make test       the same install, then the fast tier of the test suite (pytest -m "not slow"; minutes)
+#   make test-all   the same install, then the whole suite (CI runs this: .ci/run)
 # The install runs once and again whenever pyproject.toml changes (stamp file in .venv).
 
 PYTHON  ?= python3
 VENV    ?= .venv
-PROFILE ?= smoke
+PROFILE ?= budget
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.vixnb-installed
 
-.PHONY: all book test install clean
+.PHONY: all book check test test-all install clean
 all: book
 
 install: $(STAMP)
@@ -23,7 +25,13 @@ $(STAMP): pyproject.toml
 book: $(STAMP)
 	$(VENV)/bin/vixnb book --profile $(PROFILE)
 
+check: $(STAMP)
+	$(VENV)/bin/vixnb book --profile smoke
+
 test: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+test-all: $(STAMP)
 	$(PY) -m pytest
 
 clean:

@@ -96,3 +96,154 @@ def seeded_model(name, dataset="cifar10", **overrides):
     with torch.random.fork_rng():
         torch.manual_seed(0)
         return vixnb.create_model(name, dataset=dataset, **overrides)
+
+# ----- the test tiers ------------------------------------------------------------------------------------------
+# `make test` (the edit-test loop: at most 5 minutes on two cores after the install) runs `pytest -m "not slow"`;
+# `make test-all` (CI) runs everything. A test is slow where it took 2 s or more on the project's 2-core machine
+# (measured on the whole suite), or builds a book, or installs packages. Listed here, in one place, by file and
+# test function (every parametrisation of it); a listed name that no longer exists fails the collection.
+ALL = "every test of the file"
+SLOW = {
+    # whole files: the book builds
+    "test_book.py": ALL,
+    "test_published_book.py": ALL,
+    "test_runtime.py": {
+        "test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch",
+    },
+    "test_analysis_maps.py": {
+        "test_attention_maps_of_every_family",
+    },
+    "test_attention.py": {
+        "test_bench_mixers_small",
+    },
+    "test_attribution.py": {
+        "test_attribution_measures_is_json_ready",
+        "test_grad_cam_reads_the_stem_or_the_tokens_and_gives_image_sized_maps",
+    },
+    "test_bench.py": {
+        "test_bench_fill_measures_one_seed_and_an_ensemble_in_one_run_and_names_the_winner",
+        "test_bench_mixers_can_time_compiled_mixers",
+        "test_bench_mixers_json_holds_rows_and_provenance",
+        "test_benchmarks_keep_the_rng_state_and_the_thread_count",
+    },
+    "test_blog_protocol.py": {
+        "test_alpha_beta_recorded_for_shaped_layers_only",
+        "test_augmentation_only_in_training_batches_and_from_the_runs_own_generator",
+        "test_cosine_learning_rates_per_epoch_are_exact",
+    },
+    "test_claims.py": {
+        "test_ledger_and_summary",
+        "test_ours_from_an_empty_store_is_not_yet_run",
+        "test_ours_from_the_committed_budget_store",
+        "test_the_ledger_page_runs_in_the_smoke_profile",
+    },
+    "test_cli.py": {
+        "test_bench_train_prints_ratios_measured_in_one_run",
+        "test_missing_data_error_names_the_download_flag",
+        "test_models_imports_neither_matplotlib_nor_pandas",
+        "test_models_table",
+        "test_train_json_last_line",
+    },
+    "test_cxv_ablations.py": {
+        "test_ablation_trains_one_cpu_step",
+        "test_defaults_keep_every_model_exactly",
+        "test_every_ablation_builds_the_other_models",
+        "test_extra_residual_adds_no_module_and_changes_the_function",
+        "test_pos_learned_adds_one_parameter",
+    },
+    "test_cxv_paper.py": {
+        "test_a_capped_dualopt_run_records_why_it_switched",
+    },
+    "test_data.py": {
+        "test_synthetic_is_learnable_by_a_small_cnn",
+        "test_synthetic_size_gives_a_prefix",
+    },
+    "test_ensemble.py": {
+        "test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes",
+        "test_an_augmented_ensemble_resumes_exactly",
+        "test_an_ensemble_equals_separate_runs_of_its_seeds",
+        "test_batchnorm_running_statistics_follow_each_member_exactly",
+        "test_convmixer_a_cxv_batchnorm_baseline_ensembles_exactly_under_adamw",
+        "test_dropout_is_refused_for_exactness_and_drawn_per_member_when_not_exact",
+        "test_fixed_protocol_selects_each_member_on_validation_and_tests_it_once",
+        "test_the_blog_protocol_in_an_ensemble_equals_separate_runs",
+        "test_the_callers_rng_state_is_left_as_it_was",
+    },
+    "test_family_cvt.py": {
+        "test_forward_backward",
+        "test_params_match_tables_3_and_4",
+        "test_size_mb_matches_tables_3_and_4",
+        "test_table4_is_table3_plus_the_200_class_head",
+    },
+    "test_family_cxv.py": {
+        "test_paper_count_on_cifar10",
+    },
+    "test_family_cxv_baselines.py": {
+        "test_counts_on_cifar10",
+    },
+    "test_family_cxv_transformers.py": {
+        "test_one_training_step_at_smoke_depth",
+    },
+    "test_faults.py": {
+        "test_a_chapter_interrupted_midway_leaves_the_store_consistent",
+    },
+    "test_maps_study.py": {
+        "test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them",
+        "test_study_record_measures_trained_runs_and_marks_the_rest",
+    },
+    "test_measure.py": {
+        "test_cli_json",
+        "test_measure_imports_neither_report_nor_the_command_line",
+        "test_measure_is_json_serialisable_with_provenance",
+        "test_measure_reports_both_parameter_conventions",
+        "test_measuring_keeps_the_global_rng_state",
+        "test_nystrom_counts_on_the_meta_device",
+    },
+    "test_models.py": {
+        "test_torchsummary_agrees_with_our_count_and_the_paper",
+    },
+    "test_notebooks.py": {
+        "test_a_failed_run_keeps_the_previous_executed_copy",
+    },
+    "test_papers.py": {
+        "test_the_paper_file_is_read_on_first_use_not_at_import",
+    },
+    "test_plan_batch.py": {
+        "test_a_failed_job_is_marked_failed_and_leaves_the_store_clean",
+        "test_an_ensemble_job_stores_every_member_as_its_separate_run",
+        "test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics",
+        "test_local_executor_runs_two_smoke_jobs_end_to_end",
+        "test_plan_levels_then_cheaper_first",
+    },
+    "test_provenance_page.py": {
+        "test_a_run_records_its_source_hash_and_code_changed_names_the_part",
+    },
+    "test_store_and_train.py": {
+        "test_resume_after_kill_gives_identical_metrics",
+        "test_resume_through_the_dualopt_switch_and_post_training",
+        "test_training_is_deterministic_on_cpu",
+        "test_two_processes_writing_the_same_run_leave_one_whole_file",
+    },
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    seen = {}
+    for item in items:
+        file, name = item.path.name, getattr(item, "originalname", item.name)
+        seen.setdefault(file, set()).add(name)
+        listed = SLOW.get(file)
+        if listed == ALL or (listed and name in listed):
+            item.add_marker(pytest.mark.slow)
+    stale = sorted(f"{file}::{name}" for file, names in SLOW.items() if names != ALL and file in seen
+                   for name in names - seen[file] if _whole_file_collected(config, file))
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: {', '.join(stale)}; "
+                                "remove or rename them")
+
+
+def _whole_file_collected(config, file):
+    """Whether ``file`` was collected without a -k or node-id selection (so every test of it was seen)."""
+    if config.getoption("keyword") or config.getoption("markexpr") not in ("", "not slow", "slow"):
+        return False
+    return not any("::" in str(arg) for arg in config.args)

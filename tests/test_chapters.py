@@ -1,0 +1,28 @@
+"""One chapter executed end to end in the fast tier: the `shaped` paper's chapter (notebooks/simplified.ipynb) in
+the smoke profile through papermill, as `vixnb run` does it, into a temporary results store. Every chapter runs
+in the slow tier (tests/test_book.py builds the smoke book)."""
+import nbformat
+
+from vixnb.notebooks import run_notebook
+
+
+def _glued(path):
+    nb = nbformat.read(str(path), as_version=4)
+    return {out["metadata"]["scrapbook"]["name"]: out["data"]["application/papermill.record/text/plain"]
+            for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if "scrapbook" in out.get("metadata", {})}
+
+
+def _errors(path):
+    nb = nbformat.read(str(path), as_version=4)
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if out.get("output_type") == "error"]
+
+
+def test_the_simplified_chapter_runs_end_to_end_in_smoke(tmp_path):
+    executed = run_notebook("simplified", profile="smoke", output=tmp_path / "simplified.ipynb", progress=False)
+    assert not _errors(executed)
+    glued = _glued(executed)
+    # the counts are exact whatever the profile: the blog's Table 2 reduction, and every run the page asks is done
+    assert glued["shaped_table2_params_change"] == "'-41.59 %'"
+    assert glued["shaped_runs_done"] == glued["shaped_runs_asked"] == "18"
