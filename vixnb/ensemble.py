@@ -98,6 +98,8 @@ def can_ensemble(config, *, exact=True):
                                       "to 0 or train the seeds separately"),
         (config["amp_loss_only"], "amp_loss_only: one GradScaler would skip every member's step when one member "
                                   "overflows; leave it off or train the seeds separately"),
+        (config["precision"] == "fp16", "precision fp16: one GradScaler would skip every member's step when one member "
+                                        "overflows; train the seeds separately"),
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
         (config.get("init_from"), "init_from: each seed starts from its own source run's weights; train the seeds "
                                   "separately"),

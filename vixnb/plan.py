@@ -56,6 +56,7 @@ from .record_kinds import chapter_requests, kind_of, record_name, study_requests
 from .results import ResultsStore, StoreError, config_key, read_json
 from .results.policy import stale_reason
 from .results.store import default_root
+from .runtime import machine_precision
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -124,10 +125,11 @@ def _run_command(model, dataset, profile, seed, settings, keep_weights="no"):
     return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
 
 
-def _train_entries(key, book, profile, seeds, store, runs):
+def _train_entries(key, book, profile, seeds, store, runs, machine=False):
     """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
     filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
-    asked for, keeping its weights if any table asks for them."""
+    asked for, keeping its weights if any table asks for them. ``machine``: each run in the precision this machine
+    trains it in (``runtime.machine_precision``: a T4's fp16 run of a bf16 row)."""
     entries = []
     for table in book.get("train", []):
         dataset = papers.table(key, table)["dataset"]
@@ -148,6 +150,9 @@ def _train_entries(key, book, profile, seeds, store, runs):
     for level, purpose, name, model, dataset, seed, settings, kept in entries:
         keep = "store" if kept else "no"
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
+        if machine and (precision := machine_precision(config["precision"])) != config["precision"]:
+            settings = {**settings, "precision": precision}
+            config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         k = config_key(config)
         if k in runs:  # e.g. smoke: every dataset is the synthetic one; or a run two tables or chapters show
             first = runs[k]
@@ -344,11 +349,12 @@ def _estimate(entry, rates, device, epoch_seconds):
 
 # ----- the plan -----------------------------------------------------------------------------------------
 
-def build(profile, *, store=None, only=None, chapter=None):
+def build(profile, *, store=None, only=None, chapter=None, machine=False):
     """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
     (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
     weights their measurements read (the maps chapter's come from other chapters); their priorities are then
-    ranks among those entries."""
+    ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``, ``vixnb batch``), in the
+    precision it trains them in; the pages ask for the profile's own."""
     prof = get_profile(profile)
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
@@ -360,7 +366,7 @@ def build(profile, *, store=None, only=None, chapter=None):
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
 
     for key, book in chapters():
-        entries += _train_entries(key, book, profile, seeds, store, runs)
+        entries += _train_entries(key, book, profile, seeds, store, runs, machine)
         if gpu_profile(profile):  # a CPU profile's pages measure as they render
             entries += _record_entries(chapter_requests(key, book), profile, store)
     if gpu_profile(profile):

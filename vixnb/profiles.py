@@ -39,6 +39,7 @@ def _first(*values):
 
 
 PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt"), ("constant", "cosine")
+PRECISIONS = ("fp32", "bf16", "fp16")
 AUGMENT_KEYS = ("hflip", "vflip", "rotate")
 # Part of every run's identity: bump it when a change to the engine or the models changes what a stored
 # result means, so that stale results and checkpoints are not reused.
@@ -70,6 +71,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     defaults to bf16 autocast on a GPU profile; ``amp_loss_only`` / ``eval_mode`` reproduce the authors'
     quirks when set to True / False; ``compile`` (torch.compile) and ``channels_last`` are speed switches.
 
+    ``precision``: ``fp32``, ``bf16`` (autocast), or ``fp16`` (autocast with a gradient scaler: a GPU without native
+    bfloat16 trains a bf16 run in it, as another run, ``runtime.machine_precision``).
+
     ``schedule`` (``constant`` | ``cosine``), ``augment`` (``{hflip, vflip, rotate}``: random flips and rotations
     of training batches; False for none) and ``grad_norm_every`` (record per-layer gradient norms every N-th step;
     0 for none) default to the paper protocol's optional keys of those names; each enters the dict only where it
@@ -86,6 +90,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         if value is not None and (isinstance(value, bool) or int(value) != value or value < least):
             raise ValueError(f"{name}={value!r}: give a whole number >= {least} (or leave it out for the profile's "
                              "default)")
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: use one of {', '.join(PRECISIONS)} (or leave it out for the "
+                         "profile's)")
     if lr is not None and not lr > 0:
         raise ValueError(f"lr={lr!r}: give a learning rate > 0 (or leave it out for the paper's {model!r} default)")
     if model not in list_models():

@@ -15,6 +15,7 @@ from .models import create_model, model_cfg
 from .profiles import run_config
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
+from .runtime import machine_precision
 from .train import build_model, train
 
 KEEP_WEIGHTS = ("no", "store", "local")
@@ -75,6 +76,11 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
         if not decision.reason:
             return stored
         return {**stored, "stale" if stale else "weights_missing": decision.reason}
+    if (precision := machine_precision(config["precision"])) != config["precision"]:  # this GPU's own run of it
+        print(f"vixnb: {config['model']}: this GPU has no native bfloat16; training the {precision} run instead "
+              f"(another run than the {config['precision']} one)", file=sys.stderr, flush=True)
+        return run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, progress=progress,
+                   download=download, deadline=deadline, keep_weights=keep_weights, **{**overrides, "precision": precision})
     if decision.reason:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)

@@ -229,7 +229,9 @@ def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, c
                 "Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
-        if layers is not None and steps % config["grad_norm_every"] == 0:  # unscaled: no amp_loss_only (run_config)
+        if layers is not None and steps % config["grad_norm_every"] == 0:  # unscaled (no amp_loss_only: run_config)
+            if scaler.is_enabled():  # fp16: the gradients' own norms, before the step (which then unscales no more)
+                scaler.unscale_(optimizer)
             norm_sum, sampled = norm_sum + layer_grad_norms(layers), sampled + 1
         scaler.step(optimizer)
         scaler.update()
@@ -260,13 +262,20 @@ def build_model(config):
     return model, facts
 
 
+#: a config's precision -> the autocast dtype of its forward (fp32: none)
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocasts(config, device):
-    """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk."""
-    bf16 = config["precision"] == "bf16"
-    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else nullcontext
+    """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk: bf16 and
+    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``runtime.machine_precision``) and the authors'
+    AMP (``amp_loss_only``) scale the loss."""
+    dtype = AUTOCAST_DTYPES.get(config["precision"])
+    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None else nullcontext
     amp = config["amp_loss_only"] and device.type == "cuda"
     loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
-    return autocast, loss_autocast, torch.amp.GradScaler("cuda", enabled=amp)
+    scaled = (amp or config["precision"] == "fp16") and device.type == "cuda"
+    return autocast, loss_autocast, torch.amp.GradScaler("cuda", enabled=scaled)
 
 
 def selected_epoch(history):

@@ -13,6 +13,7 @@ from .. import errors
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")  # vixnb.profiles
+PRECISIONS = ("fp32", "bf16", "fp16")  # vixnb.profiles
 
 
 def whole_number(least):
@@ -58,7 +59,8 @@ def _train_arguments(sub):
     s.add_argument("--lr", type=positive_float, help="learning rate (default: the paper protocol's)")
     s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
     s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT)")
-    s.add_argument("--precision", choices=["fp32", "bf16"])
+    s.add_argument("--precision", choices=PRECISIONS, help="fp16: autocast with a gradient scaler (GPUs without "
+                   "native bfloat16: a T4, a P100)")
     s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
     s.add_argument("--post-train-epochs", type=whole_number(0),
                    help="then train on un-augmented data from the best weights")
