@@ -84,11 +84,14 @@ def test_the_parser_offers_the_choices_of_the_modules_it_runs():
     from vixnb import cli
     from vixnb.layers.nystrom import COMPILE_MODES
     from vixnb.measure import DTYPES
-    from vixnb.profiles import OPTIMIZERS, PROTOCOLS
+    from vixnb.estimates import GPUS
+    from vixnb.plan import ORDERS
+    from vixnb.profiles import OPTIMIZERS, PRECISIONS, PROTOCOLS
 
     assert sorted(cli.DTYPE_NAMES) == sorted(DTYPES)
     assert cli.COMPILE_MODES == COMPILE_MODES
-    assert (cli.PROTOCOLS, cli.OPTIMIZERS) == (PROTOCOLS, OPTIMIZERS)
+    assert (cli.PROTOCOLS, cli.OPTIMIZERS, cli.PRECISIONS) == (PROTOCOLS, OPTIMIZERS, PRECISIONS)
+    assert (cli.ORDERS, cli.GPUS) == (ORDERS, tuple(GPUS))
 
 
 def test_models_shows_label_and_paper(capsys):

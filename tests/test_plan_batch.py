@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from vixnb import batch, papers, plan, profiles, train
+from vixnb import batch, estimates, papers, plan, profiles, train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
 from vixnb.train import without_timings
@@ -55,24 +55,68 @@ def test_plan_lists_every_published_row_once_per_seed():
     assert all(e.settings == {"precision": "bf16"} and e.level == 2 for e in study)
 
 
-def test_plan_levels_then_cheaper_first(tmp_path):
-    store = ResultsStore()
-    (store.root / "bench").mkdir(parents=True)
+def _bench_train(store):
+    """A ``bench train`` record in ``store``: the Table 1 models at 1,000 to 12,000 images/s (bf16) on "GPU X"."""
+    (store.root / "bench").mkdir(parents=True, exist_ok=True)
     rows = [{"model": m, "ours_images_per_s": 1000.0 * (i + 1), "ours_paper_dtype_images_per_s": 500.0 * (i + 1)}
             for i, m in enumerate(TABLE1)]
     (store.root / "bench" / "train.json").write_text(json.dumps({"rows": rows, "provenance": {"device": "GPU X"}}))
-    entries = plan.build("budget")
+
+
+def test_plan_levels_then_cheaper_first(tmp_path):
+    _bench_train(ResultsStore())
+    entries = plan.build("budget", order="rows")
     levels = [e.level for e in entries]
     assert levels == sorted(levels)
     first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10" and e.model in TABLE1]
     assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
     vit = next(e for e in first if e.model == "vit")
     config = vit._config
-    expected = config["epochs"] * (50000 + 10000 / 3) / 1000.0 + plan.STARTUP_SECONDS
+    expected = config["epochs"] * (50000 + 10000 / 3) / 1000.0 + estimates.STARTUP_SECONDS
     assert vit.est_gpu_minutes == pytest.approx(expected / 60)
     assert vit.basis.startswith("bench train: 1,000 img/s (bf16, GPU X)")
     tiny = next(e for e in entries if e.model == "vit" and e.dataset == "tiny-imagenet" and e.seed == 0)
-    assert tiny.basis.startswith("FLOPs:")  # no throughput measured on that dataset: FLOPs at the median rate
+    assert tiny.basis.startswith("FLOPs:")  # no throughput measured on that dataset: FLOPs at the fitted rate
+    assert "the rate fitted to measured runs" in tiny.basis
+
+
+def test_the_plan_completes_whole_chapters_cheapest_first():
+    _bench_train(ResultsStore())
+    entries = plan.build("budget")
+    left = [e for e in entries if e.status != "stored"]
+    simplified = [e.priority for e in left if e.chapter == "simplified"]
+    later = [e.priority for e in left if e.chapter in ("cxv_table1", "linattn")]
+    assert simplified and later and max(simplified) < min(later)
+    # a chapter's entries come together, runs and measurements, every seed
+    chapters = [e.chapter for e in entries if e.chapter == "simplified" or e.chapter == "efficiency"]
+    assert chapters == sorted(chapters, key=chapters.index)
+    seeds = {e.seed for e in entries if e.chapter == "simplified" and e.kind == "train"}
+    assert seeds == {0, 1, 2, 3, 4}
+    with pytest.raises(ValueError, match="order='random': use one of chapters, rows"):
+        plan.build("budget", order="random")
+
+
+def test_estimates_for_another_gpu_scale_every_entry_up_on_a_slower_one():
+    _bench_train(ResultsStore())
+    h100 = {e.path: e.est_gpu_minutes for e in plan.build("budget", chapter=["simplified"], gpu="h100")}
+    t4 = {e.path: e for e in plan.build("budget", chapter=["simplified"], gpu="t4")}
+    assert all(t4[p].est_gpu_minutes > minutes for p, minutes in h100.items())
+    assert all("scaled to a T4 by peak throughput" in e.basis for e in t4.values())
+    with pytest.raises(ValueError, match="gpu='v100': use one of h100, a100, l4, t4, p100"):
+        plan.build("budget", gpu="v100")
+
+
+def test_a_stored_run_is_the_first_basis_of_an_estimate():
+    from vixnb.estimates import STARTUP_SECONDS
+
+    store = ResultsStore()
+    config = profiles.run_config("fnet", profile="budget")
+    store.put(config, {**_fake_result(config), "history": [{"seconds": 30.0, "eval_seconds": 3.0}] +
+                       [{"seconds": 10.0, "eval_seconds": 1.0}] * 3, "provenance": {"device": "GPU Y"}})
+    other = next(e for e in plan.build("budget", store=store) if e.model == "fnet" and e.dataset == "cifar10"
+                 and e.seed == 1 and e.chapter == "vix_table1")
+    assert other.basis.startswith("stored run (this run's settings): 10.0 s/epoch + 1.0 s/test on GPU Y")
+    assert other.est_gpu_minutes == pytest.approx((config["epochs"] * 11.0 + STARTUP_SECONDS) / 60)
 
 
 def test_plan_status_stored_missing_and_stale():
@@ -338,7 +382,7 @@ def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():
     for e in job.entries:
         e.est_gpu_minutes = 10.0
     assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters
-    assert batch._least_seconds(job) == pytest.approx(plan.STARTUP_SECONDS + (600 - plan.STARTUP_SECONDS) / 10)
+    assert batch._least_seconds(job) == pytest.approx(estimates.STARTUP_SECONDS + (600 - estimates.STARTUP_SECONDS) / 10)
     assert batch._least_seconds(job, pack_limit_mb=15) == 600
 
 
@@ -347,21 +391,21 @@ def test_training_gflop_is_counted_once_and_kept_by_architecture(tmp_path, monke
     import sys
 
     monkeypatch.setenv("VIXNB_RESULTS", str(tmp_path))
-    plan._training_gflop.cache_clear()
-    first = plan._training_gflop("vit", "cifar10")
-    kept = json.loads((tmp_path / plan.GFLOP_CACHE).read_text())
+    estimates.training_gflop.cache_clear()
+    first = estimates.training_gflop("vit", "cifar10")
+    kept = json.loads((tmp_path / estimates.GFLOP_CACHE).read_text())
     assert list(kept.values()) == [first] and first > 0
-    plan._training_gflop.cache_clear()  # a new process: the count comes from the file, nothing is counted
+    estimates.training_gflop.cache_clear()  # a new process: the count comes from the file, nothing is counted
 
     def counted(*args, **kwargs):
         raise AssertionError("counted again")
 
     monkeypatch.setattr(sys.modules["vixnb.measure.flops"], "count_ops", counted)  # the module, not the function
-    assert plan._training_gflop("vit", "cifar10") == first
-    plan._training_gflop.cache_clear()
+    assert estimates.training_gflop("vit", "cifar10") == first
+    estimates.training_gflop.cache_clear()
     with pytest.raises(AssertionError, match="counted again"):  # another architecture: another key
-        plan._training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
-    plan._training_gflop.cache_clear()
+        estimates.training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
+    estimates.training_gflop.cache_clear()
 
 
 def test_a_chapter_asking_for_an_unknown_measurement_is_refused_naming_the_file():

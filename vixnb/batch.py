@@ -34,6 +34,7 @@ from . import plan as planning
 from .bench.fill import fill_winner
 from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
+from .estimates import STARTUP_SECONDS, expected_epochs
 from .profiles import gpu_profile, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, remove_checkpoints
@@ -268,9 +269,8 @@ def _least_seconds(job, pack_limit_mb=None):
     if e.kind != "train" or (pack_limit_mb and checkpoint_mb(job) > pack_limit_mb):
         return whole
     if whole == float("inf"):
-        return planning.STARTUP_SECONDS + 60
-    return planning.STARTUP_SECONDS + max(whole - planning.STARTUP_SECONDS * len(job.entries), 0) / \
-        planning.expected_epochs(e._config)[0]
+        return STARTUP_SECONDS + 60
+    return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e._config)[0]
 
 
 def checkpoint_mb(job):

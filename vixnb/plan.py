@@ -12,13 +12,9 @@ from today's model), from other data (its data fingerprint differs from the copy
 engine version or other settings (a result file of the same model, dataset and seed whose configuration
 differs and which no other entry asks for), or a benchmark whose rows a later change superseded.
 
-**Estimate** (``est_gpu_minutes``, with its ``basis``): training runs from the standalone training
-throughput that ``vixnb bench train`` measured (``results/bench/train.json``), in the run's precision;
-for a model it did not measure, from the model's training FLOPs per image (3x the forward) and the device's
-effective rate, the median over the measured models; else from a stored run's epoch times (an upper bound:
-they ran beside others). Each epoch trains the training split and evaluates the test split (a forward at
-a third of a training step's cost); 20 s per run go to start-up. Measurements and benchmarks: nominal
-minutes (their kind's, ``record_kinds.KINDS``). A CPU profile needs no GPU minutes.
+**Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.estimates`` (a stored run of the model, the
+``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
+at their kind's nominal minutes), for the H100 of the stored figures or another GPU (``gpu``).
 
 **Priority**, in levels (``LEVELS``); within a level the first seeds of the rows a chapter names ``first`` (the
 order its paper file asks for), then cheaper first; a measurement that reads trained weights (the maps study's)
@@ -32,30 +28,22 @@ chapter's totals count it there only); it keeps its weights where any chapter or
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
+import math
 import os
 import shlex
-import statistics
-import sys
 from dataclasses import asdict, dataclass, field
-from functools import cache
-from pathlib import Path
-
-import torch
 
 from . import papers
-from .analysis.records import kept_rows, study_labels, study_run
-from .data import dataset_spec, source_fingerprint
-from .files import atomic_write
-from .measure.flops import flops
-from .models import architecture_signature, create_model, model_cfg
+from .analysis.records import kept_rows
+from .data import source_fingerprint
+from .estimates import bench_rates, check_gpu, estimate, fitted_rate, measured_points, stored_timings
+from .models import model_cfg
 from .profiles import get_profile, gpu_profile, run_config, table_runs
-from .record_kinds import chapter_requests, kind_of, record_name, study_requests
+from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore, StoreError, config_key, read_json
 from .results.policy import stale_reason
-from .results.store import default_root
 from .runtime import machine_precision
 
 LEVELS = {
@@ -64,8 +52,8 @@ LEVELS = {
     3: "further seeds",
 }
 STATUSES = ("stored", "missing", "stale")
-STARTUP_SECONDS = 20
-EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
+
+
 @dataclass
 class Entry:
     """One thing the book needs: a training run (``kind="train"``), a stored measurement (``"measure"``) or a
@@ -172,7 +160,7 @@ def _train_entries(key, book, profile, seeds, store, runs, machine=False):
     return out
 
 
-def _record_entries(requests, profile, store, runs=None):
+def _record_entries(requests, profile, store, runs):
     """One entry per record asked for (``record_kinds.Request``): its kind's name in the store, its nominal minutes,
     and, for a record that reads trained weights, the runs it reads (``_needs``: keys in ``runs``, the plan's run map;
     the maps study's, from ``study.yaml``)."""
@@ -194,21 +182,18 @@ def _record_entries(requests, profile, store, runs=None):
                   name=request.name if kind.group == "bench" else name, model=None, dataset=dataset, profile=profile,
                   seed=None, level=level, purpose=purpose, command=command, path=path)
         e._nominal, e._request = kind.minutes, request
-        if kind.reads_weights and runs is not None and request.kind.startswith("maps-"):
-            e._needs = _study_needs(request, profile, runs)
+        if kind.reads_weights:
+            e._needs = _needs(request, profile, runs)
         out.append(e)
     return out
 
 
-def _study_needs(request, profile, runs):
-    """The keys of the plan's runs (``runs``) whose kept weights the maps study's record ``request`` reads."""
-    needs = set()
-    for label in study_labels(request.kind.removeprefix("maps-")):
-        model, settings, seed, dataset = study_run(label, profile)
-        k = config_key(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
-        if k in runs and runs[k].keep_weights != "no":
-            needs.add(k)
-    return needs
+def _needs(request, profile, runs):
+    """The keys of the plan's runs (``runs``) whose kept weights the record ``request`` reads
+    (``record_kinds.weights_read``)."""
+    keys = {config_key(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
+            for model, settings, seed, dataset in weights_read(request, profile)}
+    return {k for k in keys if k in runs and runs[k].keep_weights != "no"}
 
 
 # ----- status -------------------------------------------------------------------------------------------
@@ -245,116 +230,23 @@ def _record_status(entry, store):
 
 # ----- estimates ------------------------------------------------------------------------------------------
 
-def _bench_rates(store):
-    """``{model: {precision: training images/s}}`` and the device, from ``bench/train.json`` (superseded
-    rows left out)."""
-    record = store.load_record("bench", "train")
-    if not record:
-        return {}, None
-    stale = set((record.get("superseded") or {}).get("rows", []))
-    rates = {r["model"]: {"bf16": r.get("ours_images_per_s"), "fp32": r.get("ours_paper_dtype_images_per_s")}
-             for r in record["rows"] if r["model"] not in stale}
-    return rates, record.get("provenance", {}).get("device")
-
-
-#: where counted training GFLOP are kept between processes, under the results store (git-ignored)
-GFLOP_CACHE = Path(".cache") / "training-gflop.json"
-
-
-@cache
-def _training_gflop(model, dataset, overrides_json="{}"):
-    """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration, with
-    the run's model settings (``overrides_json``: JSON of ``model_overrides``). Counting takes about 0.1 s a
-    model and a plan counts over a hundred, in every process that builds one (the book's intro, the plan and
-    provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
-    model's architecture signature and the counting code's hash: another architecture or counting rule is
-    another key, never a stale count."""
-    with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
-        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
-    signature = architecture_signature(built)
-    rule = hashlib.sha256(inspect.getsource(sys.modules[flops.__module__]).encode()).hexdigest()[:12]
-    key = f"{model}|{dataset}|{overrides_json}|{signature}|{rule}"
-    path = default_root() / GFLOP_CACHE
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        kept = {}
-    if key not in kept:
-        kept[key] = 3 * flops(built)["gflops"]
-        try:
-            atomic_write(path, lambda f: json.dump(kept, f, indent=0, sort_keys=True))
-        except OSError:  # a read-only store: count again next time
-            pass
-    return kept[key]
-
-
-def _stored_epoch_seconds(store, profile):
-    """``{model: median training seconds per epoch}`` of each model's first stored run in the profile."""
-    epochs = {}
-    for result in store.results(profile):
-        if result.get("history") and result.get("config", {}).get("model") not in epochs:
-            epochs[result["config"]["model"]] = statistics.median(h["seconds"] for h in result["history"])
-    return epochs
-
-
-#: epochs a DualOpT run without a cap is taken to last (it stops on patience, twice; the ceiling is far above): a
-#: nominal figure until stored runs say more
-DUALOPT_NOMINAL_EPOCHS = 150
-
-
-def expected_epochs(config):
-    """``(epochs, note)``: the epochs a run is expected to train (main stage and post-training), and a note for the
-    estimate's basis where it is nominal: a DualOpT run without a cap (the paper profile) stops on patience, so its
-    ``epochs`` (a ceiling) would overstate it; post-training likewise stops on patience."""
-    epochs, post, dualopt = config["epochs"], config["post_train_epochs"], config["dualopt"]
-    uncapped = dualopt is not None and "adamw_epochs" not in dualopt
-    nominal = config["optimizer"] == "dualopt" and uncapped
-    if nominal:
-        epochs = min(epochs, DUALOPT_NOMINAL_EPOCHS)
-    if post and uncapped:
-        post = min(post, 2 * dualopt["patience"])
-    note = f"; DualOpT: nominal {epochs} epochs (stops on patience)" if nominal else ""
-    return epochs + post, note
-
-
-def _estimate(entry, rates, device, epoch_seconds):
-    """(GPU minutes, basis) of one entry, from the benchmark's ``rates`` on ``device`` (``_bench_rates``),
-    else from FLOPs at their median effective rate, else from the stored runs' ``epoch_seconds``."""
-    if not gpu_profile(entry.profile):
-        return 0.0, "CPU profile: no GPU time"
-    if entry.kind != "train":
-        return float(entry._nominal), "nominal (no stored timing)"
-    config = entry._config
-    spec = dataset_spec(config["dataset"])
-    n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
-    epochs, note = expected_epochs(config)
-    images = epochs * (n_train + EVAL_COST * n_test)
-    precision = config["precision"]
-    rate = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
-    if rate:
-        seconds = images / rate + STARTUP_SECONDS
-        return seconds / 60, f"bench train: {rate:,.0f} img/s ({precision}, {device}){note}"
-    effective = [r[precision] * _training_gflop(m, "cifar10") for m, r in rates.items() if r.get(precision)]
-    if effective:
-        tflops = statistics.median(effective) / 1e3
-        gflop = _training_gflop(config["model"], config["dataset"],
-                                json.dumps(config["model_overrides"], sort_keys=True))
-        seconds = images * gflop / (tflops * 1e3) + STARTUP_SECONDS
-        return seconds / 60, f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s ({precision}, median of bench train){note}"
-    if (per_epoch := epoch_seconds.get(config["model"])) is not None:
-        return (epochs * per_epoch + STARTUP_SECONDS) / 60, \
-            f"stored run: {per_epoch:.0f} s/epoch (shared GPU: an upper bound){note}"
-    return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
-
-
 # ----- the plan -----------------------------------------------------------------------------------------
 
-def build(profile, *, store=None, only=None, chapter=None, machine=False):
+ORDERS = ("chapters", "rows")
+
+
+def build(profile, *, store=None, only=None, chapter=None, machine=False, order="chapters", gpu=None):
     """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
     (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
     weights their measurements read (the maps chapter's come from other chapters); their priorities are then
     ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``, ``vixnb batch``), in the
-    precision it trains them in; the pages ask for the profile's own."""
+    precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters`` (whole chapters, every
+    seed, runs and measurements together, the cheapest chapter first: ``_chapters_cheapest_first``) or ``rows`` (the
+    levels across the book: one seed of every row first, ``LEVELS``). ``gpu``: estimate the minutes for that GPU
+    (``estimates.GPUS``) instead of the H100 of the stored figures."""
+    check_gpu(gpu)
+    if order not in ORDERS:
+        raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
     prof = get_profile(profile)
     store = store if store is not None else ResultsStore()
     seeds = list(prof.get("seeds") or [0])
@@ -368,7 +260,7 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False):
     for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store, runs, machine)
         if gpu_profile(profile):  # a CPU profile's pages measure as they render
-            entries += _record_entries(chapter_requests(key, book), profile, store)
+            entries += _record_entries(chapter_requests(key, book), profile, store, runs)
     if gpu_profile(profile):
         entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"
@@ -379,17 +271,20 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False):
             raise ValueError(f"chapter={unknown}: not in the {profile!r} plan; its chapters: {names}")
         needs = set().union(*(getattr(e, "_needs", set()) for e in entries if e.chapter in chapter))
         entries = [e for e in entries if e.chapter in chapter or (e.kind == "train" and e.key in needs)]
-    rates, device = _bench_rates(store)
-    epoch_seconds = _stored_epoch_seconds(store, profile)
+    rates, device = bench_rates(store)
+    timings = stored_timings(store, profile)
+    rate = fitted_rate(measured_points(rates, timings[1]))
     for e in entries:
         e.status, e.reason = _run_status(e, store, needed) if e.kind == "train" else _record_status(e, store)
-        e.est_gpu_minutes, e.basis = _estimate(e, rates, device, epoch_seconds)
+        e.est_gpu_minutes, e.basis = estimate(e, rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
-    order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
-    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes), order.get(e.chapter, len(order)),
-                                e.seed or 0))
+    book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
+    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes),
+                                book_order.get(e.chapter, len(book_order)), e.seed or 0))
     entries = _after_needs(entries)
+    if order == "chapters":
+        entries = _chapters_cheapest_first(entries)
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:
@@ -399,6 +294,22 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False):
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
     return entries
+
+
+def _chapters_cheapest_first(entries):
+    """``entries`` (in the rows order) regrouped by chapter, the chapter with the fewest estimated GPU minutes left
+    first, so that a short GPU window completes whole chapters; each chapter's entries keep their order. A
+    measurement that reads runs of other chapters (the maps study reads the tables' runs) waits for them
+    (``_after_needs``): a cheap chapter never pulls a costly chapter's runs forward."""
+    groups = {}
+    for e in entries:
+        groups.setdefault(e.chapter, []).append(e)
+
+    def left(chapter):
+        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status != "stored")
+
+    ordered = sorted(groups, key=lambda c: (left(c), list(groups).index(c)))
+    return _after_needs([e for chapter in ordered for e in groups[chapter]])
 
 
 def _after_needs(entries):
@@ -440,8 +351,19 @@ def todo(entries):
     return [e for e in entries if e.status != "stored"]
 
 
+#: the training minutes of a lent 30-minute GPU window: three calls of about nine minutes, less each call's start
+#: (about a minute) and its transfers
+WINDOW_MINUTES = 24
+
+
+def gpu_windows(minutes):
+    """How many lent 30-minute GPU windows (``WINDOW_MINUTES`` of training each) ``minutes`` of GPU work need."""
+    return math.ceil(minutes / WINDOW_MINUTES) if minutes > 0 else 0
+
+
 def totals(entries):
-    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours}}`` and the book's, under ``"book"``."""
+    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours, gpu_windows}}`` and the book's, under
+    ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first)."""
     out = {}
     for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
@@ -450,6 +372,7 @@ def totals(entries):
                       "to_run": sum(e.status != "stored" for e in members),
                       "to_run_gpu_hours": sum(e.est_gpu_minutes for e in known if e.status != "stored") / 60,
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
+                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in known if e.status != "stored")),
                       "unestimated": len(members) - len(known)}
     return out
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 from . import measure, papers
 from .analysis import attention_record, record_stale
-from .analysis.records import STUDY_RECORDS, study, study_record
+from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure.costs import configuration_speeds, efficiency_record
 from .profiles import gpu_profile, run_config, table_runs
 from .results import ResultsStore
@@ -128,17 +128,10 @@ def _make_study(kind):
     return make
 
 
-def _record_stale(record, store):
-    return record_stale(record, store)
-
-
-def _bench_stale(record, store):
-    return weights_changed(record, store)  # a benchmark's rows superseded by a later change
-
-
 def _bench(command, minutes):
     return RecordKind(record_name=lambda request: request.name, group="bench", needs_gpu=True, minutes=minutes,
-                      stale=_bench_stale, command=command)
+                      stale=weights_changed,  # a benchmark's rows superseded by a later change
+                      command=command)
 
 
 KINDS = {
@@ -147,14 +140,14 @@ KINDS = {
     "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15,
                         description="training memory and step time, inference images/s"),
     "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _make_attention_maps, minutes=5,
-                                 stale=_record_stale, reads_weights=True,
+                                 stale=record_stale, reads_weights=True,
                                  description="attention maps and diagonal prominence of kept weights"),
     "efficiency": RecordKind(lambda r: "efficiency", _make_efficiency, minutes=8,
                              description="every cost of the ViX Table 1 models, and the token-mixer sweep"),
     "maps-attention": RecordKind(lambda r: f"maps-attention-{r.dataset}", _make_study("attention"), minutes=3,
-                                 stale=_record_stale, reads_weights=True, description="the maps study's maps"),
+                                 stale=record_stale, reads_weights=True, description="the maps study's maps"),
     "maps-attribution": RecordKind(lambda r: f"maps-attribution-{r.dataset}", _make_study("attribution"), minutes=5,
-                                   stale=_record_stale, reads_weights=True,
+                                   stale=record_stale, reads_weights=True,
                                    description="the maps study's attributions"),
     # benchmarks: a command writes results/bench/<name>.json ({path}); generous minutes: a benchmark cannot pause
     "bench:train": _bench("vixnb bench train --save {path}", 5),
@@ -201,6 +194,19 @@ def study_requests():
     """The maps study's records (``vixnb/analysis/study.yaml``), as ``Request`` objects."""
     s = study()
     return [Request(f"maps-{kind}", chapter=s["notebook"], dataset=s["dataset"]) for kind in STUDY_RECORDS]
+
+
+def weights_read(request, profile):
+    """``[(model, settings, seed, dataset)]``: the runs whose kept weights ``request``'s record reads in ``profile``
+    (the plan puts the record after them): a chapter's attention maps read its ``keep_weights`` tables' first seeds,
+    the maps study its runs (``study.yaml``); other kinds read none."""
+    if request.kind == "attention_maps":
+        book = papers.book_chapter(request.paper, request.chapter)
+        return [(model, settings, seeds[0], request.dataset) for table in book.get("keep_weights") or []
+                for _, model, settings, seeds in table_runs(request.paper, book, table, profile)]
+    if request.kind.startswith("maps-"):
+        return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"))]
+    return []
 
 
 def obtain(request, *, profile, compute="missing", store=None, train=None, required=False):

@@ -14,6 +14,8 @@ DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixn
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt")  # vixnb.profiles
 PRECISIONS = ("fp32", "bf16", "fp16")  # vixnb.profiles
+ORDERS = ("chapters", "rows")  # vixnb.plan
+GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.estimates
 
 
 def whole_number(least):
@@ -160,15 +162,25 @@ def _bench_arguments(sub):
     s.set_defaults(fn=commands.bench_fill)
 
 
+def _order_argument(s):
+    s.add_argument("--order", choices=ORDERS, default="chapters",
+                   help="chapters: whole chapters (every seed, runs and measurements), the cheapest first; rows: one "
+                        "seed of every row of the book first")
+
+
 def _plan_arguments(sub):
     s = sub.add_parser("plan", help="every run and measurement the book needs: status, GPU minutes, priority")
     s.add_argument("--profile", default="budget")
     s.add_argument("--json", action="store_true", help="one JSON object per entry (a JSON list)")
     s.add_argument("--all", action="store_true", help="list stored entries too (default: what is left to run)")
+    s.add_argument("--gpu", choices=GPUS, help="estimate the GPU minutes for this GPU (the stored figures are an "
+                   "H100's, scaled by peak throughput at the precision it would use)")
+    _order_argument(s)
     s.set_defaults(fn=commands.plan)
 
     s = sub.add_parser("batch", help="run the plan's missing entries in priority order (submitit: local or Slurm)")
     s.add_argument("--profile", default="budget")
+    _order_argument(s)
     s.add_argument("--budget", type=positive_float, metavar="SECONDS",
                    help="stop training at an epoch boundary when time is up (checkpoint kept; the next call resumes)")
     s.add_argument("--executor", choices=("local", "slurm", "inline"), default="local",

@@ -154,7 +154,7 @@ def plan(args):
     from .. import plan as planning
     from .tables import plan_table, plan_totals
 
-    entries = planning.build(args.profile, machine=True)
+    entries = planning.build(args.profile, machine=True, order=args.order, gpu=args.gpu)
     if args.json:
         print(json.dumps(planning.as_json(entries), indent=1))
         return entries
@@ -171,7 +171,7 @@ def batch(args):
     from .. import batch as runner, plan as planning
 
     started = time.time()  # the budget counts from here: building the plan is part of it
-    entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True)
+    entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
     if not jobs:
         print(f"vixnb batch: nothing left to run in profile {args.profile!r}")

@@ -1,7 +1,7 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
 ``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
-from ..plan import shown_settings
+from ..plan import WINDOW_MINUTES, shown_settings
 
 
 def text_cell(value, spec, *, blank="-"):
@@ -120,12 +120,12 @@ def train_table(rows):
 def plan_table(entries):
     """A plain-text table of plan entries (``vixnb.plan.Entry``): priority, what, status, GPU minutes, basis."""
     width = max([len("chapter"), *(len(e.chapter) for e in entries)]) + 2
-    head = f"{'#':>4} {'lvl':>3}  {'chapter':<{width}}{'what':<44}{'status':<9}{'GPU min':>8}  basis / reason"
+    whats = [entry_words(e) for e in entries]
+    what_width = max([len("what"), *map(len, whats)]) + 2
+    head = f"{'#':>4} {'lvl':>3}  {'chapter':<{width}}{'what':<{what_width}}{'status':<9}{'GPU min':>8}  basis / reason"
     lines = [head]
-    for e in entries:
-        what = (f"{e.model} {e.dataset} seed {e.seed}" + "".join(f" {k}={v}" for k, v in shown_settings(e.settings).items())
-                if e.kind == "train" else f"{e.kind} {e.name}")
-        lines.append(f"{e.priority:>4} {e.level:>3}  {e.chapter:<{width}}{what:<44}{e.status:<9}"
+    for e, what in zip(entries, whats):
+        lines.append(f"{e.priority:>4} {e.level:>3}  {e.chapter:<{width}}{what:<{what_width}}{e.status:<9}"
                      f"{text_cell(e.est_gpu_minutes, '.1f'):>8}  {e.reason or e.basis}")
     blocked = sorted({e.dataset for e in entries if e.blocked})
     if blocked:
@@ -134,12 +134,24 @@ def plan_table(entries):
     return "\n".join(lines)
 
 
+def entry_words(entry):
+    """A plan entry in words: "model on dataset, seed N, key=value ..." for a run, "measure NAME" for a record."""
+    if entry.kind != "train":
+        return f"{entry.kind} {entry.name}"
+    settings = "".join(f", {k}={v}" for k, v in shown_settings(entry.settings).items())
+    return f"{entry.model} on {entry.dataset}, seed {entry.seed}{settings}"
+
+
 def plan_totals(totals, profile):
-    """Per chapter and for the book: entries, stored, left, and GPU-hours (left / all)."""
-    lines = [f"{'GPU-hours (' + profile + ')':<22}{'entries':>8}{'stored':>8}{'left':>6}{'left h':>9}{'all h':>8}"]
+    """Per chapter and for the book: entries, stored, left, GPU-hours (left / all) and the lent GPU windows the
+    left part needs (``plan.gpu_windows``)."""
+    lines = [f"{'GPU-hours (' + profile + ')':<22}{'entries':>8}{'stored':>8}{'left':>6}{'left h':>9}{'all h':>8}"
+             f"{'windows':>9}"]
     for name, t in totals.items():
         lines.append(f"{name:<22}{t['entries']:>8}{t['stored']:>8}{t['to_run']:>6}"
-                     f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}")
+                     f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}{t['gpu_windows']:>9}")
+    lines.append(f"windows: lent GPU windows of 30 minutes, {WINDOW_MINUTES} of them training (the rest starts the "
+                 "machine and brings the results back)")
     return "\n".join(lines)
 
 

@@ -1,0 +1,213 @@
+"""GPU minutes of the plan's entries (``vixnb.plan``), with where each estimate comes from (its ``basis``).
+
+A training run's minutes come, in that order of trust, from
+1. a stored run of the same model in the profile: its measured seconds per training epoch and per test pass (the
+   same settings if stored, else any), on the GPU that made it;
+2. the standalone training throughput that ``vixnb bench train`` measured (``results/bench/train.json``);
+3. the run's training FLOPs per image (3x the forward) at an effective rate fitted to the measured runs and
+   benchmark rows against the work of one step (FLOPs per image times the batch): small models are bound by
+   kernel launches, large ones by the matrix units, so a ViT-B/16 at 224 px is not estimated at the rate of the
+   tiny ViX models. The rate is kept within what was measured and ``RATE_CAP`` of the GPU's peak.
+Each epoch trains the training split and evaluates the test split (a forward at ``EVAL_COST`` of a training step
+where no test pass was measured); ``STARTUP_SECONDS`` per run go to the job's start (process, CUDA, data). A
+measurement or benchmark has its kind's nominal minutes (``record_kinds.KINDS``). A CPU profile needs no GPU.
+
+``gpu``: the figures were measured on an H100; for another GPU (``GPUS``) the training part is scaled by the ratio
+of their peak matrix throughput at the precision that GPU would use (bf16 where it has it natively, else fp16),
+and the basis says so. A launch-bound small model gains less from a larger GPU and loses less on a smaller one than
+that ratio says: an upper bound on a slower GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import statistics
+import sys
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from .data import dataset_spec
+from .files import atomic_write
+from .measure.flops import flops
+from .models import architecture_signature, create_model, model_cfg
+from .profiles import gpu_profile
+from .results.store import default_root
+
+STARTUP_SECONDS = 25  # measured on an H100: a batch job's process, CUDA context and data (2026-11-25, vit_small)
+EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
+RATE_CAP = 0.4  # of a GPU's peak matrix throughput: the most a fitted rate may reach
+#: dense matrix throughput (TFLOP/s) of each GPU at the precision it trains a bf16 run in
+#: (``runtime.machine_precision``), from the vendors' data sheets
+GPUS = {"h100": (989.0, "bf16"), "a100": (312.0, "bf16"), "l4": (121.0, "bf16"), "t4": (65.0, "fp16"),
+        "p100": (18.7, "fp16")}
+MEASURED_ON = "h100"  # the GPU of the stored figures (results and benchmarks)
+
+
+def check_gpu(gpu):
+    """``gpu`` as given (lower case), or a one-line error naming the parameter and the known GPUs."""
+    if gpu is None or gpu.lower() in GPUS:
+        return gpu and gpu.lower()
+    raise ValueError(f"gpu={gpu!r}: use one of {', '.join(GPUS)}")
+
+
+def gpu_factor(gpu):
+    """How many times longer the training part takes on ``gpu`` than on the H100 of the stored figures."""
+    return GPUS[MEASURED_ON][0] / GPUS[gpu][0] if gpu else 1.0
+
+
+def bench_rates(store):
+    """``{model: {precision: training images/s}}`` and the device, from ``bench/train.json`` (superseded rows left
+    out)."""
+    record = store.load_record("bench", "train")
+    if not record:
+        return {}, None
+    stale = set((record.get("superseded") or {}).get("rows", []))
+    rates = {r["model"]: {"bf16": r.get("ours_images_per_s"), "fp32": r.get("ours_paper_dtype_images_per_s")}
+             for r in record["rows"] if r["model"] not in stale}
+    return rates, record.get("provenance", {}).get("device")
+
+
+#: where counted training GFLOP are kept between processes, under the results store (git-ignored)
+GFLOP_CACHE = Path(".cache") / "training-gflop.json"
+
+
+@cache
+def training_gflop(model, dataset, overrides_json="{}"):
+    """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration, with
+    the run's model settings (``overrides_json``: JSON of ``model_overrides``). Counting takes about 0.1 s a
+    model and a plan counts over a hundred, in every process that builds one (the book's intro, the plan and
+    provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
+    model's architecture signature and the counting code's hash: another architecture or counting rule is
+    another key, never a stale count."""
+    with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
+        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    signature = architecture_signature(built)
+    rule = hashlib.sha256(inspect.getsource(sys.modules[flops.__module__]).encode()).hexdigest()[:12]
+    key = f"{model}|{dataset}|{overrides_json}|{signature}|{rule}"
+    path = default_root() / GFLOP_CACHE
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    if key not in kept:
+        kept[key] = 3 * flops(built)["gflops"]
+        try:
+            atomic_write(path, lambda f: json.dump(kept, f, indent=0, sort_keys=True))
+        except OSError:  # a read-only store: count again next time
+            pass
+    return kept[key]
+
+
+def _overrides(config):
+    return json.dumps(config.get("model_overrides", {}), sort_keys=True)
+
+
+def stored_timings(store, profile):
+    """``{(model, overrides JSON): timing}`` and ``{model: timing}`` of the profile's stored runs, a timing being
+    ``{"epoch_s", "test_s", "device", "images"}``: the mean training seconds per epoch and per test pass (epoch 1
+    left out where there are more: start-up) of the first stored run, its device, and the training images of an
+    epoch."""
+    by_config, by_model = {}, {}
+    for result in store.results(profile):
+        history, config = result.get("history"), result.get("config") or {}
+        if not history or "execution" in (result.get("provenance") or {}):  # an ensemble's seconds are all members'
+            continue
+        steady = history[1:] or history
+        spec = dataset_spec(config["dataset"])
+        timing = {"epoch_s": statistics.fmean(h["seconds"] for h in steady),
+                  "test_s": statistics.fmean(h.get("eval_seconds", 0.0) for h in steady),
+                  "device": (result.get("provenance") or {}).get("device", "a GPU"),
+                  "images": config.get("train_size") or spec.train_images}
+        by_config.setdefault((config["model"], _overrides(config)), timing)
+        by_model.setdefault(config["model"], timing)
+    return by_config, by_model
+
+
+def fitted_rate(points):
+    """``rate(work)``: training TFLOP/s against the work of one step (GFLOP), a power law fitted by least squares to
+    ``points`` (``[(work, TFLOP/s)]``, at least two distinct works), kept within the measured rates' range widened to
+    ``RATE_CAP`` of the H100's peak above; None with too few points."""
+    points = [(w, r) for w, r in points if w > 0 and r > 0]
+    if len({w for w, _ in points}) < 2:
+        return None
+    xs, ys = [math.log(w) for w, _ in points], [math.log(r) for _, r in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    low, high = min(r for _, r in points), RATE_CAP * GPUS[MEASURED_ON][0]
+    return lambda work: min(high, max(low, math.exp(my + slope * (math.log(work) - mx))))
+
+
+def measured_points(rates, timings):
+    """``[(work per step in GFLOP, TFLOP/s)]`` of the benchmark's rows (bf16) and the stored runs (``timings``: per
+    model), for ``fitted_rate``."""
+    points = []
+    for model, r in rates.items():
+        if r.get("bf16"):
+            gflop = training_gflop(model, "cifar10")
+            points.append((gflop * model_cfg(model).get("batch_size", 64), r["bf16"] * gflop / 1e3))
+    for model, t in timings.items():
+        gflop = training_gflop(model, "cifar10")
+        points.append((gflop * model_cfg(model).get("batch_size", 64), t["images"] / t["epoch_s"] * gflop / 1e3))
+    return points
+
+
+def estimate(entry, *, rates, device, timings, rate, gpu=None):
+    """``(GPU minutes, basis)`` of one plan entry (see the module's docstring): ``rates``/``device`` from
+    ``bench_rates``, ``timings`` from ``stored_timings``, ``rate`` from ``fitted_rate`` (or None), ``gpu`` the GPU
+    to estimate for (None: the H100 of the figures)."""
+    if not gpu_profile(entry.profile):
+        return 0.0, "CPU profile: no GPU time"
+    factor, on = gpu_factor(gpu), f"; scaled to a {gpu.upper()} by peak throughput" if gpu else ""
+    if entry.kind != "train":
+        return float(entry._nominal) * factor, "nominal (no stored timing)" + on
+    config = entry._config
+    spec = dataset_spec(config["dataset"])
+    n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
+    epochs, note = expected_epochs(config)
+    by_config, by_model = timings
+    timing = by_config.get((config["model"], _overrides(config))) or by_model.get(config["model"])
+    if timing is not None and config["dataset"] == "cifar10" and config["precision"] == "bf16":
+        same = (config["model"], _overrides(config)) in by_config
+        train_s = timing["epoch_s"] * n_train / timing["images"]
+        test_s = timing["test_s"] or EVAL_COST * train_s * n_test / n_train
+        seconds = epochs * (train_s + test_s) * factor + STARTUP_SECONDS
+        kind = "this run's settings" if same else "another setting of it"
+        return seconds / 60, (f"stored run ({kind}): {timing['epoch_s']:.1f} s/epoch + {timing['test_s']:.1f} s/test "
+                              f"on {timing['device']}{note}{on}")
+    images = epochs * (n_train + EVAL_COST * n_test)
+    precision = config["precision"]
+    bench = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
+    if bench:
+        seconds = images / bench * factor + STARTUP_SECONDS
+        return seconds / 60, f"bench train: {bench:,.0f} img/s ({precision}, {device}){note}{on}"
+    if rate is not None:
+        gflop = training_gflop(config["model"], config["dataset"], _overrides(config))
+        tflops = rate(gflop * config["batch_size"])
+        seconds = images * gflop / (tflops * 1e3) * factor + STARTUP_SECONDS
+        return seconds / 60, (f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s, the rate fitted to measured runs "
+                              f"at {gflop * config['batch_size']:,.0f} GFLOP a step{note}{on}")
+    return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
+
+
+#: epochs a DualOpT run without a cap is taken to last (it stops on patience, twice; the ceiling is far above): a
+#: nominal figure until stored runs say more
+DUALOPT_NOMINAL_EPOCHS = 150
+
+
+def expected_epochs(config):
+    """``(epochs, note)``: the epochs a run is expected to train (main stage and post-training), and a note for the
+    estimate's basis where it is nominal: a DualOpT run without a cap (the paper profile) stops on patience, so its
+    ``epochs`` (a ceiling) would overstate it; post-training likewise stops on patience."""
+    epochs, post, dualopt = config["epochs"], config["post_train_epochs"], config["dualopt"]
+    uncapped = dualopt is not None and "adamw_epochs" not in dualopt
+    nominal = config["optimizer"] == "dualopt" and uncapped
+    if nominal:
+        epochs = min(epochs, DUALOPT_NOMINAL_EPOCHS)
+    if post and uncapped:
+        post = min(post, 2 * dualopt["patience"])
+    note = f"; DualOpT: nominal {epochs} epochs (stops on patience)" if nominal else ""
+    return epochs + post, note
