@@ -1,6 +1,7 @@
 """`vixnb plan` and `vixnb batch`: statuses against a store fixture, budget pause and resume, the local and
 Slurm executors (fake sbatch), failures."""
 import json
+import time
 import os
 import stat
 import tarfile
@@ -416,3 +417,31 @@ def test_a_chapter_asking_for_an_unknown_measurement_is_refused_naming_the_file(
         chapter_requests("vix", {"notebook": "vix_table1", "measure": {"gpu_memroy": "cifar10"}})
     with pytest.raises(papers.PaperFileError, match=r"unknown benchmark 'trian'; the known ones: train, fill"):
         chapter_requests("favor", {"notebook": "efficiency", "bench": ["trian"]})
+
+
+def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_path):
+    """The budget ran out inside a job's first epoch (the local executor's timeout): paused, its checkpoint kept for
+    the next batch, not a failure; a timeout before the budget's end is still a failure."""
+    import submitit
+
+    class Stopped:
+        def __init__(self, **_):
+            pass
+
+        def update_parameters(self, **_):
+            pass
+
+        def submit(self, *a):
+            class Handle:
+                paths = type("Paths", (), {"stderr": tmp_path / "log.err"})
+
+                def result(self):
+                    raise submitit.core.utils.UncompletedJobError(
+                        "Job not requeued because: timed-out too many times.")
+            return Handle()
+
+    monkeypatch.setattr(submitit, "LocalExecutor", Stopped)
+    job = _spec_jobs(["fnet"])[0]
+    assert batch._execute(job, None, time.time() - 1, "local", tmp_path)["outcome"] == "paused"
+    with pytest.raises(RuntimeError, match="timed-out too many times"):
+        batch._execute(job, None, time.time() + 3600, "local", tmp_path)

@@ -45,6 +45,7 @@ from .train import TrainingPaused
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
 PACK_LIMIT_MB = 15  # the device tool brings back files of at most 16 MiB
+BUDGET_SIGNAL_S = 15  # a local job is signalled this long before its time budget's end, then stopped
 
 
 @dataclass
@@ -297,13 +298,18 @@ def _execute(job, slot, deadline, executor, folder):
     ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
     # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
     timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
-    ex.update_parameters(timeout_min=timeout, signal_delay_s=15, gpus_per_node=0 if slot is None else 1,
+    ex.update_parameters(timeout_min=timeout, signal_delay_s=BUDGET_SIGNAL_S, gpus_per_node=0 if slot is None else 1,
                          visible_gpus=() if slot is None else (slot,))
     handle = ex.submit(run_job, job.spec, deadline)  # a plain function: a local job is never requeued
     job.log = str(handle.paths.stderr)
     try:
         return handle.result()
     except Exception as e:  # submitit wraps the job's error with its traceback: keep the error's own line
+        if deadline is not None and time.time() >= deadline - BUDGET_SIGNAL_S and "timed-out" in str(e):
+            # the time budget ran out inside the job's first epoch (or a measurement): the job was stopped, not
+            # failed; a training run keeps its last epoch's checkpoint and the next batch resumes it
+            return {"outcome": "paused", "note": "stopped by the time budget before an epoch ended; the next batch "
+                                                 "resumes it from its last checkpoint"}
         raise RuntimeError(_error_line(str(e))) from None
 
 
