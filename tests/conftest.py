@@ -106,6 +106,10 @@ ALL = "every test of the file"
 SLOW = {
     # whole files: the book builds
     "test_book.py": ALL,
+    "test_rehearsal.py": {
+        "test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone",  # about six minutes
+        "test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan",
+    },
     "test_published_book.py": ALL,
     "test_runtime.py": {
         "test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch",

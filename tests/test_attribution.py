@@ -42,9 +42,12 @@ def test_integrated_gradients_is_complete():
 
 
 def test_occlusion_highlights_the_quadrant_the_model_reads():
-    out = A.attribute(Quadrant(), _images(), "occlusion", window=4, stride=4)["map"]
-    assert out[:, :16, :16].abs().min() > 0
-    assert out[:, 16:, :].abs().max() == 0 and out[:, :, 16:].abs().max() == 0
+    out = A.attribute(Quadrant().double(), _images().double(), "occlusion", window=4, stride=4)["map"]
+    inside = out[:, :16, :16].abs()
+    assert inside.min() > 0
+    # outside the quadrant an occlusion changes nothing; only the rounding of a batched matmul remains (its kernel
+    # depends on the batch size, so exactly 0 holds on some machines only)
+    assert out[:, 16:, :].abs().max() < 1e-9 * inside.max() and out[:, :, 16:].abs().max() < 1e-9 * inside.max()
 
 
 @pytest.mark.parametrize("name, layer, how", [("resnet18_cifar", "layer4", "conv"),

@@ -52,18 +52,10 @@ def test_book_builds_in_smoke_profile(book, html, monkeypatch, tmp_path):
     assert 'class="output traceback' not in text and "Traceback (most recent call last)" not in plain
 
 
-def test_stored_results_page_says_where_its_numbers_come_from(html):
-    text = (html / "book" / "executed" / f"{STORED}.html").read_text(encoding="utf-8")
-    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
-    assert "Rendered from the results store ( results/budget/ ): nothing was trained or measured" in plain
-    assert "holds no budget result yet" in plain and "not yet run" in plain
-    assert "pipeline check on synthetic data" not in plain
-    assert 'class="output traceback' not in text and "Traceback (most recent call last)" not in plain
-
-
-def test_intro_links_the_chapter(html):
+def test_the_pipeline_check_leaves_the_published_part_to_the_published_book(html):
+    assert not (html / "book" / "executed" / f"{STORED}.html").exists()  # rendered once, by the published book
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
-    assert f'href="executed/{CHAPTER}.html"' in intro and f'href="executed/{STORED}.html"' in intro
+    assert f'href="executed/{CHAPTER}.html"' in intro and f'href="executed/{STORED}.html"' not in intro
 
 
 def test_build_leaves_the_checkout_alone(book):
@@ -71,9 +63,7 @@ def test_build_leaves_the_checkout_alone(book):
 
 
 @pytest.mark.parametrize("page, title", [(CHAPTER, "pipeline check, smoke profile"),
-                                         (STORED, "GPU results, budget profile"),
-                                         ("simplified", "pipeline check, smoke profile"),
-                                         ("budget/simplified", "GPU results, budget profile")])
+                                         ("simplified", "pipeline check, smoke profile")])
 def test_pages_name_their_profile_and_show_no_injected_parameters_or_raw_reprs(html, page, title):
     text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
     plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
@@ -88,7 +78,7 @@ def test_chapter_pages_launch_the_committed_notebook_on_colab_and_kaggle(html):
     import vixnb
 
     blob = f"github.com/vixnb/vixnb/blob/{vixnb.RELEASE_TAG}/notebooks/{CHAPTER}.ipynb"
-    for page in (CHAPTER, STORED):
+    for page in (CHAPTER,):
         text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
         assert f'href="https://colab.research.google.com/{blob.replace("github.com/", "github/")}"' in text
         assert f'href="https://kaggle.com/kernels/welcome?src=https://{blob}"' in text
@@ -96,4 +86,4 @@ def test_chapter_pages_launch_the_committed_notebook_on_colab_and_kaggle(html):
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
     plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", intro))
     assert "What the results store holds" in plain and "GPU-hours to complete the book" in plain
-    assert 'href="executed/budget/provenance.html"' in intro and 'href="executed/budget/claims.html"' in intro
+    assert 'href="executed/claims.html"' in intro

@@ -28,7 +28,7 @@ def test_every_study_run_is_a_table_row_its_chapter_trains(profile):
 
 
 def test_unknown_profile_and_run_get_one_line_errors():
-    with pytest.raises(ValueError, match=r"profile 'huge': vixnb/analysis/study.yaml has no `profiles.huge` entry"):
+    with pytest.raises(ValueError, match=r"unknown profile 'huge'; valid profiles: budget, paper, smoke"):
         analysis.study_settings("huge")
     with pytest.raises(ValueError, match=r"'ViQ' is not a run of vixnb/analysis/study.yaml"):
         records.study_run("ViQ", "budget")

@@ -246,16 +246,13 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     root, calls = fake_book
     html = bookmod.build_book("smoke", book_root=root, parameters={"dataset": "cifar10"})
     assert html == root / "_build" / "html"
+    # the pipeline check's book runs its own part only: the published part is the published book's
     assert calls == [
-        {"notebook": "vix_table1.ipynb", "profile": "budget", "output": "book/executed/budget/vix_table1.ipynb",
-         "parameters": {"dataset": "cifar10", "compute": "never"}},
-        {"notebook": "efficiency.ipynb", "profile": "budget", "output": "book/executed/budget/efficiency.ipynb",
-         "parameters": {"dataset": "cifar10", "compute": "never"}},
         {"notebook": "vix_table1.ipynb", "profile": "smoke", "output": "book/executed/vix_table1.ipynb",
          "parameters": {"dataset": "cifar10"}},
         {"notebook": "efficiency.ipynb", "profile": "smoke", "output": "book/executed/efficiency.ipynb",
          "parameters": {"dataset": "cifar10"}},
-        {"contents": "_toc.yml"},
+        {"contents": "_toc.smoke.yml"},
     ]
     # a GPU profile's book is the published one: every chapter once, in that profile, from the store only,
     # whatever the caller passes, under its own table of contents
@@ -272,17 +269,17 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
 def test_build_book_selection_and_checks_cover_fixed_profile_chapters(fake_book):
     root, calls = fake_book
     with pytest.raises(ValueError) as err:
-        bookmod.build_book("smoke", book_root=root, notebooks=["paper/efficiency"])
-    assert "paper/efficiency" in str(err.value) and "budget/vix_table1" in str(err.value) and not calls
-    with pytest.raises(RuntimeError, match="no executed copy for chapter.*budget/vix_table1"):
+        bookmod.build_book("smoke", book_root=root, notebooks=["budget/efficiency"])
+    assert "budget/efficiency" in str(err.value) and "chapters: vix_table1, efficiency" in str(err.value) and not calls
+    with pytest.raises(RuntimeError, match="no executed copy for chapter.*efficiency"):
         bookmod.build_book("smoke", book_root=root, notebooks=["vix_table1"])
     bookmod.build_book("smoke", book_root=root)
-    broken = root / "book" / "executed" / "budget" / "efficiency.ipynb"
-    write_nb(broken, [(["parameters"], 'profile = "budget"')])
+    broken = root / "book" / "executed" / "efficiency.ipynb"
+    write_nb(broken, [(["parameters"], 'profile = "smoke"')])
     nb = nbformat.read(str(broken), as_version=4)
     nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="x", traceback=[])]
     nbformat.write(nb, str(broken))
-    with pytest.raises(RuntimeError, match="executed copy of budget/efficiency holds an error"):
+    with pytest.raises(RuntimeError, match="executed copy of efficiency holds an error"):
         bookmod.build_book("smoke", book_root=root, notebooks=[])
 
 

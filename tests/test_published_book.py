@@ -54,6 +54,18 @@ def test_the_published_book_builds_from_the_committed_store(published):
     assert "What the results store holds" in intro
 
 
+@pytest.mark.parametrize("stem", ["vix_table1", "simplified"])
+def test_published_pages_name_their_profile_and_source_and_show_no_raw_reprs(published, stem):
+    text = (published["html"] / EXECUTED_DIR / PROFILE / f"{stem}.html").read_text(encoding="utf-8")
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+    heading = re.search(r"<h1>([^<]*)<a class=\"headerlink\"", text).group(1)
+    assert heading.strip().endswith("(GPU results, budget profile)")
+    assert f"Rendered from the results store ( results/{PROFILE}/ ): nothing was trained or measured" in plain
+    assert "tag_parameters" in text and "tag_injected-parameters" not in text  # papermill's cell is removed
+    for raw in ("&lt;Figure size", "&lt;pandas.", "<Figure size", "&lt;IPython"):
+        assert raw not in text, raw
+
+
 def test_building_again_gives_the_same_glued_numbers(published, tmp_path, monkeypatch):
     monkeypatch.delenv("VIXNB_RESULTS")  # the committed store, as the published build read it (conftest isolates)
     root = published["root"]

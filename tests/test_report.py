@@ -20,6 +20,7 @@ COMPARABLE = report.PAPER_COMPARABLE_GPU
 def fake_gpu(monkeypatch):
     """torch says a GPU is there; training or measuring anything fails the test."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))  # an H100: bf16, as the store's runs
     monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained although nothing may be trained"))
     monkeypatch.setattr(M, "gpu_memory_column", lambda *a, **k: pytest.fail("measured although compute='never'"))
 
@@ -50,6 +51,7 @@ def test_collect_runs_with_compute_never_only_reads_the_store(fake_gpu, profile)
 def test_collect_runs_marks_a_missing_data_set_not_yet_run_with_the_command(monkeypatch, tmp_path):
     monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "no-data"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     (run,) = report.collect_runs(["vit"], dataset="tiny-imagenet", profile="budget", seeds=[0], progress=False)
     assert run["status"] == "not yet run"
     assert "vixnb train vit --dataset tiny-imagenet --profile budget --download" in run["reason"]

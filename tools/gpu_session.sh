@@ -2,13 +2,16 @@
 # What a session with a lent GPU machine runs there, once per device call of about 9 minutes:
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh [PROFILE] [BUDGET_S] [BATCH OPTIONS...]
 # It installs the carried wheels (.whl/, from `bash ../shared/tools/device-wheels.sh`), extracts the carried
-# CIFAR-10 archive (data/cifar10-jpeg.tar.gz) and runs the one command for lent GPU time:
+# CIFAR-10 archive (data/cifar10-jpeg.tar.gz), runs the dress rehearsal of the profile's plan (every model,
+# protocol, measurement and benchmark for a couple of steps, into a scratch store: about a minute on an H100;
+# `vixnb batch --rehearse`; its table goes to $OUT/rehearsal.log; REHEARSE=0 skips it, on a second call), and
+# then the one command for lent GPU time:
 #   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz [BATCH OPTIONS...]
 # (BATCH OPTIONS, e.g. `--chapter simplified`, pick what this call runs; none: the plan's order)
 # which runs the plan's missing entries in priority order (`vixnb plan`), stops a training run at an epoch
 # boundary when time is up and packs what this call wrote (results, kept weights, records) and paused runs' checkpoints (under 15 MiB).
-# Carry: .whl (made with `bash ../shared/tools/device-wheels.sh pandas ptwt`: the plan's page pieces need pandas,
-# WaveMix needs ptwt; the maps study's captum is among the script's own wheels),
+# Carry: .whl (made with `bash ../shared/tools/device-wheels.sh ptwt`: WaveMix needs ptwt; the maps study's
+# captum is among the script's own wheels; the GPU image has pandas),
 # data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.
 # BUDGET_S counts from this script's start; the batch gets what is left after the set-up, less a minute for
 # packing; if anything overruns, the results finished so far are still packed on exit.
@@ -38,6 +41,10 @@ pack() {  # the batch packs when it ends; this covers a batch that was stopped
 }
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+if [ "${REHEARSE:-1}" != 0 ]; then
+  python3 -m vixnb batch --profile "$PROFILE" --rehearse 2>&1 | tee "$OUT/rehearsal.log" | tail -25
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "the rehearsal failed: see $OUT/rehearsal.log; no GPU time spent on the batch"; exit 1; }
+fi
 left=$(( BUDGET_S - ($(date +%s) - start) - 60 ))
 timeout $(( left + 40 )) python3 -m vixnb batch --profile "$PROFILE" --budget "$left" --pack "$OUT/results.tar.gz" --pack-since "$start" "$@" 2>&1 \
   | tee "$OUT/batch.log"

@@ -91,6 +91,8 @@ def _store_root():
 def run_job(spec, deadline=None):
     """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
     executor marks the job failed); a training run's checkpoint is removed then, so the store stays clean."""
+    if spec["kind"] == "rehearsal":
+        return _run_rehearsal(spec)
     store = ResultsStore(spec["store"])
     if spec["kind"] == "train":
         return _run_training(spec, store, deadline)
@@ -99,6 +101,20 @@ def run_job(spec, deadline=None):
     else:
         _run_command(spec["command"])
     return {"outcome": "done", "note": ""}
+
+
+def _run_rehearsal(spec):
+    """A dress rehearsal's jobs (``vixnb.rehearsal``) one after another in this process: ``{"outcome": "done",
+    "rows": [(label, "ok" | "failed", seconds, note)]}``; a failure is one row, the rest go on."""
+    rows = []
+    for sub, label in zip(spec["specs"], spec["labels"]):
+        t0 = time.time()
+        try:
+            note = run_job(sub).get("note", "")
+            rows.append((label, "ok", time.time() - t0, note))
+        except Exception as e:  # noqa: BLE001  (a rehearsal reports every failure)
+            rows.append((label, "failed", time.time() - t0, one_line(e)))
+    return {"outcome": "done", "note": "", "rows": rows}
 
 
 def _run_training(spec, store, deadline):

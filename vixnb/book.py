@@ -31,7 +31,7 @@ from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _
 from .profiles import get_profile, gpu_profile, list_profiles
 from .report import book_totals
 
-__all__ = ["toc_notebooks", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
+__all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
 
 def _toc_files(node: Any) -> Iterable[str]:
@@ -63,6 +63,24 @@ def published_toc(profile: str, root: Path | None = None) -> dict:
     return {"format": "jb-book", "root": toc["root"],
             "parts": [{"caption": caption[:1].upper() + caption[1:],
                        "chapters": [{"file": f"{prefix}{profile}/{stem}"} for stem in stems]}]}
+
+
+def pipeline_check_toc(root: Path | None = None) -> dict:
+    """The table of contents of the pipeline check's book (``make check``, ``vixnb book --profile smoke``): the
+    intro, then the parts of ``_toc.yml`` whose chapters run in the book's profile (``book/executed/<stem>``).
+    The published part, rendered from the store, is left to the published book: one build renders it once."""
+    root = root or repo_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    prefix = EXECUTED_DIR.as_posix() + "/"
+
+    def plain(entry):
+        entry = entry.strip().lstrip("./")
+        return entry.startswith(prefix) and "/" not in entry[len(prefix):]
+
+    parts = [part for part in toc.get("parts", []) if all(plain(c["file"]) for c in part.get("chapters", []))]
+    if not parts:
+        raise ValueError("_toc.yml has no part of plain chapters (book/executed/<stem>) for the pipeline check")
+    return {"format": "jb-book", "root": toc["root"], "parts": parts}
 
 
 def _published(profile: str) -> bool:
@@ -141,7 +159,7 @@ def build_book(
     In a GPU profile (``budget``, ``paper``: ``make book PROFILE=paper``) the book is the published one: every
     chapter of ``_toc.yml`` is run in that profile from the results store (``published_toc``; nothing trained or
     measured, so a CPU builds it), under a table of contents written to ``book/executed/_toc.<profile>.yml``.
-    In ``smoke`` it is ``_toc.yml`` as it stands. Either way the intro's list of pages and the store's totals
+    In ``smoke`` it is the pipeline check's part of ``_toc.yml`` (``pipeline_check_toc``). Either way the intro's list of pages and the store's totals
     (``write_contents``) are written first.
 
     ``notebooks=None`` runs every chapter listed in ``_toc.yml`` (:func:`toc_notebooks`):
@@ -162,11 +180,10 @@ def build_book(
     get_profile(profile)  # unknown names are refused with the list of valid ones
     root = Path(book_root).resolve() if book_root is not None else repo_root()
     sources = repo_root() / NOTEBOOK_DIR
-    toc_path = root / "_toc.yml"
-    if _published(profile):
-        toc_path = root / EXECUTED_DIR / f"_toc.{profile}.yml"
-        toc_path.parent.mkdir(parents=True, exist_ok=True)
-        toc_path.write_text(yaml.safe_dump(published_toc(profile, root), sort_keys=False), encoding="utf-8")
+    toc_path = root / EXECUTED_DIR / f"_toc.{profile}.yml"
+    toc_path.parent.mkdir(parents=True, exist_ok=True)
+    toc = published_toc(profile, root) if _published(profile) else pipeline_check_toc(root)
+    toc_path.write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
     chapters = toc_notebooks(root, toc=toc_path)
     todo = chapters if notebooks is None else list(notebooks)
     extra = [s for s in todo if s not in chapters]

@@ -163,15 +163,15 @@ def _train_entries(key, book, profile, seeds, store, runs, machine=False):
 def _record_entries(requests, profile, store, runs):
     """One entry per record asked for (``record_kinds.Request``): its kind's name in the store, its nominal minutes,
     and, for a record that reads trained weights, the runs it reads (``_needs``: keys in ``runs``, the plan's run map;
-    the maps study's, from ``study.yaml``)."""
-    out = []
+    the maps study's, from ``study.yaml``). A dress rehearsal's benchmark runs its kind's rehearsal command."""
+    out, rehearsal = [], bool(get_profile(profile).get("rehearsal"))
     for request in requests:
         kind, name = kind_of(request), record_name(request)
         if kind.group == "bench":
             if request.name == "nystrom-variants":
                 name = store.newest_record("bench", request.name)
             path = f"bench/{name}.json"
-            command = kind.command.format(path=_shown(store.root / path))
+            command = ((kind.rehearsal if rehearsal else kind.command) or "").format(path=_shown(store.root / path))
             level, purpose, dataset = 2, "speed targets (benchmarks)", None
         else:
             path, command = f"{profile}/measure/{name}.json", f"vixnb batch --profile {profile} --only {name}"
@@ -257,11 +257,12 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
               enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
 
+    records = gpu_profile(profile) or bool(prof.get("rehearsal"))
     for key, book in chapters():
         entries += _train_entries(key, book, profile, seeds, store, runs, machine)
-        if gpu_profile(profile):  # a CPU profile's pages measure as they render
+        if records:  # a CPU profile's pages measure as they render
             entries += _record_entries(chapter_requests(key, book), profile, store, runs)
-    if gpu_profile(profile):
+    if records:
         entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"
     if chapter:  # before the statuses and estimates, which are the costly part (a page's banner asks for one)

@@ -5,9 +5,10 @@ import json
 from functools import cache
 from importlib import resources
 
+import torch
 import yaml
 
-from .data import dataset_spec
+from .data import dataset_spec, source_fingerprint
 from . import papers
 from .models import list_models, model_cfg
 
@@ -22,10 +23,41 @@ def list_profiles():
     return sorted(_profiles_file()["profiles"])
 
 
+#: the suffix of a profile's dress rehearsal (``rehearsal_profile``): ``budget-rehearsal``
+REHEARSAL = "-rehearsal"
+REHEARSAL_BATCH = {"cpu": 2, "cuda": 8}  # a rehearsal's batch, on the device at hand
+
+
 def get_profile(name):
-    if name not in list_profiles():
-        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())}")
-    return dict(_profiles_file()["profiles"][name], name=name)
+    base = name.removesuffix(REHEARSAL) if isinstance(name, str) else name
+    if base not in list_profiles():
+        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())} (and each with "
+                         f"{REHEARSAL}, its dress rehearsal)")
+    profile = dict(_profiles_file()["profiles"][base], name=name)
+    return rehearsal_profile(profile) if base != name else profile
+
+
+def small_sizes(name):
+    """Whether profile ``name`` measures at a CPU's small sizes (the smoke profile, and any dress rehearsal) rather
+    than the papers' (a GPU profile)."""
+    profile = get_profile(name)
+    return profile["device"] != "cuda" or bool(profile.get("rehearsal"))
+
+
+def rehearsal_profile(profile):
+    """The dress rehearsal of ``profile`` (``vixnb batch --rehearse``): every run of it on the device at hand, in its
+    precision there (fp32 on a CPU), for two epochs of one step each (a DualOpT run: one with AdamW, one with SGD)
+    and one test batch, at a small batch, seeds 0 and 1 (an ensemble needs two), on the data here: CIFAR-10's copy
+    where there is one, else the synthetic set. Its results prove that a run works, nothing about the models."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    batch = REHEARSAL_BATCH[device]
+    return {**profile, "page_title": f"dress rehearsal of the {profile['name'].removesuffix(REHEARSAL)} profile",
+            "description": "every run, measurement and benchmark of the profile for a couple of steps: a check that "
+                           "each works on this machine, not a result",
+            "rehearsal": profile["name"].removesuffix(REHEARSAL), "device": device,
+            "precision": profile["precision"] if device == "cuda" else "fp32",
+            "epochs": 2, "batch_size": batch, "train_size": batch, "test_size": batch, "val_size": batch,
+            "seeds": [0, 1], **({} if source_fingerprint("cifar10") else {"dataset_override": "synthetic"})}
 
 
 def gpu_profile(name):

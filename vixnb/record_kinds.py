@@ -20,7 +20,7 @@ from . import measure, papers
 from .analysis import attention_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure.costs import configuration_speeds, efficiency_record
-from .profiles import gpu_profile, run_config, table_runs
+from .profiles import run_config, small_sizes, table_runs
 from .results import ResultsStore
 from .results.policy import training_policy, weights_changed
 
@@ -59,6 +59,7 @@ class RecordKind:
     stale: Callable | None = None
     reads_weights: bool = False
     command: str = ""
+    rehearsal: str | None = None  # a benchmark's command in a dress rehearsal (tiny sizes); None: not rehearsed
     description: str = field(default="", compare=False)
 
 
@@ -91,7 +92,7 @@ def _make_speed(request, *, profile, **_):
     for row, model, settings, seeds in _chapter_runs(request, profile):
         config = run_config(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings)
         configs.setdefault((model, json.dumps(config["model_overrides"], sort_keys=True)), (row, model, config))
-    return configuration_speeds(list(configs.values()), cpu=not gpu_profile(profile))
+    return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 
 
 def _make_attention_maps(request, *, profile, train, store, **_):
@@ -128,10 +129,14 @@ def _make_study(kind):
     return make
 
 
-def _bench(command, minutes):
+def _bench(command, minutes, rehearsal=None):
     return RecordKind(record_name=lambda request: request.name, group="bench", needs_gpu=True, minutes=minutes,
                       stale=weights_changed,  # a benchmark's rows superseded by a later change
-                      command=command)
+                      command=command, rehearsal=rehearsal)
+
+
+#: a benchmark's mixers in a dress rehearsal: two, at 65 tokens
+_REHEARSED_MIXERS = "--batch 2 --tokens 65 --warmup 0 --steps 1 --mixers 'softmax (fused)' nystrom --json {path}"
 
 
 KINDS = {
@@ -150,10 +155,14 @@ KINDS = {
                                    stale=record_stale, reads_weights=True,
                                    description="the maps study's attributions"),
     # benchmarks: a command writes results/bench/<name>.json ({path}); generous minutes: a benchmark cannot pause
-    "bench:train": _bench("vixnb bench train --save {path}", 5),
-    "bench:fill": _bench("vixnb bench fill --save {path}", 20),
-    "bench:mixers-bf16": _bench("vixnb bench mixers --dtype bf16 --warmup 10 --steps 30 --json {path}", 3),
-    "bench:mixers-fp32": _bench("vixnb bench mixers --dtype fp32 --warmup 10 --steps 30 --json {path}", 3),
+    "bench:train": _bench("vixnb bench train --save {path}", 5,
+                          "vixnb bench train vit --batch 2 --steps 1 --warmup 0 --save {path}"),
+    "bench:fill": _bench("vixnb bench fill --save {path}", 20,
+                         "vixnb bench fill --models vit --seeds 2 --batch 2 --steps 1 --warmup 0 --no-compile --save {path}"),
+    "bench:mixers-bf16": _bench("vixnb bench mixers --dtype bf16 --warmup 10 --steps 30 --json {path}", 3,
+                                f"vixnb bench mixers --dtype bf16 {_REHEARSED_MIXERS}"),
+    "bench:mixers-fp32": _bench("vixnb bench mixers --dtype fp32 --warmup 10 --steps 30 --json {path}", 3,
+                                f"vixnb bench mixers --dtype fp32 {_REHEARSED_MIXERS}"),
     "bench:mixers-bf16-compiled": _bench("vixnb bench mixers --dtype bf16 --compile --warmup 10 --steps 30 "
                                          "--json {path}", 8),
     "bench:mixers-bf16-cudagraphs": _bench("vixnb bench mixers --dtype bf16 --compile reduce-overhead --warmup 10 "

@@ -126,6 +126,8 @@ def study():
 def study_settings(profile):
     """The maps study's sizes in ``profile`` (images, shown maps, IG steps, occlusion window and stride, curve steps)."""
     settings = study()["profiles"]
+    if get_profile(profile).get("rehearsal"):
+        return settings["smoke"]  # a dress rehearsal measures at the pipeline check's sizes
     if profile not in settings:
         raise ValueError(f"profile {profile!r}: vixnb/analysis/study.yaml has no `profiles.{profile}` entry; add one "
                          f"like those it has ({', '.join(settings)})")

@@ -186,6 +186,9 @@ def _plan_arguments(sub):
     s.add_argument("--executor", choices=("local", "slurm", "inline"), default="local",
                    help="local: one job per visible GPU (or one CPU job); slurm: a job array; inline: this process")
     s.add_argument("--dry-run", action="store_true", help="print what would run; submit and run nothing")
+    s.add_argument("--rehearse", action="store_true", help="the dress rehearsal: every model, protocol, measurement "
+                   "and benchmark of the plan for a couple of steps on this machine, into a scratch store (nothing "
+                   "enters results/); a table, and exit 1 on a failure")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these models or records")
     s.add_argument("--chapter", nargs="+", metavar="NOTEBOOK",
                    help="only these chapters' entries (and the runs whose weights their measurements read)")

@@ -171,6 +171,16 @@ def batch(args):
     from .. import batch as runner, plan as planning
 
     started = time.time()  # the budget counts from here: building the plan is part of it
+    if args.rehearse:
+        from ..rehearsal import rehearsal_table, rehearse
+
+        rows, seconds = rehearse(args.profile, executor=args.executor, folder=args.folder,
+                                 progress=lambda line: print(line, flush=True))
+        print(rehearsal_table(rows, seconds))
+        failed = [r[0] for r in rows if r[1] == "failed"]
+        if failed:
+            raise RuntimeError(f"the rehearsal failed in {len(failed)} of {len(rows)}: {', '.join(failed)}")
+        return rows
     entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
     if not jobs:

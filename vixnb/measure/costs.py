@@ -5,7 +5,7 @@ sizes follow the profile's device: a GPU profile measures at the papers' sizes, 
 import importlib.util
 
 from ..models import list_models
-from ..profiles import get_profile, gpu_profile
+from ..profiles import get_profile, small_sizes
 from .per_model import measure, measure_many, measure_model
 from .runtime import PATHS
 from .storage import jsonable
@@ -60,7 +60,7 @@ def efficiency_record(names, *, profile, dataset="cifar10", batch_size=None, tok
     64 and a sweep up to 16,384 tokens; the smoke profile on the CPU (its small models, training batch 2, sweep at
     256 and 1,024 tokens). ``batch_size``, ``tokens``, ``iters``: those sizes where given."""
     prof = get_profile(profile)
-    cpu = not gpu_profile(profile)
+    cpu = small_sizes(profile)
     device = "cpu" if cpu else "cuda"
     batch_size = batch_size or (2 if cpu else 64)
     records = cost_records(names, dataset=dataset, device=device, paths=PATHS, overrides=prof.get("model_overrides", {}),

@@ -24,7 +24,7 @@ from ..data import source_fingerprint
 from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
-from ..profiles import gpu_profile, run_config
+from ..profiles import get_profile, gpu_profile, run_config
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -41,6 +41,8 @@ def check_compute(compute):
 def cannot_make_here(profile, *, needs_gpu=False):
     """Why this machine cannot make results of ``profile`` (a GPU profile, or with ``needs_gpu`` any profile, where
     no CUDA GPU is visible), or None."""
+    if get_profile(profile).get("rehearsal"):  # a dress rehearsal runs everything on the device at hand
+        return None
     if (needs_gpu or gpu_profile(profile)) and not torch.cuda.is_available():
         return f"profile {profile!r} needs a CUDA GPU" if not needs_gpu else "it needs a CUDA GPU"
     return None

@@ -1,0 +1,69 @@
+"""The dress rehearsal (``vixnb batch --rehearse``): which jobs it chooses from a plan, its profile, and the whole
+rehearsal of the budget plan on this CPU against the offline CIFAR-10 copy beside the checkout (skipped where that
+copy is not there), leaving ``results/`` as it was."""
+import hashlib
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from vixnb import plan
+from vixnb.cli import main
+from vixnb.profiles import get_profile, run_config
+from vixnb.rehearsal import PROTOCOLS, rehearsal_jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+CIFAR10 = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
+
+
+def test_the_rehearsal_profile_is_two_one_step_epochs_on_the_device_at_hand():
+    profile = get_profile("budget-rehearsal")
+    assert profile["rehearsal"] == "budget" and profile["epochs"] == 2 and profile["seeds"] == [0, 1]
+    assert profile["train_size"] == profile["batch_size"] == profile["test_size"]
+    config = run_config("cnv_5_4", profile="budget-rehearsal")
+    assert config["dualopt"]["adamw_epochs"] == 1  # one epoch with AdamW, one with SGD
+    with pytest.raises(ValueError, match=r"unknown profile 'budgets'; .* \(and each with -rehearsal"):
+        get_profile("budgets")
+
+
+def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
+    entries = plan.build("budget-rehearsal", machine=True, order="rows")
+    jobs, skipped = rehearsal_jobs(entries)
+    runs = [e for j in jobs for e in j.entries if e.kind == "train"]
+    here = {e.model for e in entries if e.kind == "train" and not e.blocked}
+    assert {e.model for e in runs} == here  # every model the data here lets run
+    for name, uses in PROTOCOLS.items():  # every protocol the plan has
+        in_plan = any(uses(e._config) for e in entries if e.kind == "train" and not e.blocked)
+        assert any(uses(e._config) for e in runs) == in_plan, name
+    assert any(e.keep_weights != "no" for e in runs)
+    assert any(len(j.entries) == 2 for j in jobs)  # one ensemble of two seeds
+    records = {e.name for e in entries if e.kind != "train"}
+    rehearsed = {j.entries[0].name for j in jobs if j.entries[0].kind != "train"}
+    assert rehearsed | {what.removeprefix("bench ") for what, _ in skipped} >= records
+    # a measurement that reads weights comes after the runs it reads
+    needed = set().union(*(getattr(e, "_needs", set()) for j in jobs for e in j.entries if e.kind != "train"))
+    assert needed <= {e.key for e in runs}
+
+
+def _digest(folder):
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder)}\n".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.skipif(not CIFAR10.is_file(), reason="the offline CIFAR-10 copy (shared/data beside the checkout) is "
+                                                   "not here")
+def test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data" / "cifar10"
+    data.mkdir(parents=True)
+    with tarfile.open(CIFAR10) as tar:
+        tar.extractall(data, filter="data")
+    monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "data"))
+    monkeypatch.delenv("VIXNB_RESULTS")  # the rehearsal makes its own scratch store; results/ must stay as it is
+    before = _digest(ROOT / "results")
+    code = main(["batch", "--profile", "budget", "--rehearse", "--executor", "inline"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    assert " 0 failed" in out and "pack and unpack" in out
+    assert _digest(ROOT / "results") == before

@@ -1,0 +1,167 @@
+"""``vixnb batch --profile P --rehearse``: the dress rehearsal of a profile's plan on the machine at hand.
+
+Every model of the plan at least once, every training protocol at least once (AdamW, DualOpT, RandAugment with
+post-training, the blog's augmentation and schedule, per-layer gradient norms, the fixed protocol, a warm start,
+kept weights, several seeds as one ensemble), every measurement and study record, and every benchmark that has a
+small form, each run in the profile's rehearsal (``profiles.rehearsal_profile``: two one-step epochs and one test
+batch at a small batch, on the device at hand, on CIFAR-10's copy where there is one) through the batch's own job
+path (``batch.run_job``; the local executor runs them as one submitit job), into a scratch results store: nothing
+enters ``results/``. Then what a lent machine would send back is packed and unpacked (``batch.pack``), and each
+file compared. It ends with a table (ok, skipped with the reason, failed with the error) and fails where anything
+failed, so that a GPU window is not spent finding a broken path.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from . import batch as runner
+from . import plan as planning
+from .ensemble import can_ensemble
+from .errors import one_line
+from .profiles import REHEARSAL, get_profile
+from .results import ResultsStore
+
+#: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
+PROTOCOLS = {
+    "DualOpT": lambda c: c["optimizer"] == "dualopt",
+    "RandAugment": lambda c: bool(c["randaugment"]),
+    "post-training": lambda c: c["post_train_epochs"] > 0,
+    "flips and rotations": lambda c: bool(c.get("augment")),
+    "cosine schedule": lambda c: c.get("schedule") == "cosine",
+    "gradient norms": lambda c: bool(c.get("grad_norm_every")),
+    "fixed protocol": lambda c: c["protocol"] == "fixed",
+    "warm start": lambda c: bool(c.get("init_from")),
+}
+
+
+def rehearsal_jobs(entries):
+    """``(jobs, skipped)``: the jobs of a rehearsal, chosen from the rehearsal profile's plan ``entries`` (in
+    priority order): each model's first run on data that is here, the first run of each of ``PROTOCOLS`` and one
+    that keeps its weights, one ensemble of two seeds, the runs whose weights a measurement reads, every
+    measurement and every benchmark with a rehearsal command; ``skipped``: ``[(label, why)]`` of what cannot be
+    rehearsed here."""
+    runnable = [e for e in entries if e.kind == "train" and not e.blocked]
+    chosen, seen_models, skipped = {}, set(), []
+    for e in runnable:
+        if e.model not in seen_models:
+            seen_models.add(e.model)
+            chosen.setdefault(e.key, e)
+    for name, uses in PROTOCOLS.items():
+        if not any(uses(e._config) for e in chosen.values()):
+            first = next((e for e in runnable if uses(e._config)), None)
+            if first is not None:
+                chosen.setdefault(first.key, first)
+    if not any(e.keep_weights != "no" for e in chosen.values()):
+        first = next((e for e in runnable if e.keep_weights != "no"), None)
+        if first is not None:
+            chosen.setdefault(first.key, first)
+    records = [e for e in entries if e.kind != "train"]
+    needed = set().union(*(getattr(e, "_needs", set()) for e in records))
+    for e in runnable:
+        if e.key in needed:
+            chosen.setdefault(e.key, e)
+    runs = sorted(chosen.values(), key=lambda e: e.priority)
+    jobs = [runner.Job([e]) for e in runs]
+    pair = _ensemble_pair(runnable, chosen)
+    if pair:
+        jobs.append(runner.Job(pair))
+    for e in records:
+        if e.kind == "bench" and not e.command:
+            skipped.append((f"bench {e.name}", "not rehearsed: it compiles for minutes; its own run checks it"))
+        else:
+            jobs.append(runner.Job([e]))
+    skipped += [(runner.Job([e]).label, e.blocked) for e in entries if e.kind == "train" and e.blocked
+                and e.model not in seen_models]
+    for job in jobs:
+        job.spec = runner.make_spec(job.entries)
+    return jobs, skipped
+
+
+def _ensemble_pair(runnable, chosen):
+    """Two seeds of one configuration that trains exactly as an ensemble, not already rehearsed alone."""
+    by_config = {}
+    for e in runnable:
+        if e.key in chosen or not can_ensemble(e._config)[0]:
+            continue
+        ident = (e.model, e.dataset, tuple(sorted((k, str(v)) for k, v in e.settings.items())))
+        by_config.setdefault(ident, []).append(e)
+        if len(by_config[ident]) == 2:
+            return by_config[ident]
+    return None
+
+
+@contextlib.contextmanager
+def scratch_store():
+    """A temporary results store for the rehearsal, named by ``VIXNB_RESULTS`` while it runs (its jobs' processes
+    inherit it); the variable is restored after."""
+    before = os.environ.get("VIXNB_RESULTS")
+    with tempfile.TemporaryDirectory(prefix="vixnb-rehearsal-") as root:
+        os.environ["VIXNB_RESULTS"] = root
+        try:
+            yield ResultsStore(root)
+        finally:
+            if before is None:
+                os.environ.pop("VIXNB_RESULTS", None)
+            else:
+                os.environ["VIXNB_RESULTS"] = before
+
+
+def rehearse(profile, *, executor="local", folder=None, progress=print):
+    """The dress rehearsal of ``profile`` (see the module's docstring): ``(rows, seconds)``, ``rows`` being
+    ``[(what, outcome, seconds, note)]`` with outcome ``ok``, ``skipped`` or ``failed``."""
+    if get_profile(profile).get("rehearsal"):
+        raise ValueError(f"profile={profile!r}: name the profile to rehearse (budget), not its rehearsal")
+    name, start = f"{profile}{REHEARSAL}", time.time()
+    with scratch_store() as store:
+        entries = planning.build(name, store=store, machine=True, order="rows")
+        jobs, skipped = rehearsal_jobs(entries)
+        progress(f"vixnb batch --rehearse: {len(jobs)} jobs of the {profile} plan ({len(entries)} entries) on "
+                 f"{get_profile(name)['device']}, into a scratch store")
+        spec = {"kind": "rehearsal", "specs": [j.spec for j in jobs], "labels": [j.label for j in jobs],
+                "profile": name, "store": str(store.root)}
+        whole = runner.Job(jobs[0].entries, spec=spec)
+        try:
+            result = runner._execute(whole, None, None, executor, folder) if executor != "inline" else \
+                runner.run_job(spec)
+            rows = [tuple(r) for r in result["rows"]]
+        except Exception as e:  # noqa: BLE001  (the executor itself failed: every job with it)
+            rows = [(j.label, "failed", 0.0, f"the executor failed: {one_line(e)}") for j in jobs]
+        rows += [(what, "skipped", 0.0, why) for what, why in skipped]
+        rows.append(_pack_round_trip(store, name, start))
+    return rows, time.time() - start
+
+
+def _pack_round_trip(store, profile, since):
+    """``(what, outcome, seconds, note)`` of packing what the rehearsal wrote (``batch.pack``) and unpacking it
+    elsewhere: every packed file back, byte for byte."""
+    t0 = time.time()
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            archive, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
+            with tarfile.open(archive) as tar:
+                tar.extractall(Path(out) / "unpacked", filter="data")
+            base = store.root.parent
+            differ = [n for n in packed if not n.startswith("logs/") and
+                      (Path(out) / "unpacked" / n).read_bytes() != (base / n).read_bytes()]
+            if differ or not packed:
+                return ("pack and unpack", "failed", time.time() - t0,
+                        f"{len(differ)} of {len(packed)} files differ after the round trip" if packed else "nothing packed")
+            note = f"{len(packed)} files" + (f"; left out: {'; '.join(left)}" if left else "")
+            return ("pack and unpack", "ok", time.time() - t0, note)
+    except Exception as e:  # noqa: BLE001
+        return ("pack and unpack", "failed", time.time() - t0, one_line(e))
+
+
+def rehearsal_table(rows, seconds):
+    """The rehearsal's outcome as plain text: one line per job, then the counts and the time it took."""
+    widths = [max(len(r[0]) for r in rows + [("what",)]), max(len(r[1]) for r in rows + [("", "outcome")])]
+    lines = [f"{'what':<{widths[0]}}  {'outcome':<{widths[1]}}  {'s':>6}  note"]
+    lines += [f"{w:<{widths[0]}}  {o:<{widths[1]}}  {s:>6.1f}  {n}" for w, o, s, n in rows]
+    counts = {o: sum(r[1] == o for r in rows) for o in ("ok", "skipped", "failed")}
+    lines.append(f"\n{counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed, in {seconds:.0f} s")
+    return "\n".join(lines)
