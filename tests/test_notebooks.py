@@ -238,7 +238,7 @@ def fake_book(tmp_path, monkeypatch):
     monkeypatch.setattr(bookmod, "run_notebook", run_notebook)
     monkeypatch.setattr(bookmod.subprocess, "Popen", Build)
     # the intro's totals are tested on their own (tests/test_published_book.py); here they would build two plans
-    monkeypatch.setattr(bookmod, "write_contents", lambda root, toc: calls.append({"contents": Path(toc).name}))
+    monkeypatch.setattr(bookmod, "write_contents", lambda root, toc, *profile: calls.append({"contents": Path(toc).name}))
     return root, calls
 
 

@@ -32,7 +32,7 @@ def test_env_points_vixnb_data_at_each_place_and_prints_one_line(tmp_path, capsy
     found = vixnb.env(environ=colab, modules={}, input_root=tmp_path / "none")
     assert colab["VIXNB_DATA"] == "/content/vixnb-data" == found.data and found.place == "colab"
     line = capsys.readouterr().out
-    assert line.count("\n") == 1 and line.startswith(f"vixnb {vixnb.__version__} on colab: device {found.device}, ")
+    assert line.count("\n") == 1 and line.startswith(f"vixnb {vixnb.__version__} on colab: this machine's device {found.device}, ")
     assert f"torch {found.torch}" in line
 
     kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
@@ -190,3 +190,16 @@ def test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch(tmp_p
     assert not list(site_packages.glob("nvidia*")), "pip installed CUDA libraries beside the runtime's torch"
     again = subprocess.run([python, str(cell)], capture_output=True, text=True, cwd=tmp_path)
     assert again.returncode == 0 and again.stdout == again.stderr == ""  # installed now: a no-op
+
+
+def test_a_page_rendered_from_the_store_names_the_devices_that_made_its_results(capsys, isolated_results):
+    from vixnb.results import ResultsStore
+
+    runtime = vixnb.env(verbose=False)
+    ResultsStore().save_record("measure", "x", {"rows": {}, "provenance": {"device": "NVIDIA H100 80GB HBM3"}},
+                               profile="budget")
+    assert runtime.resolve("budget", "never") == ("budget", "never")
+    out = capsys.readouterr().out
+    assert "made on NVIDIA H100 80GB HBM3; this machine (" in out and out.count("\n") == 1
+    runtime.resolve("budget", "missing")
+    assert capsys.readouterr().out == ""  # a page that may compute says nothing of the kind

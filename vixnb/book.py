@@ -29,7 +29,7 @@ from . import RELEASE_TAG, REPOSITORY_URL
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
-from .report import book_totals
+from .report import book_plans, book_totals, dashboard
 
 __all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
@@ -212,7 +212,7 @@ def build_book(
         if errors:
             raise RuntimeError(f"executed copy of {name} holds an error (cell {errors[0][0]}: {errors[0][1]})")
 
-    write_contents(root, toc_path)
+    write_contents(root, toc_path, profile)
     build_dir = root / "_build"
     if clean and build_dir.exists():
         shutil.rmtree(build_dir)
@@ -325,11 +325,38 @@ def _parts(toc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     return [(part.get("caption", ""), [c["file"] for c in part.get("chapters", [])]) for part in toc.get("parts", [])]
 
 
-def write_contents(root: Path, toc_path: Path) -> Path:
-    """Write ``book/executed/contents.md``, which the intro includes: the totals of the results store over the GPU
-    profiles (runs stored, missing and stale, the GPU-hours still to spend: ``report.book_totals``, from the
-    plan) with links to the provenance page and the claims ledger, and every page of this build's table of
-    contents by part. Generated on every build, so it says what this build's store holds."""
+def markdown_table(frame) -> str:
+    """A DataFrame as a Markdown pipe table (index first), for the generated Markdown the intro includes."""
+    def cell(v):
+        return str(v).replace("|", "\\|")
+
+    head = ["", *map(cell, frame.columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([cell(i), *(cell(v) for v in row)]) + " |" for i, row in zip(frame.index, frame.values)]
+    return "\n".join(lines)
+
+
+def _stands(entries) -> str:
+    """One sentence from a plan: the chapters with results of ours stored (how many of how many), and those
+    without any."""
+    by = {}
+    for e in entries:
+        by.setdefault(e.chapter, [0, 0])
+        by[e.chapter][0] += e.status == "stored"
+        by[e.chapter][1] += 1
+    some = [f"{_chapter_title(c)} ({n} of {t})" for c, (n, t) in by.items() if n]
+    none = [_chapter_title(c) for c, (n, t) in by.items() if not n]
+    return ("Results of ours are stored for " + ("; ".join(some) if some else "no chapter yet") + ". "
+            + ("Nothing of ours is run yet for " + "; ".join(none) + "." if none else ""))
+
+
+def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
+    """Write ``book/executed/contents.md``, which the intro includes: the dashboard (``report.dashboard``: one row
+    per document, what is established without a GPU beside what the store holds of ``profile``, the published
+    one), which chapters have results of ours, the totals of the results store over the GPU profiles (runs
+    stored, missing and stale, the GPU-hours still to spend: ``report.book_totals``, from the plan) with links to
+    the provenance page and the claims ledger, and every page of this build's table of contents by part.
+    Generated on every build, so it says what this build's store holds."""
     toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))
     parts = _parts(toc)
     docs = [doc for _, files in parts for doc in files]
@@ -337,10 +364,18 @@ def write_contents(root: Path, toc_path: Path) -> Path:
     def first(stem):
         return next((d for d in docs if d.rpartition("/")[2] == stem), None)
 
-    totals = book_totals()
+    profile = profile if gpu_profile(profile) else "budget"
+    plans = book_plans()
+    totals = book_totals(plans)
+    board = dashboard(plans, profile)
     per = "; ".join(f"{p}: {t['stored']} stored, {t['missing']} missing, {t['stale']} stale, "
                     f"{t['gpu_hours_left']:.1f} GPU-hours left" for p, t in totals["per_profile"].items())
-    lines = ["**What the results store holds** (counted when this book was built, from the plan of every GPU "
+    lines = ["**Where the study stands**, one row per document (counted when this book was built). The first three "
+             "columns need no GPU: the papers' tables as printed, our models' parameter counts against the printed "
+             "ones, and each quantitative claim checked against the paper's own tables. The last two count what "
+             f"the results store holds of the `{profile}` profile, the one this book shows.\n\n"
+             + markdown_table(board) + "\n\n" + _stands(plans.get(profile, [])),
+             "**What the results store holds** (from the plan of every GPU "
              f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
              f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
              f"book ({per})."]
@@ -354,5 +389,5 @@ def write_contents(root: Path, toc_path: Path) -> Path:
         lines += [f"- {{doc}}`{_link_text(_chapter_title(doc.rpartition('/')[2]))} </{doc}>`" for doc in files]
     path = root / CONTENTS
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n\n".join(lines[:2]) + "\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")
+    path.write_text("\n\n".join(lines[:3]) + "\n" + "\n".join(lines[3:]) + "\n", encoding="utf-8")
     return path

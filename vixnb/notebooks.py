@@ -442,11 +442,23 @@ def run_notebook(
     return out
 
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _without_widgets(output):
+    """``output`` without a widget view among its representations."""
+    if output.get("data") and WIDGET_MIME in output["data"]:
+        output["data"] = {k: v for k, v in output["data"].items() if k != WIDGET_MIME}
+    return output
+
+
 def _mark_executed_copy(path: Path, profile: str) -> None:
     """Make the executed copy say which profile it ran in: its first heading gets the profile's page title
     (so the book's GPU and smoke parts have distinguishable pages), and papermill's injected-parameters cell
     is tagged ``remove-cell`` (the page's banner says which profile ran), as is, in the smoke profile, every
-    cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page)."""
+    cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page). Every other code
+    cell but the ``parameters`` cell is tagged ``hide-input`` (the page shows its output and a toggle for its
+    code), and widget outputs (a progress bar's) are dropped: the page keeps their text form, if any."""
     nb = nbformat.read(path, as_version=4)
     suffix = f" ({get_profile(profile).get('page_title', profile)})"
     titled = False
@@ -454,9 +466,16 @@ def _mark_executed_copy(path: Path, profile: str) -> None:
         tags = cell.get("metadata", {}).get("tags", [])
         hidden = "injected-parameters" in tags or (profile == "smoke" and REMOVE_IN_SMOKE in tags)
         if hidden and "remove-cell" not in tags:
-            cell.metadata["tags"] = [*tags, "remove-cell"]
+            cell.metadata["tags"] = tags = [*tags, "remove-cell"]
+        if cell.cell_type == "code" and not {"parameters", "remove-cell", "remove-input", "hide-input"} & set(tags):
+            cell.metadata["tags"] = [*tags, "hide-input"]
+        if cell.cell_type == "code":
+            cell.outputs = [_without_widgets(out) for out in cell.get("outputs", [])
+                            if not (out.get("data") and set(out["data"]) <= {WIDGET_MIME, "text/plain"}
+                                    and WIDGET_MIME in out["data"])]
         if not titled and cell.cell_type == "markdown" and cell.source.startswith("# "):
             first, _, rest = cell.source.partition("\n")
             cell.source = (first if first.endswith(suffix) else first + suffix) + (f"\n{rest}" if rest else "")
             titled = True
+    nb.metadata.pop("widgets", None)
     nbformat.write(nb, path)

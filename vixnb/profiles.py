@@ -1,6 +1,7 @@
 """Run profiles (smoke / budget / paper), the resolved configuration that identifies one training run, and the
 runs a chapter makes of a paper table in a profile (``table_runs``)."""
 import hashlib
+import inspect
 import json
 from functools import cache
 from importlib import resources
@@ -91,6 +92,13 @@ def _augment(value):
             not isinstance(rotate, (int, float)) or not 0 <= rotate <= 180:
         raise ValueError(f"augment={value!r}: {fix}")
     return {"hflip": flips[0], "vflip": flips[1], "rotate": float(rotate)} if any(flips) or rotate else None
+
+
+def model_settings(settings):
+    """The ``create_model`` settings among a run's ``settings``: those ``run_config`` does not take as options of
+    the run (epochs, optimizer, ...)."""
+    options = inspect.signature(run_config).parameters
+    return {k: v for k, v in (settings or {}).items() if k not in options}
 
 
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,

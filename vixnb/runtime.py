@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
+from .results import ResultsStore
 from .data import CIFAR100_CLASSES, CIFAR10_CLASSES, _shown, data_root
 
 PLACES = ("colab", "kaggle", "local")
@@ -113,14 +114,22 @@ class Runtime:
     torch: str
     vixnb: str
 
-    def resolve(self, profile="auto", compute="auto"):
-        """``(profile, compute)`` with ``"auto"`` replaced by this place's default (``DEFAULTS``)."""
+    def resolve(self, profile="auto", compute="auto", *, verbose=True):
+        """``(profile, compute)`` with ``"auto"`` replaced by this place's default (``DEFAULTS``). With
+        ``compute="never"`` it also says (unless ``verbose=False``) which devices made the stored results the page
+        shows: the machine that renders a page from the store is not the one that made its numbers."""
         default_profile, default_compute = DEFAULTS[self.place]
-        return (default_profile if profile == "auto" else profile,
-                default_compute if compute == "auto" else compute)
+        profile = default_profile if profile == "auto" else profile
+        compute = default_compute if compute == "auto" else compute
+        if verbose and compute == "never":
+            made = ResultsStore().devices(profile)
+            print(f"Results shown: read from the results store (results/{profile}/), made on "
+                  f"{', '.join(made) if made else 'no device yet (none stored)'}; this machine ({self.device}) only "
+                  "renders them.")
+        return profile, compute
 
     def line(self):
-        return (f"vixnb {self.vixnb} on {self.place}: device {self.device}, torch {self.torch}, "
+        return (f"vixnb {self.vixnb} on {self.place}: this machine's device {self.device}, torch {self.torch}, "
                 f"data in {self.data} ({self.data_reason})")
 
 

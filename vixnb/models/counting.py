@@ -7,6 +7,7 @@ projections), buffers and modules never called, and counts twice a module called
 Total Size (MB)" is input bytes + 4 bytes per counted parameter + 2 x 4 bytes per element of every
 hooked output, for one image. Notes section 1 explains the convention; this is our own re-implementation.
 """
+import copy
 import math
 from contextlib import ExitStack
 
@@ -19,8 +20,36 @@ MB = 1024**2
 
 
 def _trace(model, input_size):
-    """Run one forward on a batch of 2 with torchsummary-style hooks; return (params, output elements).
-    The input is drawn from a local generator: counting leaves the global RNG as it was."""
+    """``(params, output elements)`` from one forward with torchsummary-style hooks: on a ``meta`` copy of the model
+    (shapes only, nothing computed; the counts depend on shapes alone), or, where an op has no meta kernel or the
+    forward reads values, on the model itself with a batch of 2 drawn from a local generator (counting leaves the
+    global RNG as it was)."""
+    try:
+        meta = _meta_copy(model)
+    except (NotImplementedError, RuntimeError, TypeError):
+        meta = None
+    if meta is not None:
+        try:
+            return _hooked_forward(meta, torch.empty(2, *input_size, device="meta"))
+        except (NotImplementedError, RuntimeError, TypeError, ValueError):
+            pass
+    param = next(model.parameters(), None)
+    x = torch.rand(2, *input_size, generator=torch.Generator().manual_seed(0))
+    return _hooked_forward(model, x.to(param.device if param is not None else "cpu"))
+
+
+def _meta_copy(model):
+    """A copy of ``model`` whose parameters and buffers live on the ``meta`` device: their data is never copied
+    (a ViT-B/16's 86 M weights included)."""
+    memo = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        empty = torch.empty_like(tensor, device="meta")
+        memo[id(tensor)] = nn.Parameter(empty, requires_grad=tensor.requires_grad) \
+            if isinstance(tensor, nn.Parameter) else empty
+    return copy.deepcopy(model, memo)
+
+
+def _hooked_forward(model, x):
     records = []
 
     def hook(module, _inputs, output):
@@ -31,9 +60,6 @@ def _trace(model, input_size):
         records.append((params, per_image))
 
     targets = [m for m in model.modules() if m is not model and not isinstance(m, (nn.Sequential, nn.ModuleList))]
-    param = next(model.parameters(), None)
-    x = torch.rand(2, *input_size, generator=torch.Generator().manual_seed(0))
-    x = x.to(param.device if param is not None else "cpu")
     was_training = model.training
     with ExitStack() as stack:
         for m in targets:
@@ -64,6 +90,19 @@ def count_params(model, convention="paper", input_size=None):
     raise ValueError(f"convention must be 'paper' or 'true', got {convention!r}")
 
 
+def paper_summary(model, input_size=None):
+    """``(params, size_mb)``: torchsummary's "Total params" and "Estimated Total Size (MB)" from one trace, on the
+    authors' path (materialised softmax: it has no weights, so the count is the same on either path)."""
+    size = input_size_of(model, input_size)
+    with fused_attn(model, False):
+        params, outputs = _trace(model, size)
+    return params, _size_mb(size, params, outputs)
+
+
+def _size_mb(size, params, outputs):
+    return (math.prod(size) * 4 + params * 4 + 2 * outputs * 4) / MB
+
+
 def summary_size_mb(model, input_size=None, *, path="authors"):
     """The papers' "Size (MB)": torchsummary's Estimated Total Size for one image.
 
@@ -75,4 +114,4 @@ def summary_size_mb(model, input_size=None, *, path="authors"):
         raise ValueError(f"path must be 'authors' or 'as-built', got {path!r}")
     with fused_attn(model, False) if path == "authors" else ExitStack():
         params, outputs = _trace(model, size)
-    return (math.prod(size) * 4 + params * 4 + 2 * outputs * 4) / MB
+    return _size_mb(size, params, outputs)

@@ -369,10 +369,13 @@ def claims_page(frame, *, caption=None):
     numbers, how each claim was read."""
     rows = {}
     for number, (_, row) in enumerate(frame.iterrows(), 1):
-        ours = f"{_figure_text(row['our figure'])}: {row['our verdict']}" if row["our figure"] is not None \
-            else str(row["our verdict"])
-        if row["why no verdict"]:
-            ours += f" ({row['why no verdict']})"
+        if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
+            ours = NOT_RUN
+        else:
+            ours = f"{_figure_text(row['our figure'])}: {row['our verdict']}" if row["our figure"] is not None \
+                else str(row["our verdict"])
+            if row["why no verdict"]:
+                ours += f" ({row['why no verdict']})"
         paper = f"{_figure_text(row['paper figure'])}: {row['paper bears it out']}" \
             if row["paper bears it out"] != PAPER_NONE else _figure_text(row["paper figure"])
         rows[number] = {"claim": f"{row['claim']} (§{row['section']})", "claimed": row["claimed"],

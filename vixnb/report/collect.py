@@ -12,7 +12,7 @@ from ..analysis.records import STUDY_RECORDS, kept_rows
 from ..data import DatasetNotFoundError
 from ..measure import records_frame
 from ..models import create_model
-from ..models.counting import count_params, summary_size_mb
+from ..models.counting import count_params, paper_summary
 from ..profiles import run_config, table_runs
 from ..record_kinds import Request, kind_of, obtain, record_name, study_requests
 from ..results import ResultsStore, StoreError, made_on
@@ -56,13 +56,20 @@ def _mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+_COUNTED = {}  # (model, dataset, settings) -> current_counts: the code does not change within one process
+
+
 def current_counts(model, dataset, **settings):
     """What the current code builds for ``model`` on ``dataset`` (with ``create_model`` ``settings``): its paper
-    and true parameter counts and Size (MB), as stored with every training run."""
-    with torch.random.fork_rng():
-        built = create_model(model, dataset=dataset, **settings)
-    return {"params_paper": count_params(built, "paper"), "params_true": count_params(built, "true"),
-            "size_mb": summary_size_mb(built)}
+    and true parameter counts and Size (MB), as stored with every training run. Each configuration is built and
+    traced once per process (a page asks for the same counts in several tables, the book's intro for all)."""
+    key = (model, dataset, repr(sorted(settings.items())))
+    if key not in _COUNTED:
+        with torch.random.fork_rng():
+            built = create_model(model, dataset=dataset, **settings)
+        params, size = paper_summary(built)
+        _COUNTED[key] = {"params_paper": params, "params_true": count_params(built, "true"), "size_mb": size}
+    return dict(_COUNTED[key])
 
 
 def summarize_runs(results):

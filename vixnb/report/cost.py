@@ -249,6 +249,12 @@ def line_fit(frame, x, y, *, min_points=2):
             "pearson_r": float(pts["x"].corr(pts["y"])) if len(pts) > 2 else None}
 
 
+def line_formula(slope, intercept, x="x"):
+    """A fitted line as a formula: ``4.27 x − 0.86`` (never ``+ -0.86``)."""
+    sign = "−" if intercept < 0 else "+"
+    return f"{slope:.2f} {x} {sign} {abs(intercept):.2f}"
+
+
 def fits_frame(fits):
     """Line fits side by side, one row each (``{name: line_fit or None}``); a fit not made reads "not yet run"."""
     keys = {"slope": "slope", "intercept": "intercept", "pearson_r": "Pearson r", "points": "models"}
@@ -275,7 +281,7 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
         ax.scatter(pts["x"], pts["y"], s=16, zorder=3)
         line = [(g, fit["slope"] * g + fit["intercept"]) for g in grid if g >= 0.9 * pts["x"].min()]
         ax.plot(*zip(*[(g, v) for g, v in line if v > 0]), color="tab:red",  # over our points' range
-                label=f"ours: {fit['slope']:.2f} x + {fit['intercept']:.2f}")
+                label=f"ours: {line_formula(fit['slope'], fit['intercept'])}")
         _label_points(ax, pts, labels)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

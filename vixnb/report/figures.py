@@ -15,6 +15,41 @@ MARKERS = ("s", "^", "o", "D", "v", "P")
 COLORS = ("tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:red", "tab:brown")
 
 
+
+def _drawn(ax):
+    """Whether ``ax`` shows data: a line with points, a filled band, an image or a bar of some height."""
+    return (any(len(line.get_xdata()) for line in ax.lines) or any(
+        len(c.get_offsets()) or len(c.get_paths()) for c in ax.collections) or bool(ax.images)
+        or any(getattr(p, "get_height", lambda: 0)() for p in ax.patches))
+
+
+def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours is stored; the plan lists the runs)"):
+    """``fig`` with no empty axes: panels without data leave it (a single row of panels closes up; the others are
+    hidden) and one line under it says ``missing``; a figure with no data at all becomes that line alone."""
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    empty = [ax for ax in shown if not _drawn(ax)]
+    if not empty:
+        return fig
+    width, height = fig.get_size_inches()
+    if len(empty) == len(shown):
+        fig.clf()
+        fig.set_size_inches(width, 0.4)
+        fig.text(0.01, 0.5, missing[:1].upper() + missing[1:] + ".", va="center", fontsize=9)
+        return fig
+    kept = [ax for ax in shown if ax not in empty]
+    specs = [ax.get_subplotspec() for ax in shown]
+    one_row = all(spec is not None and spec.get_gridspec().nrows == 1 for spec in specs)
+    for ax in empty:
+        fig.delaxes(ax) if one_row else ax.set_visible(False)
+    if one_row:
+        grid = fig.add_gridspec(1, len(kept))
+        for i, ax in enumerate(kept):
+            ax.set_subplotspec(grid[0, i])
+        fig.set_size_inches(max(width * len(kept) / len(shown), 4.5), height)
+    fig.text(0.5, 0.005, missing, ha="center", va="bottom", fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.9 if fig.legends or fig._suptitle else 1))
+    return fig
+
 def _spread_labels(points, *, x_span, y_span, gap=0.05, char=0.017, pad=0.015):
     """Label positions (data coordinates) for ``[(label, x, y)]``, each label written to the right of its
     point: going up from the lowest point, a label whose box would overlap one already placed is moved up
@@ -70,14 +105,14 @@ def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 
     axes[0].set_ylabel(y_label)
     handles = [plt.Line2D([], [], ls="", marker=style[g][0], color=style[g][1], label=g) for g in names]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=9)
-    missing = [label for label in paper.index if label not in frames[1].index]
+    missing = [label for label in paper.index if label not in frames[1].index] if not frames[1].empty else []
     if missing:
         fig.text(0.5, 0.01, "Not in our panel (no result of ours yet): " + ", ".join(missing), fontsize=9,
                  ha="center", va="bottom")
     if title:
         fig.suptitle(title, y=0.995)
     fig.tight_layout(rect=(0, 0.05 if missing else 0, 1, 0.93))
-    return fig
+    return without_empty_panels(fig)
 
 
 def training_curves(results, *, metric="select_top1", labels=None, title=None, y_label="test top-1 (%)", band="range",
@@ -98,6 +133,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         groups = groups.items()
     curves = {name: [[h[metric] for h in r["history"]] for r in runs if r.get("status") == "done" and r.get("history")]
               for name, runs in groups}
+    owned = ax is None
     fig, ax = (plt.subplots(figsize=(8, 4.2)) if ax is None else (ax.figure, ax))
     if not any(curves.values()):
         ax.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=ax.transAxes)
@@ -129,7 +165,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig) if owned else fig
 
 
 def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="training accuracy (%)", title=None,
@@ -167,7 +203,7 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)
 
 
 def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours", "paper"), sharey=False):
@@ -190,13 +226,14 @@ def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)
 
 
 def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False):
     """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
     uniform map's diagonal prominence). Returns the figure."""
+    owned = ax is None
     fig, ax = (plt.subplots(figsize=(6.5, 3.6)) if ax is None else (ax.figure, ax))
     drawn = {name: values for name, values in series.items() if values}
     if not drawn:
@@ -217,7 +254,7 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig) if owned else fig
 
 
 def _label(ax, x_label, y_label, *, legend):
@@ -264,7 +301,7 @@ def training_panels(groups, *, title):
     for ax, metric, y_label in [(axes[0], "train_acc", "training accuracy (%)"), (axes[1], "select_top1", "test top-1 (%)")]:
         training_curves(groups, metric=metric, y_label=y_label, band="std", ax=ax, title=f"{title}: {y_label[:-4]}")
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)
 
 
 def identity_share_trajectories(groups):
@@ -297,7 +334,7 @@ def identity_share_trajectories(groups):
     for ax in axes[:, 0]:
         ax.set_ylabel("α / (α + β)")
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)
 
 
 def attention_map_panels(record, *, labels=None, images=None):
@@ -349,7 +386,7 @@ def per_layer_panels(panels, *, title=None):
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)
 
 
 def band_curves(panels, *, x_label, title=None, log_x=False):
@@ -379,4 +416,4 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    return without_empty_panels(fig)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import pandas as pd
 from IPython.display import Markdown
@@ -11,6 +12,7 @@ from .. import papers
 from ..models import list_models, model_cfg
 
 NOT_YET_RUN = "**Not yet run** for this profile on this machine."
+NOT_YET_RUN_SHORT = "not yet run"
 # Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler). Long
 # headers wrap instead of widening the table; cells do not.
 PAGE_TABLE_STYLE = [
@@ -45,15 +47,60 @@ def cell_text(v, decimals=None):
     return f"{v:,.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:#.3g}"
 
 
+#: a cell that says a result of ours is missing ("not yet run", "not yet run (3 seeds)", "not yet measured", ...)
+MISSING_CELL = re.compile(r"^\s*(\*\*)?(not yet run|not yet measured|no run of this configuration)", re.IGNORECASE)
+MISSING_MARK = "·"
+
+
+def _missing(v):
+    return isinstance(v, str) and bool(MISSING_CELL.match(v))
+
+
+def _heading(column):
+    return " ".join(str(p) for p in column) if isinstance(column, tuple) else str(column)
+
+
+def compact_missing(frame):
+    """``(frame, note)``: ``frame`` without the columns in which nothing of ours exists yet (every cell "not yet
+    run" or alike; a Δ column goes with its "ours" column), its other missing cells shown as ``MISSING_MARK``,
+    and one line that says what was left out (None when nothing was). A table of ours without one number stays
+    one line, not a grid of "not yet run"."""
+    cells = frame.map(_missing)
+    gone = [c for c in frame.columns if cells[c].all()]
+    gone += [c for c in frame.columns if isinstance(c, tuple) and c[-1] == DELTA and c not in gone
+             and (*c[:-1], OURS) in gone]
+    marked = int(cells.drop(columns=gone).to_numpy().sum())
+    if not gone and not marked:
+        return frame, None
+    kept = frame.drop(columns=gone)
+    kept = kept.where(~cells.drop(columns=gone), MISSING_MARK)
+    said = []
+    if gone:
+        shown = [_heading(c) for c in gone if not (isinstance(c, tuple) and c[-1] == DELTA)]
+        said.append("not yet run, so not shown: " + ", ".join(shown))
+    if marked:
+        said.append(f"{MISSING_MARK} marks {marked} cell{'s' if marked != 1 else ''} not yet run"
+                    if not gone else f"{MISSING_MARK} marks {marked} more")
+    return kept, "; ".join(said)
+
+
 def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=None, wrap=()):
     """A DataFrame ready for the page: a ``Styler`` with thousands separators, about three significant
     digits (``decimals`` fixes the decimals of numbers that are not whole instead, e.g. 2 beside a paper's
     two-decimal numbers), ``blank`` for NaN/None, and ``caption`` above it; an empty ``frame`` gives the
     markdown ``empty`` instead. Columns named in ``wrap`` (e.g. notes) wrap their text instead of widening
-    the table."""
+    the table. Results of ours not yet run are compacted (``compact_missing``): their columns leave the table
+    and the caption says so in one line; a table with nothing left is that line alone."""
     if frame is None or frame.empty:
         return Markdown(empty)
     frame = frame.copy()
+    if _missing(blank):  # a blank that says "not yet run": the cells it fills are results of ours not yet run
+        frame = frame.astype(object).where(frame.notna(), blank)
+    frame, note = compact_missing(frame)
+    if frame.shape[1] == 0:
+        return Markdown(f"{caption + ': ' if caption else ''}{NOT_YET_RUN_SHORT} ({len(frame)} rows).")
+    if note:
+        caption = f"{caption} ({note})" if caption else note[:1].upper() + note[1:] + "."
     frame.index.name = None
     styler = frame.style.format(lambda v: cell_text(v, decimals), na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
     wrapped = [c for c in wrap if c in frame.columns]

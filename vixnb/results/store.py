@@ -163,6 +163,19 @@ class ResultsStore:
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
         return [read_json(p) for folder in folders for p in sorted(folder.glob("*.json"))]
 
+    def devices(self, profile):
+        """The devices that made the stored results of ``profile`` (training runs and measurements), as their
+        provenance names them, most results first."""
+        counts = {}
+        for path in (self.root / profile).rglob("*.json"):
+            try:
+                device = ((read_json(path).get("provenance") or {}).get("device"))
+            except StoreError:
+                continue
+            if device:
+                counts[device] = counts.get(device, 0) + 1
+        return sorted(counts, key=lambda d: -counts[d])
+
     def holds_profile(self, profile):
         """Whether the store holds any result of ``profile``: a training run or a saved measurement
         (``vixnb.measure.save_measurements``, under ``<profile>/measure/``)."""
