@@ -11,6 +11,7 @@ import vixnb
 from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.analysis import maps as maps_module
+from vixnb.analysis import records
 from vixnb.analysis import sanity_checks
 from vixnb.layers.performer import FEATURES, FastAttention, orthogonal_gaussian
 
@@ -476,6 +477,29 @@ def test_collect_attention_maps_from_mixers_without_a_map_says_so():
 
 
 # ---------------------------------------------------------------- randomisation check
+
+
+def test_the_simplified_blocks_check_on_its_learned_part():
+    """Shaped attention's map alpha I + beta A: the check runs on the whole map and on beta A alone (``softmax_map``).
+    At initialisation the last layer's softmax is nearly uniform (row entropy above 98 % of log n), before and after
+    its weights are re-drawn, so re-drawing that layer alone leaves the learned part's rollout ranked as before: the
+    ranking comes from the layers kept, not from the identity share. Re-drawing every layer changes it."""
+    torch.manual_seed(0)
+    model = vixnb.create_model("vit_small_simplified", width=128, depth=2, heads=4, patch=4)
+    x = torch.randn(4, 3, 32, 32)
+    last = M.collect_attention_maps(model, x, method="softmax_map")[-1]
+    entropy = -(last * last.clamp_min(1e-30).log()).sum(-1).mean() / math.log(last.shape[-1])
+    assert entropy > 0.98
+    learned_last = M.randomisation_check(model, x, layers=1, method="softmax_map")
+    learned_all = M.randomisation_check(model, x, layers=2, method="softmax_map")
+    assert not learned_last["changed"] and learned_all["changed"]
+    assert learned_last != M.randomisation_check(model, x, layers=1)  # the whole map is another check
+    assert M.randomisation_check(model, x, layers=2)["changed"]
+    images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    measured = records.run_maps(model, images, shown=1, centre=False)
+    assert set(measured["randomisation_learned"]) == {"rank_correlation", "changed"}
+    assert "randomisation_learned" not in records.run_maps(tiny_vit(depth=2), torch.randint(
+        0, 256, (2, 3, 8, 8), dtype=torch.uint8), shown=1, centre=False)  # no learned part apart from the map
 
 
 def test_randomisation_check_sees_the_map_change():

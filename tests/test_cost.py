@@ -306,6 +306,25 @@ def test_favor_numbers_match_the_paper_text(paper_text):
     assert f"{fit['slope_gb_per_gflop']:.2f} \\cdot GFlops + {fit['intercept_gb']:.2f}" in text
 
 
+def test_favor_table1_matches_the_paper_text(paper_text):
+    """Every cell of favor.yaml's Table 1 (19 rows: the DeiT mark, the original top-1 with its ↑/↓/* mark, the new
+    top-1 and the printed difference) equals the paper's table, row by row in printed order."""
+    text = paper_text("favor")
+    block = text[text.index("Model\tDeiT\tOrig."):text.index("Table 1: ImageNet-1k")]
+    printed = [line.split("\t") for line in block.splitlines()[2:] if line.strip()]
+    rows = list(papers.table("favor", "table1")["rows"].values())
+    assert len(printed) == len(rows) == 19
+    for row, (label, deit, orig, new, delta) in zip(rows, printed):
+        mark = orig.replace(" <sup>*</sup>", "*")
+        assert row["label"] == label and row["deit_based"] == (deit == "$\\checkmark$"), label
+        assert f"{row['orig_top1']}{row.get('orig_mark', '')}" == mark, label
+        assert (row["top1"], row["delta"]) == (float(new), float(delta.replace(" ", ""))), label
+    shown = cost.printed_accuracy_table(papers.table("favor", "table1"))
+    assert shown.loc["CvT-13", "orig. top-1"] == "83.3↑" and shown.loc["TokenLearner-ViT-8", "orig. top-1"] == "77.87↓"
+    assert shown.loc["XCiT-S", "orig. top-1"] == "82.0" and shown.loc["ViT-S (DeiT III)", "Δ"] == "-0.06"
+    assert sum(r["deit_based"] for r in rows) == 9 and sum("orig_mark" in r for r in rows) == 4
+
+
 def test_correlation_pairs_beside_the_papers():
     frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "y": [2.0, 4.1, 5.9, 8.2], "z": [1.0, "oom", None, 2.0]},
                          index=list("abcd"))

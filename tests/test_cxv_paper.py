@@ -128,8 +128,11 @@ def test_the_claims_read_the_papers_tables_as_expected():
     verdicts = dict(zip(frame.index if "id" not in frame else frame["id"], frame["paper bears it out"]))
     assert len(verdicts) == len(papers.claims("cxv"))
     # the paper's own numbers contradict two of its sentences: ConvMixer beats every CXV on CIFAR-100, and no
-    # transformer uses 100 times a CXV's GPU memory
-    assert {k for k, v in verdicts.items() if v == "no"} == {"cxv-4.2-best-on-cifar100", "cxv-4.2-cxv-vs-transformers-gpu"}
+    # transformer uses 100 times a CXV's GPU memory; and two second readings of sentences that bear two: CLTV is
+    # below ResNet-34 on CIFAR-10, and post-training alone adds 1.92 points on average, not about 3
+    assert {k for k, v in verdicts.items() if v == "no"} == {
+        "cxv-4.2-best-on-cifar100", "cxv-4.2-cxv-vs-transformers-gpu", "cxv-4.2-beats-resnets-cifar10-every",
+        "cxv-5.2-procedure-gain-post-training-alone"}
 
 
 # ----- page pieces ------------------------------------------------------------------------------------------

@@ -40,8 +40,13 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
     vix = papers.training_chapter("vix", "table1")
     assert kept_rows("vix", vix, "table1", "budget") == MAPPED_VIX  # FNet and MLP-Mixer have no map
     cxv = papers.training_chapter("cxv", "table1_cifar10")
-    # ResNet-18 is attributed, but its 21.3 MiB of float16 weights are over the 16 MiB cap
-    assert kept_rows("cxv", cxv, "table1_cifar10", "budget") == {"cnv_5_4", "cpv_5_4", "cltv_5_4"}
+    # ResNet-18 is attributed, but its 21.3 MiB of float16 weights are over the 16 MiB cap; ConvMixer and WaveMix
+    # have no map
+    assert kept_rows("cxv", cxv, "table1_cifar10", "budget") == {"cnv_5_4", "cpv_5_4", "cltv_5_4", "hybrid_vilt_6_8"}
+    for table, rows in (("table3", papers.table_models("vix", "table3")), ("table5", ["pit", "pin", "pip"]),
+                        ("table6", papers.table_models("vix", "table6"))):
+        assert kept_rows("vix", papers.training_chapter("vix", table), table, "budget") == set(rows)
+    assert kept_rows("linattn", papers.training_chapter("linattn", "test"), "test", "budget") == set()  # B/16: over the cap
     shaped = papers.book_chapter("shaped", "simplified")
     assert kept_rows("shaped", shaped, "table5", "budget") == set(papers.table_models("shaped", "table5"))
     assert kept_rows("vix", vix, "table2", "budget") == set()
@@ -50,8 +55,39 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
 def test_map_kinds_say_what_each_map_is_and_which_have_none():
     kinds = analysis.study_map_kinds("budget")
     none = {label for label, k in kinds.items() if k["map"].startswith("no attention map")}
-    assert none == {"FNet", "MLP-Mixer", "ResNet-18"}
+    assert none == {"FNet", "MLP-Mixer", "ResNet-18", "ConvMixer-16", "WaveMix-5"}
     assert kinds["ViT"]["source"] == "vix table1, row vit" and kinds["CNV-5/4"]["model"] == "cnv_5_4"
+
+
+def test_the_study_covers_every_mechanism_and_family():
+    """Every family file, every token mixer with a map (the Performer's kernels, Hybrid ViLT's linear attention, the
+    four convolutional-transformer families with their X mixers) and the RoPE forms are runs of the study; "no
+    attention map" only where no token-to-token matrix exists (FNet, the token MLP, the convolutional models)."""
+    from vixnb.models import list_models, model_family
+
+    kinds = analysis.study_map_kinds("budget")
+    assert {model_family(k["model"]) for k in kinds.values()} == {model_family(m) for m in list_models()}
+    maps = " | ".join(k["map"] for k in kinds.values())
+    for mechanism in ("phi: positive orthogonal random features", "phi: ReLU of q and k", "phi: exp of q and k",
+                      "LinformerAttention", "NystromAttention", "ImageLinearAttention", "LeViTAttention",
+                      "CCTAttention", "ConvAttention", "ShapedAttention"):
+        assert mechanism in maps, mechanism
+    families = {"levit": {"levit", "levip", "levil", "levin"}, "cct": {"cct", "ccp", "ccl", "ccn"},
+                "cvt": {"cvt", "cvp", "cvl", "cvn"}, "pit": {"pit", "pin", "pip"}}
+    models = {k["model"] for k in kinds.values()}
+    for family, members in families.items():
+        assert members <= models, family
+    assert set(papers.table_models("vix", "table6")) <= models  # the RoPE forms
+    assert kinds["Hybrid ViLT-6/8"]["model"] == "hybrid_vilt_6_8"
+    for label, kind in kinds.items():
+        if kind["map"].startswith("no attention map"):
+            assert "no token-to-token matrix" in kind["map"] or "has no attention layer" in kind["map"], label
+    # each run has an entry in the plan, the mapped ones that fit the cap keeping their weights
+    entries = [e for e in plan.build("budget") if e.kind == "train"]
+    for label in kinds:
+        model, settings, seed, dataset = records.study_run(label, "budget")
+        assert any(e.model == model and e.dataset == dataset and e.seed == seed
+                   and all(e.settings.get(k) == v for k, v in settings.items()) for e in entries), label
 
 
 def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():

@@ -23,8 +23,9 @@ def test_registry_holds_every_row_of_the_vix_tables():
     from vixnb.models import model_family
 
     rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6") for m in papers.table_models("vix", t)}
+    studied = {m for c in papers.book_chapters("vix") for s in (c.get("studies") or {}).values() for m in s["models"]}
     vix = {m for m in vixnb.list_models() if model_cfg(m)["paper"] == "vix"}
-    assert vix == rows and len(rows) == 12 + 18 + 8
+    assert vix == rows | studied and len(rows) == 12 + 18 + 8 and studied - rows == {"vip_relu_local"}
     assert [m for m in vixnb.list_models("hybrid_*") if m in vix] == sorted(m for m in rows if m.startswith("hybrid_"))
     families = {}
     for m in rows:
@@ -33,6 +34,7 @@ def test_registry_holds_every_row_of_the_vix_tables():
     assert families["cct"] == {"cct", "ccp", "ccl", "ccn"} and families["cvt"] == {"cvt", "cvp", "cvl", "cvn"}
     assert families["pit"] == {"pit", "pin", "pip", "hybrid_pit", "hybrid_pin", "hybrid_pip"}
     assert families["vix"] == {m for m in NAMES if "mlp_mixer" not in m} | set(papers.table_models("vix", "table6"))
+    assert model_family("vip_relu_local") == "vix"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -133,6 +135,24 @@ def test_overrides_and_performer_kernel_option():
     assert relu.transformer.layers[0][0].fn.fast_attention.kernel == "relu"
     # the paper's ReLU kernel adds a called nn.ReLU module but no parameters
     assert vixnb.count_params(relu) == TABLE1.loc["vip", "params"]
+
+
+def test_the_texts_vip_counts_as_table1s_vip_and_runs_its_local_heads():
+    """``vip_relu_local``, ViP as the text states it (ReLU kernel, local window 256; half the heads local): the kernel
+    and the local heads add no parameter, so both counts are ViP's (Table 1: 531,978); its forward runs the windowed
+    heads over the 1,025 tokens (padded to 1,280) and the ReLU features in the others."""
+    text, code = vixnb.create_model("vip_relu_local"), vixnb.create_model("vip")
+    assert vixnb.count_params(text, "paper") == TABLE1.loc["vip", "params"] == 531978
+    assert vixnb.count_params(text, "true") == vixnb.count_params(code, "true")
+    attention = text.transformer.layers[0][0].fn
+    assert (attention.fast_attention.kernel, attention.local_heads, attention.local_window) == ("relu", 2, 256)
+    assert code.transformer.layers[0][0].fn.local_heads == 0
+    assert model_cfg("vip_relu_local")["batch_size"] == model_cfg("vip")["batch_size"] == 128
+    small = vixnb.create_model("vip_relu_local", depth=1)
+    assert small(torch.rand(2, 3, 32, 32)).shape == (2, 10)
+    amap = small.transformer.layers[0][0].fn.attention_map(small.tokens(torch.rand(1, 3, 32, 32)))
+    assert amap.shape == (1, 4, 1025, 1025) and torch.allclose(amap.sum(-1), torch.ones(1, 4, 1025))
+    assert (amap[0, 2:, 0, 3 * 256:] == 0).all()  # a local head: nothing beyond the neighbouring window
 
 
 def test_paper_numbers_match_the_paper_text(paper_text):

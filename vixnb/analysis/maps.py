@@ -124,13 +124,14 @@ def map_kind(model):
 
 
 @torch.no_grad()
-def attention_maps(model, x):
+def attention_maps(model, x, *, method="attention_map"):
     """{layer name: (B, heads, N, N)}: every map of ``model`` on the input ``x`` (eval mode, restored after), in
     call order, each ``mixer.attention_map(input)`` (the materialised map, never a fused kernel) of the input the
     mixer received, as ``collect_attention_maps`` records it. Keys are the mixers' names in ``named_modules()``
     (the outermost module with a map: a ``TokenMixer2d`` rather than its inner mixer), with ``#2``, ``#3`` for
     repeated calls of one module. What each map is: ``map_kind(model)``. A model without a map raises
-    ``ValueError`` whose message is ``map_kind``'s sentence."""
+    ``ValueError`` whose message is ``map_kind``'s sentence. ``method``: the mixer method that makes each map, as in
+    ``collect_attention_maps`` (``softmax_map``: shaped attention's learned part alone)."""
     named = _mappers(model)
     if not named:
         raise ValueError(map_kind(model))
@@ -141,7 +142,7 @@ def attention_maps(model, x):
         for mixer, inp in calls:
             n = names[id(mixer)]
             seen[n] = seen.get(n, 0) + 1
-            out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = mixer.attention_map(inp)
+            out[n if seen[n] == 1 else f"{n}#{seen[n]}"] = getattr(mixer, method, mixer.attention_map)(inp)
     return out
 
 

@@ -254,7 +254,8 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     blocks have no skip), with ``centre`` the image-centre patch's row in every layer (first image), per layer and
     head the row entropy,
     diagonal prominence and mean attention distance in pixels, and the randomisation check (the last half of the
-    layers re-drawn: ``sanity_checks.randomisation_check``; one layer barely moves a mean-row rollout); maps for the first
+    layers re-drawn: ``sanity_checks.randomisation_check``; one layer barely moves a mean-row rollout; for shaped
+    attention also on its learned part beta A alone, ``randomisation_learned``); maps for the first
     ``shown`` images only. ``approximation``: ``{"features": [...], "landmarks": [...]}`` adds the Performer and
     Nystrom approximations' distance to the model's own exact softmax maps."""
     x = normalize(images)
@@ -271,6 +272,9 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
            "distance_px": rounded(attention_distance(listed, image_size=images.shape[-1], cls_tokens=cls)),
            "randomised_layers": max(1, len(listed) // 2),
            "randomisation": randomisation_check(model, x, layers=max(1, len(listed) // 2))}
+    if any(hasattr(m, "softmax_map") for m in model.modules()):  # shaped attention: its learned part alone too
+        out["randomisation_learned"] = randomisation_check(model, x, layers=out["randomised_layers"],
+                                                           method="softmax_map")
     if approximation:
         out["approximation"] = approximation_errors(model, x, features=approximation["features"],
                                                       landmarks=approximation["landmarks"])

@@ -60,16 +60,16 @@ def _reinitialise(module, generator):
         p.copy_(torch.empty(p.shape, dtype=torch.float64).uniform_(-bound, bound, generator=generator))
 
 
-def _model_rollout(model, x):
-    """The rollout of ``model``'s maps on ``x`` read out as the model reads: from the class token where the last
-    layers' grid has one, else the mean row; residual as ``has_skip``."""
-    maps = attention_maps(model, x)
+def _model_rollout(model, x, method="attention_map"):
+    """The rollout of ``model``'s maps on ``x`` (``method``: ``attention_maps``') read out as the model reads: from the
+    class token where the last layers' grid has one, else the mean row; residual as ``has_skip``."""
+    maps = attention_maps(model, x, method=method)
     start = "cls" if _cls_tokens(_layers(maps)[-1].shape[-1]) else "mean"
     return rollout(maps, start=start, residual=has_skip(model))
 
 
 @torch.no_grad()
-def randomisation_check(model, x, *, layers=1, seed=0):
+def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
     """{"rank_correlation", "changed"}: the model-randomisation sanity check of Adebayo et al. (2018): a map must
     change when the weights that make it do. A deep copy of ``model`` gets the parameters of its last ``layers``
     attention blocks and of every module called after them (later norms, pooling, the head) re-drawn
@@ -82,7 +82,11 @@ def randomisation_check(model, x, *, layers=1, seed=0):
     initialisation: correlation about 0.97), so randomise more layers (or all) for them.
 
     A block is the child of the mixers' deepest common ancestor that holds a mixer (ViX: a layer's [attention,
-    feed-forward] pair; CvT: a stage); with one mixer, its ancestor that sits in a ModuleList or Sequential."""
+    feed-forward] pair; CvT: a stage); with one mixer, its ancestor that sits in a ModuleList or Sequential.
+
+    ``method="softmax_map"`` checks shaped attention's learned part alone (beta softmax(QK^T/sqrt(d)), without alpha I):
+    alpha and beta are kept (0-dim), so where alpha I dominates the map (the simplified block at initialisation) the
+    whole map's rollout barely moves whatever the weights, and only the learned part can show that it follows them."""
     if layers < 1:
         raise ValueError(f"layers must be at least 1, got {layers}")
     named = _mappers(model)
@@ -115,6 +119,6 @@ def randomisation_check(model, x, *, layers=1, seed=0):
     for n, module in copy.named_modules():  # module order: the same draws for the same model every time
         if n and (n in inside or order.get(n, -1) >= start):
             _reinitialise(module, generator)
-    before, after = _model_rollout(model, x), _model_rollout(copy, x)
+    before, after = _model_rollout(model, x, method), _model_rollout(copy, x, method)
     rho = float(_spearman(before, after).mean())
     return {"rank_correlation": rho, "changed": rho < 0.9}

@@ -65,7 +65,8 @@ def _needs(paper_key, sections=None):
             if model not in need["models"]:
                 need["models"].append(model)
             need["runs"].setdefault(model, papers.paper_runs(paper_key).get(model, (model, {})))
-        metrics = {claim["x"], claim["y"]} if claim["method"] == "correlation" else {claim["metric"]}
+        metrics = {claim["x"], claim["y"]} if claim["method"] == "correlation" else \
+            {claim["metric"], claim.get("metric_b", claim["metric"])}
         need["metrics"] |= metrics
     return needs
 

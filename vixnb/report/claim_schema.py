@@ -24,6 +24,10 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
     the per-model metric of ``relative_gain`` / ``point_gain`` / ``ratio`` / ``value``: a column of the
     paper's table (``top1``, ``top5``, ``params``, ``size_mb``, ``gpu_gb``) or another metric of ours
     (``metrics.METRICS``).
+``metric_b``
+    the metric of the ``b`` side where it is not ``metric`` (a row's top-1 after post-training against its own
+    top-1 before it: ``metric: top1``, ``metric_b: top1_main``, ``a`` and ``b`` the same rows); ``point_gain``,
+    ``relative_gain`` and ``ratio`` only.
 ``a``, ``b``
     a model or a list of models. With one model on a side it pairs with each model of the other; with
     lists on both sides ``pairs`` says how: ``zip`` (in order: a[i] with b[i]) or ``cross`` (every a with
@@ -74,7 +78,7 @@ PAIRWISE = ("relative_gain", "point_gain", "ratio", "value")
 METHODS = (*PAIRWISE, "correlation")
 PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
-FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "a", "b", "pairs", "over", "x",
+FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs", "over", "x",
           "y", "models", "table", "dataset", "printed", "reading", "not_testable"}
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
@@ -219,6 +223,8 @@ def parse_claim(key, claim):
     if method in PAIRWISE:
         if not isinstance(claim.get("metric"), str):
             _fail(key, claim, f"`{method}` needs a `metric` (e.g. {', '.join(METRICS)})")
+        if "metric_b" in claim and (method == "value" or not isinstance(claim["metric_b"], str)):
+            _fail(key, claim, "`metric_b` (a metric name) applies to `point_gain`, `relative_gain` and `ratio` only")
         a = _models(key, claim, "a")
         if method == "value":
             if "b" in claim:
@@ -249,11 +255,13 @@ def parse_claim(key, claim):
                 _fail(key, claim, "needs the `table` its figures are printed in (or `printed`, or only the "
                                   "`dataset` of ours where the paper prints none)")
             rows = table["rows"]
-            for model in {m for pair in pairs for m in pair if m is not None}:
+            sides = [(m, claim["metric"]) for m, _ in pairs] + [(m, claim.get("metric_b", claim["metric"]))
+                                                                for _, m in pairs if m is not None]
+            for model, metric in dict.fromkeys(sides):
                 if model not in rows:
                     _fail(key, claim, f"model {model!r} is not in {claim['table']} (its models: {', '.join(rows)})")
-                if not isinstance(rows[model].get(claim["metric"]), numbers.Real):
-                    _fail(key, claim, f"{claim['table']} prints no {claim['metric']!r} for {model!r}")
+                if not isinstance(rows[model].get(metric), numbers.Real):
+                    _fail(key, claim, f"{claim['table']} prints no {metric!r} for {model!r}")
     elif method == "correlation":
         for field in ("x", "y"):
             if not isinstance(claim.get(field), str):

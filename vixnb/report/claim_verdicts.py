@@ -72,8 +72,9 @@ def _evaluate(claim, get):
             figure = math.nan
         return figure, (not math.isnan(figure)) and _satisfies(claim, figure), None
     metric, figures = claim["metric"], []
+    metric_b = claim.get("metric_b", metric)
     for a, b in claim["pair_list"]:
-        va, vb = value(a, metric), (value(b, metric) if b is not None else None)
+        va, vb = value(a, metric), (value(b, metric_b) if b is not None else None)
         if va is None or (b is not None and vb is None):
             continue
         if claim["method"] in ("relative_gain", "ratio") and vb == 0:
@@ -178,6 +179,8 @@ def _reading(key, claim, paper_pair, our_pair):
     parts = []
     if method in PAIRWISE:
         label = metric_label(claim["metric"])
+        if claim.get("metric_b"):
+            label = f"{label} (a) and {metric_label(claim['metric_b'])} (b)"
         what = {"relative_gain": f"relative gain (a − b) / b of {label}, in %",
                 "point_gain": f"difference a − b of {label}" + _unit(claim).replace(" ", ", in ", 1),
                 "ratio": f"ratio a / b of {label}", "value": label}[method]
@@ -250,7 +253,8 @@ def protocol_note(key, claim, profile):
     if profile is None or profile == "paper":
         return True, ""
     claim = parse_claim(key, claim)
-    metrics = [claim["x"], claim["y"]] if claim.get("method") == "correlation" else [claim.get("metric")]
+    metrics = [claim["x"], claim["y"]] if claim.get("method") == "correlation" else \
+        [claim.get("metric"), claim.get("metric_b", claim.get("metric"))]
     if all(m in MODEL_METRICS for m in metrics):
         return True, ""
     if profile == "smoke":

@@ -213,6 +213,18 @@ def printed_correlations(printed):
                         columns=printed["columns"]).astype(float)
 
 
+def printed_accuracy_table(printed):
+    """The ``favor`` paper's Table 1 (``papers.table("favor", "table1")``) as printed: one row per model (its printed
+    label) with the ✓ of "DeiT based", the original paper's top-1 with its printed mark (↑ 384 px, ↓ 112 px,
+    * distillation), the top-1 with the paper's pipeline and the printed difference, signed."""
+    rows = {entry["label"]: {"DeiT based": "✓" if entry["deit_based"] else "",
+                             "orig. top-1": f"{float(entry['orig_top1'])}{entry.get('orig_mark', '')}",
+                             "new top-1": f"{entry['top1']:.2f}",
+                             "Δ": f"{entry['delta']:+.2f}"}
+            for entry in printed["rows"].values()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def correlation_pairs(frame, columns, paper, *, min_points=3):
     """Pearson correlations of costs of ``frame`` beside a paper's, one row per pair the paper prints
     (``paper``: ``printed_correlations``): "paper", "ours" and "models" (how many models have both
