@@ -287,3 +287,22 @@ def test_book_sources_leave_executed_copies_behind(tmp_path):
     dest = bookmod.copy_book_sources(tmp_path / "copy")
     assert (dest / "_toc.yml").is_file() and (dest / "book" / "intro.md").is_file()
     assert not (dest / nbmod.EXECUTED_DIR).exists()
+
+
+def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tmp_path):
+    from vixnb.notebooks import WIDGET_MIME, _mark_executed_copy
+
+    path = write_nb(tmp_path / "page.ipynb", [(["parameters"], 'profile = "budget"'), ([], "x = 1"),
+                                              (["remove-input"], "import vixnb"), ([], "progress()")])
+    nb = nbformat.read(str(path), as_version=4)
+    bar = {"text/plain": "HBox(children=...)", WIDGET_MIME: {"model_id": "abc"}}
+    nb.cells[3].outputs = [nbformat.v4.new_output("display_data", data=bar),
+                           nbformat.v4.new_output("display_data", data={"text/html": "<b>5</b>", WIDGET_MIME: {}})]
+    nb.metadata["widgets"] = {"state": {}}
+    nbformat.write(nb, str(path))
+    _mark_executed_copy(path, "budget")
+    nb = nbformat.read(str(path), as_version=4)
+    assert [c.metadata.get("tags") for c in nb.cells] == [["parameters"], ["hide-input"], ["remove-input"],
+                                                         ["hide-input"]]
+    assert [dict(o["data"]) for o in nb.cells[3].outputs] == [{"text/html": "<b>5</b>"}]  # the bar alone is gone
+    assert "widgets" not in nb.metadata

@@ -4,6 +4,7 @@ the same glued numbers when built again. Built in a temporary book root: the che
 import re
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
@@ -91,13 +92,18 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     totals = {"stored": 7, "missing": 920, "stale": 11, "gpu_hours_left": 575.31,
               "per_profile": {"budget": {"stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
                               "paper": {"stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}}
-    monkeypatch.setattr(vixnb.book, "book_totals", lambda: totals)  # the numbers are report.book_totals' own test
+    monkeypatch.setattr(vixnb.book, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
+    monkeypatch.setattr(vixnb.book, "book_plans", lambda: {"budget": [], "paper": []})
+    board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
+    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile: board)  # tested in tests/test_report.py
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")
     assert ("7 runs and measurements stored, 920 missing, 11 stale; about 575.3 GPU-hours to complete the book "
             "(budget: 6 stored, 452 missing, 8 stale, 32.0 GPU-hours left; paper: 1 stored, 468 missing, 3 stale, "
             "543.3 GPU-hours left)") in " ".join(text.split())
+    assert "|  | GPU-hours left |\n|---|---|\n| A document | 1.5 |" in text  # the dashboard, as a Markdown table
+    assert f"{{doc}}`the synthesis </book/executed/{PROFILE}/synthesis>`" in text
     assert f"{{doc}}`the provenance page </book/executed/{PROFILE}/provenance>`" in text
     assert f"{{doc}}`the claims ledger </book/executed/{PROFILE}/claims>`" in text
     assert "- {doc}`ViX Tables 1 and 2: linear attention, token mixing, hybrid embeddings " \

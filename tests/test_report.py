@@ -303,3 +303,75 @@ def test_the_protocol_of_a_run_config_in_words():
     assert fixed["epoch reported"].startswith("the best on 5000 held-out training images")
     html = report.protocol_table("vit_b16_224", "smoke", rows={"input": "32 px"}, input_size=32).to_html()
     assert "smoke profile" in html and "32 px" in html and "batch size" in html
+
+
+# ----- issue 29: compact absences, no empty axes, the dashboard and the synthesis ------------------------------
+
+def test_a_column_of_ours_without_a_number_leaves_the_table_and_one_line_says_so():
+    from vixnb.report.tables import MISSING_MARK, beside_paper, compact_missing
+
+    paper = pd.DataFrame({"top1": [79.0, 78.0], "gpu_gb": [2.0, 1.0]}, index=["vit", "vin"])
+    ours = pd.DataFrame({"top1": [80.5, None], "gpu_gb": [None, None]}, index=["vit", "vin"])
+    frame = beside_paper(ours, paper, {"top-1": ("top1", "top1"), "GPU GB": ("gpu_gb", "gpu_gb")})
+    kept, note = compact_missing(frame)
+    assert list(kept.columns) == [("top-1", "ours"), ("top-1", "paper"), ("top-1", "Δ"), ("GPU GB", "paper")]
+    assert kept.at["vin", ("top-1", "ours")] == MISSING_MARK and kept.at["vit", ("top-1", "ours")] == 80.5
+    assert note == "not yet run, so not shown: GPU GB ours; · marks 1 more"
+    styler = report.page_table(frame, caption="Table 1")
+    assert styler.caption == f"Table 1 ({note})"
+    nothing = report.page_table(pd.DataFrame({"ours": ["not yet run", "not yet run (3 seeds)"]}), caption="T")
+    assert nothing.data == "T: not yet run (2 rows)."
+    blank = report.page_table(pd.DataFrame({"a": [1.0, None]}), blank=report.NOT_YET_RUN_SHORT)
+    assert blank.data["a"].tolist() == [1.0, MISSING_MARK]
+
+
+def test_a_figure_without_data_of_ours_keeps_no_empty_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from vixnb.report.figures import without_empty_panels
+
+    empty = report.training_curves([], labels={})
+    assert not empty.axes and "not yet run" in empty.texts[0].get_text()
+    half = report.curves_beside_paper({"ViT": []}, {"ViT": [10.0, 20.0]})
+    assert len(half.axes) == 1 and half.axes[0].get_title() == "paper"
+    both = report.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]}, {"ViT": [1.0]})
+    assert len(both.axes) == 2 and without_empty_panels(both) is both
+
+
+def test_a_fitted_line_prints_as_a_formula():
+    from vixnb.report.cost import line_formula
+
+    assert line_formula(4.27, -0.86) == "4.27 x − 0.86" and line_formula(1, 2) == "1.00 x + 2.00"
+
+
+def test_the_dashboard_counts_what_the_papers_give_and_the_store_holds():
+    from vixnb.plan import Entry
+    from vixnb.report.dashboard import count_checks, printed_numbers
+
+    assert count_checks("shaped") == (6, 6)  # the blog's six counts, rebuilt exactly
+    assert printed_numbers("shaped") == 12
+    entries = [Entry(chapter="simplified", paper="shaped", kind="train", name="x", model="vit_small_vanilla",
+                     dataset="cifar10", profile="budget", seed=0, status=s, est_gpu_minutes=30.0)
+               for s in ("stored", "missing", "missing")]
+    board = report.dashboard({"budget": entries})
+    assert len(board) == 5 and board.index[-1] == "Optimizations of Transformers for Small-scale Performance"
+    row = board.iloc[-1]
+    assert row["budget results stored of asked"] == "1 of 3" and row["GPU-hours left"] == 1.0
+    assert row["parameter counts rebuilt exactly"] == "6 of 6"
+
+
+def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_its_softmax_twin():
+    from vixnb.report import synthesis
+
+    assert synthesis.mechanism("vil") == "Linformer" and synthesis.mechanism("vit") == synthesis.SOFTMAX
+    assert synthesis.mechanism("cltv_5_4") == "linear attention" and synthesis.mechanism("resnet18_cifar") is None
+    assert synthesis.mechanism("levip") == "Performer" and synthesis.mechanism("fnet") == "FNet (Fourier mixing)"
+    rows = synthesis.comparisons("budget")
+    vil = rows[(rows["document"] == "vix Table 1") & (rows["model"] == "Vision Linformer (ViL)")].iloc[0]
+    assert vil["against"] == "Vision Transformer (ViT)" and vil["mechanism"] == "Linformer"
+    assert vil["Δ top-1 printed"] == round(57.45 - 56.81, 2) and vil["GPU memory ratio printed"] == round(2.2 / 14.1, 2)
+    hybrid = rows[(rows["mechanism"] == synthesis.CONV_EMBEDDING) & (rows["model"] == "Hybrid Vision Linformer (ViL)")]
+    assert hybrid.iloc[0]["against"] == "Vision Linformer (ViL)"
+    summary = synthesis.mechanism_summary(rows, synthesis.mechanism_claims("budget"))
+    assert {"Performer", "Linformer", "Nyströmformer", synthesis.CONV_EMBEDDING} <= set(summary.index)

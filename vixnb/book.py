@@ -379,9 +379,10 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
              f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
              f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
              f"book ({per})."]
-    pointers = [(f"Where each stored result came from, and what is missing: {{doc}}`the provenance page </{doc}>`."
-                 if stem == "provenance" else f"Every claim and its verdict: {{doc}}`the claims ledger </{doc}>`.")
-                for stem in ("provenance", "claims") if (doc := first(stem))]
+    said = {"synthesis": "The five documents' numbers for each mechanism side by side: {{doc}}`the synthesis </{doc}>`.",
+            "provenance": "Where each stored result came from, and what is missing: {{doc}}`the provenance page </{doc}>`.",
+            "claims": "Every claim and its verdict: {{doc}}`the claims ledger </{doc}>`."}
+    pointers = [text.format(doc=doc) for stem, text in said.items() if (doc := first(stem))]
     if pointers:
         lines.append(" ".join(pointers))
     for caption, files in parts:
