@@ -74,7 +74,7 @@ def _check_overrides(model, settings):
     from ..models.registry import check_settings
 
     if model in list_models():
-        check_settings(model, settings, option="--override")
+        check_settings(model, settings, option="--override", build=True)
 
 
 def _overrides(items):

@@ -141,19 +141,17 @@ def settings_of(name):
             if p.name not in ("self", "image_size", "num_classes", "channels") and p.kind is not p.VAR_POSITIONAL}
 
 
-def check_settings(name, settings, *, option=None):
+def check_settings(name, settings, *, option=None, build=False):
     """Raise ``SettingError`` (a ``ValueError`` and a ``TypeError``) naming the setting, ``option`` (e.g.
-    ``--override``) where given, and the allowed values, where a setting of ``settings`` is not one model ``name``
-    takes or has another type than its default (a whole number >= 1 where the default is one, >= 0 where it is
-    0; a number; true or false; a string)."""
-    known = settings_of(name)
-    if known is None:
-        return
+    ``--override``) where given, and the allowed values, where a setting of ``settings`` that model ``name``'s class
+    or function declares (``settings_of``) has another type than its default (a whole number >= 1 where the
+    default is one, >= 0 where it is 0; a number; true or false; a string). ``build``: also build the model on the
+    meta device, so a setting that no layer of it takes is refused now (its settings listed)."""
+    known = settings_of(name) or {}
     prefix = f"{option} " if option else ""
     for key, value in settings.items():
         if key not in known:
-            raise SettingError(f"{prefix}{key}={value!r}: bad override for model {name!r}: it has no setting {key!r}; "
-                               f"its settings: {', '.join(sorted(known))}")
+            continue
         default, allowed = known[key], None
         if isinstance(default, bool):
             allowed = None if isinstance(value, bool) else "true or false"
@@ -168,3 +166,14 @@ def check_settings(name, settings, *, option=None):
             allowed = f"a name (default {default!r})"
         if allowed:
             raise SettingError(f"{prefix}{key}={value!r}: model {name!r} takes {allowed} for {key}")
+    if build:
+        try:
+            with torch.random.fork_rng(devices=[]), torch.device("meta"):
+                _MODELS[name](image_size=32, num_classes=10, channels=3, **settings)
+        except TypeError as e:
+            if "unexpected keyword argument" not in str(e):
+                raise
+            key = str(e).rsplit("argument", 1)[-1].strip(" '\"")
+            raise SettingError(f"{prefix}{key}={settings.get(key)!r}: bad override for model {name!r}: it has no "
+                               f"setting {key!r}; its settings: {', '.join(sorted(known)) or 'see its family file'}") \
+                from None
