@@ -756,7 +756,8 @@ def test_a_paper_file_with_a_yaml_syntax_error_names_the_line_and_column(paper_d
     (paper_dir / "vix.yaml").write_text("\n".join(text) + "\n")
     before = _store_hash()
     err = cli(capsys, "train", "vit", "--quiet", code=1)
-    assert "vixnb/papers/vix.yaml is not valid YAML, line 5, column 63 (" in err and "fix it there or restore it" in err
+    assert "vixnb/papers/vix.yaml is not valid YAML (expected <block end>, but found ']' at line 5, column 63); fix " \
+           "it there or restore it from git" in err
     assert _store_hash() == before
 
 

@@ -58,9 +58,9 @@ def load(key):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise PaperFileError(f"{where} is not valid YAML{at} ({what}); fix it there or restore it from git") from None
+        raise PaperFileError(f"{where} is not valid YAML ({what}{at}); fix it there or restore it from git") from None
     check(data, where)
     data.setdefault("tables", {})
     data.setdefault("claims", [])

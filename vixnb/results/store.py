@@ -143,10 +143,10 @@ class ResultsStore:
         if not path.exists():
             return None
         result = read_json(path)
+        if isinstance(result, dict) and result.get("config") != config:
+            raise StoreError(f"{path} holds a different configuration than its name says; delete it and run again")
         if (why := damage(result)) is not None:
             raise damaged_result(path, why)
-        if result.get("config") != config:
-            raise StoreError(f"{path} holds a different configuration than its name says; delete it and run again")
         return result
 
     def check_writable(self, config):
@@ -196,8 +196,9 @@ class ResultsStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def put(self, config, result):
-        data = json.dumps({**result, "config": config}, indent=1, sort_keys=True)
-        return atomic_write(self.path(config), lambda f: f.write(data), size=len(data.encode()))
+        whole = {**result, "config": config}
+        size = len(json.dumps(whole, indent=1, sort_keys=True).encode())  # what a full disk's message says it needs
+        return atomic_write(self.path(config), lambda f: json.dump(whole, f, indent=1, sort_keys=True), size=size)
 
     def results(self, profile=None):
         """Every stored training run of ``profile`` (default: of every profile); an unreadable or damaged file is
