@@ -12,8 +12,9 @@ Executors:
 ``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
 epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
 if its estimate fits the time left. Every job writes its results to the store atomically; a failed job leaves
-no result, and removes only the checkpoints it made itself. ``pack`` puts what a lent machine must send back (results and their kept weights,
-the checkpoints of paused runs, failed jobs' logs) into one archive under a size limit.
+no result, and removes only the checkpoints it made itself (an interrupted run's stays). ``pack`` puts what a lent
+machine must send back (results and their kept weights, the checkpoints of paused runs, failed jobs' logs) into one
+archive under a size limit.
 """
 from __future__ import annotations
 

@@ -157,7 +157,6 @@ def bench_train(args):
 
     if args.save:
         check_writable_file(args.save, "--save")
-
     rows = run(args.models or None, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, workers=args.workers)
     return _show_benchmark("train", rows, train_table, args)
@@ -247,7 +246,6 @@ def bench_fill(args):
 
     if args.save:
         check_writable_file(args.save, "--save")
-
     rows = run(args.models, seeds=args.seeds, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, compile=not args.no_compile)
     return _show_benchmark("fill", rows, fill_table, args)
