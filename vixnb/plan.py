@@ -201,12 +201,13 @@ def _needs(request, profile, runs):
 
 def _run_status(entry, store, needed_paths):
     config = entry._config
-    try:
+    try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
         stored = store.get(config)
-    except StoreError as e:  # a truncated, foreign or hand-edited file: named, kept, and run again by no one
+        why = stored is not None and (stale_reason(stored, store) or
+                                      (entry.keep_weights != "no" and store.weights_missing(config, stored)))
+    except StoreError as e:
         return "damaged", one_line(e)
     if stored is not None:
-        why = stale_reason(stored, store) or (entry.keep_weights != "no" and store.weights_missing(config, stored))
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
