@@ -190,6 +190,10 @@ SLOW = {
     },
     "test_faults.py": {
         "test_a_chapter_interrupted_midway_leaves_the_store_consistent",
+        "test_a_checkpoint_of_another_architecture_is_set_aside",
+        "test_a_full_disk_names_the_path_the_bytes_needed_and_free",
+        "test_batch_keeps_an_earlier_checkpoint_when_its_job_fails",
+        "test_plain_papermill_with_a_misspelt_parameter_fails_in_the_notebook",  # starts two kernels
     },
     "test_maps_study.py": {
         "test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them",

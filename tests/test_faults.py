@@ -5,9 +5,13 @@ traceback without --debug, and nothing already computed lost or corrupted.
 Runs train on real image-folder data through a CPU profile (``cpu``) and a shrunken CIFAR-10 spec, so the
 data checks, checkpoints and the store are exercised end to end on a CPU in seconds."""
 import errno
+import hashlib
+import json
 import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -207,6 +211,8 @@ def test_a_crafted_checkpoint_is_never_unpickled(cpu_data, capsys, tmp_path):
     err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=0)
     assert not marker.exists()
     assert f"checkpoint {ckpt} is unreadable" in err and "moved aside to" in err and "starting the run over" in err
+    assert "it holds objects other than tensors: Trying to load unsupported GLOBAL" in err
+    assert "weights_only" not in err and "False" not in err  # never the advice to load it unsafely
     assert list(ckpt.parent.glob(f"{ckpt.name}.unreadable-*"))
     assert ResultsStore().get(_config())["status"] == "done"
 
@@ -299,7 +305,7 @@ def test_a_full_disk_during_a_write_leaves_the_old_file_whole(tmp_path):
         f.write("new, half")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match=f"no space left on the device to write {path}: it needs at least 9 bytes, "):
         atomic_write(path, full)
     assert path.read_text() == "old, whole" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
@@ -388,3 +394,446 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
     assert [p.suffix for p in files if p.suffix != ".lock"] == [".json"]  # one whole result, no temporary file
     config = profiles.run_config("fnet", profile="smoke", **TINY)
     assert store.get(config)["status"] == "done" and not store.checkpoint_path(config).exists()
+
+
+# ===== round two (issue 31) ==========================================================================
+
+def _store_hash(root=None):
+    """A hash of everything stored under the results folder (names and bytes; the empty lock files and the job
+    logs left out): equal before and after means nothing stored changed, appeared or went."""
+    root = Path(root or ResultsStore().root)
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")) if root.exists() else []:
+        if path.is_file() and not {".locks", ".batch"} & set(path.parts):
+            digest.update(f"{path.relative_to(root)}\n".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _kept(before, root=None):
+    """Whether every file of ``before`` (``_files``) is still there with the same bytes (new files may appear)."""
+    after = _files(Path(root or ResultsStore().root))
+    return all(after.get(path) == content for path, content in before.items())
+
+
+@pytest.fixture
+def unwritable(monkeypatch):
+    """``unwritable(folder, ...)``: creating, replacing or removing a file in those folders fails with EACCES, as in
+    a read-only store (the tests run as root, where chmod would not stop a write)."""
+    folders = set()
+    real_ntf, real_mkstemp, real_unlink = tempfile.NamedTemporaryFile, tempfile.mkstemp, Path.unlink
+
+    def refuse(folder):
+        if folder is not None and Path(folder).resolve() in folders:
+            raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+
+    def ntf(*args, dir=None, **kwargs):
+        refuse(dir)
+        return real_ntf(*args, dir=dir, **kwargs)
+
+    def mkstemp(*args, dir=None, **kwargs):
+        refuse(dir)
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    def unlink(self, missing_ok=False):
+        refuse(self.parent)
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", ntf)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    return lambda *paths: folders.update(Path(p).resolve() for p in paths)
+
+
+# ----- vixnb batch and the store's folders ----------------------------------------------------------------
+
+def _smoke_job(model="fnet"):
+    from vixnb import batch, plan as planning
+
+    return batch.jobs_from_plan(planning.build("smoke", only=[model], machine=True))[0]
+
+
+def test_batch_keeps_an_earlier_checkpoint_when_its_job_fails(capsys, monkeypatch, unwritable):
+    from vixnb import batch
+
+    job = _smoke_job()
+    real = engine.save_checkpoint
+
+    def save_then_stop(path, state):
+        real(path, state)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "save_checkpoint", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):  # an interrupted training run: its checkpoint is kept
+        batch.run_job(job.spec)
+    monkeypatch.setattr(engine, "save_checkpoint", real)
+    store = ResultsStore()
+    checkpoints = _files(store.root / "smoke" / ".checkpoints")
+    assert checkpoints
+    before = _store_hash()
+    unwritable(store.root / "smoke", store.root / "smoke" / ".checkpoints")
+    err = cli(capsys, "batch", "--profile", "smoke", "--executor", "inline", "--only", "fnet", code=1)
+    assert "1 of 1 jobs failed: fnet" in err
+    assert _files(store.root / "smoke" / ".checkpoints") == checkpoints  # a failed job removes only what it made
+    assert _store_hash() == before
+
+
+def test_batch_on_a_read_only_store_says_not_writable_not_the_cleanups_errno(capsys, unwritable):
+    store = ResultsStore()
+    (store.root / "smoke").mkdir(parents=True)
+    before = _store_hash()
+    unwritable(store.root / "smoke", store.root / "smoke" / ".checkpoints")
+    code = main(["batch", "--profile", "smoke", "--executor", "inline", "--only", "fnet"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "1 of 1 jobs failed: fnet" in err
+    assert f"results store folder {store.root / 'smoke'} is not writable (Permission denied)" in out
+    assert "set VIXNB_RESULTS to a writable folder" in out and "[Errno" not in out
+    assert _store_hash() == before
+
+
+@pytest.mark.parametrize("folder", [".checkpoints", ".locks"])
+def test_an_unwritable_checkpoint_or_lock_folder_is_found_before_training(cpu_data, capsys, monkeypatch, unwritable,
+                                                                           folder):
+    where = ResultsStore().root / "cpu" / folder
+    where.mkdir(parents=True)
+    before = _store_hash()
+    unwritable(where)
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained before finding the folder unwritable"))
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    assert f"results store folder {where} is not writable (Permission denied); fix its permissions or set " \
+           "VIXNB_RESULTS to a writable folder" in err
+    assert _store_hash() == before
+
+
+@pytest.mark.parametrize("what", ["checkpoint", "result"])
+def test_a_full_disk_names_the_path_the_bytes_needed_and_free(cpu_data, capsys, monkeypatch, what):
+    from collections import namedtuple
+
+    from vixnb import files
+
+    store = ResultsStore()
+    store.put(_config(seed=5), {"status": "done", "top1": 50.0})  # stored earlier: must stay whole
+    before = _files(store.root)
+    real = files._flush
+
+    def full(f):
+        if (what == "checkpoint") == (".pt." in os.readlink(f"/proc/self/fd/{f.fileno()}")):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(f)
+
+    monkeypatch.setattr(files, "_flush", full)
+    monkeypatch.setattr(files.shutil, "disk_usage", lambda p: namedtuple("usage", "total used free")(10, 10, 4096))
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    path = store.checkpoint_path(_config()) if what == "checkpoint" else store.path(_config())
+    assert f"no space left on the device to write {path}: it needs " in err
+    needed = int(err.split(": it needs ")[1].split(" bytes")[0].replace(",", ""))
+    assert needed > 100 and "bytes, 4,096 bytes are free; free some space" in err
+    assert _kept(before) and store.get(_config()) is None and not list(store.root.rglob("*.tmp"))
+
+
+# ----- results stored wrong -----------------------------------------------------------------------------------
+
+def _whole_result(config):
+    return {"status": "done", "top1": 81.5, "top5": 99.0, "best_epoch": 2, "epochs_run": 2, "params_paper": 10,
+            "params_true": 10, "seconds": 1.0, "history": [], "provenance": {"device": "cpu", "commit": "abc"},
+            "config": config}
+
+
+DAMAGE = {  # how a result file is damaged or edited by hand -> what the message says of it
+    "nan": (lambda r: {**r, "top1": float("nan")}, "top1 is nan, not a finite number"),
+    "wrong type": (lambda r: {**r, "top1": "81.5"}, "top1 is '81.5', not a finite number"),
+    "missing key": (lambda r: {k: v for k, v in r.items() if k != "top1"}, "it has no top1"),
+    "list": (lambda r: [r], "it holds a JSON list, not a mapping"),
+    "edited status": (lambda r: {**r, "status": "checked by hand"}, "status 'checked by hand', where vixnb stores"),
+    "history not a list": (lambda r: {**r, "history": {"1": 2}}, "history is a dict, not a list"),
+}
+
+
+def _damage(path, config, kind):
+    change, says = DAMAGE[kind]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(change(_whole_result(config))))
+    return says
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_a_damaged_result_is_named_never_printed_and_kept(cpu_data, capsys, monkeypatch, kind):
+    path = ResultsStore().path(_config())
+    says = _damage(path, _config(), kind)
+    before = _store_hash()
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained over a damaged result"))
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    assert f"damaged result file {path} ({says}" in err and "delete it and run again to recompute it" in err
+    assert "top-1" not in capsys.readouterr().out
+    assert _store_hash() == before
+
+
+def test_an_intact_result_is_still_printed(cpu_data, capsys):
+    ResultsStore().put(_config(), _whole_result(_config()))
+    cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=0)
+
+
+@pytest.mark.parametrize("kind", ["nan", "list", "missing key", "edited status"])
+def test_vixnb_plan_shows_a_damaged_result_and_goes_on(capsys, kind):
+    from vixnb import plan as planning
+
+    entry = next(e for e in planning.build("smoke", machine=True) if e.kind == "train")
+    path = ResultsStore().path(entry._config)
+    says = _damage(path, entry._config, kind)
+    before = _store_hash()
+    assert main(["plan", "--profile", "smoke", "--json"]) == 0
+    shown = [e for e in json.loads(capsys.readouterr().out) if e["status"] == "damaged"]
+    assert len(shown) == 1 and f"damaged result file {path} ({says}" in shown[0]["reason"]
+    assert _store_hash() == before
+
+
+def test_a_page_shows_a_damaged_result_as_unreadable(cpu_data):
+    path = ResultsStore().path(_config())
+    _damage(path, _config(), "nan")
+    before = _store_hash()
+    results = report.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
+                                  progress=False)
+    assert results[0]["status"] == "unreadable" and f"damaged result file {path}" in results[0]["reason"]
+    row = report.summarize_runs(results).loc["vit"]
+    assert row["top1 best"] == "unreadable result file" and _store_hash() == before
+
+
+def test_a_loss_that_turns_nan_still_names_lr(cpu_data, capsys, monkeypatch):
+    monkeypatch.setattr(engine.F, "cross_entropy", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True))
+    before = _store_hash()
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    assert "loss became nan" in err and "--lr" in err and _store_hash() == before
+
+
+# ----- papermill's parameters -------------------------------------------------------------------------------
+
+PARAMETERS_CELL = 'profile = "auto"\nmodels = []\nseeds = [0]\ncompute = "auto"\n'
+
+
+def _resolve_in(namespace):
+    """Run a notebook's runtime cell (``runtime.resolve``) in ``namespace`` as a kernel runs it."""
+    from vixnb.runtime import Runtime
+
+    namespace.update(runtime=Runtime("local", "cpu", "$VIXNB_DATA", "as set", "t", "v"), profile="smoke",
+                     compute="never")
+    exec("profile, compute = runtime.resolve(profile, compute)", namespace)
+    return namespace
+
+
+def test_a_parameter_the_notebook_does_not_declare_is_refused_naming_it():
+    history = ["", "import vixnb", PARAMETERS_CELL, "# Parameters\nseed = 3\n"]
+    with pytest.raises(ValueError, match="notebook parameter\\(s\\) 'seed' given \\(papermill -p/-y\\) but not "
+                                         "declared in the notebook's parameters cell; its parameters: profile, models, "
+                                         "seeds, compute; check the spelling"):
+        _resolve_in({"In": history, "seed": 3})
+
+
+@pytest.mark.parametrize("name, given, expected", [
+    ("models", "vit", ["vit"]), ("models", '["vit", "vil"]', ["vit", "vil"]), ("models", "vit,vil", ["vit", "vil"]),
+    ("seeds", 3, [3]), ("seeds", "0, 1, 2", [0, 1, 2]), ("seeds", [1, 2], [1, 2]),
+], ids=["one name", "json list", "comma separated", "one number", "numbers", "yaml list (-y)"])
+def test_a_list_parameter_from_papermill_becomes_a_list(name, given, expected):
+    history = ["", "import vixnb", PARAMETERS_CELL, f"# Parameters\n{name} = {given!r}\n"]
+    assert _resolve_in({"In": history, name: given})[name] == expected
+
+
+def test_a_list_parameter_with_elements_of_another_type_is_refused():
+    history = ["", PARAMETERS_CELL, "# Parameters\nseeds = 'a,b'\n"]
+    with pytest.raises(ValueError, match="parameter 'seeds' takes a list of int, got the element 'a'"):
+        _resolve_in({"In": history, "seeds": "a,b"})
+
+
+def test_a_notebook_run_by_hand_is_not_checked():
+    assert _resolve_in({"In": ["", PARAMETERS_CELL], "models": "vit"})["models"] == "vit"
+
+
+@pytest.mark.parametrize("given, expected", [("vit,vil", ["vit", "vil"]), ('["vit", "vil"]', ["vit", "vil"])])
+def test_vixnb_run_takes_a_list_parameter_as_a_string(given, expected):
+    from vixnb.notebooks import coerce_parameters
+
+    assert coerce_parameters({"models": given}, {"models": {"default": "[]"}}) == {"models": expected}
+
+
+def test_plain_papermill_with_a_misspelt_parameter_fails_in_the_notebook(tmp_path):
+    import nbformat
+    import papermill
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(PARAMETERS_CELL, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import vixnb\n\nruntime = vixnb.env(verbose=False)\n"
+                                  "profile, compute = runtime.resolve(profile, compute)"),
+        nbformat.v4.new_code_cell("print(models, seeds)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    with pytest.raises(papermill.PapermillExecutionError, match="'seed' given"):
+        papermill.execute_notebook(str(tmp_path / "nb.ipynb"), str(tmp_path / "out.ipynb"), parameters={"seed": 3},
+                                   progress_bar=False)
+    out = papermill.execute_notebook(str(tmp_path / "nb.ipynb"), str(tmp_path / "out.ipynb"), progress_bar=False,
+                                     parameters={"models": "vit,vil", "seeds": 3})
+    assert out.cells[-1].outputs[0]["text"] == "['vit', 'vil'] [3]\n"
+
+
+# ----- numbers and names, round two -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, says", [
+    (["measure", "fnet", "--batch-size", "0"], "argument --batch-size: 0 is below 1"),
+    (["measure", "fnet", "--iters", "0"], "argument --iters: 0 is below 1"),
+    (["measure", "fnet", "--iters", "-2"], "argument --iters: -2 is below 1"),
+    (["train", "vit", "--randaugment", "-1", "-1"], "argument --randaugment: -1 is below 0"),
+])
+def test_bad_numbers_round_two_are_usage_errors(capsys, argv, says):
+    before = _store_hash()
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and says in err and "Traceback" not in err and _store_hash() == before
+
+
+def test_a_randaugment_magnitude_out_of_range_is_a_usage_error(capsys):
+    err = cli(capsys, "train", "vit", "--randaugment", "2", "31", "--quiet", code=2)
+    assert "randaugment=[2, 31]: give [NUM_OPS, MAGNITUDE], whole numbers with NUM_OPS >= 0 and MAGNITUDE from 0 " \
+           "to 30" in err
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("YES", True), ("0", False), ("false", False),
+                                       ("no", False), ("", False)])
+def test_vixnb_debug_values(capsys, monkeypatch, value, on):
+    monkeypatch.setenv("VIXNB_DEBUG", value)
+    assert main(["train", "vitt"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown model 'vitt'" in err and ("Traceback" in err) == on
+
+
+def test_vixnb_debug_of_another_value_is_refused(capsys, monkeypatch):
+    monkeypatch.setenv("VIXNB_DEBUG", "maybe")
+    err = cli(capsys, "train", "vit", code=2)
+    assert "vixnb train: error: VIXNB_DEBUG='maybe': use 1, true or yes to show tracebacks, or 0, false, no or " \
+           "empty for none" in err
+
+
+@pytest.mark.parametrize("override, says", [
+    ("width=abc", "--override width='abc': model 'vit_small_vanilla' takes a whole number >= 1 (default 96) for width"),
+    ("depth=abc", "--override depth='abc': model 'vit_small_vanilla' takes a whole number >= 1"),
+    ("width=0", "--override width=0: model 'vit_small_vanilla' takes a whole number >= 1 (default 96) for width"),
+    ("width=-8", "--override width=-8: model 'vit_small_vanilla' takes a whole number >= 1 (default 96) for width"),
+    ("nosuchkey=1", "--override nosuchkey=1: bad override for model 'vit_small_vanilla': it has no setting "
+                    "'nosuchkey'; its settings: "),
+])
+def test_a_bad_override_is_a_usage_error_naming_the_option_and_the_values(capsys, monkeypatch, override, says):
+    monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained with a bad override"))
+    before = _store_hash()
+    err = cli(capsys, "train", "vit_small_vanilla", "--override", override, "--quiet", code=2)
+    assert says in err and _store_hash() == before
+
+
+@pytest.mark.parametrize("value", ["[", "{model: vit, settings: [}"])
+def test_a_malformed_init_from_is_a_usage_error(capsys, value):
+    before = _store_hash()
+    err = cli(capsys, "train", "vit", "--init-from", value, "--quiet", code=2)
+    assert f"--init-from {value!r}: not a YAML value" in err and "give a name, a number, a list" in err
+    assert _store_hash() == before
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: __import__("vixnb").create_model("vit", depth="2"), "depth='2': model 'vit' takes a whole number >= 1"),
+    (lambda: runs.run("vit", lr="1e-3", progress=False), "lr='1e-3': give a learning rate > 0"),
+    (lambda: runs.run("vit", epochs="3", progress=False), "epochs='3': give a whole number >= 1"),
+    (lambda: data.load_split("synthetic", "test", size="abc"), "size='abc': give a whole number >= 0"),
+    (lambda: profiles.run_config("vit", randaugment=[-1, -1]), "randaugment=\\[-1, -1\\]: give \\[NUM_OPS"),
+], ids=["create_model depth", "run lr", "run epochs", "load_split size", "run_config randaugment"])
+def test_the_python_api_names_an_argument_of_the_wrong_type(call, says):
+    before = _store_hash()
+    with pytest.raises((TypeError, ValueError), match=says):
+        call()
+    assert _store_hash() == before
+
+
+# ----- paper files --------------------------------------------------------------------------------------
+
+def test_a_paper_file_with_a_yaml_syntax_error_names_the_line_and_column(paper_dir, capsys):
+    text = (paper_dir / "vix.yaml").read_text().splitlines()
+    assert text[4].startswith("title: ")
+    text[4] = 'title: "Resource-efficient Hybrid X-formers for Vision (ViX)" ]'  # line 5, column 63
+    (paper_dir / "vix.yaml").write_text("\n".join(text) + "\n")
+    before = _store_hash()
+    err = cli(capsys, "train", "vit", "--quiet", code=1)
+    assert "vixnb/papers/vix.yaml is not valid YAML (expected <block end>, but found ']' at line 5, column 63); fix " \
+           "it there or restore it from git" in err
+    assert _store_hash() == before
+
+
+def test_a_table_row_naming_an_unknown_model_names_the_paper_file_and_the_table(paper_dir, capsys):
+    text = (paper_dir / "vix.yaml").read_text()
+    assert "\n      vit:" in text
+    (paper_dir / "vix.yaml").write_text(text.replace("\n      vit:", "\n      vitt:", 1))
+    before = _store_hash()
+    err = cli(capsys, "plan", "--profile", "smoke", code=1)
+    assert "vixnb/papers/vix.yaml: table 'table1', row 'vitt' names unknown model 'vitt'" in err
+    assert _store_hash() == before
+
+
+# ----- checkpoints, round two -------------------------------------------------------------------------------
+
+def test_a_checkpoint_of_another_architecture_is_set_aside(cpu_data, capsys, monkeypatch):
+    other = profiles.run_config("vit", dataset="cifar10", profile="cpu", dim=48)
+    ckpt = ResultsStore().checkpoint_path(_config())
+    real = engine.save_checkpoint
+
+    def save_then_stop(path, state):
+        real(path, state)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "save_checkpoint", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        engine.train(other, progress=False, checkpoint=ckpt)  # another model's checkpoint at this run's path
+    monkeypatch.setattr(engine, "save_checkpoint", real)
+    content = ckpt.read_bytes()
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=0)
+    assert f"checkpoint {ckpt} is unreadable (ValueError: its weights are another architecture's" in err
+    assert "starting the run over" in err
+    aside = list(ckpt.parent.glob(f"{ckpt.name}.unreadable-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == content  # kept, under another name
+    assert ResultsStore().get(_config())["status"] == "done"
+
+
+# ----- data on disk, round two ------------------------------------------------------------------------------
+
+def test_an_extra_file_in_a_full_split_is_named(cpu_data, capsys):
+    extra = cpu_data / "train" / "cat" / "1001.jpg"
+    _jpeg(extra, 42)
+    before = _store_hash()
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    assert f"{cpu_data / 'train'}: 1 class folder(s) hold more than 2 images (cat: 3); the extra file(s), the newest " \
+           f"there: {extra}; move the files that do not belong out of the data folder" in err
+    assert "restore the missing files" not in err and _store_hash() == before
+
+
+def test_an_image_that_is_a_symlink_loop_is_named(cpu_data, capsys):
+    loop = cpu_data / "test" / "frog" / "0000.jpg"
+    loop.unlink()
+    loop.symlink_to(loop)
+    before = _store_hash()
+    err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
+    assert f"{loop}: the image file is a symbolic link that loops; replace it with the image file" in err
+    assert _store_hash() == before
+
+
+def test_the_data_fingerprint_sees_a_file_added_in_the_same_process(cpu_data):
+    first = data.source_fingerprint("cifar10")
+    assert data.source_fingerprint("cifar10") == first  # cached
+    _jpeg(cpu_data / "train" / "cat" / "0002.jpg", 11)
+    assert data.source_fingerprint("cifar10") != first
+
+
+# ----- benchmarks' output files --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["under a file", "a folder"])
+def test_bench_mixers_json_into_an_impossible_path_fails_before_the_benchmark(capsys, monkeypatch, tmp_path, where):
+    import vixnb.bench
+
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "out.json" if where == "under a file" else tmp_path
+    monkeypatch.setattr(vixnb.bench, "bench_mixers", lambda **k: pytest.fail("ran the benchmark first"))
+    before = _store_hash()
+    err = cli(capsys, "bench", "mixers", "--json", str(path), code=2)
+    assert f"--json {path}: cannot write there (" in err and "give a file path in a writable folder" in err
+    assert _store_hash() == before

@@ -12,8 +12,9 @@ Executors:
 ``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
 epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
 if its estimate fits the time left. Every job writes its results to the store atomically; a failed job leaves
-no result and no checkpoint. ``pack`` puts what a lent machine must send back (results and their kept weights,
-the checkpoints of paused runs, failed jobs' logs) into one archive under a size limit.
+no result, and removes only the checkpoints it made itself (an interrupted run's stays). ``pack`` puts what a lent
+machine must send back (results and their kept weights, the checkpoints of paused runs, failed jobs' logs) into one
+archive under a size limit.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
 from .profiles import gpu_profile, run_config
 from .record_kinds import Request, obtain
-from .results import ResultsStore, default_root, remove_checkpoints
+from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.policy import built_today, cannot_make_here
 from .runs import run
 from .train import TrainingPaused
@@ -90,7 +91,8 @@ def _store_root():
 
 def run_job(spec, deadline=None):
     """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
-    executor marks the job failed); a training run's checkpoint is removed then, so the store stays clean."""
+    executor marks the job failed); a training run's checkpoint that the job itself made is removed then, one
+    kept from an earlier run (an interrupted one) stays."""
     if spec["kind"] == "rehearsal":
         return _run_rehearsal(spec)
     store = ResultsStore(spec["store"])
@@ -123,7 +125,8 @@ def _run_training(spec, store, deadline):
     checkpoints = [store.checkpoint_path(c) for c in configs]
     if len(configs) > 1:
         checkpoints.append(checkpoint_path(store, configs))
-    resumed = any(p.exists() for p in checkpoints)
+    earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
+    resumed = bool(earlier)
     try:
         if len(configs) > 1:
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
@@ -137,8 +140,11 @@ def _run_training(spec, store, deadline):
     except TrainingPaused as paused:
         return {"outcome": "paused", "note": str(paused)}
     except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint
-        for p in checkpoints:  # a failure is not resumed: the next batch starts the run afresh
-            remove_checkpoints(p)
+        for p in set(checkpoints) - earlier:  # a failed job removes only the checkpoints it made itself
+            try:
+                remove_checkpoints(p)
+            except OSError:  # a read-only store: the job's own error says so, not the cleanup's
+                pass
         raise
     return {"outcome": "resumed" if resumed else "done", "note": ""}
 

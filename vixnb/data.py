@@ -3,7 +3,9 @@
 Every loader returns raw pixels: ``images`` uint8 (N, 3, H, W) and ``labels`` int64 (N,), both contiguous
 on the CPU. The training engine moves the whole tensors to the device and calls :func:`normalize` there.
 """
+import errno
 import hashlib
+import numbers
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -104,8 +106,8 @@ def load_split(name, split, *, root=None, download=False, seed=0, size=None, all
     spec = dataset_spec(name)
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
-    if size is not None and size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0):
+        raise ValueError(f"size={size!r}: give a whole number >= 0 (the first examples kept), or None for all")
     if name == "synthetic":
         return synthetic_split(split, seed=seed, size=size)
     root = Path(root).expanduser() if root is not None else data_root()
@@ -141,14 +143,28 @@ def source_fingerprint(name, *, root=None):
     folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
     if not folder.is_dir():
         return None
-    return _listing_digest(str(folder), folder.stat().st_mtime_ns,
-                           tuple(p.stat().st_mtime_ns for p in sorted(folder.iterdir()) if p.is_dir()))
+    return _listing_digest(str(folder), _folder_times(folder))
+
+
+def _folder_times(folder):
+    """``((folder, modification time), ...)`` of ``folder`` and of every folder below it: a file added, removed or
+    renamed anywhere changes its own folder's time. A folder whose link count says it has no subfolders (2, on
+    Linux file systems) is not listed, so this stays cheap on 60,000 files."""
+    times, stack = [], [Path(folder)]
+    while stack:
+        current = stack.pop()
+        st = current.stat()
+        times.append((str(current), st.st_mtime_ns))
+        if st.st_nlink != 2:
+            with os.scandir(current) as entries:
+                stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    return tuple(sorted(times))
 
 
 @lru_cache(maxsize=16)
-def _listing_digest(folder, *mtimes):
-    """sha256 over the sorted relative paths and byte sizes of every file under ``folder`` (cached while the
-    folders' modification times stay the same)."""
+def _listing_digest(folder, times):
+    """sha256 over the sorted relative paths and byte sizes of every file under ``folder``; cached on ``times``
+    (``_folder_times``: every folder's modification time, so a file added in a class folder is seen)."""
     digest = hashlib.sha256()
     base = Path(folder)
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
@@ -239,9 +255,20 @@ def _decoded_cache(paths, image_size, allow_resize, cache_dir):
     (any changed, added or removed file gives another name) and of the decoding options."""
     digest = hashlib.sha256(f"{image_size}|{allow_resize}".encode())
     for path in paths:
-        st = path.stat()
+        st = _stat(path)
         digest.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     return cache_dir / f"{digest.hexdigest()[:20]}.npy"
+
+
+def _stat(path):
+    """``path.stat()``, or a ``DataError`` naming an image file that cannot be reached (a symbolic link that loops
+    or points nowhere)."""
+    try:
+        return path.stat()
+    except OSError as e:
+        what = "a symbolic link that loops" if e.errno == errno.ELOOP else f"unreachable ({e.strerror or e})"
+        raise DataError(f"{path}: the image file is {what}; replace it with the image file, or remove it and restore "
+                        "the image from the data set's archive") from None
 
 
 def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None):
@@ -319,14 +346,31 @@ def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=No
         counts = {c: 0 for c in class_names}
         for label in labels:
             counts[class_names[label]] += 1
-        off = {c: n for c, n in counts.items() if n != per_class}
-        if off:
-            shown = ", ".join(f"{c}: {n}" for c, n in list(off.items())[:5])
-            raise DataError(f"{split_dir}: {len(off)} class folder(s) do not hold {per_class} images ({shown}); "
-                            "restore the missing files from the data set's archive")
+        _check_counts(split_dir, counts, per_class)
     images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize,
                            cache_dir=split_dir.parent.parent / DECODED_DIR)
     return images, torch.tensor(labels[:size], dtype=torch.int64)
+
+
+def _check_counts(split_dir, counts, per_class):
+    """A ``DataError`` where a class folder of a full split holds fewer images than ``per_class`` (restore them)
+    or more (the extra files named: the newest of the folder, likely the ones added)."""
+    short = {c: n for c, n in counts.items() if n < per_class}
+    if short:
+        shown = ", ".join(f"{c}: {n}" for c, n in list(short.items())[:5])
+        raise DataError(f"{split_dir}: {len(short)} class folder(s) do not hold {per_class} images ({shown}); "
+                        "restore the missing files from the data set's archive")
+    over = {c: n for c, n in counts.items() if n > per_class}
+    if over:
+        extra = []
+        for c, n in list(over.items())[:5]:
+            files = sorted((p for p in (split_dir / c).iterdir() if _is_image(p)),
+                           key=lambda p: (p.lstat().st_mtime_ns, p.name))
+            extra += [str(p) for p in files[per_class - n:]]
+        shown = ", ".join(f"{c}: {n}" for c, n in list(over.items())[:5])
+        raise DataError(f"{split_dir}: {len(over)} class folder(s) hold more than {per_class} images ({shown}); the "
+                        f"extra file(s), the newest there: {', '.join(extra[:10])}; move the files that do not belong "
+                        "out of the data folder")
 
 
 # ----- CIFAR-10 / CIFAR-100 -----------------------------------------------------------------------

@@ -13,6 +13,19 @@ class StoreError(OSError):
 ERROR, USAGE, INTERRUPTED = 1, 2, 130
 
 
+#: the values of VIXNB_DEBUG that show tracebacks, and those that do not
+DEBUG_ON, DEBUG_OFF = ("1", "true", "yes"), ("", "0", "false", "no")
+
+
+def debug_flag(environ):
+    """Whether ``VIXNB_DEBUG`` in ``environ`` asks for tracebacks (1, true, yes; 0, false, no or empty: not); any
+    other value is a ``ValueError`` naming the variable and its values."""
+    value = environ.get("VIXNB_DEBUG", "")
+    if value.strip().lower() in DEBUG_ON + DEBUG_OFF:
+        return value.strip().lower() in DEBUG_ON
+    raise ValueError(f"VIXNB_DEBUG={value!r}: use 1, true or yes to show tracebacks, or 0, false, no or empty for none")
+
+
 def one_line(error):
     """The error's message on one line (a multi-line message's lines joined)."""
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__

@@ -34,6 +34,7 @@ from papermill.translators import PythonTranslator
 
 from . import RELEASE_TAG, REPOSITORY_URL
 from .models import list_models
+from .parameters import as_list
 from .paths import checkout_root
 from .profiles import get_profile
 
@@ -271,7 +272,7 @@ def coerce_parameters(
         if isinstance(default, (list, tuple)):
             kind = type(default[0]) if default else None
             shown = f"a list of {kind.__name__ if kind else 'values'} (e.g. -p {name} '{list(default) or ['...']}')"
-            items = value if isinstance(value, (list, tuple)) else [value]
+            items = as_list(value, name)  # "vit,vil", '["vit", "vil"]', a single value
             value = [_as_type(v, kind, name, shown) if kind else v for v in items]
         elif default is not None:
             value = _as_type(value, type(default), name, f"a {type(default).__name__} (default {spec.get('default')})")

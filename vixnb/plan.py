@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from . import papers
 from .analysis.records import kept_rows
 from .data import source_fingerprint
+from .errors import one_line
 from .estimates import bench_rates, check_gpu, estimate, fitted_rate, measured_points, stored_timings
 from .models import model_cfg
 from .profiles import get_profile, gpu_profile, run_config, table_runs
@@ -51,7 +52,7 @@ LEVELS = {
     2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
     3: "further seeds",
 }
-STATUSES = ("stored", "missing", "stale")
+STATUSES = ("stored", "missing", "stale", "damaged")
 
 
 @dataclass
@@ -200,9 +201,13 @@ def _needs(request, profile, runs):
 
 def _run_status(entry, store, needed_paths):
     config = entry._config
-    stored = store.get(config)
+    try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
+        stored = store.get(config)
+        why = stored is not None and (stale_reason(stored, store) or
+                                      (entry.keep_weights != "no" and store.weights_missing(config, stored)))
+    except StoreError as e:
+        return "damaged", one_line(e)
     if stored is not None:
-        why = stale_reason(stored, store) or (entry.keep_weights != "no" and store.weights_missing(config, stored))
         return ("stale", why) if why else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
@@ -219,8 +224,11 @@ def _run_status(entry, store, needed_paths):
 
 
 def _record_status(entry, store):
-    record = store.load_record(kind_of(entry._request).group, entry.path.rsplit("/", 1)[1][:-len(".json")],
-                               profile=entry.profile)
+    try:
+        record = store.load_record(kind_of(entry._request).group, entry.path.rsplit("/", 1)[1][:-len(".json")],
+                                   profile=entry.profile)
+    except StoreError as e:
+        return "damaged", one_line(e)
     if record is None:
         return "missing", ""
     stale = kind_of(entry._request).stale

@@ -3,6 +3,7 @@ runs a chapter makes of a paper table in a profile (``table_runs``)."""
 import hashlib
 import inspect
 import json
+import numbers
 from functools import cache
 from importlib import resources
 
@@ -101,6 +102,22 @@ def model_settings(settings):
     return {k: v for k, v in (settings or {}).items() if k not in options}
 
 
+#: RandAugment's magnitudes (torchvision's 31 bins)
+RANDAUGMENT_MAGNITUDES = range(0, 31)
+
+
+def check_randaugment(randaugment):
+    """``randaugment`` (None, or [num_ops, magnitude]: whole numbers, num_ops >= 0, magnitude 0 to 30), else a
+    ``ValueError`` naming it and its values (``vixnb train --randaugment NUM_OPS MAGNITUDE``)."""
+    if not randaugment:
+        return
+    whole = lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)  # noqa: E731
+    if not (isinstance(randaugment, (list, tuple)) and len(randaugment) == 2 and all(map(whole, randaugment))
+            and randaugment[0] >= 0 and randaugment[1] in RANDAUGMENT_MAGNITUDES):
+        raise ValueError(f"randaugment={randaugment!r}: give [NUM_OPS, MAGNITUDE], whole numbers with NUM_OPS >= 0 "
+                         "and MAGNITUDE from 0 to 30 (--randaugment 2 9)")
+
+
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
@@ -127,14 +144,16 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     """
     for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
                                ("post_train_epochs", post_train_epochs, 0)):
-        if value is not None and (isinstance(value, bool) or int(value) != value or value < least):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or int(value) != value
+                                  or value < least):
             raise ValueError(f"{name}={value!r}: give a whole number >= {least} (or leave it out for the profile's "
                              "default)")
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r}: use one of {', '.join(PRECISIONS)} (or leave it out for the "
                          "profile's)")
-    if lr is not None and not lr > 0:
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0):
         raise ValueError(f"lr={lr!r}: give a learning rate > 0 (or leave it out for the paper's {model!r} default)")
+    check_randaugment(randaugment)
     if model not in list_models():
         raise ValueError(f"unknown model {model!r}; valid names: {', '.join(list_models())}")
     prof, proto = get_profile(profile), papers.protocol(model_cfg(model)["paper"])
@@ -246,8 +265,13 @@ def table_runs(key, book, table, profile, seeds=None):
     if prof["device"] == "cuda" and runs > len(seeds):
         seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
     shrink = (book.get("profile_settings") or {}).get(profile) or {}
-    return [(row, model, chapter_settings(key, settings, shrink), seeds)
-            for row, model, settings in papers.table_runs(key, table)]
+    runs = papers.table_runs(key, table)
+    if unknown := [(row, model) for row, model, _ in runs if model not in list_models()]:
+        row, model = unknown[0]
+        raise papers.PaperFileError(f"vixnb/papers/{key}.yaml: table {table!r}, row {row!r} names unknown model "
+                                    f"{model!r}; give the row a registered model's name (or a `model:` one; `vixnb "
+                                    "models` lists them)")
+    return [(row, model, chapter_settings(key, settings, shrink), seeds) for row, model, settings in runs]
 
 
 def row_runs(key, profile):

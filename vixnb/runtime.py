@@ -22,6 +22,7 @@ import torch
 from . import __version__
 from .results import ResultsStore
 from .data import CIFAR100_CLASSES, CIFAR10_CLASSES, _shown, data_root
+from .parameters import check_injected
 
 PLACES = ("colab", "kaggle", "local")
 #: each place's writable working folder, where ``VIXNB_DATA`` goes (a local machine keeps vixnb's default)
@@ -115,9 +116,14 @@ class Runtime:
     vixnb: str
 
     def resolve(self, profile="auto", compute="auto", *, verbose=True):
-        """``(profile, compute)`` with ``"auto"`` replaced by this place's default (``DEFAULTS``). With
-        ``compute="never"`` it also says (unless ``verbose=False``) which devices made the stored results the page
-        shows: the machine that renders a page from the store is not the one that made its numbers."""
+        """``(profile, compute)`` with ``"auto"`` replaced by this place's default (``DEFAULTS``).
+
+        Called from a notebook's runtime cell, it first checks what papermill injected into the calling notebook
+        (``parameters.check_injected`` on the caller's globals): a name the ``parameters`` cell does not declare
+        is refused, a list parameter given as a string becomes a list. With ``compute="never"`` it also says
+        (unless ``verbose=False``) which devices made the stored results the page shows: the machine that renders
+        a page from the store is not the one that made its numbers."""
+        check_injected(sys._getframe(1).f_globals)
         default_profile, default_compute = DEFAULTS[self.place]
         profile = default_profile if profile == "auto" else profile
         compute = default_compute if compute == "auto" else compute

@@ -43,6 +43,7 @@ from .models import architecture_signature, create_model
 from .models.counting import count_params, summary_size_mb
 from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
+from .results.checkpoints import other_architecture
 from .results.provenance import source_hashes
 
 
@@ -350,7 +351,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
         history, best_state, elapsed, transferred = [], None, 0.0, None
         # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
-        state = load_checkpoint(checkpoint) if checkpoint is not None else None
+        state = load_checkpoint(checkpoint, check=lambda s: other_architecture(model, s["model"])) \
+            if checkpoint is not None else None
         if state is not None:
             if state["switch"] is not None:
                 switch = dualopt_switch(config)

@@ -63,7 +63,7 @@ def _train_arguments(sub):
     s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT)")
     s.add_argument("--precision", choices=PRECISIONS, help="fp16: autocast with a gradient scaler (GPUs without "
                    "native bfloat16: a T4, a P100)")
-    s.add_argument("--randaugment", type=int, nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
+    s.add_argument("--randaugment", type=whole_number(0), nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
     s.add_argument("--post-train-epochs", type=whole_number(0),
                    help="then train on un-augmented data from the best weights")
     s.add_argument("--allow-resize", action="store_true",
@@ -108,9 +108,9 @@ def _measure_arguments(sub):
     s.add_argument("--dataset", default="cifar10")
     s.add_argument("--json", action="store_true", help="print the records as JSON (one object per model)")
     s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    s.add_argument("--batch-size", type=int, default=None, help="training batch (default 64 on GPU, 4 on CPU)")
+    s.add_argument("--batch-size", type=whole_number(1), default=None, help="training batch (default 64 on GPU, 4 on CPU)")
     s.add_argument("--dtype", default="fp32", choices=DTYPE_NAMES, help="dtype of the fused path")
-    s.add_argument("--iters", type=int, default=None, help="throughput iterations (default 100 GPU, 3 CPU)")
+    s.add_argument("--iters", type=whole_number(1), default=None, help="throughput iterations (default 100 GPU, 3 CPU)")
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="model config override, VALUE parsed as YAML (e.g. --override depth=1)")
     s.set_defaults(fn=commands.measure)
@@ -228,7 +228,10 @@ def main(argv=None):
     exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
     ``--debug`` or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
     args = parser().parse_args(argv)
-    debug = args.debug or os.environ.get("VIXNB_DEBUG", "") not in ("", "0")
+    try:
+        debug = args.debug or errors.debug_flag(os.environ)
+    except ValueError as e:
+        return errors.report(args.command, e)
     try:
         args.fn(args)
     except SystemExit:

@@ -27,7 +27,7 @@ def train(args):
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
                "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr,
-               "allow_resize": args.allow_resize, "init_from": _yaml_values([("init_from", args.init_from)])["init_from"]
+               "allow_resize": args.allow_resize, "init_from": _yaml_values([("--init-from", args.init_from)])["--init-from"]
                if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
     keep = {"keep_weights": {True: "store", "local": "local"}[args.keep_weights]} if args.keep_weights else {}
@@ -35,6 +35,7 @@ def train(args):
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
                          f"--{clash[0].replace('_', '-')} instead")
+    _check_overrides(args.model, settings)
     result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
                  progress=not args.quiet, download=args.download, **keep, **overrides, **settings)
     if result["status"] != "done":
@@ -53,10 +54,27 @@ def train(args):
 
 
 def _yaml_values(pairs):
-    """{name: value parsed as YAML} of (name, value) pairs."""
+    """{name: value parsed as YAML} of (name, value) pairs; a value that is not YAML is a usage error naming it."""
     import yaml
 
-    return {name: yaml.safe_load(value) for name, value in pairs or []}
+    values = {}
+    for name, value in pairs or []:
+        try:
+            values[name] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            where = f", column {e.problem_mark.column + 1}" if getattr(e, "problem_mark", None) else ""
+            raise ValueError(f"{name} {value!r}: not a YAML value ({getattr(e, 'problem', None) or 'malformed'}"
+                             f"{where}); give a name, a number, a list [a, b] or a mapping {{key: value}}") from None
+    return values
+
+
+def _check_overrides(model, settings):
+    """``--override`` settings checked against what ``model`` takes (``models.registry.check_settings``)."""
+    from ..models import list_models
+    from ..models.registry import check_settings
+
+    if model in list_models():
+        check_settings(model, settings, option="--override", build=True)
 
 
 def _overrides(items):
@@ -94,6 +112,8 @@ def measure(args):
     unknown = [m for m in args.models if m not in list_models()]
     if unknown:
         raise ValueError(f"unknown model(s) {', '.join(unknown)}; valid names: {', '.join(list_models())}")
+    for name in args.models:
+        _check_overrides(name, _overrides(args.override))
     records = measure_many(args.models, dataset=args.dataset, device=args.device, batch_size=args.batch_size,
                            dtype=args.dtype, iters=args.iters, **_overrides(args.override))
     if args.json:
@@ -116,8 +136,11 @@ def _failed(record):
 def bench_mixers(args):
     """``vixnb bench mixers``: time and memory of every token mixer against the materialised softmax."""
     from ..bench import benchmark_record, bench_mixers as run, write
+    from ..files import check_writable_file
     from .tables import mixers_table
 
+    if args.json:  # an impossible path fails now, not after the benchmark
+        check_writable_file(args.json, "--json")
     rows = run(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps,
                warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile)
     print(mixers_table(rows))
@@ -129,8 +152,11 @@ def bench_mixers(args):
 def bench_train(args):
     """``vixnb bench train``: training images/s of our path against a reference loop."""
     from ..bench import bench_train as run
+    from ..files import check_writable_file
     from .tables import train_table
 
+    if args.save:
+        check_writable_file(args.save, "--save")
     rows = run(args.models or None, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, workers=args.workers)
     return _show_benchmark("train", rows, train_table, args)
@@ -215,8 +241,11 @@ def batch(args):
 def bench_fill(args):
     """``vixnb bench fill``: training images/s of one seed, of several seeds as one ensemble, and compiled."""
     from ..bench import bench_fill as run
+    from ..files import check_writable_file
     from .tables import fill_table
 
+    if args.save:
+        check_writable_file(args.save, "--save")
     rows = run(args.models, seeds=args.seeds, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, compile=not args.no_compile)
     return _show_benchmark("fill", rows, fill_table, args)

@@ -10,6 +10,11 @@ registry through ``vixnb.models`` (or ``vixnb.create_model``). This module impor
 """
 import fnmatch
 import hashlib
+import inspect
+import numbers
+from functools import lru_cache
+
+import torch
 
 from .. import papers
 from ..data import dataset_spec
@@ -101,13 +106,74 @@ def create_model(name, *, dataset="cifar10", **overrides):
     """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides."""
     _check(name)
     spec = dataset_spec(dataset)
+    check_settings(name, overrides)
     try:
         model = _MODELS[name](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
                               **overrides)
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
-        raise TypeError(f"bad override for model {name!r}: {e}") from e
+        raise SettingError(f"bad override for model {name!r}: {e}") from e
     model.default_cfg = {**model_cfg(name), "dataset": spec.name,
                          "input_size": (spec.channels, spec.image_size, spec.image_size)}
     return model
+
+
+class SettingError(ValueError, TypeError):
+    """A model setting that the model does not take, or of the wrong type or range (a usage error)."""
+
+
+@lru_cache(maxsize=None)
+def settings_of(name):
+    """``{setting: default}`` of model ``name``: the keyword arguments of the module class its function builds
+    (found by one build on the meta device: no memory, the caller's RNG untouched) and of the function itself, or
+    None where that build fails or the class takes any keyword (then nothing is checked before the real build)."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            model = _MODELS[name](image_size=32, num_classes=10, channels=3)
+    except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device is checked when built)
+        return None
+    parameters = inspect.signature(type(model).__init__).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    own = [p for p in inspect.signature(_MODELS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    return {p.name: p.default for p in [*parameters, *own]  # the function's own keywords (``kernel=``) too
+            if p.name not in ("self", "image_size", "num_classes", "channels") and p.kind is not p.VAR_POSITIONAL}
+
+
+def check_settings(name, settings, *, option=None, build=False):
+    """Raise ``SettingError`` (a ``ValueError`` and a ``TypeError``) naming the setting, ``option`` (e.g.
+    ``--override``) where given, and the allowed values, where a setting of ``settings`` that model ``name``'s class
+    or function declares (``settings_of``) has another type than its default (a whole number >= 1 where the
+    default is one, >= 0 where it is 0; a number; true or false; a string). ``build``: also build the model on the
+    meta device, so a setting that no layer of it takes is refused now (its settings listed)."""
+    known = settings_of(name) or {}
+    prefix = f"{option} " if option else ""
+    for key, value in settings.items():
+        if key not in known:
+            continue
+        default, allowed = known[key], None
+        if isinstance(default, bool):
+            allowed = None if isinstance(value, bool) else "true or false"
+        elif isinstance(default, int):
+            least = 1 if default >= 1 else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                allowed = f"a whole number >= {least} (default {default})"
+        elif isinstance(default, float):
+            allowed = None if isinstance(value, numbers.Real) and not isinstance(value, bool) else \
+                f"a number (default {default})"
+        elif isinstance(default, str) and not isinstance(value, str):
+            allowed = f"a name (default {default!r})"
+        if allowed:
+            raise SettingError(f"{prefix}{key}={value!r}: model {name!r} takes {allowed} for {key}")
+    if build:
+        try:
+            with torch.random.fork_rng(devices=[]), torch.device("meta"):
+                _MODELS[name](image_size=32, num_classes=10, channels=3, **settings)
+        except TypeError as e:
+            if "unexpected keyword argument" not in str(e):
+                raise
+            key = str(e).rsplit("argument", 1)[-1].strip(" '\"")
+            raise SettingError(f"{prefix}{key}={settings.get(key)!r}: bad override for model {name!r}: it has no "
+                               f"setting {key!r}; its settings: {', '.join(sorted(known)) or 'see its family file'}") \
+                from None

@@ -57,7 +57,10 @@ def load(key):
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
-        raise PaperFileError(f"{where} is not valid YAML ({str(e).splitlines()[0]}); restore it from git") from None
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise PaperFileError(f"{where} is not valid YAML ({what}{at}); fix it there or restore it from git") from None
     check(data, where)
     data.setdefault("tables", {})
     data.setdefault("claims", [])

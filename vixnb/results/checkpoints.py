@@ -2,7 +2,9 @@
 unpickling arbitrary objects (``weights_only=True``), and set aside, never trusted, when unreadable."""
 from __future__ import annotations
 
+import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -24,20 +26,24 @@ def previous_path(path):
 def save_checkpoint(path, state):
     """Write ``state`` to ``path`` (atomically), keeping the checkpoint it replaces at ``previous_path``."""
     path = Path(path)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getbuffer()
     if path.exists():
         os.replace(path, previous_path(path))
-    atomic_write(path, lambda f: torch.save(state, f), binary=True)
+    atomic_write(path, lambda f: f.write(data), binary=True, size=len(data))
 
 
 def _say(message):
     print(f"vixnb: {message}", file=sys.stderr, flush=True)
 
 
-def load_checkpoint(path):
+def load_checkpoint(path, check=None):
     """The newest readable checkpoint state at ``path`` (else its previous one), or None when there is none.
 
     A file that cannot be read as a checkpoint (truncated, garbage, wrong keys, or anything that is not plain
-    tensors and containers: ``torch.load(weights_only=True)`` refuses to run code) is moved aside to
+    tensors and containers: ``torch.load(weights_only=True)`` refuses to run code), or whose state ``check(state)``
+    refuses (it returns why: another architecture's weights, ``other_architecture``), is moved aside to
     ``<name>.unreadable-<time>``, and the message names both paths."""
     path = Path(path)
     for candidate in (path, previous_path(path)):
@@ -48,16 +54,41 @@ def load_checkpoint(path):
             missing = [k for k in CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
             if missing:
                 raise KeyError(f"no {', '.join(missing)}")
+            if check is not None and (why := check(state)):
+                raise ValueError(why)
         except Exception as e:  # noqa: BLE001  (any failure to read means: do not trust this file)
             aside = candidate.with_name(f"{candidate.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
             os.replace(candidate, aside)
             then = ("resuming from the previous checkpoint" if candidate == path and previous_path(path).exists()
                     else "starting the run over")
-            _say(f"checkpoint {candidate} is unreadable ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                 f"moved aside to {aside}; {then}")
+            _say(f"checkpoint {candidate} is unreadable ({type(e).__name__}: {_why(e)}); moved aside to {aside}; "
+                 f"{then}")
             continue
         return state
     return None
+
+
+def _why(error):
+    """The part of a load error that says what is wrong with the file: never torch's advice to load it with
+    ``weights_only=False`` (that would run whatever code the file holds)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if any("weights_only" in line for line in lines):
+        lines = [f"it holds objects other than tensors: {line}" for line in lines
+                 if not re.search(r"weights_only|trusted source|documentation|https?://", line)] or \
+                ["it holds objects other than tensors"]
+    return (lines or [type(error).__name__])[0][:200]
+
+
+def other_architecture(model, weights):
+    """Why ``weights`` (a state dict) are not ``model``'s (names or shapes differ: another model's checkpoint at
+    this run's path), or None."""
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    theirs = {k: tuple(getattr(v, "shape", ())) for k, v in weights.items()} if isinstance(weights, dict) else {}
+    if own == theirs:
+        return None
+    differ = sorted(set(own) ^ set(theirs)) or sorted(k for k in own if own[k] != theirs[k])
+    return (f"its weights are another architecture's ({len(differ)} tensor(s) differ from this run's model, e.g. "
+            f"{differ[0]})")
 
 
 def remove_checkpoints(path):

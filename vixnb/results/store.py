@@ -18,6 +18,8 @@ and two processes finishing the same run leave one complete file.
 import hashlib
 import io
 import json
+import math
+import numbers
 import os
 import sys
 import tempfile
@@ -43,6 +45,37 @@ def read_json(path):
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StoreError(f"unreadable result file {path} ({type(e).__name__}: {e}); delete it and run again to "
                          "recompute it, or restore it from git") from None
+
+
+#: what a stored training run's fields hold where present (``damage``); ``top1`` must be there
+RESULT_NUMBERS = ("top1", "top5", "final_top1", "seconds")
+RESULT_TYPES = {"config": dict, "history": list, "provenance": dict, "weights": dict}
+
+
+def damage(result):
+    """Why a stored training run's JSON (``result``, read back) cannot be a result vixnb wrote, or None: not a
+    mapping, a ``status`` other than ``"done"``, no ``top1``, a metric that is not a finite number (NaN from a
+    damaged or hand-edited file), a field of the wrong type."""
+    if not isinstance(result, dict):
+        return f"it holds a JSON {type(result).__name__}, not a mapping"
+    if result.get("status") != "done":
+        return f"status {result.get('status')!r}, where vixnb stores only 'done'"
+    if "top1" not in result:
+        return "it has no top1"
+    for key in RESULT_NUMBERS:
+        value = result.get(key)
+        if key in result and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)):
+            return f"{key} is {value!r}, not a finite number"
+    for key, kind in RESULT_TYPES.items():
+        if key in result and not isinstance(result[key], kind):
+            return f"{key} is a {type(result[key]).__name__}, not a {kind.__name__}"
+    return None
+
+
+def damaged_result(path, why):
+    """The ``StoreError`` of a damaged result file: it names the file and keeps it (never deleted nor used)."""
+    return StoreError(f"damaged result file {path} ({why}); it is kept as it is and not used: delete it and run "
+                      "again to recompute it, or restore it from git")
 
 
 def default_root():
@@ -81,7 +114,7 @@ class ResultsStore:
         buffer = io.BytesIO()
         torch.save(half, buffer)
         data = buffer.getvalue()
-        path = atomic_write(self.weights_path(config, local=local), lambda f: f.write(data), binary=True)
+        path = atomic_write(self.weights_path(config, local=local), lambda f: f.write(data), binary=True, size=len(data))
         return {"file": path.relative_to(self.root / config["profile"]).as_posix(),
                 "sha256": hashlib.sha256(data).hexdigest(), "dtype": "float16", "bytes": len(data)}
 
@@ -110,20 +143,26 @@ class ResultsStore:
         if not path.exists():
             return None
         result = read_json(path)
-        if result.get("config") != config:
+        if isinstance(result, dict) and result.get("config") != config:
             raise StoreError(f"{path} holds a different configuration than its name says; delete it and run again")
+        if (why := damage(result)) is not None:
+            raise damaged_result(path, why)
         return result
 
     def check_writable(self, config):
-        """Raise ``StoreError`` now, before any training, when ``config``'s result could not be stored."""
+        """Raise ``StoreError`` now, before any training, when ``config``'s result, checkpoint or lock could not
+        be written."""
         folder = self.path(config).parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
-                pass
-        except OSError as e:
-            raise StoreError(f"results store folder {folder} is not writable ({e.strerror or e}); fix its "
-                             "permissions or set VIXNB_RESULTS to a writable folder") from None
+        # the folder, and its checkpoints' and locks' folders where they are already there (else made in it)
+        for where in [folder] + [f for f in (self.checkpoint_path(config).parent, self.lock_path(config).parent)
+                                 if f.is_dir()]:
+            try:
+                where.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile(dir=where, prefix=".writable-"):
+                    pass
+            except OSError as e:
+                raise StoreError(f"results store folder {where} is not writable ({e.strerror or e}); fix its "
+                                 "permissions or set VIXNB_RESULTS to a writable folder") from None
 
     def lock_path(self, config):
         """The run's lock file, ``<profile>/.locks/<result stem>.lock`` (git-ignored, like checkpoints)."""
@@ -157,11 +196,23 @@ class ResultsStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def put(self, config, result):
-        return atomic_write(self.path(config), lambda f: json.dump({**result, "config": config}, f, indent=1, sort_keys=True))
+        whole = {**result, "config": config}
+        size = len(json.dumps(whole, indent=1, sort_keys=True).encode())  # what a full disk's message says it needs
+        return atomic_write(self.path(config), lambda f: json.dump(whole, f, indent=1, sort_keys=True), size=size)
 
     def results(self, profile=None):
+        """Every stored training run of ``profile`` (default: of every profile); an unreadable or damaged file is
+        left out (``get`` names it where a run asks for it; ``vixnb plan`` shows it as damaged)."""
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
-        return [read_json(p) for folder in folders for p in sorted(folder.glob("*.json"))]
+        found = []
+        for path in (p for folder in folders for p in sorted(folder.glob("*.json"))):
+            try:
+                result = read_json(path)
+            except StoreError:
+                continue
+            if damage(result) is None:
+                found.append(result)
+        return found
 
     def devices(self, profile):
         """The devices that made the stored results of ``profile`` (training runs and measurements), as their
@@ -195,7 +246,8 @@ class ResultsStore:
 
     def save_record(self, kind, name, obj, *, profile=None):
         data = json.dumps(obj, indent=1, sort_keys=True)
-        return atomic_write(self.record_path(kind, name, profile=profile), lambda f: f.write(data))
+        return atomic_write(self.record_path(kind, name, profile=profile), lambda f: f.write(data),
+                            size=len(data.encode()))
 
     def load_record(self, kind, name, *, profile=None):
         """The saved record, or None when there is none."""

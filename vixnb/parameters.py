@@ -1,0 +1,111 @@
+"""A notebook's parameters as plain papermill passes them, checked inside the notebook itself.
+
+``papermill NB OUT -p seed 3`` (a typo of ``seeds``) only warns and runs the defaults; ``-p models vit`` arrives as
+the string ``"vit"``. Papermill puts its values in a cell of their own (tagged ``injected-parameters``, its source
+starting ``# Parameters``) right after the notebook's ``parameters`` cell, and the kernel keeps every executed
+cell's source in its input history (IPython's ``In``). ``check_injected`` reads the two cells from there: a name
+the ``parameters`` cell does not declare is refused, naming it; a list parameter given as one value, a
+comma-separated string or a JSON/YAML list string becomes a list (``as_list``). Every notebook calls it through
+``vixnb.runtime.Runtime.resolve`` (its runtime cell, right after those two cells), so no notebook states it.
+"""
+import ast
+import numbers
+
+import yaml
+
+#: how papermill's injected cell starts (its translators' ``codify`` with the default comment)
+INJECTED_HEAD = "# Parameters"
+
+
+def as_list(value, name, *, kind=None):
+    """A list parameter as a list: a list or tuple as it is, None as ``[]``, a string holding a JSON or YAML list
+    (``'["vit", "vil"]'``) or comma-separated values (``"vit,vil"``, ``"0, 1"``; each read as YAML: ``"1"`` is 1),
+    any other single value as a one-element list. ``kind`` (``int``, ``float``, ``str``): the elements' type; an
+    element of another type is a ``ValueError`` naming ``name``."""
+    if value is None:
+        items = []
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                items = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise ValueError(f"parameter {name!r}: {value!r} is not a list; give -p {name} 'a,b' or "
+                                 f"-p {name} '[a, b]'") from None
+        else:
+            items = [_scalar(part.strip()) for part in text.split(",") if part.strip()]
+    else:
+        items = [value]
+    return [_of_kind(item, kind, name) for item in items]
+
+
+def _scalar(text):
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (str, numbers.Number)) and not isinstance(value, bool) else text
+
+
+def _of_kind(item, kind, name):
+    if kind is None or isinstance(item, kind) and not isinstance(item, bool):
+        return item
+    if kind is str and isinstance(item, numbers.Number):
+        return str(item)
+    if kind is float and isinstance(item, numbers.Real) and not isinstance(item, bool):
+        return float(item)
+    raise ValueError(f"parameter {name!r} takes a list of {kind.__name__}, got the element {item!r}; e.g. "
+                     f"-p {name} '[...]' with {kind.__name__} elements")
+
+
+def declared(source):
+    """``{name: default}`` of a ``parameters`` cell's source: every name it assigns, its default read as a Python
+    literal (None where it is not one)."""
+    out = {}
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                try:
+                    out[target.id] = ast.literal_eval(node.value) if node.value is not None else None
+                except ValueError:
+                    out[target.id] = None
+    return out
+
+
+def injected_cells(history):
+    """``(parameters cell source, injected cell source)`` from a kernel's input history (``In``: the sources of
+    the cells run so far, in order), or None where papermill injected nothing (a notebook run by hand)."""
+    at = next((i for i in range(len(history) - 1, -1, -1)
+               if isinstance(history[i], str) and history[i].lstrip().startswith(INJECTED_HEAD)), None)
+    if at is None or at == 0 or not isinstance(history[at - 1], str):
+        return None
+    return history[at - 1], history[at]
+
+
+def check_injected(namespace):
+    """Check the parameters papermill injected into a notebook whose globals are ``namespace`` (they hold the
+    kernel's ``In``; nothing is checked without it): a name the ``parameters`` cell does not declare is a
+    ``ValueError`` naming it and the declared ones; a list parameter is turned into a list in ``namespace``
+    (``as_list``, the elements of the default's type)."""
+    history = namespace.get("In")
+    found = injected_cells(history) if isinstance(history, list) else None
+    if found is None:
+        return
+    try:
+        names, given = declared(found[0]), declared(found[1])
+    except SyntaxError:
+        return
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(f"notebook parameter(s) {', '.join(map(repr, unknown))} given (papermill -p/-y) but not "
+                         f"declared in the notebook's parameters cell; its parameters: {', '.join(names) or 'none'}; "
+                         "check the spelling")
+    for name in given:
+        default = names[name]
+        if isinstance(default, (list, tuple)) and name in namespace:
+            kind = type(default[0]) if default and not isinstance(default[0], bool) else None
+            namespace[name] = as_list(namespace[name], name, kind=kind)
