@@ -190,6 +190,9 @@ METRICS = {
                         "the stored seeds", EPOCHS, "runs", per_seed=_best_epoch_loss, over_seeds="mean"),
     "top1_last": Metric("last epoch's test top-1", "points", "test top-1 after the last epoch, mean over the stored "
                         "seeds", EPOCHS, "runs", per_seed=_last_top1, over_seeds="mean"),
+    "delta": Metric("top-1 gain of a pipeline", "points", "a printed difference of top-1 between two training "
+                    "pipelines of one model (the favor paper's Table 1: its pipeline minus the original paper's); "
+                    "ImageNet-1k, so only the paper's side is read", EPOCHS, "printed"),
     "top1_transfer": Metric("top-1 right after the transfer", "points", "test top-1 of a warm-started model before "
                             "any training (models.warm_start.transfer), mean over the stored seeds", EPOCHS, "runs",
                             per_seed=_transfer_top1, over_seeds="mean"),
