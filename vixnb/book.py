@@ -370,7 +370,7 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
     board = dashboard(plans, profile)
     per = "; ".join(f"{p}: {t['stored']} stored, {t['missing']} missing, {t['stale']} stale, "
                     f"{t['gpu_hours_left']:.1f} GPU-hours left" for p, t in totals["per_profile"].items())
-    lines = ["**Where the study stands**, one row per document (counted when this book was built). The first three "
+    lines = ["One row per document, counted when this book was built. The first three "
              "columns need no GPU: the papers' tables as printed, our models' parameter counts against the printed "
              "ones, and each quantitative claim checked against the paper's own tables. The last two count what "
              f"the results store holds of the `{profile}` profile, the one this book shows.\n\n"

@@ -7,9 +7,10 @@ import statistics
 import pandas as pd
 
 from .. import papers
+from ..models import model_cfg
 from .collect import accuracy_text, current_counts, summarize_runs
 from .metrics import PER_SEED
-from .tables import beside_paper, paper_frame
+from .tables import DELTA, beside_paper, paper_frame
 
 #: the stored GPU-memory column that stands beside a paper's "GPU (GB)": one training step at the paper's batch
 #: size on the authors' path (materialised attention, fp32), peak reserved (closest to an nvidia-smi reading)
@@ -48,6 +49,11 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
         metrics = {"top-1 (%), best seed": ("top1", "top1"), "top-1 mean ± std": ("top1 mean", None),
                    "top-5 (%), best seed": ("top5", "top5"), "top-5 mean ± std": ("top5 mean", None)}
     accuracy = beside_paper(ours, paper_rows, metrics, order=models, labels=labels, delta=deltas)
+    shorter = [m for m in models if m in summary.index and summary.at[m, "epochs"] == summary.at[m, "epochs"]
+               and summary.at[m, "epochs"] < model_cfg(m)["epochs"]]
+    if shorter:  # ours from fewer epochs than the paper's protocol: a difference to read, not a verdict
+        accuracy.columns = pd.MultiIndex.from_tuples(
+            [(h, f"{DELTA}, shorter protocol" if part == DELTA else part) for h, part in accuracy.columns])
 
     rows = (gpu or {}).get("rows", {})
     measured = pd.DataFrame.from_dict({m: rows[m] for m in models if m in rows}, orient="index")

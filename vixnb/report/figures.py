@@ -37,6 +37,11 @@ def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours i
         fig.text(0.01, 0.5, missing[:1].upper() + missing[1:] + ".", va="center", fontsize=9)
         return fig
     kept = [ax for ax in shown if ax not in empty]
+    y_label = next((ax.get_ylabel() for ax in shown if ax.get_ylabel()), "")
+    for ax in kept:  # a panel that shared its y axis with a removed one gets its ticks and label back
+        ax.tick_params(axis="y", labelleft=True)
+        if not ax.get_ylabel():
+            ax.set_ylabel(y_label)
     specs = [ax.get_subplotspec() for ax in shown]
     one_row = all(spec is not None and spec.get_gridspec().nrows == 1 for spec in specs)
     for ax in empty:

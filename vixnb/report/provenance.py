@@ -104,7 +104,7 @@ def book_plans(profiles=None, *, store=None):
     return {p: build(p, store=store) for p in (profiles or gpu_profiles())}
 
 
-def _code_flags(plans, store):
+def code_flags(plans, store):
     """``{result path: why}`` for the stored training runs of ``plans`` whose model or engine code changed since
     (``results.policy.code_changed``); the plan itself does not count them stale."""
     flags = {}
@@ -123,7 +123,7 @@ def book_totals(plans=None, *, store=None):
     ``gpu_hours_left`` (the plan's estimates of what is missing or stale), in all and ``per_profile``."""
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
-    flags = _code_flags(plans, store)
+    flags = code_flags(plans, store)
     per = {}
     for profile, entries in plans.items():
         changed = sum(e.path in flags for e in entries if e.status == "stored")
@@ -153,7 +153,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
-    flags = _code_flags(plans, store)
+    flags = code_flags(plans, store)
     rows = []
     shared = {e.path: e for entries in plans.values() for e in entries if e.kind == "bench"}
     for profile, entries in [*plans.items(), ("bench", list(shared.values()))]:

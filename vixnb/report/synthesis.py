@@ -81,11 +81,18 @@ def _ratio(a, b):
     return round(a / b, 2) if ok else None
 
 
+def _short(printed, model, repeated):
+    """A row's name on the page: the model's label ("Hybrid ViN"), or the printed label where one model fills
+    several rows of the table (the linear-attention report's "ViP-ReLU (ViT checkpoint)")."""
+    return str(printed.get("label") or label(model)) if repeated else label(model)
+
+
 def comparisons(profile="budget"):
     """One row per printed table row of a non-softmax mechanism (and per plain/hybrid pair, under
-    ``CONV_EMBEDDING``): document, table, model, the softmax model it is set against (same table, same family,
-    same embedding), the printed top-1 of both and their difference, the printed GPU-memory ratio, and our
-    difference in ``profile`` where both runs are stored."""
+    ``CONV_EMBEDDING``): document and table, model, the softmax model it is set against (same table, same family,
+    same embedding), the model's printed top-1 and its difference from the other's ("Δ top-1"), the printed
+    GPU-memory ratio ("GPU memory ×"), and the same difference between our runs in ``profile`` where both are
+    stored ("Δ top-1 ours")."""
     out = []
     for key in papers.DOCUMENTS:
         runs_of = row_runs(key, profile)
@@ -97,6 +104,7 @@ def comparisons(profile="budget"):
             where = f"{key} {str(spec.get('caption', table)).split(':')[0]}"
             info = {row: (model, mechanism(model, settings), model_family(model), model.startswith("hybrid_"),
                           printed) for row, model, settings, printed in rows}
+            repeated = {m: [i[0] for i in info.values()].count(m) > 1 for m, *_ in info.values()}
             for row, (model, mech, family, hybrid, printed) in info.items():
                 pairs = []
                 if mech and mech != SOFTMAX:
@@ -113,12 +121,12 @@ def comparisons(profile="budget"):
                     theirs = info[base][4] if base else {}
                     mine, ref = (_ours(key, row, dataset, profile, runs_of),
                                  _ours(key, base, dataset, profile, runs_of)) if base else (None, None)
-                    out.append({"mechanism": mech_shown, "document": where, "model": printed.get("label", label(model)),
-                                "against": theirs.get("label", label(info[base][0])) if base else "—",
-                                "top-1 printed": printed["top1"], "Δ top-1 printed": _difference(printed["top1"],
+                    out.append({"mechanism": mech_shown, "document": where, "model": _short(printed, model, repeated[model]),
+                                "against": _short(theirs, info[base][0], repeated[info[base][0]]),
+                                "top-1": printed["top1"], "Δ top-1": _difference(printed["top1"],
                                                                                               theirs.get("top1")),
-                                "GPU memory ratio printed": _ratio(printed.get("gpu_gb"), theirs.get("gpu_gb")),
-                                f"Δ top-1 ours ({profile})": _difference(mine, ref) if base else None})
+                                "GPU memory ×": _ratio(printed.get("gpu_gb"), theirs.get("gpu_gb")),
+                                "Δ top-1 ours": _difference(mine, ref) if base else None})
     return pd.DataFrame(out)
 
 
@@ -136,6 +144,8 @@ def mechanism_claims(profile="budget"):
                 named += value if isinstance(value, list) else [value] if value else []
             named += [m for pair in claim.get("pairs") or [] for m in pair]
             mechs = {mechanism(*runs_of[r]) for r in named if r in runs_of} - {None}
+            if len(mechs - {SOFTMAX}) > 2:
+                continue  # a sentence about all the mechanisms at once: the ledger lists it
             row = frame.loc[claim["id"]] if claim["id"] in frame.index else None
             for mech in sorted(mechs):
                 out.append({"mechanism": mech, "document": key, "claim": claim["text"],
@@ -149,7 +159,7 @@ def _spread(values):
     if not values:
         return "—"
     middle = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-    return f"{values[0]:+.2f} … {middle:+.2f} … {values[-1]:+.2f}" if len(values) > 1 else f"{values[0]:+.2f}"
+    return f"{values[0]:+.1f} / {middle:+.1f} / {values[-1]:+.1f}" if len(values) > 1 else f"{values[0]:+.1f}"
 
 
 def mechanism_summary(rows, claimed):
@@ -157,20 +167,20 @@ def mechanism_summary(rows, claimed):
     the printed Δ top-1 against softmax (least … median … most), the median printed GPU-memory ratio, the claims
     the paper's own tables bear out / do not, and our verdicts (hold / do not hold / not yet decided)."""
     out = {}
-    ours = [c for c in rows.columns if c.startswith("Δ top-1 ours")]
     for mech in [*dict.fromkeys([*rows.get("mechanism", []), *claimed.get("mechanism", [])])]:
         mine = rows[rows["mechanism"] == mech] if len(rows) else rows
         said = claimed[claimed["mechanism"] == mech] if len(claimed) else claimed
-        ratios = sorted(v for v in mine.get("GPU memory ratio printed", []) if v == v and v is not None)
+        ratios = sorted(v for v in mine.get("GPU memory ×", []) if v == v and v is not None)
         verdicts = said["ours"].value_counts() if len(said) else {}
+        documents = mine["document"].str.split().str[0].nunique() if len(mine) else 0
         out[mech] = {
-            "printed rows (documents)": f"{len(mine)} ({mine['document'].str.split().str[0].nunique() if len(mine) else 0})",
-            "Δ top-1 vs softmax, printed": _spread(mine.get("Δ top-1 printed", [])) if mech != SOFTMAX else "—",
+            "rows (documents)": f"{len(mine)} ({documents})" if len(mine) else "—",
+            "Δ top-1 vs softmax, printed: least / median / most": _spread(mine.get("Δ top-1", [])),
             "GPU memory vs softmax, printed (median)": f"{ratios[len(ratios) // 2]:.2f}×" if ratios else "—",
-            "Δ top-1 ours": _spread(mine[ours[0]]) if ours and len(mine) else "—",
-            "claims: paper bears out / not": (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
-                                              f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
-            "claims: ours hold / not": (f"{int(verdicts.get(HOLDS, 0))} / {int(verdicts.get(FAILS, 0))}"
-                                        if len(said) else "—"),
+            "Δ top-1 ours": _spread(mine["Δ top-1 ours"]) if len(mine) else "—",
+            "claims the paper bears out / not": (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
+                                                 f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
+            "claims that hold on ours / not": (f"{int(verdicts.get(HOLDS, 0))} / {int(verdicts.get(FAILS, 0))}"
+                                               if len(said) else "—"),
         }
     return pd.DataFrame.from_dict(out, orient="index")

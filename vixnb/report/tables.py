@@ -67,8 +67,10 @@ def compact_missing(frame):
     one line, not a grid of "not yet run"."""
     cells = frame.map(_missing)
     gone = [c for c in frame.columns if cells[c].all()]
-    gone += [c for c in frame.columns if isinstance(c, tuple) and c[-1] == DELTA and c not in gone
+    gone += [c for c in frame.columns if isinstance(c, tuple) and str(c[-1]).startswith(DELTA) and c not in gone
              and (*c[:-1], OURS) in gone]
+    if gone:  # with ours gone, a column of blanks beside them (a difference of the missing runs) says nothing
+        gone += [c for c in frame.columns if c not in gone and frame[c].isna().all()]
     marked = int(cells.drop(columns=gone).to_numpy().sum())
     if not gone and not marked:
         return frame, None
@@ -76,7 +78,7 @@ def compact_missing(frame):
     kept = kept.where(~cells.drop(columns=gone), MISSING_MARK)
     said = []
     if gone:
-        shown = [_heading(c) for c in gone if not (isinstance(c, tuple) and c[-1] == DELTA)]
+        shown = [_heading(c) for c in gone if not (isinstance(c, tuple) and str(c[-1]).startswith(DELTA))]
         said.append("not yet run, so not shown: " + ", ".join(shown))
     if marked:
         said.append(f"{MISSING_MARK} marks {marked} cell{'s' if marked != 1 else ''} not yet run"
