@@ -238,7 +238,7 @@ def test_cost_views_are_narrow_with_display_labels():
     frame = cost.cost_frame([_fake_record("vit", gb=1.0), _fake_record("hybrid_vin", gb=2.0)])
     size = cost.cost_view(frame, "size", labels=LABELS)
     assert list(size.index) == ["ViT", "Hybrid ViN"] and size.shape[1] == 6
-    assert size.loc["ViT", "params (true)"] == 2345 and size.loc["ViT", "GFLOPs (favor conv.)"] == 0.013
+    assert size.loc["ViT", "params (true)"] == 2345 and size.loc["ViT", "GFLOPs (favor convention)"] == 0.013
     training = cost.cost_view(frame, "training", labels=LABELS)
     assert training.shape[1] == 6 and training.loc["Hybrid ViN", ("fused", "GB reserved")] == 2.0
     assert list(training.columns)[:3] == [("authors", "GB reserved"), ("authors", "GB allocated"),

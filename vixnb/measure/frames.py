@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 #: The column of the favor paper's FLOP convention (its name is what the efficiency chapter reads).
-FAVOR_GFLOPS_COLUMN = "GFLOPs (seed 003 conv.)"
+FAVOR_GFLOPS_COLUMN = "GFLOPs (favor convention)"
 
 
 def short_status(status):

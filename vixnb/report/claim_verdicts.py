@@ -366,6 +366,10 @@ def _figure_text(figure):
     return f"{figure:,.2f}" if isinstance(figure, numbers.Real) else str(figure)
 
 
+#: a verdict's mark on the page, so that a column of them can be scanned
+MARKS = {HOLDS: "✓ ", PAPER_YES: "✓ ", FAILS: "✗ ", PAPER_NO: "✗ "}
+
+
 def claims_page(frame, *, caption=None):
     """A ``claims`` frame as a table that fits the text column: one numbered row per claim with the claim
     (and its section), the claimed figure, the paper's own figure and whether it bears the claim out, and
@@ -376,12 +380,13 @@ def claims_page(frame, *, caption=None):
         if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
             ours = NOT_RUN
         else:
-            ours = f"{_figure_text(row['our figure'])}: {row['our verdict']}" if row["our figure"] is not None \
-                else str(row["our verdict"])
+            verdict = f"{MARKS.get(row['our verdict'], '')}{row['our verdict']}"
+            ours = f"{_figure_text(row['our figure'])}: {verdict}" if row["our figure"] is not None else verdict
             if row["why no verdict"]:
                 ours += f" ({row['why no verdict']})"
-        paper = f"{_figure_text(row['paper figure'])}: {row['paper bears it out']}" \
-            if row["paper bears it out"] != PAPER_NONE else _figure_text(row["paper figure"])
+        paper = f"{_figure_text(row['paper figure'])}: {MARKS.get(row['paper bears it out'], '')}" \
+                f"{row['paper bears it out']}" if row["paper bears it out"] != PAPER_NONE \
+            else _figure_text(row["paper figure"])
         rows[number] = {"claim": f"{row['claim']} (§{row['section']})", "claimed": row["claimed"],
                         "paper's tables": paper, "ours": ours}
     styler = page_table(pd.DataFrame.from_dict(rows, orient="index", columns=list(PAGE_COLUMNS)), caption=caption)

@@ -15,13 +15,13 @@ from ..measure.costs import efficiency_record
 from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
 from ..results import ResultsStore
 
-FAVOR_GFLOPS = "GFLOPs (favor conv.)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
+FAVOR_GFLOPS = "GFLOPs (favor convention)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
 MISSING = "not yet run"
 TRAINING_MEMORY = {"GPU GB reserved": "train GB ({path})", "GPU GB allocated": "train GB alloc ({path})"}
 # The narrow views of ``cost_frame``: page label -> frame column; "{path}" columns come once per execution path.
 VIEWS = {
-    "size": {"params (ViX conv.)": "params (paper)", "params (true)": "params (true)", "Size MB": "Size MB",
-             "GMACs": "GMACs", "GFLOPs": "GFLOPs", "GFLOPs (favor conv.)": FAVOR_GFLOPS},
+    "size": {"params (ViX convention)": "params (paper)", "params (true)": "params (true)", "Size MB": "Size MB",
+             "GMACs": "GMACs", "GFLOPs": "GFLOPs", "GFLOPs (favor convention)": FAVOR_GFLOPS},
     "training": {"GB reserved": "train GB ({path})", "GB allocated": "train GB alloc ({path})",
                  "step ms": "train step ms ({path})"},
     "inference": {"GB @64": "infer GB @64 ({path})", "img/s": "img/s ({path})", "at batch": "img/s batch ({path})"},

@@ -271,14 +271,20 @@ def _label(ax, x_label, y_label, *, legend):
         ax.legend(fontsize=7)
 
 
-def map_grid(rows, *, columns, images=None, title=None, cell=0.95):
+#: the least size of a map's tile, in inches at the figure's 100 dpi: at least 96 pixels on the page
+MAP_TILE = 1.2
+
+
+def map_grid(rows, *, columns, images=None, title=None, cell=MAP_TILE):
     """A grid of square maps, nearest interpolation: ``rows`` is ``{row label: [map per column]}`` (each map a
     2-D array-like; None leaves the cell empty; a string is written in the cell instead, e.g. "no attention
     map"), ``columns`` the column titles; ``images``: an image per row (h, w, 3 uint8) drawn in a first column;
-    ``cell``: inches per cell. Returns the figure."""
+    ``cell``: inches per cell (never under ``MAP_TILE``). Returns the figure."""
+    cell = max(cell, MAP_TILE)
     titles = (["image"] if images is not None else []) + list(columns)
     n_rows, n_cols = len(rows), len(titles)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6, cell * n_rows + 0.5), squeeze=False)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6, cell * n_rows + 0.5), squeeze=False,
+                             dpi=100)
     for r, (label, maps) in enumerate(rows.items()):
         cells = ([images[r]] if images is not None else []) + list(maps)
         for c, shown in enumerate(cells):

@@ -26,8 +26,8 @@ def plan_todo_frame(entries, limit=15):
     """The first ``limit`` entries left to run, in priority order: what, why it matters, status, minutes."""
     rows = []
     for e in todo(entries)[:limit]:
-        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {v}" for v in shown_settings(e.settings).values())
-                if e.kind == "train" else f"{e.kind}: {e.name}")
+        what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k}={v}" for k, v in shown_settings(
+            e.settings).items()) if e.kind == "train" else f"{e.kind}: {e.name}")
         rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("study: ", ""), "status": e.status,
                      "GPU min": round(e.est_gpu_minutes, 1), "estimate from": e.basis.split(" (")[0].split(":")[0]})
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
