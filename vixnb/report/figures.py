@@ -23,9 +23,17 @@ def _drawn(ax):
         or any(getattr(p, "get_height", lambda: 0)() for p in ax.patches))
 
 
+#: words of an axis label that name a cost (time, memory): such an axis starts at 0
+COST_UNITS = ("seconds", "(s)", " ms", "GB", "MB", "memory")
+
+
 def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours is stored; the plan lists the runs)"):
     """``fig`` with no empty axes: panels without data leave it (a single row of panels closes up; the others are
-    hidden) and one line under it says ``missing``; a figure with no data at all becomes that line alone."""
+    hidden) and one line under it says ``missing``; a figure with no data at all becomes that line alone. An axis of
+    a cost (its label names a unit of ``COST_UNITS``, on a linear scale) starts at 0."""
+    for ax in fig.axes:
+        if ax.get_yscale() == "linear" and any(u in ax.get_ylabel() for u in COST_UNITS) and ax.get_ylim()[0] > 0:
+            ax.set_ylim(bottom=0)
     shown = [ax for ax in fig.axes if ax.get_visible()]
     empty = [ax for ax in shown if not _drawn(ax)]
     if not empty:

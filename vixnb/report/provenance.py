@@ -42,8 +42,13 @@ def missing_line(profile, chapter, *, store=None):
     known = [e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes]
     stale = sum(e.status == "stale" for e in left)
     unknown = len(left) - len(known)
-    return (f"**Not yet run here:** {len(left)} of the {len(entries)} runs and measurements this page reads in "
-            f"`{profile}`" + (f" ({stale} of them stale)" if stale else "") +
+    runs = sum(e.kind == "train" for e in entries)
+    kinds = [f"{runs} training run{'s' if runs != 1 else ''}"] if runs else []
+    if len(entries) - runs:
+        kinds.append(f"{len(entries) - runs} measurement{'s' if len(entries) - runs != 1 else ''} or benchmark"
+                     f"{'s' if len(entries) - runs != 1 else ''}")
+    return (f"**Not yet run here:** {len(left)} of the {len(entries)} entries this page reads in `{profile}` "
+            f"({', '.join(kinds)})" + (f"; {stale} of those not yet run are stale" if stale else "") +
             f". `vixnb batch --profile {profile} --chapter {chapter}` makes them on a GPU: about "
             f"{sum(known) / 60:.1f} GPU-hours by the plan's estimate" +
             (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
