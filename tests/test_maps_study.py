@@ -206,3 +206,18 @@ def test_the_cifar10_panel_is_the_first_image_of_each_class_in_turns():
         assert analysis.panel("cifar10") == list(range(20))
     except DatasetNotFoundError:
         pytest.skip("no CIFAR-10 copy here (VIXNB_DATA): its panel is checked where one is")
+
+
+def test_the_pipeline_check_maps_one_run_per_mechanism_and_family_and_a_gpu_profile_every_run():
+    from vixnb.analysis.records import study, study_labels
+    from vixnb.report import synthesis
+
+    runs, check = study()["runs"], study()["pipeline_check"]
+    assert set(check) <= set(runs) and set(study()["attribution"]) <= set(check)
+    assert study_labels("attention", "budget") == list(runs) == study_labels("attention")
+    assert study_labels("attention", "smoke") == [label for label in runs if label in check]
+    assert study_labels("attention", "budget-rehearsal") == study_labels("attention", "smoke")
+    # every mechanism of the study is in the check
+    mechanisms = {label: synthesis.mechanism(*papers.row_run(s["paper"], s["table"], s["row"])) for label, s in
+                  runs.items()}
+    assert {mechanisms[label] for label in check} == set(mechanisms.values())

@@ -214,7 +214,7 @@ def weights_read(request, profile):
         return [(model, settings, seeds[0], request.dataset) for table in book.get("keep_weights") or []
                 for _, model, settings, seeds in table_runs(request.paper, book, table, profile)]
     if request.kind.startswith("maps-"):
-        return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"))]
+        return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"), profile)]
     return []
 
 

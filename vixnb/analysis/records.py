@@ -23,7 +23,7 @@ import yaml
 from .. import layers, papers
 from ..data import DatasetNotFoundError, load_split, normalize
 from ..models import create_model
-from ..profiles import get_profile, run_config, table_runs
+from ..profiles import get_profile, run_config, small_sizes, table_runs
 from ..results import provenance
 from ..results.policy import training_policy, weights_changed
 from ..runs import trained_model, weights_too_large
@@ -104,7 +104,7 @@ def record_stale(record, store):
     kind = record.get("study")
     if kind in STUDY_RECORDS:
         profile = (record.get("provenance") or {}).get("profile")
-        if set(record.get("runs") or {}) != set(study_labels(kind)):
+        if set(record.get("runs") or {}) != set(study_labels(kind, profile)):
             return f"the study's {kind} runs changed since it was measured (vixnb/analysis/study.yaml)"
         if profile in study()["profiles"] and record.get("settings") != study_settings(profile):
             return f"the study's {profile} settings changed since it was measured (vixnb/analysis/study.yaml)"
@@ -294,7 +294,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     images = images.to(device)
     out = {}
-    for label in study_labels(kind):
+    for label in study_labels(kind, profile):
         model, settings, _, dataset = study_run(label, profile)
         if kind == "attention":
             meta = _meta_model(model, dataset, {**_overrides(profile), **settings})
@@ -320,9 +320,15 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=s["dataset"])}
 
 
-def study_labels(kind):
-    """The runs a study record of ``kind`` measures: all for ``attention``, the attributed ones for ``attribution``."""
-    return list(study()["runs"] if kind == "attention" else study()["attribution"])
+def study_labels(kind, profile=None):
+    """The runs a study record of ``kind`` measures: all for ``attention``, the attributed ones for ``attribution``;
+    in a profile that measures at a CPU's small sizes (the smoke pipeline check, a dress rehearsal) only those of
+    ``pipeline_check`` (one run per mechanism and family: every map's code path, in minutes)."""
+    labels = list(study()["runs"] if kind == "attention" else study()["attribution"])
+    if profile is not None and small_sizes(profile):
+        check = set(study()["pipeline_check"])
+        labels = [label for label in labels if label in check]
+    return labels
 
 
 def has_attention(model):
