@@ -124,6 +124,21 @@ def test_printed_correlation_and_not_testable_claims():
     assert frame.loc["favor-pipeline-gain", "our verdict"] == "not testable here"
 
 
+def test_the_favor_figure_3_findings_are_entered_as_not_testable():
+    frame = C.claims("favor", {})
+    claims = {c["id"]: c for c in papers.claims("favor")}
+    assert (claims["favor-accuracy-per-parameter"]["value"], claims["favor-accuracy-per-parameter-larger"]["value"]) \
+        == (4.0e-8, "1/2")
+    for cid in ("favor-accuracy-per-parameter", "favor-accuracy-per-parameter-larger"):
+        assert frame.loc[cid, "our verdict"] == "not testable here" and "ImageNet-1k" in frame.loc[cid, "why no verdict"]
+
+
+def test_the_favor_figure_3_findings_are_the_texts(paper_text):
+    text = " ".join(paper_text("favor").split())
+    assert "accuracy per parameter remains relatively constant at about $4 \\times 10^{-8}" in text
+    assert "this value is approximately halved for larger models" in text
+
+
 @pytest.mark.parametrize("key", [k for k in papers.list_papers() if papers.claims(k)])
 def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
     frame = C.claims(key, {})

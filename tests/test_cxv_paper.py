@@ -95,6 +95,22 @@ def test_a_capped_dualopt_run_records_why_it_switched(monkeypatch):
     assert result["history"][1]["switched_to_sgd"] == "cap"
 
 
+def test_sgd_alone_trains_with_dualopts_sgd_settings_for_adamw_alones_length():
+    config = run_config("cnv_5_4", profile="smoke", optimizer="sgd", epochs=2, depth=1)
+    assert config["optimizer"] == "sgd" and "adamw_epochs" not in config["dualopt"]
+    assert run_config("cnv_5_4", profile="paper", optimizer="sgd")["epochs"] == \
+        run_config("cnv_5_4", profile="paper", optimizer="adamw")["epochs"] == 200
+    result = engine.train(config, progress=False)
+    assert [h["phase"] for h in result["history"]] == ["sgd", "sgd"]
+    assert not any(h.get("switched_to_sgd") for h in result["history"])
+    model, _ = engine.build_model(config)
+    optimizer = engine._optimizer(model, config, engine._first_phase(config))
+    assert isinstance(optimizer, torch.optim.SGD)
+    assert optimizer.defaults["lr"] == config["dualopt"]["sgd_lr"] and optimizer.defaults["weight_decay"] == 0
+    with pytest.raises(ValueError, match="sgd"):
+        run_config("vit_small_vanilla", profile="budget", optimizer="sgd")  # paper `shaped`: no DualOpT settings
+
+
 # ----- the GPU column, the plan, the claims -------------------------------------------------------------------
 
 def test_the_gpu_measurement_is_at_the_papers_batch():
@@ -119,6 +135,17 @@ def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
     cnv = [e for e in entries if e.model == "cnv_5_4" and e.dataset == "cifar10" and e.seed == 0 and not e.settings]
     assert [e.chapter for e in cnv] == ["cxv_table1"]
     assert all(e.blocked for e in entries if e.dataset in ("cifar100", "tiny-imagenet"))
+
+
+def test_the_plan_lists_sgd_alone_for_table_3s_models():
+    from vixnb import plan
+
+    entries = [e for e in plan.build("budget", chapter=["cxv_dualopt"]) if e.kind == "train"]
+    sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"}
+    expected = {(row, papers.table("cxv", t)["dataset"]) for t in ("sgd_alone_cifar10", "sgd_alone_cifar100",
+                                                                   "sgd_alone_tiny") for row in papers.table("cxv", t)["rows"]}
+    assert sgd == expected and len(expected) == 13
+    assert all("--optimizer sgd" in e.command for e in entries if e.settings.get("optimizer") == "sgd")
 
 
 def test_the_claims_read_the_papers_tables_as_expected():

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from vixnb import papers
+from vixnb.analysis import panel, prediction_record, record_stale
+from vixnb.data import load_split
+from vixnb.profiles import run_config
+from vixnb.record_kinds import KINDS, Request, chapter_requests, weights_read
 from vixnb.report import claim_schema
+from vixnb.results import ResultsStore
+from vixnb.runs import keep_where
 
 KEY = "linattn"
 #: run -> (training table, test table), the report's numbering
@@ -153,3 +159,36 @@ def test_the_paper_side_of_the_claims_on_the_report_s_own_numbers():
     assert min(gains) == pytest.approx(58.24 - 61.59)  # ViP-a: the report does not bear out "maintains"
     fastest = min(rows, key=lambda r: rows[r]["test_s"])
     assert fastest == "viprelu_checkpoint" and rows["viprelu_scratch"]["test_s"] > rows["vipexp_scratch"]["test_s"]
+
+
+# ----- the prediction panels (Figs. 1-2, 6-7, 10-15): each kept model's label of the panel's test images ---------
+
+def test_the_chapter_keeps_the_test_runs_weights_locally_and_asks_for_their_predictions():
+    chapter = papers.book_chapter("linattn", "linattn")
+    request = next(r for r in chapter_requests("linattn", chapter) if r.kind == "predictions")
+    kind = KINDS["predictions"]
+    assert (kind.needs_gpu, kind.reads_weights, kind.record_name(request)) == (True, True, "linattn-predictions-cifar10")
+    read = weights_read(request, "budget")
+    assert [(m, s.get("init_from"), seed) for m, s, seed, _ in read][:2] == [("vit_b16_224", None, 0), ("vil_b16_224", None, 0)]
+    assert len(read) == len(papers.table("linattn", "test")["rows"])
+    # ViT-B/16's 172 MB are over the store's cap: kept on the GPU machine; the smoke profile's tiny model fits
+    assert keep_where(run_config("vit_b16_224", profile="budget")) == "local"
+    assert keep_where(run_config("vit_b16_224", profile="smoke", **chapter["profile_settings"]["smoke"])) == "store"
+
+
+def test_the_prediction_record_of_a_smoke_model():
+    store = ResultsStore()
+    shrink = papers.book_chapter("linattn", "linattn")["profile_settings"]["smoke"]
+    runs = {"vit_scratch": ("vit_b16_224", shrink, 0), "vil_scratch": ("vil_b16_224", shrink, 0)}
+    unmade = prediction_record(runs, dataset="cifar10", profile="smoke", compute="never", store=store)
+    assert {r["status"] for r in unmade["runs"].values()} == {"not yet run"}
+    record = prediction_record(runs, dataset="cifar10", profile="smoke", compute="missing", store=store)
+    _, labels = load_split("synthetic", "test")
+    assert record["dataset"] == "synthetic" and record["panel"] == panel("synthetic", labels=labels)[:10]
+    assert record["labels"] == [int(labels[i]) for i in record["panel"]] == list(range(10))  # one of each class
+    for run in record["runs"].values():
+        assert run["status"] == "done" and len(run["predicted"]) == 10 and set(run["predicted"]) <= set(range(10))
+        assert run["weights_sha256"] and run["config"]["model"] in ("vit_b16_224", "vil_b16_224")
+    assert record_stale(record, store) is None
+    again = prediction_record(runs, dataset="cifar10", profile="smoke", compute="never", store=store)
+    assert again["runs"] == record["runs"]  # read from the kept weights: the same labels

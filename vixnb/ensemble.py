@@ -90,8 +90,10 @@ def can_ensemble(config, *, exact=True):
     separate runs (with ``exact=False``: where they can train at all, dropout drawn per member); else (False,
     the reason)."""
     refused = [
-        (config["optimizer"] != "adamw", f"optimizer {config['optimizer']!r} switches each member to SGD at its own "
-                                         "epoch; use optimizer 'adamw' or train the seeds separately"),
+        (config["optimizer"] == "dualopt", "optimizer 'dualopt' switches each member to SGD at its own epoch; use "
+                                           "optimizer 'adamw' or train the seeds separately"),
+        (config["optimizer"] == "sgd", "optimizer 'sgd': an ensemble trains with AdamW; use optimizer 'adamw' or train "
+                                       "the seeds separately"),
         (config["randaugment"], "randaugment draws each image's augmentation from the global RNG, so a member "
                                 "cannot see its separate run's images; leave it off or train the seeds separately"),
         (config["post_train_epochs"], "post_train_epochs: post-training stops each member at its own epoch; set it "

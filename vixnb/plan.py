@@ -46,6 +46,7 @@ from .record_kinds import chapter_requests, kind_of, record_name, study_requests
 from .results import ResultsStore, StoreError, config_key, read_json
 from .results.policy import stale_reason
 from .runtime import machine_precision
+from .runs import keep_where
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -137,11 +138,11 @@ def _train_entries(key, book, profile, seeds, store, runs, machine=False):
                                 False))
     out = []
     for level, purpose, name, model, dataset, seed, settings, kept in entries:
-        keep = "store" if kept else "no"
         config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
         if machine and (precision := machine_precision(config["precision"])) != config["precision"]:
             settings = {**settings, "precision": precision}
             config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
+        keep = keep_where(config) if kept else "no"  # weights over the store's cap stay on the GPU machine
         k = config_key(config)
         if k in runs:  # e.g. smoke: every dataset is the synthetic one; or a run two tables or chapters show
             first = runs[k]

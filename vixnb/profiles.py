@@ -72,7 +72,7 @@ def _first(*values):
     return next((v for v in values if v is not None), None)
 
 
-PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt"), ("constant", "cosine")
+PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt", "sgd"), ("constant", "cosine")
 PRECISIONS = ("fp32", "bf16", "fp16")
 AUGMENT_KEYS = ("hflip", "vflip", "rotate")
 # Part of every run's identity: bump it when a change to the engine or the models changes what a stored
@@ -164,7 +164,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
     overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
-    dualopt = optimizer == "dualopt"
+    dualopt, sgd = optimizer == "dualopt", optimizer == "sgd"
+    if sgd and not proto.get("dualopt"):
+        raise ValueError(f"optimizer 'sgd' trains with the SGD settings of DualOpT's second phase (the protocol's "
+                         f"`dualopt`, paper `cxv`); {model!r}'s paper protocol has none: use adamw")
     length = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
     # a length below DualOpT's ceiling caps the run: its AdamW phase and post-training at half of it
     capped = length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0)
@@ -172,8 +175,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     schedule = _first(schedule, proto.get("schedule"), "constant")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
-    if schedule == "cosine" and (dualopt or post_train_epochs):
-        name, value = ("optimizer", optimizer) if dualopt else ("post_train_epochs", post_train_epochs)
+    if schedule == "cosine" and (dualopt or sgd or post_train_epochs):
+        name, value = ("optimizer", optimizer) if dualopt or sgd else ("post_train_epochs", post_train_epochs)
         raise ValueError(f"schedule 'cosine' is not defined with {name}={value!r} (it stops on patience, not after a "
                          f"fixed number of epochs); use schedule='constant' or leave {name} out")
     augment = _augment(proto.get("augment") if augment is None else augment)
@@ -205,9 +208,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "randaugment": list(randaugment) if randaugment else None,
         # a capped run (budget) caps post-training as each DualOpT phase: at half its length (at most)
         "post_train_epochs": min(int(post_train_epochs), half) if capped else int(post_train_epochs),
-        # a capped DualOpT run: both phases run (a budget run); the paper profile's has no cap
+        # a capped DualOpT run: both phases run (a budget run); the paper profile's has no cap. SGD alone (section
+        # 5.1.1's other comparison) trains with DualOpT's SGD settings for the run's length, as AdamW alone does
         "dualopt": ({**proto["dualopt"], **({"adamw_epochs": half} if dualopt and capped else {})}
-                    if dualopt or post_train_epochs else None),
+                    if dualopt or sgd or post_train_epochs else None),
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
         "amp_loss_only": bool(prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only),
         "eval_mode": bool(prof["eval_mode"] if eval_mode is None else eval_mode),

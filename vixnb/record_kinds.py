@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import measure, papers
-from .analysis import attention_record, record_stale
+from .analysis import attention_record, prediction_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure.costs import configuration_speeds, efficiency_record
 from .profiles import run_config, small_sizes, table_runs
@@ -95,17 +95,28 @@ def _make_speed(request, *, profile, **_):
     return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 
 
-def _make_attention_maps(request, *, profile, train, store, **_):
-    """The attention maps and diagonal prominence (``analysis.attention_record``) of the runs whose weights the
-    chapter keeps (its ``keep_weights`` tables, first seed)."""
+def _kept_runs(request, profile):
+    """``{row: (model, settings, seed)}``: the runs whose weights the chapter keeps (its ``keep_weights`` tables,
+    first seed)."""
     book = papers.book_chapter(request.paper, request.chapter)
-    runs = {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
+    return {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
             for row, model, settings, seeds in table_runs(request.paper, book, table, profile)}
-    record = attention_record(runs, dataset=request.dataset, profile=profile, compute=train, store=store)
-    missing = [f"{name} ({run['reason']})" for name, run in record["runs"].items() if run["status"] != "done"]
-    if missing:
-        raise PartialRecord(f"{record_name(request)}: no trained weights of {'; '.join(missing)}", record)
-    return record
+
+
+def _of_kept_weights(measure):
+    """A maker measuring the chapter's kept weights with ``measure(runs, dataset=, profile=, compute=, store=)``
+    (``analysis.attention_record``, ``analysis.prediction_record``); a record some of whose runs have no weights
+    here is a ``PartialRecord``."""
+    def make(request, *, profile, train, store, **_):
+        record = measure(_kept_runs(request, profile), dataset=request.dataset, profile=profile, compute=train,
+                         store=store)
+        missing = [f"{name} ({run['reason']})" for name, run in record["runs"].items() if run["status"] != "done"]
+        if missing:
+            raise PartialRecord(f"{record_name(request)}: no trained weights of {'; '.join(missing)}", record)
+        return record
+
+    make.__doc__ = f"``analysis.{measure.__name__}`` of the runs whose weights the chapter keeps."
+    return make
 
 
 def _make_efficiency(request, *, profile, **_):
@@ -144,9 +155,13 @@ KINDS = {
                              description="GPU memory of one training step at the paper's GPU batch"),
     "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15,
                         description="training memory and step time, inference images/s"),
-    "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _make_attention_maps, minutes=5,
-                                 stale=record_stale, reads_weights=True,
+    "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _of_kept_weights(attention_record),
+                                 minutes=5, stale=record_stale, reads_weights=True,
                                  description="attention maps and diagonal prominence of kept weights"),
+    # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.keep_where)
+    "predictions": RecordKind(lambda r: f"{r.paper}-predictions-{r.dataset}", _of_kept_weights(prediction_record),
+                              needs_gpu=True, minutes=2, stale=record_stale, reads_weights=True,
+                              description="each kept model's predicted label of the panel's test images"),
     "efficiency": RecordKind(lambda r: "efficiency", _make_efficiency, minutes=8,
                              description="every cost of the ViX Table 1 models, and the token-mixer sweep"),
     "maps-attention": RecordKind(lambda r: f"maps-attention-{r.dataset}", _make_study("attention"), minutes=3,
@@ -207,12 +222,10 @@ def study_requests():
 
 def weights_read(request, profile):
     """``[(model, settings, seed, dataset)]``: the runs whose kept weights ``request``'s record reads in ``profile``
-    (the plan puts the record after them): a chapter's attention maps read its ``keep_weights`` tables' first seeds,
-    the maps study its runs (``study.yaml``); other kinds read none."""
-    if request.kind == "attention_maps":
-        book = papers.book_chapter(request.paper, request.chapter)
-        return [(model, settings, seeds[0], request.dataset) for table in book.get("keep_weights") or []
-                for _, model, settings, seeds in table_runs(request.paper, book, table, profile)]
+    (the plan puts the record after them): a chapter's attention maps and predictions read its ``keep_weights`` tables'
+    first seeds, the maps study its runs (``study.yaml``); other kinds read none."""
+    if request.kind in ("attention_maps", "predictions"):
+        return [(model, settings, seed, request.dataset) for model, settings, seed in _kept_runs(request, profile).values()]
     if request.kind.startswith("maps-"):
         return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"), profile)]
     return []

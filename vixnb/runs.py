@@ -46,6 +46,12 @@ def weights_too_large(config):
     return None
 
 
+def keep_where(config):
+    """Where ``config``'s kept weights go: ``"store"`` where they fit its cap, else ``"local"`` (``weights_too_large``:
+    a ViT-B/16's 172 MB stay on the machine that trains it)."""
+    return "local" if weights_too_large(config) else "store"
+
+
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
         download=False, deadline=None, keep_weights="no", **overrides):
     """One training run under the compute policy (``results.policy.decide``): the stored result, or trained now
@@ -139,7 +145,7 @@ def _source_weights(config, store, **options):
     if config_key(source) != init["key"]:
         raise RuntimeError(f"{config['model']}: init_from {init['run']!r} resolved to another run than its config "
                            "records; rebuild the config (profiles.run_config)")
-    keep = "local" if weights_too_large(source) else "store"
+    keep = keep_where(source)
     result = run(init["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
                  compute="missing", store=store, keep_weights=keep, **init["settings"], **options)
     if result["status"] != "done":
@@ -151,13 +157,15 @@ def _source_weights(config, store, **options):
 
 
 def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
-    """``(module, result)``: the trained model of a run (``run(..., keep_weights="store")`` under ``compute``),
+    """``(module, result)``: the trained model of a run (``run`` under ``compute``, its weights kept where they fit:
+    ``keep_where``),
     built as the engine builds it (under a forked, seeded RNG: the caller's is untouched), its kept weights loaded
     (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights and ``compute``
     does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
     store = store if store is not None else ResultsStore()
+    keep = keep_where(run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides))
     result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
-                 keep_weights="store", **overrides)
+                 keep_weights=keep, **overrides)
     if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded
         return None, {"status": "not yet run", "config": result["config"],
                       "reason": f"the stored result was {result['stale']}; train it again with compute='missing'"}

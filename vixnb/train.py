@@ -10,7 +10,8 @@ top-5 are means of per-batch accuracies. Their two quirks are flags in the profi
 ``eval_mode=False`` (never switching to eval mode for evaluation).
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
-optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``); ``randaugment`` augments
+optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
+for the whole run (section 5.1.1's "only SGD"); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
 (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
 
@@ -132,6 +133,11 @@ def adamw(params, config):
     params = list(params)
     return torch.optim.AdamW(params, lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
                              weight_decay=config["weight_decay"], fused=params[0].is_cuda)
+
+
+def _first_phase(config):
+    """The optimizer a run starts with: SGD for optimizer ``sgd`` (SGD alone), else AdamW (DualOpT's first phase)."""
+    return "sgd" if config["optimizer"] == "sgd" else "adamw"
 
 
 def _optimizer(model, config, phase):
@@ -344,7 +350,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
         model, facts = build_model(config)
         model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
         switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
-        optimizer = _optimizer(model, config, "adamw")
+        optimizer = _optimizer(model, config, _first_phase(config))
         autocast, loss_autocast, scaler = autocasts(config, device)
         shuffle = torch.Generator(device=device).manual_seed(seed)
         augmenter = augment_generator(seed, device)
@@ -358,7 +364,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 switch = dualopt_switch(config)
                 switch.load_state_dict(state["switch"])
             model.load_state_dict(state["model"])
-            optimizer = _optimizer(model, config, switch.phase if switch else "adamw")
+            optimizer = _optimizer(model, config, switch.phase if switch else _first_phase(config))
             optimizer.load_state_dict(state["optimizer"])
             scaler.load_state_dict(state["scaler"])
             shuffle.set_state(state["shuffle"])
@@ -419,7 +425,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                 saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
                 raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
                                           f"{sum(limits.values())}; {saved}") from None
-            entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else "adamw")
+            entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else _first_phase(config))
             if not history or top1 >= max(h["select_top1"] for h in history):
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             history.append(entry)

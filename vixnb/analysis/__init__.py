@@ -17,7 +17,7 @@ from .attribution import (TokensToGrid, attribute, attribution_measures, deletio
 from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_map, diagonal_prominence,
                            rollout, row_entropy)
 from .maps import attention_maps, collect_attention_maps, has_attention_map, has_skip, map_kind
-from .records import (attention_record, model_maps, panel, panel_images, record_stale, study_runs, study, study_map_kinds, study_record,
+from .records import (attention_record, model_maps, panel, panel_images, prediction_record, record_stale, study_runs, study, study_map_kinds, study_record,
                       study_record_name, study_settings)
 from .sanity_checks import randomisation_check
 
@@ -25,5 +25,5 @@ __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insert
            "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_map", "collect_attention_maps", "diagonal_prominence",
            "exact_softmax_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_maps",
-           "nystrom_map", "panel", "performer_map", "randomisation_check", "record_stale", "rollout", "row_entropy",
+           "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale", "rollout", "row_entropy",
            "study", "study_map_kinds", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

@@ -10,6 +10,9 @@ each trained model (weights kept by ``runs.run(keep_weights="store")``), the cla
 patches in every layer for the panel's first images, and the diagonal prominence (``diagonal_prominence``)
 per layer and head over the first test images, of the map each mixer applies (rows normalised to sum 1: shaped
 attention's alpha I + beta A divided by alpha + beta) and of its softmax part alone.
+
+``prediction_record(runs, ...)``, behind the `linattn` chapter's prediction panels: each trained model's predicted
+label of the panel's first ten images (one of each class).
 """
 from __future__ import annotations
 
@@ -81,20 +84,50 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
     for name, (model, settings, seed) in runs.items():
-        # measuring again never trains again: "always" reuses the stored weights
-        module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
-                                       compute=training_policy(compute), store=store, **settings)
-        if module is None:
-            out[name] = {"status": "not yet run", "reason": result.get("reason", "no stored weights")}
-            continue
-        module = module.to(device)
-        maps = model_maps(module, test_x[shown].to(device), prominence_images=test_x[:prominence_images].to(device))
-        prov = result["provenance"]
-        out[name] = {"status": "done", "model": model, "settings": settings, "seed": seed, **maps,
-                     "config": result["config"], "weights_sha256": result["weights"]["sha256"],
-                     "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}
+        module, out[name] = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
+                                         store=store)
+        if module is not None:
+            module = module.to(device)
+            out[name].update(model_maps(module, test_x[shown].to(device),
+                                        prominence_images=test_x[:prominence_images].to(device)))
     return {"dataset": used, "panel": shown, "prominence_images": min(prominence_images, len(test_x)),
             "runs": out, "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
+
+
+def prediction_record(runs, *, dataset, profile, compute="never", store=None, images=10):
+    """The measurement record of the predicted labels of ``runs`` ``{name: (model, settings, seed)}`` (paper
+    `linattn`'s panels of test images with each model's predicted label): the panel's first ``images`` test images
+    (one of each class), their true labels, and for each run its trained model's predicted class of each
+    (``predicted``, in panel order), the training run it comes from, and where it was measured. A run whose weights
+    are not here (and cannot be trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
+    used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
+    test_x, test_y = load_split(used, "test")
+    shown = panel(used, labels=test_y)[:images]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    out = {}
+    for name, (model, settings, seed) in runs.items():
+        module, out[name] = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
+                                         store=store)
+        if module is not None:
+            with torch.no_grad():  # the forward only: trained_model may train the run first
+                logits = module.to(device)(normalize(test_x[shown].to(device)))
+            out[name]["predicted"] = [int(v) for v in logits.argmax(dim=-1).cpu()]
+    return {"dataset": used, "panel": shown, "labels": [int(test_y[i]) for i in shown], "runs": out,
+            "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
+
+
+def _trained_run(model, settings, seed, *, dataset, profile, compute, store):
+    """``(module, entry)``: a run's trained model (``runs.trained_model``; measuring again never trains again:
+    "always" reuses the stored weights) and its record entry (the run, its config and weights' SHA-256, where it was
+    trained), or ``(None, {"status": "not yet run", "reason": ...})``."""
+    module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
+                                   compute=training_policy(compute), store=store, **settings)
+    if module is None:
+        return None, {"status": "not yet run", "reason": result.get("reason", "no stored weights")}
+    prov = result["provenance"]
+    return module, {"status": "done", "model": model, "settings": settings, "seed": seed,
+                    "config": result["config"], "weights_sha256": result["weights"]["sha256"],
+                    "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}
 
 
 def record_stale(record, store):

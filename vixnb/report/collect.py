@@ -17,7 +17,7 @@ from ..profiles import run_config, table_runs
 from ..record_kinds import Request, kind_of, obtain, record_name, study_requests
 from ..results import ResultsStore, StoreError, made_on
 from ..results.policy import other_code
-from ..runs import run
+from ..runs import keep_where, run
 from .metrics import METRICS, PER_SEED
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
@@ -197,6 +197,14 @@ def attention_maps(paper, notebook, dataset, *, profile, compute="missing", stor
                   compute=compute, store=store)
 
 
+def predictions(paper, notebook, dataset, *, profile, compute="missing", store=None):
+    """Each kept model's predicted label of the panel's test images (the record kind ``predictions``:
+    ``analysis.prediction_record``) under the compute policy, as ``attention_maps`` reads its record; None when
+    nothing is stored and nothing can be measured here (it needs a GPU)."""
+    return obtain(_chapter_request("predictions", paper, dataset, notebook=notebook), profile=profile,
+                  compute=compute, store=store)
+
+
 def study_measurement(kind, *, profile, compute="missing", train=None, store=None, required=False):
     """A record of the maps study (``kind`` ``attention`` or ``attribution``: the record kinds ``maps-<kind>``) under
     the compute policy, training its runs where their weights are missing and ``train`` (default: ``compute``)
@@ -210,15 +218,20 @@ def study_measurement(kind, *, profile, compute="missing", train=None, store=Non
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
     """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
-    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``analysis.records.kept_rows``)."""
+    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``analysis.records.kept_rows``): in
+    the store where they fit, else on this machine (``runs.keep_where``)."""
     book = papers.book_chapter(paper, notebook)
     keep = kept_rows(paper, book, table, profile)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
-    return {row: collect_runs([model], seeds=seeds[:1], keep_weights="store" if row in keep else "no", **options,
-                              **settings)
+    out = {}
+    for row, model, settings, seeds in table_runs(paper, book, table, profile):
+        # kept weights over the store's cap stay on the machine that trains the run (``runs.keep_where``)
+        kept = keep_where(run_config(model, dataset=options["dataset"], profile=profile, seed=seeds[0], **settings)) \
+            if row in keep else "no"
+        out[row] = collect_runs([model], seeds=seeds[:1], keep_weights=kept, **options, **settings) \
             + collect_runs([model], seeds=seeds[1:], **options, **settings)
-            for row, model, settings, seeds in table_runs(paper, book, table, profile)}
+    return out
 
 
 def seed_comparison(a, b):
