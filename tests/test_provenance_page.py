@@ -136,8 +136,12 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     left = plan.todo(mine)
     hours = sum(e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes) / 60
     line = report.missing_line("budget", "vix_table1", store=store)
-    assert line.startswith(f"**Not yet run here:** {len(left)} of the {len(mine)} runs and measurements this page "
-                           "reads in `budget` (1 of them stale). `vixnb batch --profile budget --chapter vix_table1` "
+    runs = sum(e.kind == "train" for e in mine)
+    others = len(mine) - runs
+    assert line.startswith(f"**Not yet run here:** {len(left)} of the {len(mine)} entries this page reads in `budget` "
+                           f"({runs} training runs, {others} measurement{'s' if others != 1 else ''} or benchmark"
+                           f"{'s' if others != 1 else ''}); 1 of them is stale. "
+                           "`vixnb batch --profile budget --chapter vix_table1` "
                            f"makes them on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
     monkeypatch.setattr(report.provenance, "missing_line", lambda profile, chapter: f"[{profile} {chapter}]")
     assert report.banner("budget", compute="never", chapter="vix_table1").endswith("\n>\n> [budget vix_table1]")

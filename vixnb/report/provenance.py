@@ -48,7 +48,7 @@ def missing_line(profile, chapter, *, store=None):
         kinds.append(f"{len(entries) - runs} measurement{'s' if len(entries) - runs != 1 else ''} or benchmark"
                      f"{'s' if len(entries) - runs != 1 else ''}")
     return (f"**Not yet run here:** {len(left)} of the {len(entries)} entries this page reads in `{profile}` "
-            f"({', '.join(kinds)})" + (f"; {stale} of those not yet run are stale" if stale else "") +
+            f"({', '.join(kinds)})" + (f"; {stale} of them {'is' if stale == 1 else 'are'} stale" if stale else "") +
             f". `vixnb batch --profile {profile} --chapter {chapter}` makes them on a GPU: about "
             f"{sum(known) / 60:.1f} GPU-hours by the plan's estimate" +
             (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
