@@ -337,16 +337,16 @@ def markdown_table(frame) -> str:
 
 
 def _stands(entries) -> str:
-    """One sentence from a plan: the chapters with results of ours stored (how many of how many), and those
-    without any."""
+    """One sentence from a plan: the chapters with results of ours in the store, current or stale (how many of how
+    many entries), and those without any."""
     by = {}
     for e in entries:
         by.setdefault(e.chapter, [0, 0])
-        by[e.chapter][0] += e.status == "stored"
+        by[e.chapter][0] += e.status in ("stored", "stale")
         by[e.chapter][1] += 1
     some = [f"{_chapter_title(c)} ({n} of {t})" for c, (n, t) in by.items() if n]
     none = [_chapter_title(c) for c, (n, t) in by.items() if not n]
-    return ("Results of ours are stored for " + ("; ".join(some) if some else "no chapter yet") + ". "
+    return ("Results of ours exist, current or stale, for " + ("; ".join(some) if some else "no chapter yet") + ". "
             + ("Nothing of ours is run yet for " + "; ".join(none) + "." if none else ""))
 
 

@@ -74,6 +74,8 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
         table[column] = [None if v is None else str(int(v)) for v in table[column]]
     if table["note"].isna().all():
         table = table.drop(columns="note")
+    if not any(m in summary.index and summary.at[m, "seeds"] for m in models):
+        table = table.iloc[0:0]  # no run done: the page says so in one line, not with a grid of dashes
     return {"size": size, "accuracy": accuracy, "memory": memory, "runs": table,
             "summary": summary.reindex(models), "measured": measured.reindex(models)}
 

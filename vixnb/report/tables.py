@@ -14,11 +14,11 @@ from ..models import list_models, model_cfg
 NOT_YET_RUN = "**Not yet run** for this profile on this machine."
 NOT_YET_RUN_SHORT = "not yet run"
 # Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler). Long
-# headers wrap instead of widening the table; cells do not.
+# headers and labels wrap at their spaces instead of widening the table past the column; numbers hold no spaces.
 PAGE_TABLE_STYLE = [
     {"selector": "", "props": "border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0 1em 0; max-width: 100%;"},
     {"selector": "th, td", "props": "padding: 0.2em 0.6em; text-align: right;"},
-    {"selector": "td, th.row_heading", "props": "white-space: nowrap;"},
+    {"selector": "td, th.row_heading", "props": "white-space: normal;"},
     {"selector": "th.col_heading", "props": "white-space: normal; vertical-align: bottom;"},
     {"selector": "th.row_heading", "props": "text-align: left;"},
     {"selector": "thead tr:last-child th", "props": "border-bottom: 1px solid currentColor;"},
