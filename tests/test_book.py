@@ -26,7 +26,7 @@ def book(tmp_path_factory):
     root = copy_book_sources(tmp_path_factory.mktemp("book"))
     with pytest.MonkeyPatch.context() as mp:  # the chapters' smoke runs go to a temporary results store too
         mp.setenv("VIXNB_RESULTS", str(tmp_path_factory.mktemp("results")))
-        html = build_book("smoke", clean=True, book_root=root)
+        html = build_book("smoke", clean=True, book_root=root, jobs=2)  # two kernels on two cores
     return {"root": root, "html": html, "checkout_before": before}
 
 

@@ -306,3 +306,11 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
                                                          ["hide-input"]]
     assert [dict(o["data"]) for o in nb.cells[3].outputs] == [{"text/html": "<b>5</b>"}]  # the bar alone is gone
     assert "widgets" not in nb.metadata
+
+
+def test_build_book_runs_chapters_side_by_side_and_refuses_no_jobs(fake_book):
+    root, calls = fake_book
+    bookmod.build_book("smoke", book_root=root, jobs=2)
+    assert sorted(c["notebook"] for c in calls if "notebook" in c) == ["efficiency.ipynb", "vix_table1.ipynb"]
+    with pytest.raises(ValueError, match=r"jobs=0: give 1 or more"):
+        bookmod.build_book("smoke", book_root=root, jobs=0)

@@ -27,7 +27,7 @@ def _glued(path):
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     root = copy_book_sources(tmp_path_factory.mktemp("published"))
-    html = build_book(PROFILE, clean=True, book_root=root)
+    html = build_book(PROFILE, clean=True, book_root=root, jobs=2)
     return {"root": root, "html": html}
 
 

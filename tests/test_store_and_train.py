@@ -46,7 +46,7 @@ def test_store_write_is_atomic_under_a_crash(tmp_path, monkeypatch):
 def test_two_processes_writing_the_same_run_leave_one_whole_file(tmp_path):
     code = ("import sys; from vixnb.results import ResultsStore; from vixnb.profiles import run_config\n"
             "s = ResultsStore(sys.argv[1]); c = run_config('vit', profile='smoke')\n"
-            "for i in range(30): s.put(c, {'status': 'done', 'writer': sys.argv[2], 'pad': 'x' * 100000})")
+            "for i in range(30): s.put(c, {'status': 'done', 'top1': 50.0, 'writer': sys.argv[2], 'pad': 'x' * 100000})")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), w]) for w in "ab"]
     assert all(p.wait() == 0 for p in procs)
     store = ResultsStore(tmp_path)

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -153,6 +154,7 @@ def build_book(
     parameters: Mapping[str, Any] | None = None,
     progress: bool = False,
     book_root: str | os.PathLike | None = None,
+    jobs: int = 1,
 ) -> Path:
     """Run the book's notebooks and build the HTML book; return ``<book_root>/_build/html``.
 
@@ -175,7 +177,8 @@ def build_book(
     ``RuntimeError``.  ``book_root`` is the folder holding the book's sources
     (default: the checkout; elsewhere, see :func:`copy_book_sources`): the
     executed copies go to its ``book/executed/`` and the HTML to its
-    ``_build/html``; the notebooks are always the checkout's.
+    ``_build/html``; the notebooks are always the checkout's. ``jobs``: how many chapters run at once, each in
+    its own kernel (a store's runs are locked, so two chapters that train one run train it once).
     """
     get_profile(profile)  # unknown names are refused with the list of valid ones
     root = Path(book_root).resolve() if book_root is not None else repo_root()
@@ -193,15 +196,21 @@ def build_book(
         )
     t0 = time.monotonic()
     _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run (plain chapters in profile {profile!r})")
-    for name in todo:
+    def run(name):
         stem, chapter_profile, chapter_parameters = chapter_run(name, profile)
-        run_notebook(
+        return run_notebook(
             sources / f"{stem}.ipynb",
             profile=chapter_profile,
             parameters={**(parameters or {}), **chapter_parameters},
             output=root / EXECUTED_DIR / f"{name}.ipynb",
             progress=progress,
         )
+
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: give 1 or more (chapters run at once, each in its own kernel)")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each chapter in its own kernel process
+        for future in [pool.submit(run, name) for name in todo]:
+            future.result()  # the first failure, in the toc's order, after the chapters already started end
     missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
     if missing:
         raise RuntimeError(

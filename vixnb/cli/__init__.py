@@ -100,6 +100,8 @@ def _notebook_arguments(sub):
                    help="smoke: _toc.yml as it stands (the pipeline check, and the GPU chapters from the store); "
                         "budget or paper: the published book, every chapter in that profile from the committed "
                         "results store, nothing trained or measured")
+    s.add_argument("--jobs", type=whole_number(1), default=min(2, os.cpu_count() or 1),
+                   help="chapters run at once, each in its own kernel (default: 2, or 1 on a one-core machine)")
     s.set_defaults(fn=commands.book)
 
 

@@ -100,7 +100,7 @@ def book(args):
     """``vixnb book``: run every chapter and build the Jupyter Book."""
     from ..book import build_book
 
-    print(f"book built in {build_book(args.profile)}")
+    print(f"book built in {build_book(args.profile, jobs=args.jobs)}")
 
 
 def measure(args):

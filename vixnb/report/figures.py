@@ -39,10 +39,12 @@ def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours i
     if not empty:
         return fig
     width, height = fig.get_size_inches()
-    if len(empty) == len(shown):
-        fig.clf()
+    if len(empty) == len(shown):  # one line of text on an axes without axis (a figure with no axes at all would
+        fig.clf()                    # show as its repr, "<Figure size ... with 0 Axes>", on a page)
         fig.set_size_inches(width, 0.4)
-        fig.text(0.01, 0.5, missing[:1].upper() + missing[1:] + ".", va="center", fontsize=9)
+        line = fig.add_axes((0, 0, 1, 1))
+        line.set_axis_off()
+        line.text(0.01, 0.5, missing[:1].upper() + missing[1:] + ".", va="center", fontsize=9)
         return fig
     kept = [ax for ax in shown if ax not in empty]
     y_label = next((ax.get_ylabel() for ax in shown if ax.get_ylabel()), "")
