@@ -314,3 +314,20 @@ def test_build_book_runs_chapters_side_by_side_and_refuses_no_jobs(fake_book):
     assert sorted(c["notebook"] for c in calls if "notebook" in c) == ["efficiency.ipynb", "vix_table1.ipynb"]
     with pytest.raises(ValueError, match=r"jobs=0: give 1 or more"):
         bookmod.build_book("smoke", book_root=root, jobs=0)
+
+
+def test_chapters_side_by_side_share_the_cores_and_leave_the_environment_as_it_was(fake_book, monkeypatch):
+    import os
+
+    root, calls = fake_book
+    seen = []
+    real = bookmod.run_notebook
+    monkeypatch.setattr(bookmod, "run_notebook", lambda *a, **k: (seen.append(os.environ.get("OMP_NUM_THREADS")),
+                                                                  real(*a, **k))[1])
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    bookmod.build_book("smoke", book_root=root, jobs=2)
+    assert seen == ["1", "1"] and "OMP_NUM_THREADS" not in os.environ
+    seen.clear()
+    bookmod.build_book("smoke", book_root=root, jobs=1)
+    assert seen == [None, None]

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -132,6 +133,25 @@ def _jupyter_book_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())"]
 
 
+@contextmanager
+def _kernel_threads(threads: int | None):
+    """While chapters run side by side, the kernels they start get ``threads`` CPU threads each
+    (``OMP_NUM_THREADS``, which torch reads at start-up), so that they share the cores instead of each taking all of
+    them; the variable is as it was afterwards. ``None``: nothing changes."""
+    if threads is None:
+        yield
+        return
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
+
+
 def copy_book_sources(dest: str | os.PathLike) -> Path:
     """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without ``book/executed/``) into ``dest``:
     a book root for ``build_book(..., book_root=dest)`` that leaves the checkout's book alone."""
@@ -208,7 +228,8 @@ def build_book(
 
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: give 1 or more (chapters run at once, each in its own kernel)")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each chapter in its own kernel process
+    with _kernel_threads(max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None), \
+            ThreadPoolExecutor(max_workers=jobs) as pool:  # each chapter in its own kernel process
         for future in [pool.submit(run, name) for name in todo]:
             future.result()  # the first failure, in the toc's order, after the chapters already started end
     missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
