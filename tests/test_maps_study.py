@@ -2,6 +2,7 @@
 device call packs (issue 17)."""
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -100,7 +101,8 @@ def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
     assert ("resnet18_cifar", "cifar10") not in kept
     for e in entries:
         if e.kind == "train" and e.keep_weights != "no":
-            assert e.command.endswith("--keep-weights") and e.seed == 0
+            # in the store, or on the GPU machine where the weights are over the store's cap (the B/16 rows)
+            assert e.command.endswith(("--keep-weights", "--keep-weights local")) and e.seed == 0
     names = [e.name for e in entries]
     for kind in records.STUDY_RECORDS:
         name = analysis.study_record_name(kind)
@@ -224,3 +226,14 @@ def test_the_pipeline_check_maps_one_run_per_mechanism_and_family_and_a_gpu_prof
     mechanisms = {label: synthesis.mechanism(*papers.row_run(s["paper"], s["table"], s["row"])) for label, s in
                   runs.items()}
     assert {mechanisms[label] for label in check} == set(mechanisms.values())
+
+
+def test_the_pipeline_check_holds_every_run_the_maps_page_names():
+    import json
+
+    from vixnb.analysis.records import study
+
+    source = "".join("".join(c["source"]) for c in json.load(open(Path(__file__).parents[1] / "notebooks" / "maps.ipynb"))
+                     ["cells"] if c["cell_type"] == "code")
+    named = {label for label in study()["runs"] if f'"{label}"' in source}
+    assert named and named <= set(study()["pipeline_check"])
