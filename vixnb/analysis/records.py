@@ -78,16 +78,12 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
     training run it comes from, and where it was measured. A run whose weights are not stored (and cannot be
     trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
-    used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
-    test_x, test_y = load_split(used, "test")
-    shown = panel(used, labels=test_y)[:images]
+    used, test_x, test_y, shown = _panel_split(dataset, profile, images)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
-    for name, (model, settings, seed) in runs.items():
-        module, out[name] = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
-                                         store=store)
+    for name, module, out[name] in _trained_runs(runs, dataset=dataset, profile=profile, compute=compute,
+                                                 store=store, device=device):  # out[name]: the run's entry
         if module is not None:
-            module = module.to(device)
             out[name].update(model_maps(module, test_x[shown].to(device),
                                         prominence_images=test_x[:prominence_images].to(device)))
     return {"dataset": used, "panel": shown, "prominence_images": min(prominence_images, len(test_x)),
@@ -100,20 +96,34 @@ def prediction_record(runs, *, dataset, profile, compute="never", store=None, im
     (one of each class), their true labels, and for each run its trained model's predicted class of each
     (``predicted``, in panel order), the training run it comes from, and where it was measured. A run whose weights
     are not here (and cannot be trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
-    used = get_profile(profile).get("dataset_override") or dataset  # the smoke profile's synthetic set
-    test_x, test_y = load_split(used, "test")
-    shown = panel(used, labels=test_y)[:images]
+    used, test_x, test_y, shown = _panel_split(dataset, profile, images)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
-    for name, (model, settings, seed) in runs.items():
-        module, out[name] = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
-                                         store=store)
+    for name, module, out[name] in _trained_runs(runs, dataset=dataset, profile=profile, compute=compute,
+                                                 store=store, device=device):  # out[name]: the run's entry
         if module is not None:
             with torch.no_grad():  # the forward only: trained_model may train the run first
-                logits = module.to(device)(normalize(test_x[shown].to(device)))
+                logits = module(normalize(test_x[shown].to(device)))
             out[name]["predicted"] = [int(v) for v in logits.argmax(dim=-1).cpu()]
     return {"dataset": used, "panel": shown, "labels": [int(test_y[i]) for i in shown], "runs": out,
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
+
+
+def _panel_split(dataset, profile, images):
+    """``(data set used, test images, test labels, the panel's first images indices)``: the smoke profile reads its
+    synthetic set in place of ``dataset``."""
+    used = get_profile(profile).get("dataset_override") or dataset
+    test_x, test_y = load_split(used, "test")
+    return used, test_x, test_y, panel(used, labels=test_y)[:images]
+
+
+def _trained_runs(runs, *, dataset, profile, compute, store, device):
+    """``(name, module on device or None, record entry)`` of each run of ``runs`` ``{name: (model, settings, seed)}``
+    (``_trained_run``), one after another."""
+    for name, (model, settings, seed) in runs.items():
+        module, entry = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
+                                     store=store)
+        yield name, (module.to(device) if module is not None else None), entry
 
 
 def _trained_run(model, settings, seed, *, dataset, profile, compute, store):
