@@ -46,8 +46,11 @@ def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
 
 
 def _digest(folder):
+    """Of the store's files, not of its hidden (git-ignored) caches and locks, which a test beside this one may write
+    (`pytest -n`)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and
+                       not any(part.startswith(".") for part in p.relative_to(folder).parts)):
         digest.update(f"{path.relative_to(folder)}\n".encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -67,3 +70,36 @@ def test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone(tmp_path
     assert code == 0, out[-3000:]
     assert " 0 failed" in out and "pack and unpack" in out
     assert _digest(ROOT / "results") == before
+
+
+def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_start(monkeypatch):
+    from types import SimpleNamespace
+
+    from vixnb import batch as runner, rehearsal
+
+    def entry(kind, name, minutes, dataset="cifar10"):
+        return SimpleNamespace(kind=kind, model=name if kind == "train" else None, name=name, dataset=dataset,
+                               est_gpu_minutes=minutes)
+
+    plan_entries = [entry("measure", "efficiency", 8), entry("bench", "mixers-bf16", 3),
+                    entry("train", "vit", 2), entry("train", "cnv", 1, dataset="cifar100"),
+                    entry("train", "vip", 4), entry("bench", "fill", 1)]
+    asked = {}
+    monkeypatch.setattr(rehearsal.planning, "build", lambda profile, **kw: asked.update(kw) or plan_entries)
+    monkeypatch.setattr(rehearsal.planning, "_data_here", lambda dataset: dataset == "cifar10")
+    monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [runner.Job([e]) for e in entries])
+    # a measurement or benchmark needs its whole estimate; a training run a tenth of it (its first epoch)
+    monkeypatch.setattr(runner, "_least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
+                        (0.1 if job.entries[0].kind == "train" else 1))
+    assert rehearsal.reachable("budget") is None  # no selection: the whole plan
+    # 7 minutes: efficiency (8) does not fit; mixers-bf16 (3) does; vit (2) fits and runs whole; cnv's data is not
+    # here; vip needs 0.4 of the 2 left and spends them all (it pauses); fill (1) no longer fits
+    assert rehearsal.reachable("budget", budget=7 * 60, chapter=["x"], order="rows") == {"mixers-bf16", "vit", "vip"}
+    assert asked["chapter"] == ["x"] and asked["order"] == "rows"
+    assert rehearsal.reachable("budget", budget=150) == {"vit", "vip"}  # vit whole, then vip until it pauses
+
+    rehearsal_plan = [SimpleNamespace(kind="train", model="vit", name="vit", key="a"),
+                      SimpleNamespace(kind="train", model="pit", name="pit", key="b"),
+                      SimpleNamespace(kind="measure", model=None, name="maps", key="c", _needs={"b"}),
+                      SimpleNamespace(kind="train", model="vip", name="vip", key="d")]
+    assert [e.key for e in rehearsal._selected(rehearsal_plan, {"vit", "maps"})] == ["a", "b", "c"]

@@ -2,9 +2,10 @@
 # What a session with a lent GPU machine runs there, once per device call of about 9 minutes:
 #   VIXNB_COMMIT=<commit the tree was copied from> OUT=<folder for what comes back> bash tools/gpu_session.sh [PROFILE] [BUDGET_S] [BATCH OPTIONS...]
 # It installs the carried wheels (.whl/, from `bash ../shared/tools/device-wheels.sh`), extracts the carried
-# CIFAR-10 archive (data/cifar10-jpeg.tar.gz), runs the dress rehearsal of the profile's plan (every model,
-# protocol, measurement and benchmark for a couple of steps, into a scratch store: about a minute on an H100;
-# `vixnb batch --rehearse`; its table goes to $OUT/rehearsal.log; REHEARSE=0 skips it, on a second call), and
+# CIFAR-10 archive (data/cifar10-jpeg.tar.gz), runs the dress rehearsal of what this call's batch would start
+# (its models, protocols, measurements and benchmarks for a couple of steps, into a scratch store: `vixnb batch
+# --rehearse` with the batch's own options and budget; the whole budget plan's rehearsal took 403 s on an H200;
+# its table goes to $OUT/rehearsal.log; REHEARSE=0 skips it, on a second call), and
 # then the one command for lent GPU time:
 #   vixnb batch --profile PROFILE --budget BUDGET_S --pack $OUT/results.tar.gz [BATCH OPTIONS...]
 # (BATCH OPTIONS, e.g. `--chapter simplified`, pick what this call runs; none: the plan's order)
@@ -16,7 +17,9 @@
 # BUDGET_S counts from this script's start; the batch gets what is left after the set-up, less a minute for
 # packing; if anything overruns, the results finished so far are still packed on exit.
 # Afterwards, here: `tar xzf <files_at>/results.tar.gz` in the checkout's root, commit results/ (the
-# checkpoints stay ignored; carry them to the next call, which resumes those runs).
+# checkpoints stay ignored; carry them to the next call, which resumes those runs). Do this BEFORE the next call,
+# even a quick one on the still-warm machine: each call gets a fresh copy of the tree, and a run whose result is not
+# in it runs again.
 set -uo pipefail
 start=$(date +%s)
 PROFILE=${1:-budget}
@@ -42,7 +45,7 @@ pack() {  # the batch packs when it ends; this covers a batch that was stopped
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if [ "${REHEARSE:-1}" != 0 ]; then
-  python3 -m vixnb batch --profile "$PROFILE" --rehearse 2>&1 | tee "$OUT/rehearsal.log" | tail -25
+  python3 -m vixnb batch --profile "$PROFILE" --rehearse --budget $(( BUDGET_S > 180 ? BUDGET_S - 120 : 60 )) "$@" 2>&1 | tee "$OUT/rehearsal.log" | tail -25
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the rehearsal failed: see $OUT/rehearsal.log; no GPU time spent on the batch"; exit 1; }
 fi
 left=$(( BUDGET_S - ($(date +%s) - start) - 60 ))

@@ -201,7 +201,9 @@ def batch(args):
         from ..rehearsal import rehearsal_table, rehearse
 
         rows, seconds = rehearse(args.profile, executor=args.executor, folder=args.folder,
-                                 progress=lambda line: print(line, flush=True))
+                                 progress=lambda line: print(line, flush=True), budget=args.budget, only=args.only,
+                                 chapter=args.chapter, order=args.order, ensemble=args.ensemble,
+                                 pack_limit_mb=args.pack_limit_mb if args.pack else None)
         print(rehearsal_table(rows, seconds))
         failed = [r[0] for r in rows if r[1] == "failed"]
         if failed:
