@@ -9,9 +9,6 @@
 PYTHON  ?= python3
 VENV    ?= .venv
 PROFILE ?= budget
-# pytest-xdist: one worker per core, each test file whole on one worker (its module fixtures, a book build, once);
-# XDIST= runs the suite in one process
-XDIST   ?= -n auto --dist loadfile
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.vixnb-installed
 
@@ -32,10 +29,10 @@ check: $(STAMP)
 	$(VENV)/bin/vixnb book --profile smoke
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(XDIST)
+	$(PY) -m pytest -m "not slow"
 
 test-all: $(STAMP)
-	$(PY) -m pytest $(XDIST)
+	$(PY) -m pytest
 
 clean:
 	rm -rf _build book/executed

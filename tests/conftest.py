@@ -8,6 +8,29 @@ def isolated_results(tmp_path, monkeypatch):
     return tmp_path / "results"
 
 
+SMOKE_BOOK_TESTS = "test_book.py"  # the tests that build the smoke book (every chapter run on the CPU)
+
+
+@pytest.fixture(scope="session")
+def smoke_book(tmp_path_factory):
+    """The smoke book built once per session (every chapter run on the CPU, papermill through ``vixnb book``), in a
+    temporary book root with a temporary results store: ``{"root", "html"}``. tests/test_book.py checks the build;
+    other tests read its executed chapters (``smoke_book_built``) instead of running a chapter again."""
+    from vixnb.book import build_book, copy_book_sources
+
+    root = copy_book_sources(tmp_path_factory.mktemp("book"))
+    with pytest.MonkeyPatch.context() as mp:  # the chapters' smoke runs go to a temporary results store too
+        mp.setenv("VIXNB_RESULTS", str(tmp_path_factory.mktemp("results")))
+        html = build_book("smoke", clean=True, book_root=root, jobs=2)  # two kernels on two cores
+    return {"root": root, "html": html}
+
+
+def smoke_book_built(request):
+    """Whether this session builds the smoke book (it runs tests/test_book.py), so that a test may read a chapter
+    executed there rather than run it again."""
+    return any(item.path.name == SMOKE_BOOK_TESTS for item in request.session.items)
+
+
 @pytest.fixture
 def paper_dir(tmp_path, monkeypatch):
     """Paper files read from a temporary folder (a copy of the package's ``papers/``)."""

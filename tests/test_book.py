@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from vixnb.book import build_book, copy_book_sources, toc_notebooks
+from vixnb.book import toc_notebooks
 from vixnb.notebooks import EXECUTED_DIR, repo_root
 
 ROOT = repo_root()
@@ -19,15 +19,12 @@ def _checkout_book_files():
 
 
 @pytest.fixture(scope="module")
-def book(tmp_path_factory):
+def book(request):
     if not (ROOT / "notebooks" / f"{CHAPTER}.ipynb").is_file():
         pytest.skip(f"notebooks/{CHAPTER}.ipynb does not exist yet (the first chapter is being written)")
     before = _checkout_book_files()
-    root = copy_book_sources(tmp_path_factory.mktemp("book"))
-    with pytest.MonkeyPatch.context() as mp:  # the chapters' smoke runs go to a temporary results store too
-        mp.setenv("VIXNB_RESULTS", str(tmp_path_factory.mktemp("results")))
-        html = build_book("smoke", clean=True, book_root=root, jobs=2)  # two kernels on two cores
-    return {"root": root, "html": html, "checkout_before": before}
+    built = request.getfixturevalue("smoke_book")  # conftest: built once per session
+    return {**built, "checkout_before": before}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
 
 ROOT = repo_root()
 PROFILE = "budget"
-AGAIN = ["efficiency", "cxv_dualopt", "provenance"]  # run a second time: cheap chapters that glue numbers
+AGAIN = ["efficiency", "provenance"]  # run a second time: cheap chapters that glue numbers (costs, every stored run)
 
 
 def _glued(path):
