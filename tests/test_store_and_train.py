@@ -210,8 +210,8 @@ def test_fixed_protocol_selects_on_validation_and_tests_once(monkeypatch):
 
     monkeypatch.setattr(engine, "evaluate", fake_evaluate)
     result = engine.train(config, progress=False)
-    # three validation evaluations on the held-out 16 images, then one test evaluation on 32
-    assert sizes == [16, 16, 16, 32]
+    # three validation evaluations on the held-out 8 images, then one test evaluation on 32
+    assert sizes == [8, 8, 8, 32]
     assert result["best_epoch"] == 2 and result["val_top1"] == 80.0 and result["top1"] == 55.0
 
 

@@ -89,9 +89,10 @@ def rehearsal_jobs(entries):
 
 
 def _ensemble_pair(runnable, chosen):
-    """Two seeds of one configuration that trains exactly as an ensemble, not already rehearsed alone."""
+    """Two seeds of one configuration that trains exactly as an ensemble, not already rehearsed alone: of the
+    cheapest such configuration (GPU minutes), since the ensemble's code path is one for every model."""
     by_config = {}
-    for e in runnable:
+    for e in sorted(runnable, key=lambda e: planning._finite(e.est_gpu_minutes)):
         if e.key in chosen or not can_ensemble(e._config)[0]:
             continue
         ident = (e.model, e.dataset, tuple(sorted((k, str(v)) for k, v in e.settings.items())))
