@@ -283,12 +283,17 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
     return jobs
 
 
+def estimated_seconds(job):
+    """The plan's estimate of a whole job, in seconds (every member of an ensemble; inf where unknown)."""
+    return sum(planning._finite(x.est_gpu_minutes) for x in job.entries) * 60
+
+
 def _least_seconds(job, pack_limit_mb=None):
     """The time a job needs to be worth starting: a training run, its start-up and one epoch (it stops at an
     epoch boundary), or the whole run where its checkpoint would not fit in ``pack_limit_mb``; a measurement
     or benchmark, its whole estimate (it cannot pause)."""
     e = job.entries[0]
-    whole = sum(planning._finite(x.est_gpu_minutes) for x in job.entries) * 60
+    whole = estimated_seconds(job)
     if e.kind != "train" or (pack_limit_mb and checkpoint_mb(job) > pack_limit_mb):
         return whole
     if whole == float("inf"):

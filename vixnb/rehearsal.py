@@ -144,14 +144,13 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
     jobs = runner.jobs_from_plan(entries, ensemble=ensemble)
     names, left = set(), budget if budget is not None else float("inf")
     for job in jobs:
-        e = job.entries[0]  # the batch's device need not be here; its data must be
-        if e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset):
+        first = job.entries[0]  # the batch's device need not be here; its data must be
+        if first.kind == "train" and first.dataset != "synthetic" and not planning._data_here(first.dataset):
             continue
         need = runner._least_seconds(job, pack_limit_mb)
         if need > left:
             continue
-        whole = sum(planning._finite(e.est_gpu_minutes) for e in job.entries) * 60
-        left -= min(whole, left) if job.entries[0].kind == "train" else need
+        left -= min(runner.estimated_seconds(job), left) if first.kind == "train" else need
         names.update(e.model if e.kind == "train" else e.name for e in job.entries)
     return names
 
@@ -181,7 +180,7 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
                 progress("vixnb batch --rehearse: the batch with these options would start nothing; nothing to rehearse")
                 return [], time.time() - start
         jobs, skipped = rehearsal_jobs(entries)
-        what = "the" if names is None else f"what this batch would start of the"
+        what = "the" if names is None else "what this batch would start of the"
         progress(f"vixnb batch --rehearse: {len(jobs)} jobs, {what} {profile} plan ({len(entries)} entries) on "
                  f"{get_profile(name)['device']}, into a scratch store")
         spec = {"kind": "rehearsal", "specs": [j.spec for j in jobs], "labels": [j.label for j in jobs],
