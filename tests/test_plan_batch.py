@@ -387,8 +387,8 @@ def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():
     for e in job.entries:
         e.est_gpu_minutes = 10.0
     assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters
-    assert batch._least_seconds(job) == pytest.approx(estimates.STARTUP_SECONDS + (600 - estimates.STARTUP_SECONDS) / 10)
-    assert batch._least_seconds(job, pack_limit_mb=15) == 600
+    assert batch.least_seconds(job) == pytest.approx(estimates.STARTUP_SECONDS + (600 - estimates.STARTUP_SECONDS) / 10)
+    assert batch.least_seconds(job, pack_limit_mb=15) == 600
 
 
 def test_training_gflop_is_counted_once_and_kept_by_architecture(tmp_path, monkeypatch):

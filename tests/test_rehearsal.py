@@ -89,7 +89,7 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
     monkeypatch.setattr(rehearsal.planning, "_data_here", lambda dataset: dataset == "cifar10")
     monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [runner.Job([e]) for e in entries])
     # a measurement or benchmark needs its whole estimate; a training run a tenth of it (its first epoch)
-    monkeypatch.setattr(runner, "_least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
+    monkeypatch.setattr(runner, "least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
                         (0.1 if job.entries[0].kind == "train" else 1))
     assert rehearsal.reachable("budget") is None  # no selection: the whole plan
     # 7 minutes: efficiency (8) does not fit; mixers-bf16 (3) does; vit (2) fits and runs whole; cnv's data is not

@@ -223,6 +223,12 @@ def _ensemble_ok(entry, mode, fill):
     return bool(fill) and fill_winner(fill, entry.model) == "ensemble"
 
 
+def lacks_data(job):
+    """Whether a training job's dataset has no copy here (the synthetic set is always here)."""
+    e = job.entries[0]
+    return e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset)
+
+
 def cannot_run_here(job, executor):
     """Why a job cannot run on this machine (local and inline executors), or None."""
     e = job.entries[0]
@@ -230,7 +236,7 @@ def cannot_run_here(job, executor):
         return None
     if (why := cannot_make_here(e.profile)) is not None:
         return f"{why}; none here"
-    if e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset) and not job.spec["download"]:
+    if lacks_data(job) and not job.spec["download"]:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
     if e.kind == "bench" and e.name == "nystrom-variants" and not Path("tools/profile_nystrom.py").is_file():
         return "tools/profile_nystrom.py is not here (run from the checkout's root)"
@@ -260,7 +266,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                     return
                 job = queue.pop(0)
             left = deadline - time.time() if deadline else None
-            if left is not None and left < (need := _least_seconds(job, pack_limit_mb)):
+            if left is not None and left < (need := least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
@@ -288,7 +294,7 @@ def estimated_seconds(job):
     return sum(planning._finite(x.est_gpu_minutes) for x in job.entries) * 60
 
 
-def _least_seconds(job, pack_limit_mb=None):
+def least_seconds(job, pack_limit_mb=None):
     """The time a job needs to be worth starting: a training run, its start-up and one epoch (it stops at an
     epoch boundary), or the whole run where its checkpoint would not fit in ``pack_limit_mb``; a measurement
     or benchmark, its whole estimate (it cannot pause)."""

@@ -144,13 +144,12 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
     jobs = runner.jobs_from_plan(entries, ensemble=ensemble)
     names, left = set(), budget if budget is not None else float("inf")
     for job in jobs:
-        first = job.entries[0]  # the batch's device need not be here; its data must be
-        if first.kind == "train" and first.dataset != "synthetic" and not planning._data_here(first.dataset):
+        if runner.lacks_data(job):  # the batch's device need not be here; its data must be
             continue
-        need = runner._least_seconds(job, pack_limit_mb)
+        need = runner.least_seconds(job, pack_limit_mb)
         if need > left:
             continue
-        left -= min(runner.estimated_seconds(job), left) if first.kind == "train" else need
+        left -= min(runner.estimated_seconds(job), left) if job.entries[0].kind == "train" else need
         names.update(e.model if e.kind == "train" else e.name for e in job.entries)
     return names
 
