@@ -3,11 +3,13 @@ them (seeds, kept weights, commands), the claims read on such runs, the statisti
 import math
 
 import pytest
+import torch
+from torch import nn
 
-from vixnb import papers, plan, report
+from vixnb import create_model, papers, plan, report
 from vixnb.analysis import panel
 from vixnb.cli import parser
-from vixnb.profiles import table_runs
+from vixnb.profiles import config_key, model_settings, run_config, table_runs
 from vixnb.report.metrics import RUN_STATISTICS
 
 
@@ -33,19 +35,22 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
     seeds = {}
     for e in runs:
         seeds.setdefault(e.name, []).append(e.seed)
-    # 11 runs of the blog's and 7 of SAS-P; Experiment 3 with the blog's 5 runs, the rest with the profile's 3 seeds
+    # 11 runs of the blog's in the readings its text states (SAS-P, two LayerNorms), Experiment 3 with the blog's 5
+    # runs and the rest with the profile's 3 seeds; the 9 stored runs of our earlier reading, their first seed only
     three = ("exp0_no_skips", "exp1_vanilla", "exp1_simplified", "exp2_vanilla", "exp2_simplified", "exp4_identity",
-             "exp4_attention", "exp5_dynamic", "exp6_inverse_dynamic", "exp1_simplified_sasp", "exp2_simplified_sasp",
-             "exp4_identity_sasp", "exp4_attention_sasp", "exp5_dynamic_sasp", "exp6_inverse_dynamic_sasp")
+             "exp4_attention", "exp5_dynamic", "exp6_inverse_dynamic")
+    earlier = ("exp0_no_skips_one_norm", "exp1_vanilla_one_norm", "exp1_simplified_sequential", "exp2_vanilla_one_norm",
+               "exp2_simplified_sequential", "exp4_identity_sequential", "exp4_attention_sequential",
+               "exp3_vanilla_one_norm", "exp3_simplified_sequential")
     assert {k: sorted(v) for k, v in seeds.items()} == {
-        **{r: [0, 1, 2] for r in three},
-        **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified", "exp3_simplified_sasp")}}
-    assert len(runs) == 60
+        **{r: [0, 1, 2] for r in three}, **{r: [0] for r in earlier},
+        **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified")}}
+    assert len(runs) == 46
     kept = sorted((e.name, e.seed) for e in runs if e.keep_weights == "store")
-    assert kept == [("exp3_simplified", 0), ("exp3_simplified_sasp", 0), ("exp3_vanilla", 0)]
-    sasp = next(e for e in runs if e.name == "exp5_dynamic_sasp" and e.seed == 0)
-    assert sasp.settings == {"heads": 4, "patch": 4, "block": "parallel", "width": 128, "depth": 8,
-                             "alpha_beta": "dynamic"}
+    assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0)]
+    sequential = next(e for e in runs if e.name == "exp4_attention_sequential")
+    assert sequential.settings == {"heads": 4, "patch": 4, "width": 128, "depth": 8, "block": "sequential",
+                                   "alpha_beta": "attention"}
     exp4 = next(e for e in runs if e.name == "exp4_identity" and e.seed == 0)
     assert exp4.command == ("vixnb train vit_small_simplified --dataset cifar10 --profile budget --seed 0 "
                             "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
@@ -177,3 +182,45 @@ def test_a_stored_attention_record_from_other_weights_says_so():
     record = report.attention_maps("shaped", "simplified", "cifar10", profile="budget", compute="never")
     assert "retrained" in record["stale"]
     assert report.attention_maps("shaped", "simplified", "cifar10", profile="smoke", compute="never") is None
+
+
+def test_the_vanilla_block_normalises_before_the_mlp_and_the_default_simplified_block_is_parallel():
+    vanilla = create_model("vit_small_vanilla", width=16, depth=1, heads=2, patch=8).blocks[0]
+    assert isinstance(vanilla.norm2, nn.LayerNorm) and vanilla.norm.bias is None and vanilla.norm2.bias is None
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():  # x + O(A V(LN1 x)), then + MLP(LN2 .): the MLP reads a normalised input
+        h = x + vanilla.mixer(vanilla.norm(x))
+        assert torch.equal(vanilla(x), h + vanilla.mlp(vanilla.norm2(h)))
+    simplified = create_model("vit_small_simplified", width=16, depth=1, heads=2, patch=8).blocks[0]
+    assert simplified.parallel and isinstance(simplified.norm2, nn.Identity)
+    with torch.no_grad():
+        n = simplified.norm(x)
+        assert torch.equal(simplified(x), simplified.mixer(n) + simplified.mlp(n))
+    earlier = create_model("vit_small_vanilla", width=16, depth=1, heads=2, patch=8, layout="one-norm").blocks[0]
+    assert isinstance(earlier.norm2, nn.Identity) and earlier.norm.bias is not None
+    assert not create_model("vit_small_simplified", width=16, depth=1, heads=2, patch=8, block="sequential").blocks[0].parallel
+
+
+@pytest.mark.parametrize("model, settings, count", [
+    ("vit_small_vanilla", {"width": 96, "depth": 8}, 358186), ("vit_small_simplified", {"width": 96, "depth": 8}, 209210),
+    ("vit_small_vanilla", {"width": 128, "depth": 8}, 629130), ("vit_small_simplified", {"width": 128, "depth": 8}, 364954),
+    ("vit_small_vanilla", {"width": 128, "depth": 12}, 927370), ("vit_small_simplified", {"width": 128, "depth": 12}, 531106)])
+def test_the_blogs_six_counts_hold_in_every_reading(model, settings, count):
+    other = {"layout": "one-norm"} if model == "vit_small_vanilla" else {"block": "sequential"}
+    for reading in ({}, other):
+        with torch.device("meta"):
+            built = create_model(model, **settings, **reading)
+        assert sum(p.numel() for p in built.parameters()) == count
+
+
+def test_runs_stored_before_the_defaults_changed_keep_their_keys():
+    """A config leaves out the earlier default (one-norm, sequential): the stored runs of our earlier reading keep
+    their keys, and today's default simplified run is the stored SAS-P run."""
+    config = run_config("vit_small_simplified", profile="budget", width=128, depth=8, heads=4, patch=4)
+    assert config["model_overrides"]["block"] == "parallel" and config_key(config) == "e37049d575b0c171"
+    sequential = run_config("vit_small_simplified", profile="budget", width=128, depth=8, heads=4, patch=4,
+                            block="sequential")
+    assert "block" not in sequential["model_overrides"] and config_key(sequential) == "7ba328dc4614b0e4"
+    one_norm = run_config("vit_small_vanilla", profile="budget", width=128, depth=8, heads=4, patch=4, layout="one-norm")
+    assert "layout" not in one_norm["model_overrides"] and config_key(one_norm) == "57690c444203b22b"
+    assert model_settings(one_norm)["layout"] == "one-norm" and model_settings(config)["block"] == "parallel"

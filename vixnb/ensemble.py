@@ -64,7 +64,7 @@ from .augment import augment_generator, flip_rotate
 from .data import normalize
 from .layers import ShapedAttention
 from .layers.blocks import DropPath
-from .models import create_model
+from .models import create_model, settings_from_key
 from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
 from .results.policy import stale_reason
 from .runs import check_keep_weights, warm_start_source, weights_too_large
@@ -112,7 +112,7 @@ def can_ensemble(config, *, exact=True):
         if bad:
             return False, reason
     with torch.random.fork_rng(devices=[]), torch.device("meta"):  # the structure only: no weights, no RNG draws
-        model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+        model = create_model(config["model"], dataset=config["dataset"], **settings_from_key(config["model"], config["model_overrides"]))
     dropout = _active_dropout(model)
     if exact and dropout:
         where = f"p={dropout[0][1]} in {len(dropout)} modules, e.g. {dropout[0][0]}"

@@ -12,7 +12,7 @@ import yaml
 
 from .data import dataset_spec, source_fingerprint
 from . import papers
-from .models import list_models, model_cfg
+from .models import list_models, model_cfg, settings_from_key, settings_in_key
 
 
 @cache
@@ -163,7 +163,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     protocol, optimizer = protocol or prof["protocol"], optimizer or proto.get("optimizer") or prof["optimizer"]
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
         raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
-    overrides = {**(papers.per_model(proto["model_overrides"], model) or {}), **prof.get("model_overrides", {}), **model_overrides}
+    overrides = settings_in_key(model, {**(papers.per_model(proto["model_overrides"], model) or {}),
+                                        **prof.get("model_overrides", {}), **model_overrides})
     dualopt, sgd = optimizer == "dualopt", optimizer == "sgd"
     if sgd and not proto.get("dualopt"):
         raise ValueError(f"optimizer 'sgd' trains with the SGD settings of DualOpT's second phase (the protocol's "
@@ -230,6 +231,12 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     }
 
 
+def model_settings(config):
+    """The ``create_model`` settings of run config ``config`` (its ``model_overrides``, with the earlier default of a
+    changed default that a config stored before the change leaves out: ``models.settings_from_key``)."""
+    return settings_from_key(config["model"], config.get("model_overrides") or {})
+
+
 def config_key(config):
     """The run's identity: 16 hex digits of SHA-256 over its whole configuration (``run_config``), which names its
     result file in the store."""
@@ -262,9 +269,12 @@ def table_runs(key, book, table, profile, seeds=None):
     """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
     section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
     ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
-    as the table's ``runs`` where the paper made more runs (GPU profiles only)."""
+    as the table's ``runs`` where the paper made more runs (GPU profiles only); a table with ``first_seed_only``
+    (runs kept as they were made, not asked for again) takes only the first."""
     prof = get_profile(profile)
     seeds = list(seeds if seeds is not None else prof.get("seeds") or [0])
+    if papers.table(key, table).get("first_seed_only"):
+        seeds = seeds[:1]
     runs = papers.table(key, table).get("runs", 0)
     if prof["device"] == "cuda" and runs > len(seeds):
         seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]

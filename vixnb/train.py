@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from .augment import augment_batch, augment_generator, flip_rotate
 from .data import describe_source, load_split, normalize, source_fingerprint
 from .layers import alpha_beta
-from .models import architecture_signature, create_model
+from .models import architecture_signature, create_model, settings_from_key
 from .models.counting import count_params, summary_size_mb
 from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
@@ -262,7 +262,7 @@ def training_device(config, device):
 def build_model(config):
     """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records
     of it: both parameter counts, the papers' size and the architecture signature."""
-    model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"])
+    model = create_model(config["model"], dataset=config["dataset"], **settings_from_key(config["model"], config["model_overrides"]))
     facts = {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
              "size_mb": summary_size_mb(model), "architecture": architecture_signature(model),
              "source_hash": source_hashes(config["model"], model)}

@@ -21,16 +21,20 @@ from ..data import dataset_spec
 
 _MODELS = {}
 _CFGS = {}
+_CHANGED_DEFAULTS = {}
 
 
-def register_model(fn=None, *, paper, label):
+def register_model(fn=None, *, paper, label, changed_defaults=None):
     """Register ``fn`` under its function name; registering a name again replaces it (notebook reload).
 
     ``paper``: the key of the paper file whose tables and protocol the model belongs to; ``label``: how
-    tables and figures name it."""
+    tables and figures name it. ``changed_defaults``: ``{setting: earlier default}`` for each setting whose
+    default changed after runs were stored; a run's key leaves that earlier value out, so a stored config without
+    the setting still means it (``settings_in_key``, ``settings_from_key``)."""
     def register(f):
         _MODELS[f.__name__] = f
         _CFGS[f.__name__] = {"paper": paper, "label": label}
+        _CHANGED_DEFAULTS[f.__name__] = dict(changed_defaults or {})
         return f
 
     return register(fn) if fn is not None else register
@@ -67,6 +71,31 @@ def architecture_signature(model):
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def _default_of(name, setting):
+    default = inspect.signature(_MODELS[name]).parameters[setting].default
+    if default is inspect.Parameter.empty:
+        raise TypeError(f"model {name!r}: a changed default ({setting!r}) must be a keyword of its function")
+    return default
+
+
+def settings_in_key(name, settings):
+    """``settings`` of model ``name`` as a run's key holds them: a setting whose default changed
+    (``register_model(changed_defaults=...)``) is written out at today's default where not given, and left out where
+    it is the earlier default, which is what a config stored before the change means without it."""
+    keyed = dict(settings)
+    for setting, earlier in _CHANGED_DEFAULTS.get(name, {}).items():
+        value = keyed.pop(setting, _default_of(name, setting))
+        if value != earlier:
+            keyed[setting] = value
+    return keyed
+
+
+def settings_from_key(name, keyed):
+    """The ``create_model`` settings of a run's keyed settings (``settings_in_key``): the earlier default of each
+    changed default that the key leaves out."""
+    return {**_CHANGED_DEFAULTS.get(name, {}), **keyed}
 
 
 def list_models(pattern="*"):

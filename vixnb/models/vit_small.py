@@ -3,32 +3,45 @@ a vanilla ViT and the simplified (shaped-attention) ViT of He & Hofmann (2023), 
 (64 patch tokens and a class token: 65).
 
 ``create_model("vit_small_vanilla" | "vit_small_simplified", width=96, depth=8, heads=4, patch=4,
-alpha_beta="uniform", layout="blog", blog_scale=False, block="sequential")``.
+alpha_beta="uniform", layout="blog", blog_scale=False, block="parallel")``.
 
-``layout="blog"`` (default) is the layout that the blog's six parameter counts fix exactly (Tables 2, 4, 5):
+``layout="blog"`` (default) is the layout that the blog's text states and its six parameter counts fix exactly
+(Tables 2, 4, 5):
 
 - stem: a ``patch`` x ``patch`` Conv2d patch embedding with bias, 65 learned position vectors (the first is the
   class token's: a separate class-token parameter would be the same learnable vector counted twice), one
   LayerNorm before the encoder;
-- each block: one LayerNorm (at the block's input), then the token mixer, then an MLP width -> width -> width
-  (GELU). The queries and keys project to width/heads channels in total, so there is one attention map per
-  layer, applied to every channel;
-  - vanilla: x + O(A V(x)) then x + MLP(x), with full-width value and output Linear layers (bias);
-    ``skips=False`` removes both residuals (the blog's Fig. 14, "vanishing gradients");
-  - simplified: (alpha I + beta A) x then MLP, no value/output projections, no skips, scalar alpha and beta
-    initialised by ``alpha_beta`` (``layers.shaped``: uniform, identity, attention, dynamic, inverse-dynamic;
-    the per-layer schemes get each block's ``layer_index`` and the ``depth``).
-    ``block="sequential"`` (default) is the blog's formula, MLP(LN(x) shaped by alpha I + beta A);
-    ``block="parallel"`` is He & Hofmann's SAS-P, the block the blog's Fig. 4 draws and names: the shaped
-    attention and the MLP both read the same LN(x) and are summed, (alpha I + beta A) LN(x) + MLP(LN(x)), so the
-    alpha I term carries the signal past every MLP. Both have the same parameters, so the counts cannot tell
-    them apart;
+- vanilla block, "the stanford transformer block ... using layer normalizations before the multi-headed attention
+  (MHA) and multi-level perceptron (MLP) blocks": x + O(A V(LN1(x))), then x + MLP(LN2(x)), with full-width value
+  and output Linear layers (bias). The counts fix 2 x width LayerNorm parameters a block; two LayerNorms before the
+  two branches fit them only without bias (``nn.LayerNorm(width, bias=False)``: a gain each), which is what this
+  builds. ``skips=False`` removes both residuals (the blog's Fig. 14, "vanishing gradients");
+- simplified block, SAS-P, "the final transformer block (referred to as SAS-P)" of the blog's Fig. 4 (He & Hofmann's
+  parallel block): the shaped attention and the MLP both read the same LN(x) and are summed,
+  (alpha I + beta A) LN(x) + MLP(LN(x)), no value/output projections and no skips: the alpha I term carries the
+  signal past every MLP. The counts force the one LayerNorm (with bias) inside each block, besides the one before
+  the encoder the blog names. Scalar alpha and beta are initialised by ``alpha_beta`` (``layers.shaped``: uniform,
+  identity, attention, dynamic, inverse-dynamic; the per-layer schemes get each block's ``layer_index`` and the
+  ``depth``);
+- in both, the queries and keys project to width/heads channels in total, so there is one attention map per layer,
+  applied to every channel; the MLP is width -> width -> width (GELU);
 - head: a width x width Linear with tanh on the class token (the original ViT's pre-logits layer; the counts fix
   only its size) and the 10-way Linear.
 
 That is width^2 + 127 width + 10 outside the blocks, and per block 2(width x width/heads + width/heads) for q and k,
-2 width for the LayerNorm, 2(width^2 + width) for the MLP, plus 2(width^2 + width) for V and O (vanilla) or 2 for
+2 width for the LayerNorm(s), 2(width^2 + width) for the MLP, plus 2(width^2 + width) for V and O (vanilla) or 2 for
 alpha and beta (simplified).
+
+Our earlier readings, kept as named variants with their stored runs (the chapter's "our earlier reading" table):
+
+- ``layout="one-norm"`` (vanilla): one LayerNorm with bias per block, at its input, and none before the MLP:
+  x + O(A V(LN(x))), then x + MLP(x). Same parameter count.
+- ``block="sequential"`` (simplified): the blog's formula ``Output = MLP(S(X))`` read literally as the block,
+  MLP(shaped(LN(x))) with no skip. Its stored runs end at chance at width 128; the formula describes the standard
+  block's flow, not the block the blog evaluates.
+
+Runs stored before these defaults changed keep their keys: a run config leaves out the earlier default
+(``register_model(changed_defaults=...)``), so a stored config without ``layout``/``block`` is the earlier reading.
 
 ``layout="standard"``: a textbook pre-LN multi-head block for comparison: x + MHA(LN(x)), x + MLP(LN(x)) with
 ``heads`` maps of width/heads channels (vanilla), and LN -> multi-head shaped attention -> LN -> MLP without
@@ -46,7 +59,7 @@ from .. import layers
 from ..layers.blocks import mlp
 from .registry import register_model
 
-LAYOUTS = ("blog", "standard")
+LAYOUTS = ("blog", "one-norm", "standard")
 
 
 class OneMapAttention(nn.Module):
@@ -82,13 +95,16 @@ BLOCKS = ("sequential", "parallel")
 
 
 class Block(nn.Module):
-    """Sequential: norm -> mixer (+ x where ``skips``) -> [norm] -> MLP (+ x where ``skips``).
-    Parallel: mixer(norm(x)) + MLP(norm(x)), no skips (He & Hofmann's SAS-P)."""
+    """Sequential: norm -> mixer (+ x where ``skips``) -> norm2 -> MLP (+ x where ``skips``).
+    Parallel: mixer(norm(x)) + MLP(norm2(norm(x))), no skips (He & Hofmann's SAS-P; norm2 is the identity).
+    ``norms``: ``"two-bias-free"`` (a bias-free LayerNorm before each branch), ``"one"`` (one LayerNorm with bias at
+    the input, ``norm2`` the identity) or ``"two"`` (two LayerNorms with bias)."""
 
-    def __init__(self, dim, mixer, *, skips, second_norm, parallel=False):
+    def __init__(self, dim, mixer, *, skips, norms, parallel=False):
         super().__init__()
-        self.norm, self.mixer, self.skips, self.parallel = nn.LayerNorm(dim), mixer, skips, parallel
-        self.norm2 = nn.LayerNorm(dim) if second_norm else nn.Identity()
+        bias = norms != "two-bias-free"
+        self.norm, self.mixer, self.skips, self.parallel = nn.LayerNorm(dim, bias=bias), mixer, skips, parallel
+        self.norm2 = nn.Identity() if norms == "one" else nn.LayerNorm(dim, bias=bias)
         self.mlp = mlp(dim, dim)  # hidden size = width (the counts fix it)
 
     def extra_repr(self):
@@ -104,16 +120,20 @@ class Block(nn.Module):
 
 class SmallViT(nn.Module):
     def __init__(self, *, image_size, num_classes, channels=3, simplified, width=96, depth=8, heads=4, patch=4,
-                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None, block="sequential"):
+                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None, block=None):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"layout={layout!r}: use one of {', '.join(LAYOUTS)}")
         if width % heads or image_size % patch:
             raise ValueError(f"width {width} must be divisible by heads {heads}, image_size {image_size} by patch {patch}")
+        block = block or ("parallel" if simplified else "sequential")
         if block not in BLOCKS:
             raise ValueError(f"block={block!r}: use one of {', '.join(BLOCKS)}")
         if block == "parallel" and not simplified:
             raise ValueError("block='parallel' is the simplified ViT's SAS-P block; pass it only to vit_small_simplified")
+        if layout == "one-norm" and simplified:
+            raise ValueError("layout='one-norm' is our earlier reading of the vanilla block; the simplified block's "
+                             "'blog' layout already has one LayerNorm: pass it only to vit_small_vanilla")
         if simplified and skips:
             raise ValueError("skips=True: the simplified block has none; pass skips only to vit_small_vanilla")
         self.simplified, self.layout = simplified, layout
@@ -122,8 +142,9 @@ class SmallViT(nn.Module):
         self.to_patch_embedding = nn.Conv2d(channels, width, patch, stride=patch)
         self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)
         self.norm = nn.LayerNorm(width)
-        blog = layout == "blog"
+        blog = layout != "standard"  # the blog's one map per layer
         dim_head, map_heads = (width // heads, 1) if blog else (width // heads, heads)
+        norms = "two" if not blog else "one" if simplified or layout == "one-norm" else "two-bias-free"
 
         def mixer(i):
             if simplified:
@@ -137,8 +158,7 @@ class SmallViT(nn.Module):
                 m.scale = dim_head**0.5
             return m
 
-        self.blocks = nn.Sequential(*(Block(width, mixer(i), skips=skips, second_norm=not blog,
-                                            parallel=block == "parallel")
+        self.blocks = nn.Sequential(*(Block(width, mixer(i), skips=skips, norms=norms, parallel=block == "parallel")
                                       for i in range(1, depth + 1)))
         self.pre_logits = nn.Sequential(nn.Linear(width, width), nn.Tanh())
         self.head = nn.Linear(width, num_classes)
@@ -154,14 +174,15 @@ def small_vit(image_size, num_classes, channels, config, *, simplified):
     return SmallViT(image_size=image_size, num_classes=num_classes, channels=channels, simplified=simplified, **config)
 
 
-@register_model(paper="shaped", label="Vanilla ViT")
-def vit_small_vanilla(*, image_size, num_classes, channels, **config):
-    """The blog's vanilla ViT (width 96, depth 8, 4 heads, 4 x 4 patches by default; ``skips=False``: Fig. 14)."""
-    return small_vit(image_size, num_classes, channels, config, simplified=False)
+@register_model(paper="shaped", label="Vanilla ViT", changed_defaults={"layout": "one-norm"})
+def vit_small_vanilla(*, image_size, num_classes, channels, layout="blog", **config):
+    """The blog's vanilla ViT (width 96, depth 8, 4 heads, 4 x 4 patches by default; a bias-free LayerNorm before the
+    attention and before the MLP; ``skips=False``: Fig. 14; ``layout="one-norm"``: our earlier reading)."""
+    return small_vit(image_size, num_classes, channels, dict(config, layout=layout), simplified=False)
 
 
-@register_model(paper="shaped", label="Simplified ViT")
-def vit_small_simplified(*, image_size, num_classes, channels, **config):
-    """The blog's simplified ViT: shaped attention alpha I + beta A, no V/O, no skips (``alpha_beta`` scheme;
-    ``block="parallel"``: SAS-P, attention and MLP side by side)."""
-    return small_vit(image_size, num_classes, channels, config, simplified=True)
+@register_model(paper="shaped", label="Simplified ViT", changed_defaults={"block": "sequential"})
+def vit_small_simplified(*, image_size, num_classes, channels, block="parallel", **config):
+    """The blog's simplified ViT, SAS-P: shaped attention alpha I + beta A beside the MLP, no V/O, no skips
+    (``alpha_beta`` scheme; ``block="sequential"``: our earlier reading, the formula MLP(S(X)) as the block)."""
+    return small_vit(image_size, num_classes, channels, dict(config, block=block), simplified=True)

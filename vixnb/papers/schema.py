@@ -55,6 +55,7 @@ SECTIONS = {
         "rows": Key(_MAPPING, "a mapping {row: {column: value}} (or {row: [values]} under `columns`)", required=True),
         "model_config": _SETTINGS,
         "runs": Key(_WHOLE, "a whole number"),
+        "first_seed_only": Key((bool,), "true or false"),
         "columns": _names("column names"),
     },
     # the keys of a row that are not columns (a row's other keys are its columns, free)
