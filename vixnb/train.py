@@ -169,18 +169,19 @@ def splits(config, device, download=False):
     return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
-#: what a run yields while it trains (``_run``): after each training step, and after the last step of an epoch,
-#: before the epoch's host reads (a driver checks the steps in between: ``concurrent.sync_checked``)
-STEP, STEPS_DONE = "step", "steps done"
+#: what a run yields while it trains (``_run`` with ``interleave``): at an epoch's start, after each training step,
+#: and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
+EPOCH_START, STEP, STEPS_DONE = "epoch start", "step", "steps done"
 
 
 def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast,
                  epoch, step, augment_generator=None, layers=None):
     """One pass over the training tensors in a seeded random order, one ``step`` (``steps.TrainStep``) a batch,
-    yielding ``STEP`` after each and ``STEPS_DONE`` after the last; returns the epoch's history entry, from one
-    read of the device (losses and accuracies summed in step order; a non-finite loss named by its step).
+    yielding ``EPOCH_START`` first, ``STEP`` after each and ``STEPS_DONE`` after the last; returns the epoch's
+    history entry, from one read of the device (losses and accuracies summed in step order; a non-finite loss named by its step).
     ``augment``: RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers``
     (``layer_params``): record the per-layer gradient norms every ``grad_norm_every``-th step."""
+    yield EPOCH_START
     t0, bs = time.perf_counter(), config["batch_size"]
     model.train()
     order = torch.randperm(len(images), device=images.device, generator=order_generator)
