@@ -5,7 +5,7 @@
 # trains on the embedded synthetic set, at CIFAR-10's sizes where it times a budget run). Each phase prints a
 # timestamped line; everything goes to $OUT/gpu_check.log too. Phases:
 #   1. sync: torch.cuda.set_sync_debug_mode("error") over epochs 2-3 of a small graphed run (concurrent.sync_checked),
-#      and of one with dropout; then the graphed run's losses beside the eager run's.
+#      and of vit (dropout 0.25); then the graphed run's losses beside the eager run's.
 #   2. bench: `vixnb bench train --engine` (vit, vit_small_simplified, cvt at batch 32: images/s eager, graphed,
 #      4 and 8 runs at once, share of the FLOP floor, max |dw| after 100 steps eager-graphed beside eager-eager).
 #   3. budget: a 10-epoch budget run of vit_small_simplified alone (target <= 10 s), 8 of them at once (target >= 6x
@@ -25,7 +25,7 @@ from vixnb.concurrent import sync_checked
 from vixnb.profiles import run_config
 from vixnb.train import train, without_timings
 
-for name, settings in (("vit_small_simplified", {}), ("vit_small", {"dropout": 0.1})):
+for name, settings in (("vit_small_simplified", {}), ("vit", {})):  # vit has dropout 0.25
     config = run_config(name, dataset="synthetic", profile="budget", epochs=3, batch_size=64, **settings)
     config.update(train_size=64 * 20 + 17, test_size=256)  # 20 full steps and a short one an epoch
     try:
