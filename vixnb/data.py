@@ -182,24 +182,15 @@ def _shown(root):
 
 
 def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
-    """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel, on the input's device.
-
-    With the defaults this is torchvision's ``ToTensor()`` followed by ``Normalize(0.5, 0.5)``. The per-channel
-    constants are made once per (mean, std, device) and kept (``_normalize_constants``): a call reads nothing from
-    the host, so a training step that calls it needs no synchronisation (and a CUDA graph can capture it).
-    """
-    if type(images) is not torch.Tensor:  # a fake or traced tensor (FakeTensorMode, torch.compile): nothing kept
-        mean_t, std_t = (torch.as_tensor(v, dtype=torch.float32, device=images.device).view(-1, 1, 1)
-                         for v in (mean, std))
-    else:
-        mean_t, std_t = _normalize_constants(tuple(mean), tuple(std), images.device)
-    return (images.float() / 255 - mean_t) / std_t
-
+    """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel on the input's device (defaults: ToTensor() and
+    Normalize(0.5, 0.5)); constants kept per device (no host read; a fake or traced tensor gets its own)."""
+    made = _normalize_constants if type(images) is torch.Tensor else _normalize_constants.__wrapped__
+    mean, std = made(tuple(mean), tuple(std), images.device)
+    return (images.float() / 255 - mean) / std
 
 @lru_cache(maxsize=32)
 def _normalize_constants(mean, std, device):
-    """(mean, std) as float32 (c, 1, 1) tensors on ``device``, made once (normal tensors even under inference mode)."""
-    with torch.inference_mode(False), torch.no_grad():
+    with torch.inference_mode(False), torch.no_grad():  # normal tensors, even when first made under inference mode
         return tuple(torch.tensor(v, dtype=torch.float32, device=device).view(-1, 1, 1) for v in (mean, std))
 
 
