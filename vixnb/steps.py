@@ -94,10 +94,12 @@ class TrainStep:
     """One run's training step: forward of ``normalize(images)`` under ``autocast``, cross-entropy under
     ``loss_autocast``, backward through ``scaler``, the optimizer's step, and the step's (loss, accuracy) written to
     ``records`` on the device. ``capacity``: the most steps an epoch takes. ``graphed``: see the module's text;
-    ``after_backward`` (a call's argument): work between backward and the optimizer step (eager steps only)."""
+    ``after_backward`` (a call's argument): work between backward and the optimizer step (eager steps only).
+    ``prepare``: uint8 batch -> model input (default ``data.normalize``)."""
 
-    def __init__(self, model, optimizer, scaler, *, capacity, autocast, loss_autocast, device, graphed=False):
-        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+    def __init__(self, model, optimizer, scaler, *, capacity, autocast, loss_autocast, device, graphed=False,
+                 prepare=normalize):
+        self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare
         self.autocast, self.loss_autocast, self.device = autocast, loss_autocast, torch.device(device)
         self.records = torch.zeros(capacity, 2, device=self.device)
         self.count = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -128,7 +130,7 @@ class TrainStep:
 
     def _body(self, images, labels, after_backward=None):
         with self.autocast():
-            logits = self.model(normalize(images))
+            logits = self.model(self.prepare(images))
         with self.loss_autocast():
             loss = F.cross_entropy(logits, labels)
         self.optimizer.zero_grad(set_to_none=True)

@@ -380,7 +380,8 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
         if want_graphs and blocker is None:
             graphed_phases.add(type(optimizer).__name__)
         return TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
-                         loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None)
+                         loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
+                         prepare=normalize)
 
     step = make_step(optimizer)
     start = time.perf_counter() - elapsed
