@@ -130,8 +130,7 @@ SLOW = {
     "test_engine_speed.py": {  # about 5 s each on two cores
         "test_host_reads_grow_with_epochs_not_steps",
         "test_runs_at_once_each_give_their_solo_run_bitwise",
-        "test_the_engine_gives_the_bits_it_gave_before[dualopt-eager]",
-        "test_the_engine_gives_the_bits_it_gave_before[dualopt-graphed-path]",
+        "test_dualopt_randaugment_and_post_training_give_the_bits_they_gave_before",
     },
     # whole files: the book builds
     "test_book.py": ALL,
