@@ -127,6 +127,11 @@ def seeded_model(name, dataset="cifar10", **overrides):
 # test function (every parametrisation of it); a listed name that no longer exists fails the collection.
 ALL = "every test of the file"
 SLOW = {
+    "test_engine_speed.py": {  # about 5 s each on two cores
+        "test_host_reads_grow_with_epochs_not_steps",
+        "test_runs_at_once_each_give_their_solo_run_bitwise",
+        "test_dualopt_randaugment_and_post_training_give_the_bits_they_gave_before",
+    },
     # whole files: the book builds
     "test_book.py": ALL,
     "test_rehearsal.py": {

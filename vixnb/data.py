@@ -182,13 +182,16 @@ def _shown(root):
 
 
 def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
-    """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel, on the input's device.
-
-    With the defaults this is torchvision's ``ToTensor()`` followed by ``Normalize(0.5, 0.5)``.
-    """
-    mean = torch.as_tensor(mean, dtype=torch.float32, device=images.device).view(-1, 1, 1)
-    std = torch.as_tensor(std, dtype=torch.float32, device=images.device).view(-1, 1, 1)
+    """uint8 pixels -> float32 ``(x / 255 - mean) / std`` per channel on the input's device (defaults: ToTensor() and
+    Normalize(0.5, 0.5)); constants kept per device (no host read; a fake or traced tensor gets its own)."""
+    made = _normalize_constants if type(images) is torch.Tensor else _normalize_constants.__wrapped__
+    mean, std = made(tuple(mean), tuple(std), images.device)
     return (images.float() / 255 - mean) / std
+
+@lru_cache(maxsize=32)
+def _normalize_constants(mean, std, device):
+    with torch.inference_mode(False), torch.no_grad():  # normal tensors, even when first made under inference mode
+        return tuple(torch.tensor(v, dtype=torch.float32, device=device).view(-1, 1, 1) for v in (mean, std))
 
 
 # ----- synthetic ----------------------------------------------------------------------------------

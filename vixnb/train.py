@@ -13,7 +13,8 @@ Protocol ``fixed`` selects the epoch on a held-out validation split and evaluate
 optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
 for the whole run (section 5.1.1's "only SGD"); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
-(paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches; CUDA graphs are not here yet.
+(paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``:
+no host read inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
 
 The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``):
 ``schedule: cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so
@@ -46,6 +47,8 @@ from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
 from .results.checkpoints import other_architecture
 from .results.provenance import source_hashes
+from .steps import (TrainStep, drain, evaluate, execution, graph_blocker, layer_grad_norms, portable_state,  # noqa: F401
+                    set_lr, topk_fraction)
 
 
 _now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -56,37 +59,6 @@ TIMING_KEYS = ("seconds", "eval_seconds")
 def without_timings(history):
     """A run's history without its wall-clock times (``TIMING_KEYS``): what two identical runs share exactly."""
     return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
-
-
-def topk_fraction(logits, labels, ks=(1, 5)):
-    """The fraction of a batch whose label is among the top k logits, for each k: a (..., len(ks)) tensor for
-    ``logits`` (..., batch, classes) and ``labels`` (batch,) (leading dimensions: an ensemble's members)."""
-    top = logits.topk(max(ks), dim=-1).indices
-    hits = top == labels[..., None]
-    return torch.stack([hits[..., :k].any(dim=-1).float().mean(dim=-1) for k in ks], dim=-1)
-
-
-def evaluate(model, images, labels, *, batch_size, autocast, with_loss=False):
-    """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%). A ``model``
-    whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member.
-    ``with_loss``: triples ``(top1, top5, loss)``, loss the mean over batches of each batch's mean cross-entropy
-    (the `linattn` paper's test loss), computed alike for a model and an ensemble's members."""
-    per_batch = []
-    with torch.no_grad(), autocast():
-        for start in range(0, len(images), batch_size):
-            logits = model(normalize(images[start:start + batch_size])).float()
-            batch_labels = labels[start:start + batch_size]
-            scores = topk_fraction(logits, batch_labels)
-            if with_loss:
-                picked = logits.log_softmax(-1).gather(-1, batch_labels.expand(logits.shape[:-1]).unsqueeze(-1))
-                scores = torch.cat([scores, -picked.squeeze(-1).mean(-1, keepdim=True)], dim=-1)
-            per_batch.append(scores)
-    rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
-
-    def mean(rows):
-        return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
-
-    return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
 
 
 class DualOptSwitch:
@@ -155,16 +127,6 @@ def lr_at(config, epoch):
     return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
 
 
-def layer_grad_norms(layers):
-    """(layers,) tensor on the device: for each layer (a list of parameters), the L2 norm of all its gradients
-    together (no device sync)."""
-    norms = []
-    for params in layers:
-        grads = [p.grad for p in params if p.grad is not None]
-        norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else params[0].new_zeros(()))
-    return torch.stack(norms)
-
-
 def layer_names(model, config):
     """The parameter names of each layer of ``model`` (each child of ``model.blocks``, first layer first:
     ``blocks.<i>.…``), for ``grad_norm_every``; an error naming the model where it has no ``blocks``."""
@@ -187,8 +149,7 @@ def set_epoch_lr(optimizer, config, epoch):
     if not config.get("schedule"):
         return {}
     lr = lr_at(config, epoch)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+    set_lr(optimizer, lr)
     return {"lr": lr}
 
 
@@ -208,47 +169,60 @@ def splits(config, device, download=False):
     return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
-def _train_epoch(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast, epoch,
-                 augment_generator=None, layers=None):
-    """One pass over the training tensors in a seeded random order; returns the epoch's history entry. ``augment``:
-    RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers`` (``layer_params``): record
-    the per-layer gradient norms every ``grad_norm_every``-th step."""
+#: what a run yields while it trains (``_run`` with ``interleave``): at an epoch's start, after each training step,
+#: and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
+EPOCH_START, STEP, STEPS_DONE = "epoch start", "step", "steps done"
+
+
+def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast,
+                 epoch, step, augment_generator=None, layers=None):
+    """One pass over the training tensors in a seeded random order, one ``step`` (``steps.TrainStep``) a batch,
+    yielding ``EPOCH_START`` first, ``STEP`` after each and ``STEPS_DONE`` after the last; returns the epoch's
+    history entry, from one read of the device (losses and accuracies summed in step order; a non-finite loss named by its step).
+    ``augment``: RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers``
+    (``layer_params``): record the per-layer gradient norms every ``grad_norm_every``-th step."""
+    yield EPOCH_START
     t0, bs = time.perf_counter(), config["batch_size"]
     model.train()
     order = torch.randperm(len(images), device=images.device, generator=order_generator)
-    loss_sum, correct, steps, norm_sum, sampled = 0.0, 0.0, 0, 0.0, 0
+    norms = {"sum": 0.0, "sampled": 0}
+
+    def sample_norms():
+        if scaler.is_enabled():  # fp16: the gradients' own norms, before the step (which then unscales no more)
+            scaler.unscale_(optimizer)
+        norms["sum"], norms["sampled"] = norms["sum"] + layer_grad_norms(layers), norms["sampled"] + 1
+
+    step.begin_epoch()
     for i in range(0, len(order), bs):
         idx = order[i:i + bs]
         batch = augment_batch(images[idx], config["randaugment"]) if augment else images[idx]
         if augment and config.get("augment"):
             batch = flip_rotate(batch, **config["augment"], generator=augment_generator)
+        sampled = layers is not None and step.steps % config["grad_norm_every"] == 0
         try:
-            with autocast():
-                logits = model(normalize(batch))
-            with loss_autocast():
-                loss = F.cross_entropy(logits, labels[idx])
+            step(batch, labels[idx], after_backward=sample_norms if sampled else None)
         except torch.OutOfMemoryError as e:
             raise RuntimeError(f"{config['model']}: out of memory at batch size {bs}; try --batch-size {bs // 2} "
                                "or precision bf16") from e
-        if not torch.isfinite(loss):
+        yield STEP
+    yield STEPS_DONE
+    rows = step.end_epoch()
+    loss_sum, correct = 0.0, 0.0
+    for n, (loss, accuracy) in enumerate(rows, 1):
+        if not math.isfinite(loss):
             raise FloatingPointError(
-                f"{config['model']}: loss became {loss.item()} at epoch {epoch}, step {steps + 1}; no result stored. "
+                f"{config['model']}: loss became {loss} at epoch {epoch}, step {n}; no result stored. "
                 "Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        if layers is not None and steps % config["grad_norm_every"] == 0:  # unscaled (no amp_loss_only: run_config)
-            if scaler.is_enabled():  # fp16: the gradients' own norms, before the step (which then unscales no more)
-                scaler.unscale_(optimizer)
-            norm_sum, sampled = norm_sum + layer_grad_norms(layers), sampled + 1
-        scaler.step(optimizer)
-        scaler.update()
-        loss_sum += loss.item()
-        correct += (logits.argmax(dim=1) == labels[idx]).float().mean().item()
-        steps += 1
-    entry = {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps}
+        loss_sum, correct = loss_sum + loss, correct + accuracy
+    entry = {"epoch": epoch, "train_loss": loss_sum / len(rows), "train_acc": 100 * correct / len(rows)}
     if layers is not None:
-        entry["grad_norms"] = (norm_sum / sampled).tolist()
+        entry["grad_norms"] = (norms["sum"] / norms["sampled"]).tolist()
     return {**entry, "seconds": time.perf_counter() - t0}
+
+
+def _train_epoch(*args, **kwargs):
+    """``_epoch_steps`` run to its end: the epoch's history entry."""
+    return drain(_epoch_steps(*args, **kwargs))
 
 
 def training_device(config, device):
@@ -273,12 +247,13 @@ def build_model(config):
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def autocasts(config, device):
+def autocasts(config, device, *, cache=True):
     """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk: bf16 and
     fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``runtime.machine_precision``) and the authors'
-    AMP (``amp_loss_only``) scale the loss."""
+    AMP (``amp_loss_only``) scale the loss. ``cache=False``: autocast keeps no cast weights (a CUDA graph's capture
+    needs that; the numbers are the same)."""
     dtype = AUTOCAST_DTYPES.get(config["precision"])
-    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None else nullcontext
+    autocast = (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)) if dtype is not None else nullcontext
     amp = config["amp_loss_only"] and device.type == "cuda"
     loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
     scaled = (amp or config["precision"] == "fp16") and device.type == "cuda"
@@ -326,7 +301,7 @@ def out_of_time(deadline, history, last_epoch=None):
 
 
 def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, with_weights=False,
-          init_state=None, init_sha256=None):
+          init_state=None, init_sha256=None, graphs=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
@@ -338,122 +313,153 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
 
     ``init_state`` (a config with ``init_from``): the source run's weights, carried into the new model before
     epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report, the test top-1,
-    top-5 and loss right after it, before any training, and ``init_sha256``, the SHA-256 of those weights."""
+    top-5 and loss right after it, before any training, and ``init_sha256``, the SHA-256 of those weights.
+
+    ``graphs``: the step as one CUDA graph (``steps.TrainStep``) where nothing blocks it (``steps.graph_blocker``);
+    None (the default) means on a GPU, True on a CPU runs the graphed path eagerly. An execution choice, not part
+    of the run's identity: the result records it under ``provenance["execution"]``. Several runs at once in one
+    process: ``concurrent.train_concurrently``."""
+    device = training_device(config, device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return drain(_run(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
+                          deadline=deadline, with_weights=with_weights, init_state=init_state, init_sha256=init_sha256,
+                          graphs=graphs))
+
+
+def _run(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
+         interleave=False, concurrent_runs=1):
+    """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
+    ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
+    result: what ``train`` and ``concurrent.train_concurrently`` drive."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    device = training_device(config, device)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
-    cuda_rng = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda_rng):
-        torch.manual_seed(seed)
-        model, facts = build_model(config)
-        model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
-        switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
-        optimizer = _optimizer(model, config, _first_phase(config))
-        autocast, loss_autocast, scaler = autocasts(config, device)
-        shuffle = torch.Generator(device=device).manual_seed(seed)
-        augmenter = augment_generator(seed, device)
-        layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
-        history, best_state, elapsed, transferred = [], None, 0.0, None
-        # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
-        state = load_checkpoint(checkpoint, check=lambda s: other_architecture(model, s["model"])) \
-            if checkpoint is not None else None
-        if state is not None:
-            if state["switch"] is not None:
-                switch = dualopt_switch(config)
-                switch.load_state_dict(state["switch"])
-            model.load_state_dict(state["model"])
-            optimizer = _optimizer(model, config, switch.phase if switch else _first_phase(config))
-            optimizer.load_state_dict(state["optimizer"])
-            scaler.load_state_dict(state["scaler"])
-            shuffle.set_state(state["shuffle"])
-            if state.get("augment_rng") is not None:
-                augmenter.set_state(state["augment_rng"])
-            torch.random.set_rng_state(state["cpu_rng"])
-            if device.type == "cuda":
-                torch.cuda.set_rng_state(state["cuda_rng"], device)
-            history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
-            transferred = state.get("transfer")
-        elif config.get("init_from"):
-            if init_state is None:
-                raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
-                                 "weights (init_state) where no checkpoint of the run is saved; runs.run finds them")
-            transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
+    torch.manual_seed(seed)
+    model, facts = build_model(config)
+    model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
+    switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
+    optimizer = _optimizer(model, config, _first_phase(config))
+    want_graphs = device.type == "cuda" if graphs is None else bool(graphs)
+    autocast, loss_autocast, scaler = autocasts(config, device, cache=not want_graphs)
+    shuffle = torch.Generator(device=device).manual_seed(seed)
+    augmenter = augment_generator(seed, device)
+    layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
+    history, best_state, elapsed, transferred = [], None, 0.0, None
+    # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
+    state = load_checkpoint(checkpoint, check=lambda s: other_architecture(model, s["model"])) \
+        if checkpoint is not None else None
+    if state is not None:
+        if state["switch"] is not None:
+            switch = dualopt_switch(config)
+            switch.load_state_dict(state["switch"])
+        model.load_state_dict(state["model"])
+        optimizer = _optimizer(model, config, switch.phase if switch else _first_phase(config))
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        shuffle.set_state(state["shuffle"])
+        if state.get("augment_rng") is not None:
+            augmenter.set_state(state["augment_rng"])
+        torch.random.set_rng_state(state["cpu_rng"])
         if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
+        transferred = state.get("transfer")
+    elif config.get("init_from"):
+        if init_state is None:
+            raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
+                             "weights (init_state) where no checkpoint of the run is saved; runs.run finds them")
+        transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
+    if device.type == "cuda" and concurrent_runs == 1:
+        torch.cuda.reset_peak_memory_stats(device)
+    forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
+    graphed_phases = set()
 
-        start = time.perf_counter() - elapsed
-        last_epoch = None  # wall seconds of the last whole epoch of this call
-        limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
-        stage = history[-1]["stage"] if history else "main"
-        bar = tqdm(total=sum(limits.values()), initial=len(history), desc=f"{config['model']} seed {seed}",
-                   disable=not progress, leave=False)
-        while True:
-            done_in_stage = [h for h in history if h["stage"] == stage]
-            if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
-                if stage == "post" or not limits["post"]:
-                    break
-                # post-training (paper `cxv`; DualOpt's post_train): from the best weights, on un-augmented data,
-                # with SGD, until `patience` epochs pass without a top-1 >= the best of the whole run
-                stage = "post"
-                model.load_state_dict(best_state)
-                switch = DualOptSwitch(config["dualopt"]["patience"], phase="sgd",
-                                       best=max(h["select_top1"] for h in history))
-                optimizer = _optimizer(model, config, "sgd")
-                continue
-            if out_of_time(deadline, history, last_epoch):
-                raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
-                                     f"{sum(limits.values())} (time budget); run it again to resume")
-            epoch_start = _now()
-            scheduled = set_epoch_lr(optimizer, config, len(history) + 1)
-            try:
-                entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, order_generator=shuffle,
-                                     config=config, augment=stage == "main", autocast=autocast,
-                                     loss_autocast=loss_autocast, epoch=len(history) + 1, augment_generator=augmenter,
-                                     layers=layers)
-                entry.update(scheduled)
-                if (shaped := alpha_beta(model)) is not None:
-                    entry["alpha_beta"] = shaped
-                if config["eval_mode"]:
-                    model.eval()
-                eval_start = time.perf_counter()
-                top1, top5, *loss = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
-                entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=time.perf_counter() - eval_start)
-            except KeyboardInterrupt:
-                saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
-                raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
-                                          f"{sum(limits.values())}; {saved}") from None
-            entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else _first_phase(config))
-            if not history or top1 >= max(h["select_top1"] for h in history):
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            history.append(entry)
-            bar.update()
-            bar.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
-            action = switch.update(top1) if switch else "continue"
-            if action == "switch":
-                model.load_state_dict(best_state)
-                optimizer = _optimizer(model, config, "sgd")
-                entry["switched_to_sgd"] = switch.reason
-            entry["stop"] = action == "stop"
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, {
-                    "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                    "shuffle": shuffle.get_state().cpu(), "augment_rng": augmenter.get_state().cpu(),
-                    "cpu_rng": torch.random.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
-                    "switch": switch.state_dict() if switch else None, "transfer": transferred})
-            last_epoch = _now() - epoch_start
-        bar.close()
+    def make_step(optimizer):
+        blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None) if want_graphs else None
+        if want_graphs and blocker is None:
+            graphed_phases.add(type(optimizer).__name__)
+        return TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
+                         loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
+                         prepare=normalize)
 
-        test = None
-        if config["protocol"] == "fixed":  # the selected weights (selected_epoch), evaluated once on the test set
+    step = make_step(optimizer)
+    start = time.perf_counter() - elapsed
+    last_epoch = None  # wall seconds of the last whole epoch of this call
+    limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
+    stage = history[-1]["stage"] if history else "main"
+    bar = tqdm(total=sum(limits.values()), initial=len(history), desc=f"{config['model']} seed {seed}",
+               disable=not progress, leave=False)
+    while True:
+        done_in_stage = [h for h in history if h["stage"] == stage]
+        if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
+            if stage == "post" or not limits["post"]:
+                break
+            # post-training (paper `cxv`; DualOpt's post_train): from the best weights, on un-augmented data,
+            # with SGD, until `patience` epochs pass without a top-1 >= the best of the whole run
+            stage = "post"
             model.load_state_dict(best_state)
-            model.eval()
-            test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-    result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test)
+            switch = DualOptSwitch(config["dualopt"]["patience"], phase="sgd",
+                                   best=max(h["select_top1"] for h in history))
+            optimizer = _optimizer(model, config, "sgd")
+            step = make_step(optimizer)
+            continue
+        if out_of_time(deadline, history, last_epoch):
+            raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
+                                 f"{sum(limits.values())} (time budget); run it again to resume")
+        epoch_start = _now()
+        scheduled = set_epoch_lr(optimizer, config, len(history) + 1)
+        try:
+            epoch = dict(order_generator=shuffle, config=config, augment=stage == "main", autocast=autocast,
+                         loss_autocast=loss_autocast, epoch=len(history) + 1, step=step,
+                         augment_generator=augmenter, layers=layers)
+            if interleave:
+                entry = yield from _epoch_steps(forward, optimizer, scaler, train_x, train_y, **epoch)
+            else:
+                entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, **epoch)
+            entry.update(scheduled)
+            if (shaped := alpha_beta(model)) is not None:
+                entry["alpha_beta"] = shaped
+            if config["eval_mode"]:
+                model.eval()
+            eval_start = time.perf_counter()
+            top1, top5, *loss = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
+            entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=time.perf_counter() - eval_start)
+        except KeyboardInterrupt:
+            saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
+            raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
+                                      f"{sum(limits.values())}; {saved}") from None
+        entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else _first_phase(config))
+        if not history or top1 >= max(h["select_top1"] for h in history):
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        history.append(entry)
+        bar.update()
+        bar.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
+        action = switch.update(top1) if switch else "continue"
+        if action == "switch":
+            model.load_state_dict(best_state)
+            optimizer = _optimizer(model, config, "sgd")
+            step = make_step(optimizer)
+            entry["switched_to_sgd"] = switch.reason
+        entry["stop"] = action == "stop"
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, {
+                "model": model.state_dict(), "optimizer": portable_state(optimizer), "scaler": scaler.state_dict(),
+                "shuffle": shuffle.get_state().cpu(), "augment_rng": augmenter.get_state().cpu(),
+                "cpu_rng": torch.random.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
+                "switch": switch.state_dict() if switch else None, "transfer": transferred})
+        last_epoch = _now() - epoch_start
+    bar.close()
+
+    test = None
+    if config["protocol"] == "fixed":  # the selected weights (selected_epoch), evaluated once on the test set
+        model.load_state_dict(best_state)
+        model.eval()
+        test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
+    result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test,
+                        execution=execution(config, device, graphed_phases, concurrent_runs))
     if transferred is not None:
         result["transfer"] = transferred
     return {**result, "best_state": best_state} if with_weights else result

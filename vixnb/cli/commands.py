@@ -157,9 +157,23 @@ def bench_train(args):
 
     if args.save:
         check_writable_file(args.save, "--save")
+    if args.engine:
+        return _bench_engine(args)
     rows = run(args.models or None, device=args.device, dtype=args.dtype, batch=args.batch, steps=args.steps,
                warmup=args.warmup, workers=args.workers)
     return _show_benchmark("train", rows, train_table, args)
+
+
+def _bench_engine(args):
+    """``vixnb bench train --engine``: the engine's step eager, graphed and K runs at once (``bench_engine``)."""
+    from ..bench.training import ENGINE_MODELS, SMOKE, bench_engine, engine_table
+
+    smoke = SMOKE if args.smoke else {}
+    rows = bench_engine(args.models or smoke.get("models", ENGINE_MODELS), device=args.device, dtype=args.dtype,
+                        batch=args.batch or smoke.get("batch", 32), steps=smoke.get("steps", args.steps * 5),
+                        concurrent=smoke.get("concurrent", args.concurrent), dw_steps=smoke.get("dw_steps", 100),
+                        overrides=smoke.get("overrides"))
+    return _show_benchmark("train-engine", rows, engine_table, args)
 
 
 def _show_benchmark(name, rows, table, args):
