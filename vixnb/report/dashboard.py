@@ -53,11 +53,12 @@ def count_checks(key):
     return exact, printed
 
 
-def dashboard(plans, profile="budget", *, store=None):
+def dashboard(plans, profile="budget", *, frames=None):
     """One row per document (``papers.DOCUMENTS`` order): tables and numbers transcribed, parameter counts rebuilt
     exactly of those printed, claims the paper's own tables bear out / do not, the ``profile`` plan's entries
     stored, stale and asked, and its GPU-hours left (``plan.counts``, the one count every page prints) (``plans``: ``{profile: plan entries}``, as
-    ``provenance.book_plans`` builds them)."""
+    ``provenance.book_plans`` builds them). ``frames``: ``{paper: claims frame}`` of the claims ledger
+    (``claim_figures.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
     entries = plans.get(profile, [])
     rows = {}
     for key in papers.DOCUMENTS:
@@ -69,7 +70,18 @@ def dashboard(plans, profile="budget", *, store=None):
             "tables (numbers) transcribed": f"{len(data['tables'])} ({printed_numbers(key):,})",
             "parameter counts rebuilt exactly": f"{exact} of {printed}" if printed else "none printed",
             "claims the paper's tables bear out / do not": f"{verdicts.get('yes', 0)} / {verdicts.get('no', 0)}",
+            **({"ours: hold / do not / not decided": _ours(frames.get(key))} if frames is not None else {}),
             f"{profile} results stored / stale / asked": f"{mine['stored']} / {mine['stale']} / {mine['entries']}",
             "GPU-hours left": round(mine["gpu_hours_left"], 1),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _ours(frame):
+    """"hold / do not hold / not decided" of our verdicts in a claims frame ("—" where none)."""
+    if frame is None:
+        return "—"
+    from .verdict_rules import NOT_DECIDED
+    counts = frame["our verdict"].value_counts()
+    return (f"{int(counts.get('holds', 0))} / {int(counts.get('does not hold', 0))} / "
+            f"{sum(int(counts.get(v, 0)) for v in NOT_DECIDED)}")

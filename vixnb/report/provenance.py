@@ -36,7 +36,9 @@ def missing_line(profile, chapter, *, store=None):
     """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are stored, missing and stale
     (``plan.counts``, the count every page prints), the ``vixnb batch`` line that makes the rest and the plan's
     estimate of their GPU time; or that all are stored."""
-    entries = build(profile, store=store, chapter=[chapter])
+    # the chapter's own entries, as the plan page counts them (``--chapter`` also makes the runs whose weights its
+    # measurements read, which other chapters count)
+    entries = [e for e in build(profile, store=store, chapter=[chapter]) if e.chapter == chapter]
     n = counts(entries)
     if not n["to_run"]:
         return f"Every run and measurement of this chapter is stored for `{profile}` ({n['entries']} entries)."
