@@ -100,3 +100,17 @@ def test_the_page_shows_the_seeds_and_what_a_verdict_rests_on():
     row = frame.loc["vix-5.1-fnet-vs-vit"]
     assert C.verdict_text(row) == ("-25.00: not decided: protocol (1 seed; a magnitude is judged only at the paper's "
                                    "epochs (FNet 10 of 100 epochs, ViT 10 of 40))")
+
+
+def test_the_practitioners_answer_reads_the_fused_costs():
+    import pandas as pd
+    from vixnb.report import synthesis as S
+
+    costs = pd.DataFrame({"step ms (bf16, H100)": {S.SOFTMAX: 1.89, "Performer": 5.85, "FNet (Fourier mixing)": 0.66},
+                          "peak MB (fp32, H100)": {S.SOFTMAX: 360, "Performer": 826, "FNet (Fourier mixing)": 256}})
+    text = S.practitioners_answer(costs)
+    assert text.startswith("At 1025 tokens (ViX on CIFAR), a fused softmax attention layer takes 1.89 ms a step "
+                           "(bf16, H100) and 360 MB (fp32, H100). 1 of the 1 linear-attention mechanisms are slower: "
+                           "Performer 5.85 ms. 1 of them also need more memory: Performer 826 MB. Cheaper on both "
+                           "counts: FNet (Fourier mixing) 0.66 ms, 256 MB")
+    assert S.practitioners_answer(pd.DataFrame()) == ""

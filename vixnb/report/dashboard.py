@@ -10,6 +10,7 @@ from ..models import list_models
 from ..plan import counts
 from .claim_verdicts import claims
 from .collect import current_counts
+from .verdict_rules import NOT_DECIDED
 
 #: the keys of a table row that are not printed numbers
 NOT_PRINTED = ("label", "model", "settings", "note", "notes")
@@ -81,7 +82,6 @@ def _ours(frame):
     """"hold / do not hold / not decided" of our verdicts in a claims frame ("—" where none)."""
     if frame is None:
         return "—"
-    from .verdict_rules import NOT_DECIDED
     counts = frame["our verdict"].value_counts()
     return (f"{int(counts.get('holds', 0))} / {int(counts.get('does not hold', 0))} / "
             f"{sum(int(counts.get(v, 0)) for v in NOT_DECIDED)}")

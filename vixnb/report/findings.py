@@ -2,8 +2,17 @@
 ledger when the book is built (``findings``), each with its numbers and a link to the page that shows them."""
 from __future__ import annotations
 
+import base64
+import json
+import re
+
+import pandas as pd
+
 from .. import papers
+from ..notebooks import repo_root
+from ..results import ResultsStore, made_on, read_json
 from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
+from .claim_verdicts import claims, verdict_text
 from .dashboard import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
 from .verdict_rules import FAILED, NOT_DECIDED
@@ -70,7 +79,6 @@ def _verdicts(frames, link):
 
 
 def _paper_side(link):
-    from .claim_verdicts import claims
     bear, checked = 0, 0
     for key in papers.DOCUMENTS:
         if papers.claims(key):
@@ -97,8 +105,6 @@ def findings(frames, link, *, store=None):
 def _chapters_of_sections(root):
     """``{(paper, section or None): chapter stem}``: where each chapter shows its claims, read from the chapters'
     ``claims_section`` calls (``None``: all the paper's claims not given to another chapter)."""
-    import json
-    import re
     out = {}
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         text = "".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
@@ -116,9 +122,6 @@ def results_frame(frames, *, root=None):
     and its own tables' figure), ours (figure, seeds and what it rests on: ``claim_verdicts.verdict_text``), a status
     (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable) and the
     chapter that shows it."""
-    import pandas as pd
-    from ..notebooks import repo_root
-    from .claim_verdicts import verdict_text
     where = _chapters_of_sections(root or repo_root())
     rows = []
     for key, frame in frames.items():
@@ -135,8 +138,6 @@ def results_frame(frames, *, root=None):
 def runs_table(profile, *, store=None):
     """Every stored training run of ``profile``, one row each, for ``results.csv``: model, settings beyond the
     profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file."""
-    import pandas as pd
-    from ..results import ResultsStore, made_on, read_json
     store = store if store is not None else ResultsStore()
     rows = []
     for path in sorted((store.root / profile).glob("*.json")):
@@ -156,6 +157,5 @@ def runs_table(profile, *, store=None):
 
 def csv_link(frame, filename):
     """An HTML link that downloads ``frame`` as ``filename`` (the CSV inlined: the page needs no file beside it)."""
-    import base64
     data = base64.b64encode(frame.to_csv(index=False).encode("utf-8")).decode("ascii")
     return f'<a download="{filename}" href="data:text/csv;base64,{data}">{filename}</a>'
