@@ -8,6 +8,7 @@ from vixnb import papers, report
 from vixnb.report import claim_schema as S
 from vixnb.report import claim_verdicts as C
 from vixnb.report import claim_figures as L
+from vixnb.report import verdict_rules as V
 from vixnb.models import model_cfg
 from vixnb.results import ResultsStore
 
@@ -367,11 +368,16 @@ def test_ours_from_the_committed_budget_store():
     accuracy = [i for i in budget.index if claim_of[i].get("metric") in ("top1", "top5")
                 and frame.loc[i, "our figure"] is not None]
     assert accuracy and budget.loc[accuracy, "our figure"].tolist() == frame.loc[accuracy, "our figure"].tolist()
-    for i in accuracy:
-        relative = claim_of[i]["method"] in C.RELATIVE_METHODS and claim_of[i].get("b")
-        assert budget.loc[i, "our verdict"] == (frame.loc[i, "our verdict"] if relative else "not decided here"), i
-        assert budget.loc[i, "why no verdict"] == ("at 10 of the paper's 40 epochs" if relative else
-                                                   "budget profile: 10-epoch runs, the paper's 40"), i
+    for i in accuracy:  # the stored runs' own epochs against each side's protocol (FNet's is 100, ViT's 40)
+        sign = claim_of[i]["method"] in C.RELATIVE_METHODS and not V.is_magnitude(claim_of[i])
+        if budget.loc[i, "our verdict"] == V.FAILED:
+            continue
+        assert budget.loc[i, "our verdict"] in ((frame.loc[i, "our verdict"], V.ONE_SEED) if sign else (V.PROTOCOL,)), i
+        assert budget.loc[i, "seeds"] == 1
+        if not sign:
+            assert budget.loc[i, "why no verdict"].startswith("a magnitude is judged only at the paper's epochs ("), i
+    assert budget.loc["vix-5.1-fnet-vs-vit", "why no verdict"] == (
+        "a magnitude is judged only at the paper's epochs (FNet 10 of 100 epochs, ViT 10 of 40)")
     if "vin" not in stored_runs:
         assert frame.loc["vix-5.1-vin-vs-vit", "our verdict"] == "not yet run"
         assert frame.loc["vix-5.1-vin-vs-vit", "why no verdict"] == "missing: top-1 of ViN"
@@ -503,12 +509,21 @@ def test_which_profile_decides_which_claim():
     assert note("shaped", claim("params"), "budget") == (True, "")  # counted on the model: exact on a GPU profile
     assert note("shaped", claim("epoch_s"), "smoke") == (False, "smoke profile: a pipeline check on synthetic images")
     assert note("shaped", claim("epoch_s"), "budget") == (True, "")  # an epoch's time does not depend on their number
-    # an absolute figure of a shorter protocol decides nothing; a comparison of two runs of it, saying so
-    assert note("shaped", claim("train_acc_final"), "budget") == (False, "budget profile: 10-epoch runs, the paper's 50")
+    # an absolute figure of a shorter protocol decides nothing; the sign of a comparison of two runs of it does,
+    # giving each side's fraction of the paper's epochs; its magnitude does not
+    assert note("shaped", {**claim("train_acc_final"), "value": 5}, "budget") == (
+        False, "a magnitude is judged only at the paper's epochs (Vanilla (exp1_vanilla) 10 of 50 epochs)")
     assert note("shaped", claim("train_acc_final", "point_gain", "exp1_simplified"), "budget") == (
-        True, "at 10 of the paper's 50 epochs")
+        True, "Vanilla (exp1_vanilla) 10 of 50 epochs, Simplified (exp1_simplified) 10 of 50")
+    assert note("shaped", {**claim("train_acc_final", "point_gain", "exp1_simplified"), "op": "approx", "value": 2,
+                 "tolerance": 1},
+                "budget")[0] is False
+    # each side's own protocol: the vix paper trains FNet 100 epochs, ViT 40
+    fnet = {**claim("top1", "point_gain", "vit"), "id": "vix-x", "a": "fnet"}
+    assert note("vix", fnet, "budget") == (True, "FNet 10 of 100 epochs, ViT 10 of 40")
     assert note("shaped", claim("train_acc_final", "point_gain", "exp1_simplified"), "smoke")[0] is False
     # the linattn report trains 10 epochs: the budget profile is its protocol's length
     linattn = {**claim("top1"), "id": "linattn-x", "a": "vit_scratch"}
     assert note("linattn", linattn, "budget") == (True, "")
-    assert C.undecided_reason("shaped", claim("train_acc_final"), "budget") == "budget profile: 10-epoch runs, the paper's 50"
+    assert C.undecided_reason("shaped", {**claim("train_acc_final"), "value": 5}, "budget") == \
+        "a magnitude is judged only at the paper's epochs (Vanilla (exp1_vanilla) 10 of 50 epochs)"

@@ -68,11 +68,11 @@ def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
     store, plans = stored_fnet
     frame = report.stored_results_frame(plans, store=store)
     assert list(frame.columns) == ["notebook", "model", "settings", "dataset", "profile", "protocol", "seed", "device", "torch",
-                                   "commit", "date", "wall time", "status"]
+                                   "commit", "date", "wall time", "status", "note"]
     fnet = frame[frame["model"] == "fnet"].iloc[0].to_dict()
     assert fnet == {"notebook": "vix_table1", "model": "fnet", "settings": "", "dataset": "cifar10", "profile": "budget",
                     "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130",
-                    "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored"}
+                    "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored", "note": ""}
     vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
     assert vit["wall time"] == "2.0 h" and vit["status"] == "stale: keeps no weights"
     assert list(frame["model"]) == ["fnet", "vit"]
@@ -102,9 +102,11 @@ def test_book_totals_add_up_the_plans(stored_fnet):
     store, plans = stored_fnet
     totals = report.book_totals(plans, store=store)
     entries = plans["budget"]
-    assert totals["per_profile"]["budget"] == {
-        "stored": sum(e.status == "stored" for e in entries), "missing": sum(e.status == "missing" for e in entries),
-        "stale": sum(e.status == "stale" for e in entries),
+    assert totals["per_profile"]["budget"] == plan.counts(entries)  # the one count every page prints
+    assert plan.counts(entries) == {
+        "entries": len(entries), "stored": sum(e.status == "stored" for e in entries),
+        "missing": sum(e.status == "missing" for e in entries), "stale": sum(e.status == "stale" for e in entries),
+        "damaged": sum(e.status == "damaged" for e in entries), "to_run": sum(e.status != "stored" for e in entries),
         "gpu_hours_left": plan.totals(entries)["book"]["to_run_gpu_hours"]}
     assert totals["stored"] == 1 and totals["stale"] == 1 and totals["missing"] == len(entries) - 2
 
@@ -119,15 +121,16 @@ def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stor
         plan.build("budget", store=store, chapter=["nope"])
 
 
-def test_a_code_change_is_flagged_on_the_page_and_counted_stale(stored_fnet, monkeypatch):
+def test_a_code_change_is_flagged_on_the_page_and_not_counted_stale(stored_fnet, monkeypatch):
     store, plans = stored_fnet
     monkeypatch.setattr(report.provenance, "code_changed",  # where the page looks it up
                         lambda stored: "model code changed since it was stored (test)"
                         if stored.get("config", {}).get("model") == "fnet" else None)
     frame = report.stored_results_frame(plans, store=store)
-    assert frame[frame["model"] == "fnet"].iloc[0]["status"] == "stale: model code changed since it was stored (test)"
-    totals = report.book_totals(plans, store=store)
-    assert totals["stored"] == 0 and totals["stale"] == 2
+    fnet = frame[frame["model"] == "fnet"].iloc[0]
+    assert (fnet["status"], fnet["note"]) == ("stored", "code edited since: model code changed since it was stored (test)")
+    totals = report.book_totals(plans, store=store)  # stale means the plan's stale, on every page
+    assert totals["stored"] == 1 and totals["stale"] == 1
 
 
 def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(stored_fnet, monkeypatch):
@@ -136,13 +139,11 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     left = plan.todo(mine)
     hours = sum(e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes) / 60
     line = report.missing_line("budget", "vix_table1", store=store)
-    runs = sum(e.kind == "train" for e in mine)
-    others = len(mine) - runs
-    assert line.startswith(f"**Not yet run here:** {len(left)} of the {len(mine)} entries this page reads in `budget` "
-                           f"({runs} training runs, {others} measurement{'s' if others != 1 else ''} or benchmark"
-                           f"{'s' if others != 1 else ''}); 1 of them is stale. "
-                           "`vixnb batch --profile budget --chapter vix_table1` "
-                           f"makes them on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
+    stored = len(mine) - len(left)
+    assert line.startswith(f"**Of the {len(mine)} entries this page reads in `budget`:** {stored} stored, "
+                           f"{len(left) - 1} missing, 1 stale. `vixnb batch --profile budget --chapter vix_table1` "
+                           f"makes the {len(left)} not stored on a GPU: about {hours:.1f} GPU-hours by the plan's "
+                           "estimate")
     monkeypatch.setattr(report.provenance, "missing_line", lambda profile, chapter: f"[{profile} {chapter}]")
     assert report.banner("budget", compute="never", chapter="vix_table1").endswith("\n>\n> [budget vix_table1]")
     assert "[" not in report.banner("smoke", compute="missing", chapter="vix_table1")  # a CPU profile: nothing missing

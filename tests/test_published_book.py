@@ -108,3 +108,67 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     assert f"{{doc}}`the claims ledger </book/executed/{PROFILE}/claims>`" in text
     assert "- {doc}`ViX Tables 1 and 2: linear attention, token mixing, hybrid embeddings " \
            f"</book/executed/{PROFILE}/vix_table1>`" in text
+
+
+def html_counts(html):
+    """The counts the built book prints, parsed from its HTML: the intro's totals and per-profile counts, each
+    dashboard row, each chapter banner, the plan page's table and the provenance page's totals."""
+    def plain(path):
+        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8"))).replace("&#8220;", "")
+
+    intro = plain(html / "book" / "intro.html")
+    out = {"intro": tuple(map(int, re.search(r"What the results store holds .*?: (\d+) runs and measurements stored, "
+                                             r"(\d+) missing, (\d+) stale", intro).groups())),
+           "intro per profile": {p: tuple(map(int, (a, b, c))) for p, a, b, c in re.findall(
+               r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
+           "banners": {}}
+    for page in sorted((html / EXECUTED_DIR / PROFILE).glob("*.html")):
+        found = re.search(r"Of the (\d+) entries this page reads in budget : (\d+) stored, ([^.]*)\.", plain(page))
+        if found:
+            rest = dict((s, int(n)) for n, s in re.findall(r"(\d+) (missing|stale|damaged)", found.group(3)))
+            out["banners"][page.stem] = (int(found.group(1)), int(found.group(2)), rest.get("missing", 0),
+                                         rest.get("stale", 0))
+    provenance = plain(html / EXECUTED_DIR / PROFILE / "provenance.html")
+    out["provenance"] = tuple(map(int, re.search(r"The store holds (\d+) of the runs .*?; (\d+) are missing and (\d+) "
+                                                 r"are stale", provenance).groups()))
+    plan_tables = pd.read_html(str(html / EXECUTED_DIR / PROFILE / "plan.html"))
+    totals = next(t for t in plan_tables if {"entries", "stored", "left"} <= {str(c[-1] if isinstance(c, tuple) else c)
+                                                                               for c in t.columns})
+    totals.columns = [str(c[-1] if isinstance(c, tuple) else c) for c in totals.columns]
+    out["plan page"] = totals
+    return out
+
+
+def check_counts(html, plans):
+    """Every count the built book prints equals ``plan.counts`` of ``plans`` (``{profile: vixnb plan --json}``)."""
+    from collections import Counter
+
+    by = {p: Counter(e["status"] for e in entries) for p, entries in plans.items()}
+    got = html_counts(html)
+    total = tuple(sum(by[p][s] for p in by) for s in ("stored", "missing", "stale"))
+    assert got["intro"] == total and got["provenance"] == total
+    assert got["intro per profile"] == {p: (c["stored"], c["missing"], c["stale"]) for p, c in by.items()}
+    for chapter, (entries, stored, missing, stale) in got["banners"].items():
+        mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
+        assert (entries, stored, missing, stale) == (sum(mine.values()), mine["stored"], mine["missing"],
+                                                     mine["stale"]), chapter
+    assert got["banners"], "no banner with counts found"
+    plan_page = got["plan page"]
+    for _, row in plan_page.iterrows():
+        values = [str(v) for v in row.values]
+        profile = next((p for p in plans if p in values), None)
+        chapter = next((v for v in values if v in {e["chapter"] for e in plans.get(profile, [])} | {"book"}), None)
+        if profile and chapter:
+            mine = [e for e in plans[profile] if chapter == "book" or e["chapter"] == chapter]
+            assert (int(row["entries"]), int(row["stored"])) == (len(mine), sum(e["status"] == "stored" for e in mine))
+
+
+def test_every_count_in_the_built_book_agrees_with_the_plan(published):
+    import json
+    import subprocess
+    import sys
+
+    plans = {p: json.loads(subprocess.run([sys.executable, "-m", "vixnb", "plan", "--profile", p, "--json"],
+                                          check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+             for p in ("budget", "paper")}
+    check_counts(published["html"], plans)

@@ -31,7 +31,8 @@ from . import RELEASE_TAG, REPOSITORY_URL
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
-from .report import book_plans, book_totals, dashboard
+from .report import book_plans, book_totals, dashboard, ledger
+from .report.findings import findings
 
 __all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
@@ -331,6 +332,7 @@ def setup(app):
 # ----- the intro's generated part: the pages of this build and what the store holds ------------------------
 
 CONTENTS = EXECUTED_DIR / "contents.md"
+FINDINGS = EXECUTED_DIR / "findings.md"  # the intro's "What this study found", written with the contents
 
 
 def _chapter_title(stem: str) -> str:
@@ -397,12 +399,21 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
     profile = profile if gpu_profile(profile) else "budget"
     plans = book_plans()
     totals = book_totals(plans)
-    board = dashboard(plans, profile)
+    frames = {key: page["frame"] for key, page in ledger(profile).items()}
+    board = dashboard(plans, profile, frames=frames)
+
+    def link(stem, text):
+        doc = first(stem)
+        return f"{{doc}}`{_link_text(text)} </{doc}>`" if doc else text
+
+    (root / FINDINGS).parent.mkdir(parents=True, exist_ok=True)
+    (root / FINDINGS).write_text(findings(frames, link) + "\n", encoding="utf-8")
     per = "; ".join(f"{p}: {t['stored']} stored, {t['missing']} missing, {t['stale']} stale, "
                     f"{t['gpu_hours_left']:.1f} GPU-hours left" for p, t in totals["per_profile"].items())
     lines = ["One row per document, counted when this book was built. The first three "
              "columns need no GPU: the papers' tables as printed, our models' parameter counts against the printed "
-             "ones, and each quantitative claim checked against the paper's own tables. The last two count what "
+             "ones, and each quantitative claim checked against the paper's own tables. The next counts our "
+             "verdicts on the claims (the claims ledger's). The last two count what "
              f"the results store holds of the `{profile}` profile, the one this book shows.\n\n"
              + markdown_table(board) + "\n\n" + _stands(plans.get(profile, [])),
              "**What the results store holds** (from the plan of every GPU "

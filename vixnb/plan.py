@@ -371,16 +371,25 @@ def gpu_windows(minutes):
     return math.ceil(minutes / WINDOW_MINUTES) if minutes > 0 else 0
 
 
+def counts(entries):
+    """The one count of plan entries that every page prints (the intro and its dashboard, a chapter's banner and
+    footer, the plan and provenance pages): ``{"entries", <each of STATUSES>, "to_run", "gpu_hours_left"}``, by the
+    plan's own statuses; ``to_run`` is every entry not stored, ``gpu_hours_left`` their estimated GPU-hours (the
+    entries without an estimate count 0)."""
+    out = {"entries": len(entries), **{s: sum(e.status == s for e in entries) for s in STATUSES}}
+    left = [e.est_gpu_minutes for e in entries if e.status != "stored" and e.est_gpu_minutes == e.est_gpu_minutes]
+    return {**out, "to_run": len(entries) - out["stored"], "gpu_hours_left": sum(left) / 60}
+
+
 def totals(entries):
-    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours, gpu_windows}}`` and the book's, under
-    ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first)."""
+    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours, gpu_windows}}`` (and ``counts``'s
+    statuses) and the book's, under ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first)."""
     out = {}
     for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
         known = [e for e in members if e.est_gpu_minutes == e.est_gpu_minutes]
-        out[group] = {"entries": len(members), "stored": sum(e.status == "stored" for e in members),
-                      "to_run": sum(e.status != "stored" for e in members),
-                      "to_run_gpu_hours": sum(e.est_gpu_minutes for e in known if e.status != "stored") / 60,
+        counted = counts(members)
+        out[group] = {**counted, "to_run_gpu_hours": counted["gpu_hours_left"],
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
                       "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in known if e.status != "stored")),
                       "unestimated": len(members) - len(known)}

@@ -19,6 +19,8 @@ from .collect import collect_runs, current_counts, gpu_memory_rows
 from .metrics import (COUNTED_METRICS, EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, RUN_STATISTICS,
                       SEED_METRICS, number_or_none as _number_or_none)
 from .provenance import provenance_line
+from . import verdict_rules as rules
+from ..data import dataset_spec
 
 
 def _paper_keys():
@@ -110,11 +112,13 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     stored efficiency measurement (``efficiency``) for times; and GFLOPs counted from the model definition
     (``count_flops``; only where a stored measurement gives them a partner metric). Measurements are only
     read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
-    ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``)."""
+    ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``).
+    ``ours`` is a ``verdict_rules.Figures``: its ``facts`` say what each figure rests on (seeds, epochs, devices,
+    precisions, a failed run), for the verdict rules."""
     check_compute(compute)
     store = store if store is not None else ResultsStore()
     stored = store.results(profile) if (store.root / profile).is_dir() else []
-    ours, records, seen = {}, [], set()
+    ours, records, seen = rules.Figures(), [], set()
 
     def keep(record):
         config = record.get("config")
@@ -125,6 +129,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
     for dataset, need in _needs(paper_key, sections).items():
         figures = ours.setdefault(dataset, {m: {} for m in need["models"]})
+        facts = ours.facts.setdefault(dataset, {m: {} for m in need["models"]})
         metrics, models = need["metrics"], need["models"]
         if metrics & set(SEED_METRICS):
             # the runs as the paper's chapters make them in this profile (the smoke profile's smaller models)
@@ -136,8 +141,10 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                 keep(record)
             # top-1 and top-5 of the best run always, with every other seed metric the claims read
             wanted = [m for m in SEED_METRICS if m in metrics or m in ("top1", "top5")]
+            classes = dataset_spec(dataset).num_classes
             for model, seed_runs in done.items():
                 figures[model].update({m: _number_or_none(RUN_STATISTICS[m](seed_runs)) for m in wanted})
+                facts[model]["runs"] = rules.run_facts(seed_runs, classes, name=model)
         if metrics & set(COUNTED_METRICS):
             convention = papers.params_convention(paper_key)
             for model in models:
@@ -158,6 +165,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                 measured = True
                 for model in models:
                     row = rows.get(model) or {}
+                    maker = next((r for r in used if model in (r.get("rows") or {})), used[0])
+                    facts[model]["gpu_memory"] = rules.record_facts(maker.get("provenance"), name=model)
                     for metric, column in GPU_MEMORY_COLUMNS.items():
                         figures[model][metric] = _number_or_none(row.get(column))
         if metrics & (set(EFFICIENCY_COLUMNS) | {"gflops"}):
@@ -172,7 +181,10 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                         if column in frame:
                             figures[model][metric] = _number_or_none(pd.to_numeric(frame.loc[model, column], errors="coerce"))
                     figures[model]["gflops"] = _number_or_none(frame.loc[model, FAVOR_GFLOPS_COLUMN])
-                    keep({"provenance": next(r for r in used if r["model"] == model)["provenance"]})
+                    made = next(r for r in used if r["model"] == model)
+                    keep({"provenance": made["provenance"]})
+                    facts[model]["efficiency"] = rules.record_facts(made["provenance"], str(made.get("dtype", "fp32")),
+                                                                    name=model)
         if "gflops" in metrics and count_flops and measured:
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():

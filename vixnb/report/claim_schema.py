@@ -12,6 +12,9 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
     the claimed figure: ``op`` is ``approx`` (within ``tolerance``, required), ``at_least`` (>=),
     ``at_most`` (<=), ``greater`` (>) or ``less`` (<); ``value`` and ``tolerance`` are numbers in the
     figure's units, or fractions written as text (``"1/3"``).
+``spread`` (optional)
+    the paper's own reported run-to-run spread of the metric, in points: one seed of ours whose verdict that much
+    noise would turn decides nothing (``verdict_rules``; 1 point where the paper reports none).
 ``method``
     how the figure is computed from per-model metrics:
 
@@ -79,14 +82,14 @@ METHODS = (*PAIRWISE, "correlation")
 PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
 FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs", "over", "x",
-          "y", "models", "table", "dataset", "printed", "reading", "not_testable"}
+          "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread"}
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
 #: our figure is shown but cannot decide the claim: synthetic data, or a shorter protocol than the paper's
 UNDECIDED = "not decided here"
 COLUMNS = ["section", "claim", "claimed", "paper figure", "paper bears it out", "our figure", "our verdict",
-           "why no verdict", "reading"]
+           "seeds", "why no verdict", "reading"]
 
 
 class ClaimError(papers.PaperFileError):

@@ -17,6 +17,7 @@ from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_N
 from .metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
 from .tables import label as _model_label
 from .tables import page_table
+from . import verdict_rules as rules
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,17 +239,18 @@ def _reading(key, claim, paper_pair, our_pair):
 
 
 #: the methods that compare two of our own figures (A against B): a shortened protocol, the same for both, can
-#: decide them, and the verdict names it
+#: decide their sign or ordering (``verdict_rules.is_magnitude``), and the verdict names it
 RELATIVE_METHODS = ("point_gain", "relative_gain", "ratio")
 
 
 def protocol_note(key, claim, profile):
     """``(decided, note)``: whether figures of ``profile`` can decide ``claim`` (as its paper file writes it) of paper
-    ``key``, and what the verdict must say of them. The model's own metrics (``metrics.MODEL_METRICS``) are exact
-    everywhere, but the ``smoke`` profile, a pipeline check on synthetic images, decides nothing at all; a GPU
-    profile that trains fewer epochs than the paper's protocol (``budget``) decides the metrics that do not depend
-    on the number of epochs (``metrics.STEP_METRICS``), and a comparison of two of our runs made under that one
-    shorter protocol with the verdict naming it ("at 10 of the paper's 50 epochs"); never an absolute figure.
+    ``key``, and what the verdict must say of them, where the runs themselves are not known (``evaluate`` without
+    ``verdict_rules.Figures``). The model's own metrics (``metrics.MODEL_METRICS``) are exact everywhere, but the
+    ``smoke`` profile, a pipeline check on synthetic images, decides nothing at all; a GPU profile that trains fewer
+    epochs than the paper's protocol (``budget``) decides the metrics that do not depend on the number of epochs
+    (``metrics.STEP_METRICS``), and the sign or ordering of a comparison of two of our runs, the verdict giving each
+    side's fraction of the paper's epochs ("FNet 10 of 100 epochs, ViT 10 of 40"); never a magnitude.
     ``profile=None`` or ``"paper"``: the paper's protocol."""
     if profile is None or profile == "paper":
         return True, ""
@@ -257,17 +259,19 @@ def protocol_note(key, claim, profile):
     claim = parse_claim(key, claim)
     metrics = [claim["x"], claim["y"]] if claim.get("method") == "correlation" else \
         [claim.get("metric"), claim.get("metric_b", claim.get("metric"))]
-    if all(m in MODEL_METRICS for m in metrics):
-        return True, ""
     if all(m in MODEL_METRICS or m in STEP_METRICS for m in metrics):
         return True, ""
     ours = get_profile(profile).get("epochs")
-    theirs = papers.per_model((papers.load(key).get("protocol") or {}).get("epochs"), None)
-    if ours is None or (theirs is not None and ours >= theirs):
+    if ours is None:
         return True, ""
-    if claim.get("method") in RELATIVE_METHODS and claim.get("b"):
-        return True, f"at {ours} of the paper's {theirs} epochs" if theirs else f"at {ours} epochs"
-    return False, f"{profile} profile: {ours}-epoch runs" + (f", the paper's {theirs}" if theirs else "")
+    models = rules._models(claim) if claim.get("method") else []
+    facts = {m: rules.Facts(epochs=ours) for m in models}
+    fractions = rules.protocol_label(key, models, facts, lambda m: run_label(m, key))
+    if not fractions:
+        return True, ""
+    if claim.get("method") in RELATIVE_METHODS and claim.get("b") and not rules.is_magnitude(claim):
+        return True, fractions
+    return False, f"a magnitude is judged only at the paper's epochs ({fractions})"
 
 
 def undecided_reason(key, claim, profile):
@@ -279,10 +283,12 @@ def undecided_reason(key, claim, profile):
 def evaluate(key, claim, ours=None, *, profile=None):
     """One claim of paper ``key`` (a mapping from its paper file) evaluated three ways: a dict with
     ``paper_figure`` (from the paper's printed numbers, None where the paper file has none) and
-    ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold",
-    "not decided here", "not yet run", "not testable here"), ``why`` (what is missing, why it is not testable,
-    why ``profile``'s figure cannot decide it, or the shorter protocol a verdict was reached at:
-    ``protocol_note``) and ``reading``."""
+    ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold", one of
+    ``verdict_rules.NOT_DECIDED``, "not decided here" (smoke), "not yet run", "not testable here"), ``why`` (what is
+    missing, why it is not testable, why the figure cannot decide it, or the shorter protocol a verdict was reached
+    at), ``seeds`` (the fewest seeds behind a run figure, None where none is a run's) and ``reading``. Where ``ours``
+    is a ``verdict_rules.Figures`` (the store's, with the runs behind each figure), ``verdict_rules.judge`` applies
+    every rule; else only the profile's (``protocol_note``)."""
     raw, claim = claim, parse_claim(key, claim)
     # (a) the paper's printed numbers
     paper_figure, paper_verdict, paper_pair = None, PAPER_NONE, None
@@ -293,23 +299,29 @@ def evaluate(key, claim, ours=None, *, profile=None):
         paper_figure, holds, paper_pair = _evaluate(claim, _paper_getter(key, claim))
         paper_verdict = PAPER_YES if holds else PAPER_NO
     # (b) ours
-    our_figure, our_pair, why = None, None, ""
+    our_figure, our_pair, why, seeds = None, None, "", None
+    facts = rules.facts_for(ours, claim.get("dataset"))
     if not claim["testable"]:
         our_verdict, why = NOT_TESTABLE, claim["not_testable"]
     else:
         try:
-            our_figure, holds, our_pair = _evaluate(claim, _ours_getter(_ours_for(ours, claim["dataset"])))
+            get = _ours_getter(_ours_for(ours, claim["dataset"]))
+            our_figure, holds, our_pair = _evaluate(claim, get)
             our_verdict = HOLDS if holds else FAILS
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
-            else:
+            elif profile == "smoke" or facts is None:
                 decided, why = protocol_note(key, raw, profile)
-                our_verdict = our_verdict if decided else UNDECIDED
+                our_verdict = our_verdict if decided else (UNDECIDED if profile == "smoke" else rules.PROTOCOL)
+            else:
+                our_verdict, why, seeds = rules.judge(key, claim, our_verdict, get, facts,
+                                                      label=lambda m: run_label(m, key),
+                                                      seed_spread=claim.get("spread"))
         except _Missing as e:
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
-            "our_verdict": our_verdict, "why": why, "reading": _reading(key, claim, paper_pair, our_pair)}
+            "our_verdict": our_verdict, "why": why, "seeds": seeds, "reading": _reading(key, claim, paper_pair, our_pair)}
 
 
 
@@ -327,7 +339,7 @@ def claims(paper_key, ours=None, *, sections=None, profile=None):
     rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
                            "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],
-                           "our figure": r["our_figure"], "our verdict": r["our_verdict"],
+                           "our figure": r["our_figure"], "our verdict": r["our_verdict"], "seeds": r["seeds"],
                            "why no verdict": r["why"], "reading": r["reading"]} for r in rows],
                          columns=["id", *COLUMNS])
     frame = frame.set_index("id").astype(object)
@@ -338,6 +350,11 @@ def claims(paper_key, ours=None, *, sections=None, profile=None):
 # the page
 
 
+#: our verdicts in the order a count lists them, with their plural
+VERDICT_PLURALS = {HOLDS: "hold", FAILS: "do not hold", **{v: v for v in rules.NOT_DECIDED}, UNDECIDED: UNDECIDED,
+                   NOT_RUN: NOT_RUN, NOT_TESTABLE: NOT_TESTABLE}
+
+
 def claims_summary(frame):
     """One line of Markdown counting the verdicts of a ``claims`` frame."""
     paper = frame["paper bears it out"].value_counts()
@@ -345,15 +362,29 @@ def claims_summary(frame):
     checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))
     parts = [f"{len(frame)} claims. The paper's own numbers bear out {int(paper.get(PAPER_YES, 0))} of the "
              f"{checked} they can check."]
-    plural = {HOLDS: "hold", FAILS: "do not hold", UNDECIDED: UNDECIDED, NOT_RUN: NOT_RUN, NOT_TESTABLE: NOT_TESTABLE}
-    counts = [f"{int(ours[v])} {v if ours[v] == 1 else plural[v]}" for v in plural if ours.get(v)]
+    counts = [f"{int(ours[v])} {v if ours[v] == 1 else VERDICT_PLURALS[v]}" for v in VERDICT_PLURALS if ours.get(v)]
     parts.append("Ours: " + ", ".join(counts) + ".")
-    if ours.get(UNDECIDED):
-        parts.append(f"A figure of ours is {UNDECIDED} where its runs cannot decide the claim: synthetic images "
-                     "(smoke), or an absolute figure from fewer epochs than the paper's protocol (budget); it is "
-                     "shown, not judged. A comparison of two of our runs under one shorter protocol is judged, and "
-                     "its verdict says at how many epochs.")
+    if any(ours.get(v) for v in (*rules.NOT_DECIDED, UNDECIDED)):
+        parts.append("A figure of ours is shown but decides nothing where its run failed (ended at chance or with "
+                     "all gradients zero), where it states a magnitude from fewer epochs than the paper's protocol, "
+                     "where times come from different devices or precisions, or where one seed's noise would turn "
+                     "it. A sign or an ordering of two of our runs under one shorter protocol is judged, and the "
+                     "verdict gives each side's epochs.")
     return " ".join(parts)
+
+
+def verdict_text(row):
+    """Our verdict of one ``claims`` row as the page shows it: figure, mark, verdict, seeds and what it rests on
+    ("-15.85: ✗ does not hold (1 seed; Hybrid FNet 10 of 100 epochs, Hybrid ViL 10 of 40)")."""
+    if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
+        return NOT_RUN
+    verdict = f"{MARKS.get(row['our verdict'], '')}{row['our verdict']}"
+    text = f"{_figure_text(row['our figure'])}: {verdict}" if row["our figure"] is not None else verdict
+    seeds = row.get("seeds")
+    notes = [f"{int(seeds)} seed{'s' if seeds != 1 else ''}"] if seeds is not None and seeds == seeds else []
+    if row["why no verdict"]:
+        notes.append(row["why no verdict"])
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 #: the compact page table's columns and their share of the text column
@@ -377,13 +408,7 @@ def claims_page(frame, *, caption=None):
     numbers, how each claim was read."""
     rows = {}
     for number, (_, row) in enumerate(frame.iterrows(), 1):
-        if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
-            ours = NOT_RUN
-        else:
-            verdict = f"{MARKS.get(row['our verdict'], '')}{row['our verdict']}"
-            ours = f"{_figure_text(row['our figure'])}: {verdict}" if row["our figure"] is not None else verdict
-            if row["why no verdict"]:
-                ours += f" ({row['why no verdict']})"
+        ours = verdict_text(row)
         paper = f"{_figure_text(row['paper figure'])}: {MARKS.get(row['paper bears it out'], '')}" \
                 f"{row['paper bears it out']}" if row["paper bears it out"] != PAPER_NONE \
             else _figure_text(row["paper figure"])

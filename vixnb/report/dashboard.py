@@ -7,11 +7,10 @@ import pandas as pd
 
 from .. import papers
 from ..models import list_models
-from ..plan import todo
+from ..plan import counts
 from .claim_verdicts import claims
-from ..results import ResultsStore
 from .collect import current_counts
-from .provenance import code_flags
+from .verdict_rules import NOT_DECIDED
 
 #: the keys of a table row that are not printed numbers
 NOT_PRINTED = ("label", "model", "settings", "note", "notes")
@@ -55,29 +54,34 @@ def count_checks(key):
     return exact, printed
 
 
-def dashboard(plans, profile="budget", *, store=None):
+def dashboard(plans, profile="budget", *, frames=None):
     """One row per document (``papers.DOCUMENTS`` order): tables and numbers transcribed, parameter counts rebuilt
     exactly of those printed, claims the paper's own tables bear out / do not, the ``profile`` plan's entries
-    stored, stale (the plan's, and those made by code edited since: ``provenance.book_totals`` counts them alike)
-    and asked, and its GPU-hours left (``plans``: ``{profile: plan entries}``, as
-    ``provenance.book_plans`` builds them)."""
+    stored, stale and asked, and its GPU-hours left (``plan.counts``, the one count every page prints) (``plans``: ``{profile: plan entries}``, as
+    ``provenance.book_plans`` builds them). ``frames``: ``{paper: claims frame}`` of the claims ledger
+    (``claim_figures.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
     entries = plans.get(profile, [])
-    left = todo(entries)
-    store = store if store is not None else ResultsStore()
-    flags = code_flags({profile: entries}, store)  # counted stale, as book_totals counts them
     rows = {}
     for key in papers.DOCUMENTS:
         data = papers.load(key)
         exact, printed = count_checks(key)
         verdicts = claims(key)["paper bears it out"].value_counts() if data["claims"] else pd.Series(dtype=int)
-        mine = [e for e in entries if e.paper == key]
+        mine = counts([e for e in entries if e.paper == key])
         rows[data.get("title", key)] = {
             "tables (numbers) transcribed": f"{len(data['tables'])} ({printed_numbers(key):,})",
             "parameter counts rebuilt exactly": f"{exact} of {printed}" if printed else "none printed",
             "claims the paper's tables bear out / do not": f"{verdicts.get('yes', 0)} / {verdicts.get('no', 0)}",
-            f"{profile} results stored / stale / asked": "{} / {} / {}".format(
-                sum(e.status == "stored" and e.path not in flags for e in mine),
-                sum(e.status == "stale" or (e.status == "stored" and e.path in flags) for e in mine), len(mine)),
-            "GPU-hours left": round(sum(e.est_gpu_minutes for e in left if e.paper == key) / 60, 1),
+            **({"ours: hold / do not / not decided": _ours(frames.get(key))} if frames is not None else {}),
+            f"{profile} results stored / stale / asked": f"{mine['stored']} / {mine['stale']} / {mine['entries']}",
+            "GPU-hours left": round(mine["gpu_hours_left"], 1),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _ours(frame):
+    """"hold / do not hold / not decided" of our verdicts in a claims frame ("—" where none)."""
+    if frame is None:
+        return "—"
+    counts = frame["our verdict"].value_counts()
+    return (f"{int(counts.get('holds', 0))} / {int(counts.get('does not hold', 0))} / "
+            f"{sum(int(counts.get(v, 0)) for v in NOT_DECIDED)}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..plan import build, shown_settings, todo, totals
+from ..plan import build, counts, shown_settings, todo
 from ..profiles import get_profile, gpu_profile, list_profiles
 from ..results import ResultsStore, StoreError, made_on, read_json
 from ..results.policy import cannot_make_here, code_changed
@@ -33,24 +33,20 @@ def banner(profile, *, compute="missing", chapter=None):
 
 
 def missing_line(profile, chapter, *, store=None):
-    """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are not yet run (missing or stale),
-    the ``vixnb batch`` line that makes them and the plan's estimate of their GPU time; or that all are stored."""
-    entries = build(profile, store=store, chapter=[chapter])
-    left = todo(entries)
-    if not left:
-        return f"Every run and measurement of this chapter is stored for `{profile}`."
-    known = [e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes]
-    stale = sum(e.status == "stale" for e in left)
-    unknown = len(left) - len(known)
-    runs = sum(e.kind == "train" for e in entries)
-    kinds = [f"{runs} training run{'s' if runs != 1 else ''}"] if runs else []
-    if len(entries) - runs:
-        kinds.append(f"{len(entries) - runs} measurement{'s' if len(entries) - runs != 1 else ''} or benchmark"
-                     f"{'s' if len(entries) - runs != 1 else ''}")
-    return (f"**Not yet run here:** {len(left)} of the {len(entries)} entries this page reads in `{profile}` "
-            f"({', '.join(kinds)})" + (f"; {stale} of them {'is' if stale == 1 else 'are'} stale" if stale else "") +
-            f". `vixnb batch --profile {profile} --chapter {chapter}` makes them on a GPU: about "
-            f"{sum(known) / 60:.1f} GPU-hours by the plan's estimate" +
+    """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are stored, missing and stale
+    (``plan.counts``, the count every page prints), the ``vixnb batch`` line that makes the rest and the plan's
+    estimate of their GPU time; or that all are stored."""
+    # the chapter's own entries, as the plan page counts them (``--chapter`` also makes the runs whose weights its
+    # measurements read, which other chapters count)
+    entries = [e for e in build(profile, store=store, chapter=[chapter]) if e.chapter == chapter]
+    n = counts(entries)
+    if not n["to_run"]:
+        return f"Every run and measurement of this chapter is stored for `{profile}` ({n['entries']} entries)."
+    unknown = sum(e.est_gpu_minutes != e.est_gpu_minutes for e in todo(entries))
+    others = ", ".join(f"{n[s]} {s}" for s in ("missing", "stale", "damaged") if n[s])
+    return (f"**Of the {n['entries']} entries this page reads in `{profile}`:** {n['stored']} stored, {others}. "
+            f"`vixnb batch --profile {profile} --chapter {chapter}` makes the {n['to_run']} not stored on a GPU: about "
+            f"{n['gpu_hours_left']:.1f} GPU-hours by the plan's estimate" +
             (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
 
 
@@ -123,20 +119,15 @@ def code_flags(plans, store):
 
 
 def book_totals(plans=None, *, store=None):
-    """What the store holds for the book, from the plans of the GPU profiles: ``stored``, ``missing``, ``stale``
-    (the plan's stale entries, and stored runs whose code changed since: ``results.policy.code_changed``), and
-    ``gpu_hours_left`` (the plan's estimates of what is missing or stale), in all and ``per_profile``."""
+    """What the store holds for the book, from the plans of the GPU profiles (``plan.counts``, the one count every
+    page prints): ``stored``, ``missing``, ``stale`` (the plan's status: a result that no longer answers, which
+    ``vixnb batch`` makes again), ``entries``, ``to_run`` and ``gpu_hours_left``, in all and ``per_profile``. A
+    stored run whose code was edited since (``code_flags``) stays stored here, as in the plan."""
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
-    flags = code_flags(plans, store)
-    per = {}
-    for profile, entries in plans.items():
-        changed = sum(e.path in flags for e in entries if e.status == "stored")
-        per[profile] = {"stored": sum(e.status == "stored" for e in entries) - changed,
-                        "missing": sum(e.status == "missing" for e in entries),
-                        "stale": sum(e.status == "stale" for e in entries) + changed,
-                        "gpu_hours_left": totals(entries)["book"]["to_run_gpu_hours"] if entries else 0.0}
-    out = {k: sum(t[k] for t in per.values()) for k in ("stored", "missing", "stale", "gpu_hours_left")}
+    per = {profile: counts(entries) for profile, entries in plans.items()}
+    keys = ("entries", "stored", "missing", "stale", "to_run", "gpu_hours_left")
+    out = {k: sum(t[k] for t in per.values()) for k in keys}
     return {**out, "per_profile": per}
 
 
@@ -150,9 +141,9 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     """One row per stored result of the GPU profiles, training runs, measurement records and the benchmark
     records they share (profile "bench") alike: the
     notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
-    device, torch, vixnb commit (10 digits), UTC day, wall time, and status: "stored", or "stale: <why>" (the
-    plan's reason, or the model or engine code changed since: ``results.policy.code_changed``), or "not in the plan" for a
-    file no chapter reads any more; ``settings``, a run's settings beyond its profile's (a paper row's), as
+    device, torch, vixnb commit (10 digits), UTC day, wall time, status: the plan's ("stored", or "stale: <why>"),
+    or "not in the plan" for a file no chapter reads any more, and a note where the model or engine code changed
+    since (``results.policy.code_changed``; the plan does not count that stale); ``settings``, a run's settings beyond its profile's (a paper row's), as
     key=value. Sorted by profile, notebook, model, settings and seed. ``for_page``: the same in four columns that
     fit a page, numbered: the run (model, settings), the notebook and where (dataset, profile, protocol, seed), where
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
@@ -178,7 +169,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
             config = record.get("config") or {}
             status = (record["status"] if record.get("status", "").startswith("unreadable") else
                       found[0].status if found else "not in the plan")
-            why = flags.get(rel) or (found[0].reason if found and found[0].status == "stale" else "")
+            why = found[0].reason if found and found[0].status == "stale" else ""
             settings = found[0].settings if found else {}
             rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
                          "model": config.get("model") or path.stem,
@@ -189,9 +180,10 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
                          "seed": config.get("seed", ""), "device": prov.get("device", ""),
                          "torch": prov.get("torch", ""), "commit": str(prov.get("commit", ""))[:10],
                          "date": made_on(prov) or "", "wall time": _wall(record.get("seconds")),
-                         "status": f"stale: {why}" if why else status})
+                         "status": f"stale: {why}" if why else status,
+                         "note": f"code edited since: {flags[rel]}" if rel in flags else ""})
     frame = pd.DataFrame(rows, columns=["notebook", "model", "settings", "dataset", "profile", "protocol", "seed",
-                                        "device", "torch", "commit", "date", "wall time", "status"])
+                                        "device", "torch", "commit", "date", "wall time", "status", "note"])
     order = frame["seed"].map(lambda s: s if isinstance(s, int) else -1)
     frame = frame.assign(_seed=order).sort_values(["profile", "notebook", "model", "settings", "_seed"]).drop(
         columns="_seed").reset_index(drop=True)

@@ -2,7 +2,9 @@
 Nyströmformer, linear attention, FNet, MLP-Mixer, convolutional embeddings) under different protocols; none
 compares itself with the others. Here each mechanism gets one table: every printed row of it, its top-1 against
 the softmax model of the same table and family (and its GPU memory against that model's, where printed), our
-difference where both runs are stored, and the claims that name it with the paper-side check and our verdict.
+difference where both runs are stored, the claims about it with the paper-side check and our verdict (the claims
+ledger's, one source of verdicts: ``claim_figures.ledger``), and what one mixer layer costs on the fused path at the
+ViX sequence length (``fused_costs``, from the stored ``vixnb bench mixers`` records).
 
 A model's mechanism is read from the model itself: the module that defines its token mixer (the class that
 declares ``map_kind``), built on the meta device (no memory, no random numbers drawn)."""
@@ -16,8 +18,9 @@ from .. import papers
 from ..models import create_model, list_models, model_family
 from ..profiles import get_profile, model_settings, row_runs
 from ..runs import run
-from .claim_schema import FAILS, HOLDS
-from .claim_verdicts import claims
+from ..results import ResultsStore, read_json
+from .claim_figures import ledger
+from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
 from .tables import label
 
 SOFTMAX = "softmax attention"
@@ -102,6 +105,7 @@ def comparisons(profile="budget"):
                 continue
             dataset = spec.get("dataset")
             where = f"{key} {str(spec.get('caption', table)).split(':')[0]}"
+            shown_dataset = DATASET_NAMES.get(dataset, dataset or "—")
             info = {row: (model, mechanism(model, settings), model_family(model), model.startswith("hybrid_"),
                           printed) for row, model, settings, printed in rows}
             repeated = {m: [i[0] for i in info.values()].count(m) > 1 for m, *_ in info.values()}
@@ -121,7 +125,7 @@ def comparisons(profile="budget"):
                     theirs = info[base][4] if base else {}
                     mine, ref = (_ours(key, row, dataset, profile, runs_of),
                                  _ours(key, base, dataset, profile, runs_of)) if base else (None, None)
-                    out.append({"mechanism": mech_shown, "document": where, "model": _short(printed, model, repeated[model]),
+                    out.append({"mechanism": mech_shown, "document": where, "dataset": shown_dataset, "model": _short(printed, model, repeated[model]),
                                 "against": _short(theirs, info[base][0], repeated[info[base][0]]),
                                 "top-1": printed["top1"], "Δ top-1": _difference(printed["top1"],
                                                                                               theirs.get("top1")),
@@ -130,12 +134,18 @@ def comparisons(profile="budget"):
     return pd.DataFrame(out)
 
 
-def mechanism_claims(profile="budget"):
-    """One row per claim that names a model of a mechanism (its ``a``, ``b`` or ``pairs`` rows): mechanism,
-    document, the claim, whether the paper's own tables bear it out, and our verdict in ``profile``."""
+def mechanism_claims(profile="budget", *, frames=None):
+    """One row per claim about a mechanism (its ``a``, ``b`` or ``pairs`` rows name a model of it): mechanism,
+    document, dataset, the claim, whether the paper's own tables bear it out, and our verdict in ``profile``, read
+    from the claims ledger (``frames``: ``{paper: claims frame}`` as ``claim_figures.ledger`` gives them; built here
+    where None). A claim is listed under the mechanisms it sets against softmax attention, not under softmax
+    attention as well (only a claim among softmax models is listed there); a sentence about more than two
+    mechanisms at once is left to the ledger."""
+    if frames is None:
+        frames = {key: page["frame"] for key, page in ledger(profile).items()}
     out = []
     for key in papers.DOCUMENTS:
-        frame = claims(key, profile=profile)
+        frame = frames.get(key)
         runs_of = papers.paper_runs(key)
         for claim in papers.claims(key):
             named = []
@@ -146,12 +156,77 @@ def mechanism_claims(profile="budget"):
             mechs = {mechanism(*runs_of[r]) for r in named if r in runs_of} - {None}
             if len(mechs - {SOFTMAX}) > 2:
                 continue  # a sentence about all the mechanisms at once: the ledger lists it
-            row = frame.loc[claim["id"]] if claim["id"] in frame.index else None
-            for mech in sorted(mechs):
-                out.append({"mechanism": mech, "document": key, "claim": claim["text"],
-                            PAPER_SIDE: row["paper bears it out"] if row is not None else "—",
+            about = (mechs - {SOFTMAX}) or mechs
+            row = frame.loc[claim["id"]] if frame is not None and claim["id"] in frame.index else None
+            dataset = claim.get("dataset") or next(
+                (papers.table(key, t).get("dataset") for t in ([claim["table"]] if isinstance(claim.get("table"), str)
+                                                              else claim.get("table") or [])), None)
+            for mech in sorted(about):
+                out.append({"mechanism": mech, "document": key, "dataset": DATASET_NAMES.get(dataset, dataset or "—"),
+                            "claim": claim["text"], PAPER_SIDE: row["paper bears it out"] if row is not None else "—",
                             "ours": row["our verdict"] if row is not None else "—"})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["mechanism", "document", "dataset", "claim", PAPER_SIDE, "ours"])
+
+
+#: a data set's name on the page
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny-imagenet": "Tiny ImageNet",
+                 "imagenet": "ImageNet"}
+#: the ViX models' sequence length on CIFAR (32 x 32 patches of one pixel, and the class token)
+VIX_TOKENS = 1025
+
+
+def fused_costs(tokens=VIX_TOKENS, *, store=None):
+    """One row per mechanism: one mixer layer's forward and backward step (ms) and its peak memory (MB) on the fused
+    path at ``tokens`` tokens, from each stored ``vixnb bench mixers`` record (``results/bench/mixers-*.json``: one
+    column pair per record, named by its precision and device; a materialised or unfused variant is left out)."""
+    store = store if store is not None else ResultsStore()
+    columns = {}
+    for path in sorted((store.root / "bench").glob("mixers-*.json")):
+        record = read_json(path)
+        prov = record.get("provenance") or {}
+        where = f"{prov.get('dtype', '?')}, {str(prov.get('device', '?')).replace('NVIDIA ', '').split(' ')[0]}"
+        for row in record.get("rows") or []:
+            name = str(row.get("mechanism", ""))
+            if row.get("tokens") != tokens or row.get("status") != "ok" or "materialised" in name or "unfused" in name:
+                continue
+            mech = MECHANISMS.get(row.get("kind"))
+            if mech:
+                columns.setdefault(f"step ms ({where})", {})[mech] = round(row["ms"], 2)
+                columns.setdefault(f"peak MB ({where})", {})[mech] = round(row["peak_mb"])
+    return pd.DataFrame(columns)
+
+
+def practitioners_answer(costs):
+    """Markdown: which mechanism to choose, from the fused-path costs (``fused_costs``) against softmax attention's,
+    each sentence computed from the stored records (the first record's columns; "" where none is stored)."""
+    if costs.empty or SOFTMAX not in costs.index:
+        return ""
+    ms_col = next(c for c in costs.columns if c.startswith("step ms"))
+    mb_col = next((c for c in costs.columns if c.startswith("peak MB") and c[7:] == ms_col[7:]), None)
+    mb_col = next((c for c in costs.columns if c.startswith("peak MB") and "fp32" in c), mb_col)
+    attention = [m for m in ("Performer", "Linformer", "Nyströmformer", "linear attention") if m in costs.index]
+    slower = [m for m in attention if costs.at[m, ms_col] > costs.at[SOFTMAX, ms_col]]
+    heavier = [m for m in attention if mb_col and costs.at[m, mb_col] > costs.at[SOFTMAX, mb_col]]
+    mixers = [m for m in ("FNet (Fourier mixing)", "MLP-Mixer (token MLP)") if m in costs.index]
+    text = [f"At {VIX_TOKENS} tokens (ViX on CIFAR), a fused softmax attention layer takes "
+            f"{costs.at[SOFTMAX, ms_col]:.2f} ms a step ({ms_col[9:-1]})"
+            + (f" and {costs.at[SOFTMAX, mb_col]:,.0f} MB ({mb_col[9:-1]})" if mb_col else "") + "."]
+    if slower:
+        text.append(f"{len(slower)} of the {len(attention)} linear-attention mechanisms are slower: "
+                    + ", ".join(f"{m} {costs.at[m, ms_col]:.2f} ms" for m in slower) + ".")
+    if heavier:
+        text.append(f"{len(heavier)} of them also need more memory: " + ", ".join(
+            f"{m} {costs.at[m, mb_col]:,.0f} MB" for m in heavier) + ".")
+    cheaper = [m for m in mixers if costs.at[m, ms_col] < costs.at[SOFTMAX, ms_col]
+               and (not mb_col or costs.at[m, mb_col] < costs.at[SOFTMAX, mb_col])]
+    if cheaper:
+        text.append("Cheaper on both counts: " + ", ".join(
+            f"{m} {costs.at[m, ms_col]:.2f} ms" + (f", {costs.at[m, mb_col]:,.0f} MB" if mb_col else "")
+            for m in cheaper) + ", which mix tokens without attention and cost accuracy in the papers' tables.")
+    text.append("So at these lengths, with a fused attention kernel (PyTorch's scaled_dot_product_attention), "
+                "keep softmax attention; the papers' memory savings are against a materialised attention matrix. "
+                "Measure a linear mechanism with `vixnb bench mixers` at your own sequence length before choosing it.")
+    return " ".join(text)
 
 
 def _spread(values):
@@ -162,17 +237,20 @@ def _spread(values):
     return f"{values[0]:+.1f} / {middle:+.1f} / {values[-1]:+.1f}" if len(values) > 1 else f"{values[0]:+.1f}"
 
 
-def mechanism_summary(rows, claimed):
+def mechanism_summary(rows, claimed, costs=None):
     """One row per mechanism from ``comparisons`` and ``mechanism_claims``: how many printed rows and documents,
-    the printed Δ top-1 against softmax (least … median … most), the median printed GPU-memory ratio, the claims
-    the paper's own tables bear out / do not, and our verdicts (hold / do not hold / not yet decided)."""
+    the printed Δ top-1 against softmax (least … median … most), the median printed GPU-memory ratio, our Δ top-1,
+    the claims the paper's own tables bear out / do not, our verdicts (hold / do not hold / not decided, from the
+    ledger), and the fused-path step time and peak memory of one layer (``costs``: ``fused_costs``)."""
     out = {}
+    costs = costs if costs is not None else pd.DataFrame()
     for mech in [*dict.fromkeys([*rows.get("mechanism", []), *claimed.get("mechanism", [])])]:
         mine = rows[rows["mechanism"] == mech] if len(rows) else rows
         said = claimed[claimed["mechanism"] == mech] if len(claimed) else claimed
         ratios = sorted(v for v in mine.get("GPU memory ×", []) if v == v and v is not None)
         verdicts = said["ours"].value_counts() if len(said) else {}
         documents = mine["document"].str.split().str[0].nunique() if len(mine) else 0
+        undecided = sum(int(n) for v, n in dict(verdicts).items() if v not in (HOLDS, FAILS, NOT_RUN, NOT_TESTABLE, "—"))
         out[mech] = {
             "rows (documents)": f"{len(mine)} ({documents})" if len(mine) else "—",
             "Δ top-1 vs softmax, printed: least / median / most": _spread(mine.get("Δ top-1", [])),
@@ -180,7 +258,9 @@ def mechanism_summary(rows, claimed):
             "Δ top-1 ours": _spread(mine["Δ top-1 ours"]) if len(mine) else "—",
             "claims the paper bears out / not": (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
                                                  f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
-            "claims that hold on ours / not": (f"{int(verdicts.get(HOLDS, 0))} / {int(verdicts.get(FAILS, 0))}"
-                                               if len(said) else "—"),
+            "ours: hold / do not / not decided": (f"{int(verdicts.get(HOLDS, 0))} / {int(verdicts.get(FAILS, 0))} / "
+                                                  f"{undecided}" if len(said) else "—"),
+            **{c: (costs.at[mech, c] if mech in costs.index and costs.at[mech, c] == costs.at[mech, c] else "—")
+               for c in costs.columns},
         }
     return pd.DataFrame.from_dict(out, orient="index")

@@ -1,0 +1,116 @@
+"""The verdict rules (``vixnb.report.verdict_rules``) as ``claim_verdicts.evaluate`` applies them: a failed run, a
+magnitude from a shorter protocol, times across devices or precisions and one seed's noise decide nothing."""
+import pytest
+
+from vixnb.report import claim_verdicts as C
+from vixnb.report import verdict_rules as V
+
+
+def record(top1, *, train_acc=None, epochs=10, device="NVIDIA H100 80GB HBM3", precision="bf16", grads=(1.0, 0.5),
+           seconds=5.0):
+    history = [{"epoch": e, "train_acc": train_acc if train_acc is not None else top1, "select_top1": top1,
+                "seconds": seconds, "grad_norms": list(grads)} for e in range(1, epochs + 1)]
+    return {"status": "done", "top1": top1, "config": {"epochs": epochs, "precision": precision},
+            "provenance": {"device": device}, "history": history}
+
+
+def figures(runs, dataset="cifar10", classes=10):
+    """``Figures`` of ``{model: [records]}``: mean top-1, final training accuracy and epoch time, with the facts."""
+    ours = V.Figures({dataset: {m: {"top1": sum(r["top1"] for r in rs) / len(rs),
+                                    "train_acc_final": sum(r["history"][-1]["train_acc"] for r in rs) / len(rs),
+                                    "epoch_s": rs[0]["history"][-1]["seconds"]} for m, rs in runs.items()}})
+    ours.facts[dataset] = {m: {"runs": V.run_facts(rs, classes, name=m)} for m, rs in runs.items()}
+    return ours
+
+
+def claim(a, b, *, metric="top1", method="point_gain", op="greater", value=0.0, key="vix", **more):
+    return {"id": f"{key}-rule", "section": "5.1", "text": "t", "op": op, "value": value, "method": method,
+            "metric": metric, "a": a, "b": b, "dataset": "cifar10", **more}
+
+
+def test_a_run_at_chance_or_with_dead_gradients_decides_nothing():
+    at_chance = figures({"fnet": [record(10.9, train_acc=9.83)], "vit": [record(40.0)]})
+    got = C.evaluate("vix", claim("vit", "fnet"), at_chance, profile="budget")
+    assert got["our_verdict"] == V.FAILED == "not decided: run failed"
+    assert got["why"] == "FNet: training accuracy 9.83 %, test top-1 10.90 %: at chance (10 %)"
+    dead = figures({"fnet": [record(30.0, grads=(0.0, 0.0))], "vit": [record(40.0)]})
+    got = C.evaluate("vix", claim("vit", "fnet"), dead, profile="budget")
+    assert (got["our_verdict"], got["why"]) == (V.FAILED, "FNet: gradients all zero from epoch 1")
+    # 12.1 % is outside the 2-point margin of chance: a run that learned a little decides
+    learned = figures({"fnet": [record(12.1, train_acc=12.1)], "vit": [record(40.0)]})
+    assert C.evaluate("vix", claim("vit", "fnet"), learned, profile="budget")["our_verdict"] == "holds"
+    # a parameter count does not rest on the run: the failed run does not matter there
+    assert C.evaluate("vix", claim("vit", "fnet", metric="params", method="ratio", value=1.0),
+                      V.Figures({"cifar10": {"vit": {"params": 2.0}, "fnet": {"params": 1.0}}},
+                                facts=at_chance.facts), profile="budget")["our_verdict"] == "holds"
+
+
+def test_a_magnitude_needs_the_papers_epochs_a_sign_says_each_sides_fraction():
+    ours = figures({"fnet": [record(30.0)], "vit": [record(40.0)]})
+    about = C.evaluate("vix", claim("fnet", "vit", method="relative_gain", op="approx", value=-10.0, tolerance=30),
+                       ours, profile="budget")
+    assert about["our_verdict"] == V.PROTOCOL
+    assert about["why"] == "a magnitude is judged only at the paper's epochs (FNet 10 of 100 epochs, ViT 10 of 40)"
+    sign = C.evaluate("vix", claim("vit", "fnet"), ours, profile="budget")
+    assert (sign["our_verdict"], sign["why"], sign["seeds"]) == ("holds", "FNet 10 of 100 epochs, ViT 10 of 40"[:0] or
+                                                                 "ViT 10 of 40 epochs, FNet 10 of 100", 1)
+    # the paper's own epochs judge the magnitude
+    full = figures({"fnet": [record(30.0, epochs=100)], "vit": [record(40.0, epochs=40)]})
+    got = C.evaluate("vix", claim("fnet", "vit", method="relative_gain", op="approx", value=-10.0, tolerance=30),
+                     full, profile="budget")
+    assert (got["our_verdict"], got["why"]) == ("holds", "")
+
+
+def test_times_only_within_one_device_and_precision():
+    ours = figures({"exp1_simplified": [record(50.0, seconds=4.0, device="NVIDIA H200")],
+                    "exp1_vanilla": [record(45.0, seconds=5.0)]})
+    sign = claim("exp1_simplified", "exp1_vanilla", key="shaped", metric="epoch_s", method="ratio", op="less",
+                 value=1.0)
+    got = C.evaluate("shaped", sign, ours, profile="budget")
+    assert got["our_verdict"] == V.DEVICE
+    assert got["why"] == "times from Simplified (exp1_simplified) on H200 bf16 against Vanilla (exp1_vanilla) on H100 bf16"
+    same = figures({"exp1_simplified": [record(50.0, seconds=4.0)], "exp1_vanilla": [record(45.0, seconds=5.0)]})
+    assert C.evaluate("shaped", sign, same, profile="budget")["our_verdict"] == "holds"
+    # the size of a time only at the paper's precision (the blog's fp32; ours bf16)
+    about = {**sign, "method": "relative_gain", "op": "approx", "value": -12.73, "tolerance": 50}
+    got = C.evaluate("shaped", about, same, profile="budget")
+    assert got["our_verdict"] == V.DEVICE and got["why"].startswith("a time's size is compared only at the paper's "
+                                                                    "precision (fp32); ours: bf16")
+    fp32 = figures({"exp1_simplified": [record(50.0, seconds=4.0, precision="fp32")],
+                    "exp1_vanilla": [record(45.0, seconds=5.0, precision="fp32")]})
+    assert C.evaluate("shaped", about, fp32, profile="paper")["our_verdict"] == "holds"
+
+
+@pytest.mark.parametrize("a_top1, seeds, verdict", [(40.6, 1, V.ONE_SEED), (40.6, 3, "holds"), (45.0, 1, "holds"),
+                                                     (39.5, 1, V.ONE_SEED), (35.0, 1, "does not hold")])
+def test_one_seed_inside_the_noise_decides_nothing(a_top1, seeds, verdict):
+    ours = figures({"hybrid_vit": [record(a_top1)] * seeds, "hybrid_vip": [record(40.0)] * seeds})
+    got = C.evaluate("vix", claim("hybrid_vit", "hybrid_vip"), ours, profile="budget")
+    assert (got["our_verdict"], got["seeds"]) == (verdict, seeds)
+    if verdict == V.ONE_SEED:
+        assert got["why"].startswith("one seed, and 1 point of seed noise would turn it")
+    # the paper's own reported spread replaces the 1-point default
+    wide = C.evaluate("vix", claim("hybrid_vit", "hybrid_vip", spread=6.0), ours, profile="budget")
+    assert wide["our_verdict"] == (V.ONE_SEED if seeds == 1 else "holds")
+
+
+def test_the_page_shows_the_seeds_and_what_a_verdict_rests_on():
+    ours = figures({"vit": [record(40.0)], "fnet": [record(30.0)]})
+    frame = C.claims("vix", ours, profile="budget", sections=["5.1"])
+    row = frame.loc["vix-5.1-fnet-vs-vit"]
+    assert C.verdict_text(row) == ("-25.00: not decided: protocol (1 seed; a magnitude is judged only at the paper's "
+                                   "epochs (FNet 10 of 100 epochs, ViT 10 of 40))")
+
+
+def test_the_practitioners_answer_reads_the_fused_costs():
+    import pandas as pd
+    from vixnb.report import synthesis as S
+
+    costs = pd.DataFrame({"step ms (bf16, H100)": {S.SOFTMAX: 1.89, "Performer": 5.85, "FNet (Fourier mixing)": 0.66},
+                          "peak MB (fp32, H100)": {S.SOFTMAX: 360, "Performer": 826, "FNet (Fourier mixing)": 256}})
+    text = S.practitioners_answer(costs)
+    assert text.startswith("At 1025 tokens (ViX on CIFAR), a fused softmax attention layer takes 1.89 ms a step "
+                           "(bf16, H100) and 360 MB (fp32, H100). 1 of the 1 linear-attention mechanisms are slower: "
+                           "Performer 5.85 ms. 1 of them also need more memory: Performer 826 MB. Cheaper on both "
+                           "counts: FNet (Fourier mixing) 0.66 ms, 256 MB")
+    assert S.practitioners_answer(pd.DataFrame()) == ""

@@ -1,0 +1,161 @@
+""""What this study found": the intro's first section, a few findings computed from the results store and the claims
+ledger when the book is built (``findings``), each with its numbers and a link to the page that shows them."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pandas as pd
+
+from .. import papers
+from ..notebooks import repo_root
+from ..results import ResultsStore, made_on, read_json
+from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
+from .claim_verdicts import claims, verdict_text
+from .dashboard import count_checks
+from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
+from .verdict_rules import FAILED, NOT_DECIDED
+
+
+def _fused(costs, link):
+    if costs.empty or SOFTMAX not in costs.index:
+        return None
+    ms = next(c for c in costs.columns if c.startswith("step ms"))
+    mb = next((c for c in costs.columns if c.startswith("peak MB") and "fp32" in c), None)
+    linear = [m for m in ("Performer", "Nyströmformer") if m in costs.index]
+    if not linear:
+        return None
+    parts = [f"{m} {costs.at[m, ms]:.2f} ms" + (f", {costs.at[m, mb]:,.0f} MB" if mb else "") for m in linear]
+    return (f"**On the fused path, softmax attention is the cheap one.** At {VIX_TOKENS:,} tokens (ViX on CIFAR), "
+            f"one fused softmax layer takes {costs.at[SOFTMAX, ms]:.2f} ms a step ({ms[9:-1]})"
+            + (f" and {costs.at[SOFTMAX, mb]:,.0f} MB ({mb[9:-1]})" if mb else "") + "; " + "; ".join(parts)
+            + ". The papers' memory savings are against a materialised attention matrix "
+            f"({link('synthesis', 'the synthesis')}, {link('efficiency', 'efficiency')}).")
+
+
+def _counts(link):
+    exact, printed = count_checks("vix")
+    if not printed:
+        return None
+    return (f"**ViX's parameter counts are reproduced:** our models rebuild {exact} of the {printed} counts its "
+            f"tables print, exactly, in the paper's convention; the pages name the exceptions and the printing errors "
+            f"behind them ({link('vix_table1', 'ViX Tables 1-2')}, {link('vix_families', 'the families')}).")
+
+
+def _shaped(frame, link):
+    if frame is None:
+        return None
+    failed = int((frame["our verdict"] == FAILED).sum())
+    sasp = frame[frame.index.str.contains("-accuracy-sasp") & (frame["our verdict"] == HOLDS)]
+    if not failed and sasp.empty:
+        return None
+    text = "**The blog's simplified block as written does not train here; SAS-P does.** "
+    if failed:
+        text += (f"{failed} of the blog's claims rest on runs that ended at chance or whose gradients died, and decide "
+                 "nothing. ")
+    if not sasp.empty:
+        best = sasp["our figure"].astype(float).max()
+        text += (f"With the parallel shaped-attention block (SAS-P), {len(sasp)} of its accuracy claims against the "
+                 f"vanilla block hold on our runs, by up to {best:.1f} points of final training accuracy ")
+    return text + f"({link('simplified', 'the simplified chapter')})."
+
+
+def _verdicts(frames, link):
+    counts = {HOLDS: 0, FAILS: 0, "not decided": 0, NOT_RUN: 0}
+    for frame in frames.values():
+        for verdict, n in frame["our verdict"].value_counts().items():
+            if verdict in (HOLDS, FAILS, NOT_RUN):
+                counts[verdict] += int(n)
+            elif verdict in NOT_DECIDED:
+                counts["not decided"] += int(n)
+    total = sum(len(f) for f in frames.values())
+    testable = total - sum(int((f["our verdict"] == NOT_TESTABLE).sum()) for f in frames.values())
+    return (f"**Our verdicts so far:** of {testable} claims testable here, {counts[HOLDS]} hold and {counts[FAILS]} do "
+            f"not on our runs; {counts['not decided']} have figures that decide nothing (a failed run, a magnitude "
+            f"from fewer epochs than the paper's, one seed inside the noise, times from different devices), and "
+            f"{counts[NOT_RUN]} are not yet run ({link('results', 'the results page')}, "
+            f"{link('claims', 'the claims ledger')}).")
+
+
+def _paper_side(link):
+    bear, checked = 0, 0
+    for key in papers.DOCUMENTS:
+        if papers.claims(key):
+            counts = claims(key)["paper bears it out"].value_counts()
+            bear += int(counts.get("yes", 0))
+            checked += int(counts.get("yes", 0) + counts.get("no", 0))
+    return (f"**The papers against their own tables:** {bear} of the {checked} claims their tables can check are borne "
+            f"out; the rest, with the documents' other errors, are listed on {link('errata', 'the errata page')}.")
+
+
+def findings(frames, link, *, store=None):
+    """Markdown bullets, three to six: the fused-path cost reversal, the parameter counts, the blog's block, our verdicts
+    and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``claim_figures.ledger``);
+    ``link(stem, text)``: a link to the chapter ``stem`` (or plain ``text`` where the book has no such page)."""
+    found = [_fused(fused_costs(store=store), link), _counts(link), _shaped(frames.get("shaped"), link),
+             _verdicts(frames, link), _paper_side(link)]
+    return "\n".join(f"- {text}" for text in found if text)
+
+
+# --------------------------------------------------------------------------------------------------
+# the results page: every claim of every document, one row each
+
+
+def _chapters_of_sections(root):
+    """``{(paper, section or None): chapter stem}``: where each chapter shows its claims, read from the chapters'
+    ``claims_section`` calls (``None``: all the paper's claims not given to another chapter)."""
+    out = {}
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        text = "".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
+        for paper, sections in re.findall(r"claims_section\((\w+|\"\w+\"), profile(?:, sections=\[([^\]]*)\])?", text):
+            key = paper.strip('"') if paper.startswith('"') else next(
+                (k for k in papers.DOCUMENTS if any(c.get("notebook") == path.stem for c in papers.book_chapters(k))),
+                None)
+            for section in (re.findall(r'"([^"]+)"', sections) if sections else [None]):
+                out[(key, section)] = path.stem
+    return out
+
+
+def results_frame(frames, *, root=None):
+    """One row per claim of ``frames`` (``{paper: claims frame}``): document, claim, the paper's value (as claimed,
+    and its own tables' figure), ours (figure, seeds and what it rests on: ``claim_verdicts.verdict_text``), a status
+    (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable) and the
+    chapter that shows it."""
+    where = _chapters_of_sections(root or repo_root())
+    rows = []
+    for key, frame in frames.items():
+        for cid, row in frame.iterrows():
+            chapter = where.get((key, str(row["section"]))) or where.get((key, None), "claims")
+            paper = f"{row['claimed']}" + (f" (tables: {row['paper figure']:,.2f}, {row['paper bears it out']})"
+                                           if isinstance(row["paper figure"], float) else "")
+            rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
+                         "ours": verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else "—",
+                         "status": row["our verdict"], "chapter": chapter})
+    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter"])
+
+
+def runs_table(profile, *, store=None):
+    """Every stored training run of ``profile``, one row each, for ``results.csv``: model, settings beyond the
+    profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file."""
+    store = store if store is not None else ResultsStore()
+    rows = []
+    for path in sorted((store.root / profile).glob("*.json")):
+        record = read_json(path)
+        config, prov = record.get("config") or {}, record.get("provenance") or {}
+        if record.get("status") != "done":
+            continue
+        rows.append({"model": config.get("model"), "settings": " ".join(
+            f"{k}={v}" for k, v in sorted((config.get("model_overrides") or {}).items())),
+            "dataset": config.get("dataset"), "seed": config.get("seed"), "epochs": record.get("epochs_run"),
+            "top1": record.get("top1"), "top5": record.get("top5"), "device": prov.get("device"),
+            "precision": config.get("precision"), "commit": str(prov.get("commit", ""))[:10],
+            "date": made_on(prov), "file": path.relative_to(store.root).as_posix()})
+    return pd.DataFrame(rows, columns=["model", "settings", "dataset", "seed", "epochs", "top1", "top5", "device",
+                                       "precision", "commit", "date", "file"])
+
+
+def csv_link(frame, filename):
+    """An HTML link that downloads ``frame`` as ``filename`` (the CSV inlined: the page needs no file beside it)."""
+    data = base64.b64encode(frame.to_csv(index=False).encode("utf-8")).decode("ascii")
+    return f'<a download="{filename}" href="data:text/csv;base64,{data}">{filename}</a>'

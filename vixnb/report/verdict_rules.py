@@ -1,0 +1,226 @@
+"""The rules that say whether our figures may decide a claim, in one place. ``claim_verdicts.evaluate`` applies them
+to every verdict of ours, so the ledger, the chapter pages, the results page and the synthesis agree.
+
+1. A run that ended at chance (last training accuracy and test top-1 within ``CHANCE_MARGIN`` points of 100 / classes)
+   or whose gradients were all zero decides nothing: "not decided: run failed", naming the run.
+2. A magnitude ("about 16 %", "at least twice") of a figure that depends on the number of epochs is judged only
+   under the paper's protocol; a sign or an ordering (a gain against 0, a ratio against 1) may be judged under a
+   shorter one, and the verdict gives each side's real fraction ("FNet 10 of 100 epochs, ViT 10 of 40").
+3. Times are compared only within one device and one precision; a time's magnitude against the paper's printed
+   one only at the paper's precision.
+4. Every verdict shows its number of seeds; with one seed, a verdict that a difference of ``seed_spread`` (the
+   paper's reported spread, else ``DEFAULT_SPREAD`` points) would turn reads "not decided: one seed".
+
+``facts`` describes the runs and measurements behind each model's figures: ``{model: {origin: Facts}}`` (the origin
+of ``metrics.METRICS``: ``runs``, ``gpu_memory``, ``efficiency``), built by ``run_facts`` / ``record_facts``
+(``claim_figures.ours_from_store`` does it for the book)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .. import papers
+from .metrics import METRICS
+
+FAILED = "not decided: run failed"
+ONE_SEED = "not decided: one seed"
+PROTOCOL = "not decided: protocol"
+DEVICE = "not decided: devices or precisions differ"
+#: every verdict of ours that decides nothing, as the results page counts them
+NOT_DECIDED = (FAILED, ONE_SEED, PROTOCOL, DEVICE)
+
+CHANCE_MARGIN = 2.0  # points of accuracy around 100 / classes
+DEFAULT_SPREAD = 1.0  # points of accuracy: one seed's noise where the paper reports none
+TIME_UNITS = ("s", "ms")
+#: thresholds that make a claim a sign or an ordering rather than a magnitude
+_NEUTRAL = {"point_gain": 0.0, "relative_gain": 0.0, "ratio": 1.0}
+
+
+class Facts(NamedTuple):
+    """What one model's figures rest on: ``seeds`` done, ``epochs`` trained (None: not a training run),
+    ``devices`` and ``precisions`` (sets), ``failed`` (why the run decides nothing, else "") and ``name`` (the
+    result file or record, for the page)."""
+    seeds: int = 0
+    epochs: int | None = None
+    devices: frozenset = frozenset()
+    precisions: frozenset = frozenset()
+    failed: str = ""
+    name: str = ""
+
+
+class Figures(dict):
+    """Our figures (``{dataset: {model: {metric: value}}}``, as ``claim_verdicts.claims`` reads them) with
+    ``facts``: ``{dataset: {model: {origin: Facts}}}``, what each model's figures rest on."""
+
+    def __init__(self, *args, facts=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.facts = facts if facts is not None else {}
+
+
+def facts_for(ours, dataset):
+    """``{model: {origin: Facts}}`` of ``ours`` on ``dataset``; None where ``ours`` is not a ``Figures`` (no runs known)."""
+    if not isinstance(ours, Figures):
+        return None
+    return ours.facts.get(dataset, {})
+
+
+def failed_reason(record, num_classes):
+    """Why one done training record decides nothing ("training accuracy 9.83 %, test top-1 9.97 %: at chance";
+    "gradients all zero from epoch 2"), or "" for a run that learned."""
+    history = record.get("history") or []
+    dead = next((h["epoch"] for h in history if h.get("grad_norms") and not any(h["grad_norms"])), None)
+    if dead is not None:
+        return f"gradients all zero from epoch {dead}"
+    if not history:
+        return ""
+    chance = 100.0 / num_classes
+    train, top1 = history[-1].get("train_acc"), history[-1].get("select_top1")
+    if train is None or top1 is None:
+        return ""
+    if abs(train - chance) <= CHANCE_MARGIN and abs(top1 - chance) <= CHANCE_MARGIN:
+        return f"training accuracy {train:.2f} %, test top-1 {top1:.2f} %: at chance ({chance:g} %)"
+    return ""
+
+
+def run_facts(records, num_classes, name=""):
+    """``Facts`` of the done training records of one configuration (its seeds)."""
+    failed = [r for r in records if failed_reason(r, num_classes)]
+    return Facts(seeds=len(records), epochs=max((r["config"]["epochs"] for r in records), default=None),
+                 devices=frozenset(str(r.get("provenance", {}).get("device", "?")) for r in records),
+                 precisions=frozenset(str(r["config"].get("precision", "fp32")) for r in records),
+                 failed=failed_reason(failed[0], num_classes) if failed else "", name=name)
+
+
+def record_facts(provenance, precision="fp32", name=""):
+    """``Facts`` of one measurement record (its provenance's device; ``precision`` of what it timed)."""
+    return Facts(seeds=1, devices=frozenset({str((provenance or {}).get("device", "?"))}),
+                 precisions=frozenset({precision}), name=name)
+
+
+def _short_device(device):
+    return str(device).replace("NVIDIA ", "").split(" ")[0]
+
+
+def _metrics(claim):
+    return [claim["x"], claim["y"]] if claim.get("method") == "correlation" else \
+        list(dict.fromkeys([claim["metric"], claim.get("metric_b", claim["metric"])]))
+
+
+def _models(claim):
+    if claim.get("models"):
+        return list(claim["models"])
+    return list(dict.fromkeys(m for pair in claim.get("pair_list") or [] for m in pair if m is not None))
+
+
+def is_magnitude(claim):
+    """Whether a claim states a size (about X, at least X) rather than a sign or an ordering."""
+    method, op = claim.get("method"), claim.get("op")
+    if method == "value":  # one figure's sign (greater or less than 0) is not a size
+        return not (op in ("greater", "less") and claim["value"] == 0)
+    if method not in _NEUTRAL:
+        return True  # a correlation: absolute
+    return op == "approx" or abs(claim["value"] - _NEUTRAL[method]) > 1e-12
+
+
+def protocol_label(key, models, facts, label):
+    """"FNet 10 of 100 epochs, ViT 10 of 40": each model's epochs trained of the paper's protocol, or "" where
+    every run trained the paper's epochs (or no run is involved)."""
+    theirs = (papers.load(key).get("protocol") or {}).get("epochs")
+    parts, short = [], False
+    for model in models:
+        f = facts.get(model)
+        if f is None or f.epochs is None:
+            continue
+        run_model = papers.paper_runs(key).get(model, (model, {}))[0]
+        paper = papers.per_model(theirs, model) if not isinstance(theirs, dict) or model in theirs else \
+            papers.per_model(theirs, run_model)
+        if paper is None:
+            continue
+        short |= f.epochs < paper
+        text = f"{label(model)} {f.epochs} of {paper}"
+        parts.append(text + (" epochs" if not parts else ""))
+    return ", ".join(dict.fromkeys(parts)) if short else ""
+
+
+def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
+    """``(verdict, why, seeds)``: the ``verdict`` (holds / does not hold) that ``_evaluate`` reached on claim (parsed)
+    of paper ``key``, kept or turned into one of ``NOT_DECIDED`` by the rules above; ``why`` says on what it rests
+    or why it decides nothing; ``seeds`` is the fewest seeds behind a figure of the claim (None: no training run).
+    ``get(model, metric)``: our figure; ``facts``: ``{model: {origin: Facts}}``; ``label``: a model's name on the
+    page."""
+    metrics, models = _metrics(claim), _models(claim)
+    from_runs = [m for m in metrics if METRICS[m].origin == "runs"]
+    origin = METRICS[metrics[0]].origin
+    involved = {m: facts[m][origin] for m in models if origin in facts.get(m, {})}
+    seeds = min((f.seeds for m, f in involved.items() if f.epochs is not None), default=None) if from_runs else None
+    # 1. a failed run
+    if from_runs:
+        failed = [(m, f) for m, f in involved.items() if f.failed]
+        if failed:
+            return FAILED, "; ".join(f"{label(m)}: {f.failed}" for m, f in failed), seeds
+    # 3. times: one device, one precision; a magnitude only at the paper's precision
+    if any(METRICS[m].unit in TIME_UNITS for m in metrics):
+        devices = set().union(*(f.devices for f in involved.values())) if involved else set()
+        precisions = set().union(*(f.precisions for f in involved.values())) if involved else set()
+        if len(devices) > 1 or len(precisions) > 1:
+            return DEVICE, ("times from " + " against ".join(
+                f"{label(m)} on {'/'.join(map(_short_device, sorted(f.devices)))} {'/'.join(sorted(f.precisions))}"
+                for m, f in involved.items())), seeds
+        paper_precision = (papers.load(key).get("protocol") or {}).get("precision", "fp32")
+        if is_magnitude(claim) and precisions and precisions != {paper_precision}:
+            return DEVICE, (f"a time's size is compared only at the paper's precision ({paper_precision}); ours: "
+                            f"{'/'.join(sorted(precisions))} on {'/'.join(map(_short_device, sorted(devices)))}"), seeds
+    # 2. the protocol: a magnitude of an epoch-dependent figure needs the paper's epochs
+    epoch_bound = [m for m in metrics if METRICS[m].kind == "epochs"]
+    fractions = protocol_label(key, models, involved, label) if epoch_bound else ""
+    if fractions and is_magnitude(claim):
+        return PROTOCOL, f"a magnitude is judged only at the paper's epochs ({fractions})", seeds
+    # 4. one seed
+    if seeds == 1 and any(METRICS[m].unit == "points" for m in from_runs) and \
+            _turns_within(claim, get, seed_spread if seed_spread is not None else DEFAULT_SPREAD):
+        spread = seed_spread if seed_spread is not None else DEFAULT_SPREAD
+        return ONE_SEED, (f"one seed, and {spread:g} point{'s' if spread != 1 else ''} of seed noise would turn it"
+                          + (f" ({fractions})" if fractions else "")), seeds
+    return verdict, fractions, seeds
+
+
+def _satisfies(op, value, figure, tolerance=0.0):
+    if op == "approx":
+        return abs(figure - value) <= tolerance + 1e-9 * max(1.0, abs(value))
+    return {"at_least": figure >= value, "at_most": figure <= value, "greater": figure > value,
+            "less": figure < value}[op]
+
+
+def _turns_within(claim, get, spread):
+    """Whether moving each pair's a-side figure by ``spread`` (in the metric's points) either way turns the verdict
+    of a pairwise claim (each pair alone, then over the pairs as the claim reads them)."""
+    method = claim.get("method")
+    if method not in (*_NEUTRAL, "value"):
+        return False
+    op, value, tol = claim["op"], claim["value"], claim.get("tolerance", 0.0)
+    metric, metric_b = claim["metric"], claim.get("metric_b", claim["metric"])
+
+    def figure(va, vb):
+        if method == "relative_gain":
+            return (va - vb) / vb * 100.0
+        if method == "point_gain":
+            return va - vb
+        if method == "ratio":
+            return va / vb
+        return va
+
+    outcomes = set()
+    for shift in (-spread, 0.0, spread):
+        pairs = []
+        for a, b in claim["pair_list"]:
+            try:
+                va, vb = get(a, metric) + shift, (get(b, metric_b) if b is not None else None)
+            except Exception:  # a missing figure: the claim's own evaluation said so
+                return False
+            if b is not None and method in ("relative_gain", "ratio") and not vb:
+                return False
+            pairs.append(figure(va, vb))
+        if claim.get("over") == "mean" and len(pairs) > 1:
+            outcomes.add(_satisfies(op, value, sum(pairs) / len(pairs), tol))
+        else:
+            outcomes.add(all(_satisfies(op, value, f, tol) for f in pairs))
+    return len(outcomes) > 1
