@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 
@@ -47,21 +49,28 @@ def paper_dir(tmp_path, monkeypatch):
     papers.load.cache_clear()
 
 
-@pytest.fixture
-def paper_text():
-    """``paper_text(key)``: the text of a paper's source document (``vixnb.papers.DOCUMENTS``) from the shared
-    folder beside the checkout; the test is skipped where that folder is absent (a clone on its own)."""
+def source_document(key):
+    """The text of paper ``key``'s source document (``vixnb.papers.DOCUMENTS``) from the shared folder beside the
+    checkout. Where that folder is absent (a clone on its own) the test is skipped, except under CI (``CI`` set and
+    not empty, 0 or false), where a transcription test that cannot read its document fails: a CI without the
+    documents must not go green silently."""
     from pathlib import Path
 
     from vixnb.papers import DOCUMENTS
 
-    def read(key):
-        path = Path(__file__).resolve().parents[2] / "shared" / "seeds" / DOCUMENTS[key]
-        if not path.exists():
-            pytest.skip("the papers' source documents are not beside the checkout")
-        return path.read_text(encoding="utf-8")
+    path = Path(__file__).resolve().parents[2] / "shared" / "seeds" / DOCUMENTS[key]
+    if not path.exists():
+        why = f"the source document of paper {key!r} ({path.name}) is not in shared/seeds beside the checkout"
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"{why}; CI must have shared/ beside the clone")
+        pytest.skip(why)
+    return path.read_text(encoding="utf-8")
 
-    return read
+
+@pytest.fixture
+def paper_text():
+    """``paper_text(key)``: ``source_document(key)``."""
+    return source_document
 
 
 @pytest.fixture

@@ -568,8 +568,15 @@ def test_a_damaged_result_is_named_never_printed_and_kept(cpu_data, capsys, monk
 
 
 def test_an_intact_result_is_still_printed(cpu_data, capsys):
-    ResultsStore().put(_config(), _whole_result(_config()))
-    cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=0)
+    """A stored result of today's model (its architecture and counts) is read and printed, not trained again."""
+    from vixnb.results.policy import built_today
+
+    config = _config()
+    signature, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"]))
+    ResultsStore().put(config, {**_whole_result(config), **counts, "architecture": signature})
+    assert main(["train", "vit", "--profile", "cpu", "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err and "81.5" in printed.out, printed
 
 
 @pytest.mark.parametrize("kind", ["nan", "list", "missing key", "edited status"])

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import source_document
+
 from vixnb import papers
 from vixnb.analysis import panel, prediction_record, record_stale
 from vixnb.data import load_split
@@ -24,11 +26,7 @@ TABLES = {"vit_scratch": (2, 3), "vil_scratch": (4, 5), "vil_checkpoint": (6, 7)
 
 @pytest.fixture(scope="module")
 def document():
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "seeds" / papers.DOCUMENTS[KEY]
-    if not path.exists():
-        pytest.skip(f"the source document of paper {KEY!r} ({papers.DOCUMENTS[KEY]}) is not in the shared seeds "
-                    "folder beside the checkout")
-    return path.read_text(encoding="utf-8")
+    return source_document(KEY)
 
 
 def parse_tables(text):
