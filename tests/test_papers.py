@@ -172,3 +172,21 @@ def test_gpu_memory_rows_merge_the_chapters_records():
     rows, records = gpu_memory_rows("vix", "cifar10", profile="budget", store=store)
     assert rows == {"vit": {"x": 1.0}, "vit_rope": {"x": 2.0}} and len(records) == 2
     assert gpu_memory_rows("vix", "tiny-imagenet", profile="budget", store=store) == ({}, [])
+
+
+def test_papers_check_names_three_planted_mistakes_in_one_run(paper_dir, capsys):
+    """A schema mistake, an unknown model and a bad claim operator, in one file: one run names all three (loading
+    the file would stop at the first), exits 1, and a good file passes."""
+    from vixnb.cli import main
+
+    edited(paper_dir, "shaped", "    first_seed_only: true", "    first_seed_only: yes please")
+    edited(paper_dir, "shaped", "exp1_vanilla:    {model: vit_small_vanilla,    label", "exp1_vanilla:    {model: vit_smal_vanilla,    label")
+    text = (paper_dir / "shaped.yaml").read_text()
+    (paper_dir / "shaped.yaml").write_text(text.replace("    op: greater", "    op: greatest", 1))
+    assert main(["papers", "check"]) == 1
+    out, err = capsys.readouterr()
+    assert "tables.earlier_reading.first_seed_only must be true or false, not 'yes please'" in out
+    assert "table 'table2', row 'exp1_vanilla' names unknown model 'vit_smal_vanilla'" in out
+    assert "'greatest'" in out
+    assert "3 problem(s) in 1 paper file(s) (shaped)" in err and "Traceback" not in err
+    assert main(["papers", "check", "vix"]) == 0

@@ -215,13 +215,22 @@ def _plan_arguments(sub):
     s.set_defaults(fn=commands.batch)
 
 
+def _papers_arguments(sub):
+    s = sub.add_parser("papers", help="the paper files (vixnb/papers/<key>.yaml)")
+    verbs = s.add_subparsers(dest="verb", required=True)
+    c = verbs.add_parser("check", help="every problem of every paper file, in one run (schema, claims, models, "
+                                       "record kinds); exit 1 where there is one")
+    c.add_argument("keys", nargs="*", metavar="KEY", help="only these papers (default: all)")
+    c.set_defaults(fn=commands.papers_check)
+
+
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",
                                 epilog="Errors are one line; --debug (or VIXNB_DEBUG=1) shows the traceback.")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments,
-                _plan_arguments):
+                _plan_arguments, _papers_arguments):
         add(sub)
     for command in sub.choices.values():  # `vixnb train ... --debug` as well as `vixnb --debug train ...`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

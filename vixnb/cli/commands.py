@@ -189,6 +189,24 @@ def _show_benchmark(name, rows, table, args):
     return rows
 
 
+def papers_check(args):
+    """``vixnb papers check``: every problem of every paper file, one line each; exit 1 where there is one."""
+    from .. import paper_contract, papers
+
+    unknown = [k for k in args.keys if k not in papers.DOCUMENTS]
+    if unknown:
+        raise ValueError(f"unknown paper {unknown[0]!r}; valid keys: {', '.join(sorted(papers.DOCUMENTS))}")
+    found = {key: paper_contract.problems(key) for key in args.keys or papers.list_papers()}
+    for lines in found.values():
+        for line in lines:
+            print(line)
+    bad = {key: lines for key, lines in found.items() if lines}
+    if bad:
+        raise papers.PaperFileError(f"{sum(map(len, bad.values()))} problem(s) in {len(bad)} paper file(s) "
+                                    f"({', '.join(bad)}); fix each line above")
+    print(f"{len(found)} paper file(s) keep the contract: {', '.join(found)}")
+
+
 def plan(args):
     """``vixnb plan``: what the book needs in a profile, what is stored, what is left, in GPU-hours."""
     from .. import plan as planning

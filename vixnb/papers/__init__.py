@@ -19,6 +19,7 @@ malformed file, an unknown key or a missing table raises ``PaperFileError``, one
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 
@@ -45,9 +46,9 @@ def list_papers():
     return sorted(k for k in DOCUMENTS if _file(k).is_file())
 
 
-@cache
-def load(key):
-    """The parsed paper file of ``key``, checked (``schema.check``; cached; treat it as read-only)."""
+def parse(key):
+    """The paper file of ``key`` as YAML gives it, unchecked; a file that is missing or not YAML raises
+    ``PaperFileError`` naming the file (and the line and column)."""
     if key not in DOCUMENTS:
         raise PaperFileError(f"unknown paper {key!r}; valid keys: {', '.join(sorted(DOCUMENTS))}")
     path = _file(key)
@@ -55,16 +56,45 @@ def load(key):
     if not path.is_file():
         raise PaperFileError(f"paper {key!r} has no paper file yet ({where}); add one to give it tables and claims")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise PaperFileError(f"{where} is not valid YAML ({what}{at}); fix it there or restore it from git") from None
-    check(data, where)
+
+
+_UNCHECKED = {}  # key -> parsed data read as it is (``unchecked``)
+
+
+@contextmanager
+def unchecked(key, data):
+    """Within the block, ``load(key)`` returns ``data`` as it is, checked or not: ``vixnb papers check`` reads the
+    claims and models of a file whose schema has problems, to name all of them in one pass."""
+    _UNCHECKED[key] = data
+    try:
+        yield data
+    finally:
+        _UNCHECKED.pop(key, None)
+
+
+def load(key):
+    """The parsed paper file of ``key``, checked (``schema.check``; cached; treat it as read-only)."""
+    if key in _UNCHECKED:
+        return _UNCHECKED[key]
+    return _load_checked(key)
+
+
+@cache
+def _load_checked(key):
+    data = parse(key)
+    check(data, f"vixnb/papers/{key}.yaml")
     data.setdefault("tables", {})
     data.setdefault("claims", [])
     return data
+
+
+load.cache_clear, load.cache_info = _load_checked.cache_clear, _load_checked.cache_info
 
 
 def table(key, name):

@@ -154,37 +154,55 @@ def _refer(where, at, names, known, what, listed):
                                  f"{', '.join(map(str, known)) or 'none'}")
 
 
-def check(data, where):
-    """Check the parsed paper file ``data`` (``where``: its path as errors name it) against ``SECTIONS``; raise
-    ``PaperFileError`` at the first problem. Nothing is changed."""
+def check(data, where, problems=None):
+    """Check the parsed paper file ``data`` (``where``: its path as errors name it) against ``SECTIONS``. Nothing is
+    changed. Without ``problems``, raise ``PaperFileError`` at the first problem; with a list, append the first problem
+    of each part (the file's own keys, each table, each row, the protocol, each training entry, each chapter) and go
+    on, so that one pass names every part that is wrong (``vixnb papers check``)."""
+    def part(fn, *args):
+        if problems is None:
+            return fn(*args)
+        try:
+            fn(*args)
+        except PaperFileError as e:
+            problems.append(str(e))
+
     if not isinstance(data, dict):
-        raise PaperFileError(f"{where} must be a mapping of {', '.join(SECTIONS['file'])}; restore it from git")
+        return part(_fail, f"{where} must be a mapping of {', '.join(SECTIONS['file'])}; restore it from git")
     if isinstance(data.get("book"), dict):
-        raise PaperFileError(f"{where}: `book` must be a list of chapters, not one mapping; write its chapter as a "
-                             "list item (`- notebook: ...`)")
-    _section(where, "", data, "file")
-    tables = data.get("tables") or {}
-    for name, table in tables.items():
-        _section(where, f"tables.{name}", table, "table")
-        for row, entry in table["rows"].items():
-            at = f"tables.{name}.rows.{row}"
-            if isinstance(entry, dict):
-                _section(where, at, entry, "row", closed=False)
-            elif not isinstance(entry, list):
-                raise PaperFileError(f"{where}: {at} must be a mapping {{column: value}} or a list of values under "
-                                     f"`columns`, not {_shown(entry)}")
-            elif "columns" not in table:
-                raise PaperFileError(f"{where}: {at} is a list of values; give tables.{name} its `columns`")
+        return part(_fail, f"{where}: `book` must be a list of chapters, not one mapping; write its chapter as a list "
+                           "item (`- notebook: ...`)")
+    part(_section, where, "", data, "file")
+    tables = {name: table for name, table in (data.get("tables") or {}).items()
+              if isinstance(table, dict) and isinstance(table.get("rows"), dict)}
+    for name, table in (data.get("tables") or {}).items():
+        part(_section, where, f"tables.{name}", table, "table")
+        for row, entry in tables.get(name, {}).get("rows", {}).items():
+            part(_row, where, f"tables.{name}.rows.{row}", entry, name, table)
     if "protocol" in data:
-        _section(where, "protocol", data["protocol"], "protocol")
+        part(_section, where, "protocol", data["protocol"], "protocol")
     if "ram_fit" in data:
-        _section(where, "ram_fit", data["ram_fit"], "ram_fit")
+        part(_section, where, "ram_fit", data["ram_fit"], "ram_fit")
     rows = {row: None for table in tables.values() for row in table["rows"]}
-    for run, entry in (data.get("training") or {}).items():
-        _refer(where, "training", [run], rows, "a row of the file's tables", "its rows")
-        _section(where, f"training.{run}", entry, "training")
+    for run, entry in (data.get("training") or {}).items() if isinstance(data.get("training"), dict) else ():
+        part(_refer, where, "training", [run], rows, "a row of the file's tables", "its rows")
+        part(_section, where, f"training.{run}", entry, "training")
     for i, chapter in enumerate(data.get("book") or []):
-        _chapter(where, f"book[{i}]", chapter, tables)
+        part(_chapter, where, f"book[{i}]", chapter, tables)
+
+
+def _fail(message):
+    raise PaperFileError(message)
+
+
+def _row(where, at, entry, name, table):
+    if isinstance(entry, dict):
+        _section(where, at, entry, "row", closed=False)
+    elif not isinstance(entry, list):
+        raise PaperFileError(f"{where}: {at} must be a mapping {{column: value}} or a list of values under "
+                             f"`columns`, not {_shown(entry)}")
+    elif "columns" not in table:
+        raise PaperFileError(f"{where}: {at} is a list of values; give tables.{name} its `columns`")
 
 
 def _chapter(where, at, chapter, tables):
@@ -192,7 +210,7 @@ def _chapter(where, at, chapter, tables):
     train = chapter.get("train") or []
     _refer(where, f"{at}.train", train, list(tables), "a table of the file", "its tables")
     _refer(where, f"{at}.keep_weights", chapter.get("keep_weights") or [], train, f"in {at}.train", "it lists")
-    rows = {row: None for name in train for row in tables[name]["rows"]}
+    rows = {row: None for name in train if name in tables for row in tables[name]["rows"]}
     _refer(where, f"{at}.first", chapter.get("first") or [], rows, f"a row of {at}.train's tables", "their rows")
     for name, study in (chapter.get("studies") or {}).items():
         _section(where, f"{at}.studies.{name}", study, "study")
