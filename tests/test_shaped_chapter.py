@@ -9,7 +9,7 @@ from torch import nn
 from vixnb import create_model, papers, plan, report
 from vixnb.analysis import panel
 from vixnb.cli import parser
-from vixnb.profiles import config_key, model_settings, run_config, table_runs
+from vixnb.profiles import config_key, run_model_settings, run_config, table_runs
 from vixnb.report.metrics import RUN_STATISTICS
 
 
@@ -223,4 +223,4 @@ def test_runs_stored_before_the_defaults_changed_keep_their_keys():
     assert "block" not in sequential["model_overrides"] and config_key(sequential) == "7ba328dc4614b0e4"
     one_norm = run_config("vit_small_vanilla", profile="budget", width=128, depth=8, heads=4, patch=4, layout="one-norm")
     assert "layout" not in one_norm["model_overrides"] and config_key(one_norm) == "57690c444203b22b"
-    assert model_settings(one_norm)["layout"] == "one-norm" and model_settings(config)["block"] == "parallel"
+    assert run_model_settings(one_norm)["layout"] == "one-norm" and run_model_settings(config)["block"] == "parallel"

@@ -36,7 +36,7 @@ from .bench.fill import fill_winner
 from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
-from .profiles import gpu_profile, model_settings, run_config
+from .profiles import gpu_profile, run_model_settings, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.policy import built_today, cannot_make_here
@@ -311,7 +311,7 @@ def checkpoint_mb(job):
     """About how large a training job's checkpoint is: per member, 16 bytes per parameter (weights, AdamW's two
     moments, the best weights)."""
     config = job.entries[0]._config
-    _, counts = built_today(config["model"], config["dataset"], json.dumps(model_settings(config), sort_keys=True))
+    _, counts = built_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
     return 16 * counts["params_true"] * len(job.entries) / 2**20
 
 

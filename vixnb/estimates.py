@@ -34,7 +34,7 @@ from .data import dataset_spec
 from .files import atomic_write
 from .measure.flops import flops
 from .models import architecture_signature, create_model, model_cfg
-from .profiles import gpu_profile, model_settings
+from .profiles import gpu_profile, run_model_settings
 from .results.store import default_root
 
 STARTUP_SECONDS = 25  # measured on an H100: a batch job's process, CUDA context and data (2026-11-25, vit_small)
@@ -103,7 +103,7 @@ def training_gflop(model, dataset, overrides_json="{}"):
 
 
 def _overrides(config):
-    return json.dumps(model_settings(config), sort_keys=True)
+    return json.dumps(run_model_settings(config), sort_keys=True)
 
 
 def stored_timings(store, profile):

@@ -231,7 +231,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     }
 
 
-def model_settings(config):
+def run_model_settings(config):
     """The ``create_model`` settings of run config ``config`` (its ``model_overrides``, with the earlier default of a
     changed default that a config stored before the change leaves out: ``models.settings_from_key``)."""
     return settings_from_key(config["model"], config.get("model_overrides") or {})

@@ -12,7 +12,7 @@ import torch
 
 from . import papers
 from .models import create_model, model_cfg
-from .profiles import model_settings, run_config
+from .profiles import run_model_settings, run_config
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
 from .runtime import machine_precision
@@ -33,7 +33,7 @@ def weights_bytes(config):
     """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
     they are), from a build on the meta device (no memory, no random numbers)."""
     with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        model = create_model(config["model"], dataset=config["dataset"], **model_settings(config))
+        model = create_model(config["model"], dataset=config["dataset"], **run_model_settings(config))
     return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
 
 
@@ -131,7 +131,7 @@ def warm_start_source(config):
         if model != config["model"]:
             continue
         candidate = run_config(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                               **{**model_settings(config), **settings})
+                               **{**run_model_settings(config), **settings})
         if config_key(candidate) == config_key(config):
             return True
     return False

@@ -106,10 +106,12 @@ class TrainStep:
         self.graphed, self.graph, self.warm, self.steps = graphed, None, 0, 0
         self.static_images = self.static_labels = None
         self.on_gpu = graphed and self.device.type == "cuda"
+        self.fallback = None  # why a capture failed, after which the step runs eagerly (``provenance["execution"]``)
         if self.on_gpu:
             for group in optimizer.param_groups:  # a device tensor, filled in place by ``set_lr``
                 if not isinstance(group["lr"], torch.Tensor):
                     group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
+                group["capturable"] = True  # the step's own state on the device: torch refuses to capture it otherwise
             self.side = torch.cuda.Stream(self.device)
 
     def begin_epoch(self):
@@ -159,10 +161,18 @@ class TrainStep:
             self._body(self.static_images, self.static_labels)
             return
         if self.graph is None:
-            self.graph = torch.cuda.CUDAGraph()
+            graph = torch.cuda.CUDAGraph()
             self.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the gradients it replays
-            with torch.cuda.graph(self.graph):
+            try:
+                with torch.cuda.graph(graph):
+                    self._body(self.static_images, self.static_labels)
+            except RuntimeError as e:  # nothing ran during the failed capture: this step and the rest run eagerly
+                self.fallback = f"capture failed, eager from epoch step {self.steps + 1}: {str(e).splitlines()[0][:200]}"
+                self.graphed = self.on_gpu = False
+                torch.cuda.synchronize(self.device)
                 self._body(self.static_images, self.static_labels)
+                return
+            self.graph = graph
         self.graph.replay()
 
 
@@ -185,12 +195,12 @@ def drain(run):
             return done.value
 
 
-def execution(config, device, graphed_phases, concurrent_runs):
+def execution(config, device, graphed_phases, concurrent_runs, fallbacks=()):
     """How a run was executed, which changes no number it is meant to give (``provenance["execution"]``): the
     optimizers whose steps ran as CUDA graphs, runs sharing the process (their GPU memory figures are the
     process's), torch.compile, and the attention kernels torch may pick on a GPU."""
     out = {"cuda_graphs": sorted(graphed_phases) if device.type == "cuda" else [], "concurrent_runs": concurrent_runs,
-           "compile": bool(config["compile"])}
+           "compile": bool(config["compile"]), **({"cuda_graph_fallbacks": list(fallbacks)} if fallbacks else {})}
     if device.type == "cuda":
         b = torch.backends.cuda
         out["sdpa_backends"] = [name for name, on in (("flash", b.flash_sdp_enabled()), ("cudnn", b.cudnn_sdp_enabled()),

@@ -373,15 +373,16 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)
     forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
-    graphed_phases = set()
+    graphed_phases, fallbacks, made = set(), [], []
 
     def make_step(optimizer):
         blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None) if want_graphs else None
         if want_graphs and blocker is None:
             graphed_phases.add(type(optimizer).__name__)
-        return TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
-                         loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
-                         prepare=normalize)
+        made.append(TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
+                              loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
+                              prepare=normalize))
+        return made[-1]
 
     step = make_step(optimizer)
     start = time.perf_counter() - elapsed
@@ -459,7 +460,8 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
         model.eval()
         test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
     result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test,
-                        execution=execution(config, device, graphed_phases, concurrent_runs))
+                        execution=execution(config, device, graphed_phases, concurrent_runs,
+                                            [m.fallback for m in made if m.fallback]))
     if transferred is not None:
         result["transfer"] = transferred
     return {**result, "best_state": best_state} if with_weights else result

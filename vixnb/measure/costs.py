@@ -5,7 +5,7 @@ sizes follow the profile's device: a GPU profile measures at the papers' sizes, 
 import importlib.util
 
 from ..models import list_models
-from ..profiles import get_profile, model_settings, small_sizes
+from ..profiles import get_profile, run_model_settings, small_sizes
 from .per_model import measure, measure_many, measure_model
 from .runtime import PATHS
 from .storage import jsonable
@@ -83,5 +83,5 @@ def configuration_speeds(runs, *, cpu):
         rows[row] = measure(model, dataset=config["dataset"], device="cpu" if cpu else "cuda", batch_size=batch,
                             dtype="bf16", iters=2 if cpu else SPEED_ITERS, max_batch=SPEED_MAX_BATCH,
                             steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
-                            inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128), **model_settings(config))
+                            inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128), **run_model_settings(config))
     return jsonable({"rows": rows, "device": "cpu" if cpu else "cuda", "batch_size": 2 if cpu else None})

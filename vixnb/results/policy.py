@@ -24,7 +24,7 @@ from ..data import source_fingerprint
 from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
-from ..profiles import get_profile, gpu_profile, model_settings, run_config
+from ..profiles import get_profile, gpu_profile, run_model_settings, run_config
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -83,7 +83,7 @@ def training_policy(compute):
 # ----- why a stored training result is stale ------------------------------------------------------------------
 
 def _overrides_json(config):
-    return json.dumps(model_settings(config), sort_keys=True)
+    return json.dumps(run_model_settings(config), sort_keys=True)
 
 
 @cache
