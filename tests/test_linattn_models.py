@@ -32,6 +32,13 @@ def test_vit_b16_has_the_true_count_of_table_1_and_the_linear_forms_add_only_the
     for kernel in B16_KERNELS:
         assert count_params(_meta("vip_b16_224", kernel=kernel), "true") == 85_806_346
     assert count_params(_meta("vil_b16_224", linformer_k=64), "true") == 85_806_346 + 12 * 2 * 197 * 64
+    # Table 1's other reading, 12 heads of width 128: q, k, v maps 768 -> 1536 with bias, output 1536 -> 768
+    wide = 85_806_346 + 12 * (768 * 3 * 64 * 12 + 3 * 64 * 12 + 64 * 12 * 768)
+    assert wide == 114_145_546
+    assert count_params(_meta("vit_b16_224", dim_head=128), "true") == wide
+    assert count_params(_meta("vil_b16_224", dim_head=128), "true") == wide + 12 * 2 * 197 * 128
+    for kernel in B16_KERNELS:
+        assert count_params(_meta("vip_b16_224", kernel=kernel, dim_head=128), "true") == wide
     patch = vit.to_patch_embedding[0]
     assert isinstance(patch, torch.nn.Conv2d) and patch.kernel_size == (16, 16) and patch.stride == (16, 16)
     assert vit.pos_embedding.shape == (1, 197, 768)
@@ -202,7 +209,9 @@ def test_a_warm_start_source_is_never_ensembled_and_train_needs_its_weights(tmp_
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
     ok, why = can_ensemble(run_config("vit_b16_224", profile="smoke", **runs["vit_scratch"]))
     assert not ok and "warm starts begin from each seed's weights" in why
-    assert can_ensemble(run_config("vit_b16_224", profile="smoke", lr=1e-3, **TINY))[0]  # the sweep's other runs may
+    assert can_ensemble(run_config("vit_b16_224", profile="smoke", lr=3e-4, **TINY))[0]  # the sweep's other runs may
+    # but not its lr 1e-3 run, the source of the Adam-default reading's warm starts
+    assert not can_ensemble(run_config("vit_b16_224", profile="smoke", lr=1e-3, **TINY))[0]
     config = run_config("vil_b16_224", profile="smoke", **runs["vil_checkpoint"])
     with pytest.raises(ValueError, match=r"init_from 'vit_scratch' needs the source's weights"):
         engine.train(config, progress=False, checkpoint=tmp_path / "run.pt")

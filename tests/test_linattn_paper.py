@@ -71,11 +71,33 @@ def test_the_test_table_has_the_nine_runs_in_printed_order():
     assert list(papers.load(KEY)["training"]) == list(TABLES)
     assert papers.table(KEY, "test")["dataset"] == "cifar10"
     for row, (model, settings) in papers.paper_runs(KEY).items():
+        base = row.removesuffix("_lr_1e-3").removesuffix("_heads_128")
+        source = {"_lr_1e-3": "vit_lr_1e-3", "_heads_128": "vit_heads_128"}.get(row[len(base):], "vit_scratch")
         assert model == {"vit": "vit_b16_224", "vil": "vil_b16_224"}.get(row[:3], "vip_b16_224"), row
-        assert ("init_from" in settings) == row.endswith("_checkpoint"), row
-        assert settings.get("init_from") in (None, "vit_scratch"), row
+        assert ("init_from" in settings) == base.endswith("_checkpoint"), row
+        assert settings.get("init_from") in (None, source), row
         if row.startswith("vip"):
             assert settings["kernel"] == {"vipa": "favor+", "viprelu": "relu", "vipexp": "exp"}[row.split("_")[0]]
+
+
+@pytest.mark.parametrize("table, vit, suffix, change", [
+    ("adam_default_lr", "vit_lr_1e-3", "_lr_1e-3", {"lr": 1.0e-3}),   # the unstated learning rate: Adam's default
+    ("head_width_128", "vit_heads_128", "_heads_128", {"dim_head": 128}),  # Table 1's other head width
+])
+def test_each_other_reading_is_every_test_run_with_one_change_and_is_trained(table, vit, suffix, change):
+    """The nine runs of the test table again, each as its twin there but for ``change`` (and a warm start from that
+    reading's own ViT run), planned by the chapter beside the first reading."""
+    other = papers.table_runs(KEY, table)
+    twins = ["vit_scratch" if row == vit else row.removesuffix(suffix) for row, _, _ in other]
+    assert twins == list(TABLES)
+    for (row, model, settings), twin in zip(other, twins):
+        twin_model, twin_settings = papers.row_run(KEY, "test", twin)
+        expected = {**twin_settings, **change}
+        if "init_from" in twin_settings:
+            expected["init_from"] = vit
+        assert (model, settings) == (twin_model, expected), row
+    assert table in papers.book_chapter(KEY, "linattn")["train"]
+    assert papers.load(KEY)["protocol"]["lr"] == 1.0e-4  # the tables beside the report's stay the 1e-4 reading
 
 
 def test_every_test_row_equals_the_documents(printed):

@@ -44,7 +44,8 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
     # ResNet-18 is attributed, but its 21.3 MiB of float16 weights are over the 16 MiB cap; ConvMixer and WaveMix
     # have no map
     assert kept_rows("cxv", cxv, "table1_cifar10", "budget") == {"cnv_5_4", "cpv_5_4", "cltv_5_4", "hybrid_vilt_6_8"}
-    for table, rows in (("table3", papers.table_models("vix", "table3")), ("table5", ["pit", "pin", "pip"]),
+    for table, rows in (("table3", papers.table_models("vix", "table3")),
+                        ("table5", ["pit", "pin", "pip", "hybrid_pit", "hybrid_pin", "hybrid_pip"]),
                         ("table6", papers.table_models("vix", "table6"))):
         assert kept_rows("vix", papers.training_chapter("vix", table), table, "budget") == set(rows)
     # the linattn chapter keeps its test table's weights for its prediction panels: on the GPU machine, since a
@@ -53,6 +54,9 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
         set(papers.table_models("linattn", "test"))
     shaped = papers.book_chapter("shaped", "simplified")
     assert kept_rows("shaped", shaped, "table5", "budget") == set(papers.table_models("shaped", "table5"))
+    # the SAS-P block's alpha/beta variants (Experiments 4-6)
+    assert kept_rows("shaped", shaped, "fig10", "budget") == {"exp4_identity", "exp4_attention"}
+    assert kept_rows("shaped", shaped, "fig13", "budget") == {"exp5_dynamic", "exp6_inverse_dynamic"}
     assert kept_rows("vix", vix, "table2", "budget") == set()
 
 

@@ -282,7 +282,8 @@ def hybrid_vip_6_8(*, image_size, num_classes, channels, **config):
 # ---- the `linattn` paper (an IEOR 4540 course project): ViT-B/16 and its Linformer and Performer forms at 224 px
 # (its Table 1: patch 16, 12 layers, 12 heads, dim 768, dropout 0). Table 1's "query-key dimension per head 128"
 # cannot be 768 / 12 = 64: we build dim_head 64 and read 128 as Linformer's k and the Performer's feature count
-# (both settable). The report's Linformer block equation puts the LayerNorm after the attention; every block here is
+# (both settable); ``dim_head=128`` builds the other reading, 12 heads of width 128 (114,145,546 parameters). The
+# report's Linformer block equation puts the LayerNorm after the attention; every block here is
 # the standard pre-norm one. CIFAR-10's 32 px images are resized to 224 inside the model (bilinear, on the device).
 B16 = dict(input_size=224, patch_size=16, depth=12, heads=12, dim=768, dim_head=64, mlp_dim=3072)
 #: the report's Performer variants -> our FAVOR+ kernels: positive orthogonal random features ("ViP-a"), and the
