@@ -40,16 +40,6 @@ def _distance(claim, figure):
     return value - figure if op in ("at_least", "greater") else figure - value
 
 
-def _pair_figure(method, va, vb):
-    if method == "relative_gain":
-        return (va - vb) / vb * 100.0
-    if method == "point_gain":
-        return va - vb
-    if method == "ratio":
-        return va / vb
-    return va
-
-
 def _evaluate(claim, get):
     """(figure, holds, shown pair) of a claim, with ``get(model, metric)`` giving a number or raising
     ``_Missing``. Every missing figure is collected before ``_Missing`` is raised."""
@@ -81,7 +71,7 @@ def _evaluate(claim, get):
         if claim["method"] in ("relative_gain", "ratio") and vb == 0:
             figures.append(((a, b), math.nan))
             continue
-        figures.append(((a, b), _pair_figure(claim["method"], va, vb)))
+        figures.append(((a, b), rules.pair_figure(claim["method"], va, vb)))
     if missing:
         raise _Missing(missing)
     if any(math.isnan(f) for _, f in figures):

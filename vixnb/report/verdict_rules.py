@@ -21,6 +21,18 @@ from typing import NamedTuple
 from .. import papers
 from .metrics import METRICS
 
+
+def pair_figure(method, va, vb):
+    """A pairwise claim's figure of ``va`` (its a side) against ``vb`` (its b side) by ``method``: relative gain in
+    %, gain in points, ratio, or ``va`` itself."""
+    if method == "relative_gain":
+        return (va - vb) / vb * 100.0
+    if method == "point_gain":
+        return va - vb
+    if method == "ratio":
+        return va / vb
+    return va
+
 FAILED = "not decided: run failed"
 ONE_SEED = "not decided: one seed"
 PROTOCOL = "not decided: protocol"
@@ -200,13 +212,7 @@ def _turns_within(claim, get, spread):
     metric, metric_b = claim["metric"], claim.get("metric_b", claim["metric"])
 
     def figure(va, vb):
-        if method == "relative_gain":
-            return (va - vb) / vb * 100.0
-        if method == "point_gain":
-            return va - vb
-        if method == "ratio":
-            return va / vb
-        return va
+        return pair_figure(method, va, vb)
 
     outcomes = set()
     for shift in (-spread, 0.0, spread):
