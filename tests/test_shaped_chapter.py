@@ -47,7 +47,9 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
         **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified")}}
     assert len(runs) == 46
     kept = sorted((e.name, e.seed) for e in runs if e.keep_weights == "store")
-    assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0)]
+    # Experiment 3's first seeds for Fig. 8 and 11; the alpha/beta variants' for the maps study (study.yaml)
+    assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0), ("exp4_attention", 0), ("exp4_identity", 0),
+                    ("exp5_dynamic", 0), ("exp6_inverse_dynamic", 0)]
     sequential = next(e for e in runs if e.name == "exp4_attention_sequential")
     assert sequential.settings == {"heads": 4, "patch": 4, "width": 128, "depth": 8, "block": "sequential",
                                    "alpha_beta": "attention"}
