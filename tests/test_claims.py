@@ -125,6 +125,20 @@ def test_printed_correlation_and_not_testable_claims():
     assert frame.loc["favor-pipeline-gain", "our verdict"] == "not testable here"
 
 
+def test_the_favor_claims_read_its_printed_tables():
+    frame = C.claims("favor", {})
+    # Table 1: the accuracy columns agree with the printed differences; Poly-SA's +6.86 leads EViT (delete)'s +2.89;
+    # the unmarked rows lose at most 0.06 (ViT-S, DeiT III)
+    assert frame.loc["favor-pipeline-gain-from-columns", "paper figure"] == pytest.approx(1.3516, abs=1e-4)
+    assert frame.loc["favor-pipeline-highest-poly-sa", "paper figure"] == pytest.approx(6.86 - 2.89)
+    assert frame.loc["favor-pipeline-losses-explained", "paper figure"] == pytest.approx(-0.06)
+    # Table 2: of the theoretical metrics' cells, only FLOPs with fine-tuning time (0.72) is not weak
+    weak = frame[frame.index.str.startswith(("favor-corr-flops-f", "favor-corr-params-"))]
+    assert len(weak) == 7 and weak["our verdict"].tolist() == ["not yet run"] * 7
+    assert {i for i, v in weak["paper bears it out"].items() if v == "no"} == {"favor-corr-flops-ft-time"}
+    assert weak.loc["favor-corr-params-ft-time", "paper figure"] == 0.05
+
+
 def test_the_favor_figure_3_findings_are_entered_as_not_testable():
     frame = C.claims("favor", {})
     claims = {c["id"]: c for c in papers.claims("favor")}
@@ -527,3 +541,10 @@ def test_which_profile_decides_which_claim():
     assert note("linattn", linattn, "budget") == (True, "")
     assert C.undecided_reason("shaped", {**claim("train_acc_final"), "value": 5}, "budget") == \
         "a magnitude is judged only at the paper's epochs (Vanilla (exp1_vanilla) 10 of 50 epochs)"
+
+
+def test_the_blogs_attention_map_claim_is_listed_with_the_proxy_that_would_decide_it():
+    row = C.claims("shaped", {}).loc["shaped-fig8-localised-maps"]
+    assert row["our verdict"] == "not testable here" and "attention-map record" in row["why no verdict"]
+    claim = next(c for c in papers.claims("shaped") if c["id"] == "shaped-fig8-localised-maps")
+    assert "entropy of the class token's attention" in claim["reading"] and "exp3_simplified" in claim["reading"]
