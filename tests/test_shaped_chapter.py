@@ -56,7 +56,7 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
     exp4 = next(e for e in runs if e.name == "exp4_identity" and e.seed == 0)
     assert exp4.command == ("vixnb train vit_small_simplified --dataset cifar10 --profile budget --seed 0 "
                             "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
-                            "--override alpha_beta=identity")
+                            "--override alpha_beta=identity --keep-weights")
     assert next(e for e in runs if e.keep_weights == "store").command.endswith(" --keep-weights")
     assert [e.name for e in entries if e.kind == "measure"] == ["shaped-attention-maps-cifar10"]
     # the same run shown in two tables is one entry
