@@ -204,10 +204,15 @@ def test_the_prediction_record_of_a_smoke_model():
     assert {r["status"] for r in unmade["runs"].values()} == {"not yet run"}
     record = prediction_record(runs, dataset="cifar10", profile="smoke", compute="missing", store=store)
     _, labels = load_split("synthetic", "test")
-    assert record["dataset"] == "synthetic" and record["panel"] == panel("synthetic", labels=labels)[:10]
-    assert record["labels"] == [int(labels[i]) for i in record["panel"]] == list(range(10))  # one of each class
-    for run in record["runs"].values():
+    # the report's selection, "the first 10 images", by default; the book's panel (one of each class) beside it
+    assert record["dataset"] == "synthetic" and record["panel"] == list(range(10))
+    assert record["labels"] == [int(labels[i]) for i in range(10)]
+    per_class = record["per_class"]
+    assert per_class["panel"] == panel("synthetic", labels=labels)[:10]
+    assert per_class["labels"] == [int(labels[i]) for i in per_class["panel"]] == list(range(10))  # one of each class
+    for name, run in record["runs"].items():
         assert run["status"] == "done" and len(run["predicted"]) == 10 and set(run["predicted"]) <= set(range(10))
+        assert len(per_class["predicted"][name]) == 10
         assert run["weights_sha256"] and run["config"]["model"] in ("vit_b16_224", "vil_b16_224")
     assert record_stale(record, store) is None
     again = prediction_record(runs, dataset="cifar10", profile="smoke", compute="never", store=store)

@@ -12,7 +12,8 @@ per layer and head over the first test images, of the map each mixer applies (ro
 attention's alpha I + beta A divided by alpha + beta) and of its softmax part alone.
 
 ``prediction_record(runs, ...)``, behind the `linattn` chapter's prediction panels: each trained model's predicted
-label of the panel's first ten images (one of each class).
+label of the first ten test images (the report's selection, "the first 10 images"; ``panel`` and ``predicted``) and
+of the book's panel, one image of each class (``per_class``).
 """
 from __future__ import annotations
 
@@ -92,20 +93,24 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
 
 def prediction_record(runs, *, dataset, profile, compute="never", store=None, images=10):
     """The measurement record of the predicted labels of ``runs`` ``{name: (model, settings, seed)}`` (paper
-    `linattn`'s panels of test images with each model's predicted label): the panel's first ``images`` test images
-    (one of each class), their true labels, and for each run its trained model's predicted class of each
-    (``predicted``, in panel order), the training run it comes from, and where it was measured. A run whose weights
-    are not here (and cannot be trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
-    used, test_x, test_y, shown = _panel_split(dataset, profile, images)
+    `linattn`'s panels of test images with each model's predicted label), in two selections of ``images`` test
+    images: the report's, the first ones of the test set (``panel``, ``labels``, and each run's ``predicted``, in
+    order), and the book's panel, one of each class (``per_class``: ``{"panel", "labels", "predicted": {name: [...]}}``);
+    with the training run each comes from and where it was measured. A run whose weights are not here (and cannot be
+    trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
+    used, test_x, test_y, per_class = _panel_split(dataset, profile, images)
+    first = list(range(min(images, len(test_y))))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out = {}
+    out, of_class = {}, {}
     for name, module, out[name] in _trained_runs(runs, dataset=dataset, profile=profile, compute=compute,
                                                  store=store, device=device):  # out[name]: the run's entry
         if module is not None:
             with torch.no_grad():  # the forward only: trained_model may train the run first
-                logits = module(normalize(test_x[shown].to(device)))
-            out[name]["predicted"] = [int(v) for v in logits.argmax(dim=-1).cpu()]
-    return {"dataset": used, "panel": shown, "labels": [int(test_y[i]) for i in shown], "runs": out,
+                logits = module(normalize(test_x[first + per_class].to(device)))
+            labels = [int(v) for v in logits.argmax(dim=-1).cpu()]
+            out[name]["predicted"], of_class[name] = labels[:len(first)], labels[len(first):]
+    return {"dataset": used, "panel": first, "labels": [int(test_y[i]) for i in first], "runs": out,
+            "per_class": {"panel": per_class, "labels": [int(test_y[i]) for i in per_class], "predicted": of_class},
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
 
 
