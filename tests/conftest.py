@@ -134,6 +134,9 @@ SLOW = {
         "test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan",
     },
     "test_published_book.py": ALL,
+    "test_pack.py": {
+        "test_a_40_mib_checkpoint_travels_in_parts_and_comes_back_byte_for_byte",  # about 3 s: 40 MiB through gzip
+    },
     "test_runtime.py": {
         "test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch",
     },

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from .ensemble import can_ensemble
 from .errors import one_line
 from .profiles import REHEARSAL, get_profile
 from .results import ResultsStore
+from .results.pack import unpack
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -202,9 +202,8 @@ def _pack_round_trip(store, profile, since):
     t0 = time.time()
     try:
         with tempfile.TemporaryDirectory() as out:
-            archive, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
-            with tarfile.open(archive) as tar:
-                tar.extractall(Path(out) / "unpacked", filter="data")
+            parts, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
+            unpack(parts, root=Path(out) / "unpacked" / "results")
             base = store.root.parent
             differ = [n for n in packed if not n.startswith("logs/") and
                       (Path(out) / "unpacked" / n).read_bytes() != (base / n).read_bytes()]

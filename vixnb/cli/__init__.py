@@ -210,6 +210,11 @@ def _plan_arguments(sub):
     s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
     s.set_defaults(fn=commands.batch)
 
+    s = sub.add_parser("unpack", help="take in what a lent machine sent back (a pack, or all its parts); never "
+                       "replaces a result here silently")
+    s.add_argument("files", nargs="+", metavar="FILE", help="results.tar.gz, or every results.tar.gz.partKofN")
+    s.set_defaults(fn=commands.unpack)
+
 
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",

@@ -240,6 +240,19 @@ def batch(args):
     return jobs
 
 
+def unpack(args):
+    """``vixnb unpack FILE...``: a pack (or its parts) into the results store; a differing result is kept beside the
+    one here, both named."""
+    from ..results.pack import unpack as take_in
+
+    report = take_in(args.files)
+    print(f"vixnb unpack: {len(report['written'])} written, {len(report['same'])} the same, "
+          f"{len(report['replaced'])} older checkpoints replaced, {len(report['conflicts'])} kept beside the one here")
+    for _, _, message in report["conflicts"]:
+        print(f"  {message}")
+    return report
+
+
 def bench_fill(args):
     """``vixnb bench fill``: training images/s of one seed, of several seeds as one ensemble, and compiled."""
     from ..bench import bench_fill as run

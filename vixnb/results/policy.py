@@ -24,7 +24,7 @@ from ..data import source_fingerprint
 from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
-from ..profiles import get_profile, gpu_profile, run_config
+from ..profiles import ENGINE_VERSION, get_profile, gpu_profile, run_config
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -144,10 +144,20 @@ def source_changed(stored, store):
             f"made from weights of {init['run']!r} that no stored result keeps now")
 
 
+def other_engine(stored):
+    """Why a stored run was made by another version of the engine than today's (``profiles.ENGINE_VERSION``,
+    recorded in its provenance; a result older than that record: its config's ``engine_version``), or None."""
+    recorded = (stored.get("provenance") or {}).get("engine_version", stored["config"].get("engine_version"))
+    if recorded == ENGINE_VERSION:
+        return None
+    return f"made by engine version {recorded}, today {ENGINE_VERSION} (bumped for a change the CPU probe cannot see)"
+
+
 def stale_reason(stored, store=None):
     """Why a stored training result no longer answers for its configuration, or None: ``other_code``,
-    ``other_data``, and with ``store`` also ``source_changed``."""
-    return other_code(stored) or other_data(stored) or (source_changed(stored, store) if store is not None else None)
+    ``other_engine``, ``other_data``, and with ``store`` also ``source_changed``."""
+    return other_code(stored) or other_engine(stored) or other_data(stored) or \
+        (source_changed(stored, store) if store is not None else None)
 
 
 @cache

@@ -8,6 +8,8 @@ import os
 import platform
 import subprocess
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 import torch
@@ -47,15 +49,34 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+_EXECUTION = ContextVar("vixnb_execution", default={})
+
+
+@contextmanager
+def execution(*, concurrent_jobs, executor):
+    """While this holds, ``provenance`` records how the result was executed: ``concurrent_jobs`` (how many jobs
+    shared the device: 1 alone; the estimates read only runs made alone) and ``executor`` (``inline``: in the
+    batch's own process; ``local``: a submitit process of its own; ``slurm``). Neither enters a run's key."""
+    token = _EXECUTION.set({"concurrent_jobs": int(concurrent_jobs), "executor": executor})
+    try:
+        yield
+    finally:
+        _EXECUTION.reset(token)
+
+
 def provenance(device=None, *, stamp="date", **fields):
     """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
-    the commit, the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
+    the commit, the engine's version (``profiles.ENGINE_VERSION``), how it was executed (``execution``, where a
+    batch said), the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
     data, ...). ``device`` defaults to the GPU when there is one."""
+    from ..profiles import ENGINE_VERSION
+
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "cuda": torch.version.cuda if cuda else None, "vixnb": __version__, "commit": git_commit(),
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None, **fields, stamp: now()}
+            "engine_version": ENGINE_VERSION, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+            **_EXECUTION.get(), **fields, stamp: now()}
 
 
 def made_on(prov):
