@@ -18,9 +18,8 @@ archive under a size limit.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import os
+import math
 import re
 import shlex
 import signal
@@ -45,6 +44,7 @@ from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a len
 from .results.policy import built_today, cannot_make_here
 from .results.provenance import execution
 from .runs import run
+from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
 from .train import TrainingPaused
 
 EXECUTORS = ("local", "slurm", "inline")
@@ -262,35 +262,6 @@ def cannot_run_here(job, executor):
 
 # ----- running them --------------------------------------------------------------------------------------
 
-class BatchStopped(KeyboardInterrupt):
-    """``vixnb batch`` was stopped (SIGTERM, SIGINT, ``timeout``): its jobs were stopped, each training run with
-    the checkpoint of its last whole epoch kept; the next batch resumes them."""
-
-
-#: how long a stopped batch waits for its jobs to end after signalling them (an interrupted run keeps the
-#: checkpoint of its last whole epoch) before it kills what is left: within 30 s of the signal nothing runs
-STOP_GRACE_S = 20
-
-
-@contextlib.contextmanager
-def stopped_by_signals():
-    """SIGTERM raises ``KeyboardInterrupt`` in the main thread while this holds, as SIGINT does (``timeout`` and
-    a batch system stop a batch that way); the handler before is restored after. Elsewhere than the main
-    thread nothing is changed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-    before = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None):
     """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
     ``pack_limit_mb`` (the largest checkpoint that travels back), a run whose checkpoint is larger starts only if
@@ -322,6 +293,8 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             left = deadline - time.time() if deadline else None
             if left is not None and left < (need := least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
+                if job.entries[0].kind == "train" and pack_limit_mb and checkpoint_mb(job) > pack_limit_mb:
+                    job.note += f" ({window_note(job)})"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
             t0 = time.time()
@@ -350,7 +323,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                     t.join(0.2)
     except KeyboardInterrupt as e:
         stop.set()
-        _stop_jobs(running)
+        stop_jobs(running)
         for t in threads:
             if t.ident is not None:
                 t.join(STOP_GRACE_S + 5)
@@ -362,44 +335,6 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
 
 
 _STOPPED = "stopped by a signal; a training run keeps its last epoch's checkpoint and the next batch resumes it"
-
-
-def _stop_jobs(running):
-    """Signal every running submitit job (``running``: job label -> handle) to stop, wait up to ``STOP_GRACE_S``,
-    then kill what is left, the job's own processes first."""
-    handles = list(running.values())
-    for h in handles:
-        _signal(h._process.pid, signal.SIGTERM)  # the controller passes it on to the job, which stops there
-    end = time.time() + STOP_GRACE_S
-    while time.time() < end and any(h._process.poll() is None for h in handles):
-        time.sleep(0.2)
-    for h in handles:
-        if h._process.poll() is None:
-            for pid in _descendants(h._process.pid) + [h._process.pid]:
-                _signal(pid, signal.SIGKILL)
-            h._process.wait()
-
-
-def _signal(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _descendants(pid):
-    """The process ids below ``pid`` (children first), read from ``/proc`` (Linux); [] elsewhere."""
-    out, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            children = [int(c) for t in Path(f"/proc/{parent}/task").iterdir()
-                        for c in (t / "children").read_text().split()]
-        except OSError:
-            children = []
-        out += children
-        todo += children
-    return out
 
 
 def estimated_seconds(job):
@@ -418,6 +353,13 @@ def least_seconds(job, pack_limit_mb=None):
     if whole == float("inf"):
         return STARTUP_SECONDS + 60
     return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e._config)[0]
+
+
+def window_note(job):
+    """What a run whose checkpoint cannot travel back needs: ``needs one window of N minutes``."""
+    minutes = estimated_seconds(job) / 60
+    return f"needs one window of {math.ceil(minutes) if minutes < float('inf') else 'unknown'} minutes: its checkpoint " \
+           f"({checkpoint_mb(job):.0f} MiB) cannot travel back, so it runs whole or not at all"
 
 
 def checkpoint_mb(job):
@@ -501,6 +443,19 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
 
 
 # ----- reporting and packing -----------------------------------------------------------------------------
+
+def stamp(line):
+    """``line`` after the UTC time: every phase of a lent machine's call is timestamped in its log."""
+    return f"[{time.strftime('%H:%M:%S', time.gmtime())}] {line}"
+
+
+def trained_line(jobs, seconds):
+    """The line that ends a batch's table: ``trained N s of M s``, N being the training jobs' wall time (done,
+    resumed, paused or stopped runs) and M ``seconds`` (the command's whole time)."""
+    trained = sum(j.seconds for j in jobs if j.entries[0].kind == "train" and
+                  j.outcome in ("done", "resumed", "paused", "stopped"))
+    return f"trained {trained:.0f} s of {seconds:.0f} s"
+
 
 def status_table(jobs):
     """The batch's outcome, one line per job: job, outcome, seconds, note or log."""
