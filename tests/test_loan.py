@@ -93,3 +93,18 @@ def test_the_engine_version_is_compared_not_keyed(monkeypatch):
     stored = {"config": config, "provenance": {}}  # stored before provenance recorded the engine's version
     assert stale_reason(stored) == "made by engine version 1, today 2 (bumped for a change the CPU probe cannot see)"
     assert stale_reason({"config": config, "provenance": {"engine_version": 2}}) is None
+
+
+def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_was_executed():
+    from vixnb.estimates import made_alone
+    from vixnb.results.provenance import execution, provenance
+
+    assert made_alone({"provenance": {"commit": "d5fec8a4"}})
+    assert not made_alone({"provenance": {"commit": "2a2d461b"}})  # Table 1, several runs at a time on one H100
+    assert not made_alone({"provenance": {"concurrent_jobs": 3}})
+    assert made_alone({"provenance": {"concurrent_jobs": 1, "commit": "2a2d461b"}})
+    with execution(concurrent_jobs=1, executor="inline"):
+        inside = provenance("cpu")
+    assert (inside["concurrent_jobs"], inside["executor"]) == (1, "inline")
+    assert inside["engine_version"] == profiles.ENGINE_VERSION
+    assert "executor" not in provenance("cpu")
