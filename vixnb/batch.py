@@ -45,7 +45,7 @@ from .results.policy import built_today, cannot_make_here
 from .results.provenance import execution
 from .runs import run
 from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
-from .train import TrainingPaused
+from .train import TrainingPaused, without_timings
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -83,7 +83,8 @@ def make_spec(entries, *, download=False):
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
             "keep_weights": [x.keep_weights for x in entries],
             "command": e.command, "store": str(_store_root()), "download": download,
-            "stale": any(x.status == "stale" for x in entries)}
+            "stale": any(x.status == "stale" for x in entries),
+            "weights_wanted": any(x.status == "weights wanted" for x in entries)}
 
 
 def _store_root():
@@ -144,6 +145,7 @@ def _run_training(spec, store, deadline):
         checkpoints.append(checkpoint_path(store, configs))
     earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
     resumed = bool(earlier)
+    published = {store.path(c): store.get(c) for c in configs} if spec.get("weights_wanted") else {}
     try:
         if len(configs) > 1:
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
@@ -163,7 +165,28 @@ def _run_training(spec, store, deadline):
             except OSError:  # a read-only store: the job's own error says so, not the cleanup's
                 pass
         raise
-    return {"outcome": "resumed" if resumed else "done", "note": ""}
+    return {"outcome": "resumed" if resumed else "done", "note": _kept_published(store, configs, published)}
+
+
+def _kept_published(store, configs, published):
+    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
+    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
+    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
+    changed = []
+    for config in configs:
+        old, new = published.get(store.path(config)), store.get(config)
+        if not old or not new:
+            continue
+        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
+        if not same:
+            prov = old.get("provenance") or {}
+            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
+                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
+                                             "published numbers", "top1": old["top1"], "history": old["history"],
+                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
+            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
+    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
+            f"'retrained'): {'; '.join(changed)}") if changed else ""
 
 
 def _run_measure(spec, compute):

@@ -6,11 +6,14 @@ every row is trained, on the table's dataset, with each of the profile's ``seeds
 the stored measurements its pages read; the benchmarks it shows; our own studies. The maps chapter's
 measurements come from ``vixnb/analysis/study.yaml``.
 
-**Status.** ``stored``; ``missing``; ``stale``: a stored result that no longer answers, because it was made
-by other model code (its recorded architecture signature, or for older results its parameter count, differs
-from today's model), from other data (its data fingerprint differs from the copy here), or under another
-engine version or other settings (a result file of the same model, dataset and seed whose configuration
-differs and which no other entry asks for), or a benchmark whose rows a later change superseded.
+**Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current; ``weights wanted``:
+stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
+again for them; its numbers stay shown meanwhile); ``stale``: a stored result that no longer answers, still shown
+with the reason, because it was made by other model code (its recorded architecture signature, or for older
+results its parameter count, differs from today's model), by another engine version (``profiles.ENGINE_VERSION``),
+from other data (its data fingerprint differs from the copy here), or under other settings (a result file of the
+same model, dataset and seed whose configuration differs and which no other entry asks for), or a benchmark whose
+rows a later change superseded; ``missing``; ``damaged``: a result file that cannot be read (named, kept).
 
 **Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.estimates`` (a stored run of the model, the
 ``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
@@ -53,7 +56,9 @@ LEVELS = {
     2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
     3: "further seeds",
 }
-STATUSES = ("stored", "missing", "stale", "damaged")
+STATUSES = ("stored", "weights wanted", "stale", "missing", "damaged")
+#: the statuses of entries the batch makes (``todo``)
+TO_MAKE = ("weights wanted", "stale", "missing", "damaged")
 
 
 @dataclass
@@ -204,12 +209,12 @@ def _run_status(entry, store, needed_paths):
     config = entry._config
     try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
         stored = store.get(config)
-        why = stored is not None and (stale_reason(stored, store) or
-                                      (entry.keep_weights != "no" and store.weights_missing(config, stored)))
+        why = stored is not None and stale_reason(stored, store)
+        unkept = stored is not None and entry.keep_weights != "no" and store.weights_missing(config, stored)
     except StoreError as e:
         return "damaged", one_line(e)
     if stored is not None:
-        return ("stale", why) if why else ("stored", "")
+        return ("stale", why) if why else ("weights wanted", unkept) if unkept else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
         if str(other.relative_to(store.root)) in needed_paths:
@@ -316,7 +321,7 @@ def _chapters_cheapest_first(entries):
         groups.setdefault(e.chapter, []).append(e)
 
     def left(chapter):
-        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status != "stored")
+        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status in TO_MAKE)
 
     ordered = sorted(groups, key=lambda c: (left(c), list(groups).index(c)))
     return _after_needs([e for chapter in ordered for e in groups[chapter]])
@@ -357,8 +362,18 @@ def _data_here(dataset):
 
 
 def todo(entries):
-    """The entries still to run (missing or stale), in priority order."""
-    return [e for e in entries if e.status != "stored"]
+    """The entries still to make (``TO_MAKE``: missing, stale, damaged, or wanting their weights), in priority
+    order."""
+    return [e for e in entries if e.status in TO_MAKE]
+
+
+def count(entries):
+    """The one count every page shows of ``entries`` (a plan, or a chapter's part of it): ``{status: number}`` for
+    each of ``STATUSES`` (``stored`` being current results only), and ``"reasons"``: ``{result path: why}`` of each
+    entry that is stale, wants its weights or is damaged."""
+    out = {status: sum(e.status == status for e in entries) for status in STATUSES}
+    out["reasons"] = {e.path: e.reason for e in entries if e.status in ("weights wanted", "stale", "damaged")}
+    return out
 
 
 #: the training minutes of a lent 30-minute GPU window: three calls of about nine minutes, less each call's start
@@ -378,11 +393,12 @@ def totals(entries):
     for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
         known = [e for e in members if e.est_gpu_minutes == e.est_gpu_minutes]
+        left = [e for e in known if e.status in TO_MAKE]
         out[group] = {"entries": len(members), "stored": sum(e.status == "stored" for e in members),
-                      "to_run": sum(e.status != "stored" for e in members),
-                      "to_run_gpu_hours": sum(e.est_gpu_minutes for e in known if e.status != "stored") / 60,
+                      "to_run": sum(e.status in TO_MAKE for e in members),
+                      "to_run_gpu_hours": sum(e.est_gpu_minutes for e in left) / 60,
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
-                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in known if e.status != "stored")),
+                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in left)),
                       "unestimated": len(members) - len(known)}
     return out
 
