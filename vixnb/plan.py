@@ -6,14 +6,18 @@ every row is trained, on the table's dataset, with each of the profile's ``seeds
 the stored measurements its pages read; the benchmarks it shows; our own studies. The maps chapter's
 measurements come from ``vixnb/analysis/study.yaml``.
 
-**Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current; ``weights wanted``:
+**Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current (its source hashes are
+today's, or the behavioural probe found today's code making it bitwise the same: ``results.probe``);
+``unverified``: its code changed and the probe has not run on today's code or could not (shown; not made again;
+``vixnb probe`` decides); ``weights wanted``:
 stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
 again for them; its numbers stay shown meanwhile); ``stale``: a stored result that no longer answers, still shown
 with the reason, because it was made by other model code (its recorded architecture signature, or for older
 results its parameter count, differs from today's model), by another engine version (``profiles.ENGINE_VERSION``),
 from other data (its data fingerprint differs from the copy here), or under other settings (a result file of the
 same model, dataset and seed whose configuration differs and which no other entry asks for), or a benchmark whose
-rows a later change superseded; ``missing``; ``damaged``: a result file that cannot be read (named, kept).
+rows a later change superseded, or one the behavioural probe found today's code making other numbers for;
+``missing``; ``damaged``: a result file that cannot be read (named, kept).
 
 **Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.estimates`` (a stored run of the model, the
 ``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
@@ -47,7 +51,7 @@ from .models import model_cfg
 from .profiles import get_profile, gpu_profile, run_config, table_runs
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore, StoreError, config_key, read_json
-from .results.policy import stale_reason
+from .results.policy import code_changed, stale_reason
 from .runtime import machine_precision
 from .runs import keep_where
 
@@ -56,7 +60,7 @@ LEVELS = {
     2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
     3: "further seeds",
 }
-STATUSES = ("stored", "weights wanted", "stale", "missing", "damaged")
+STATUSES = ("stored", "unverified", "weights wanted", "stale", "missing", "damaged")
 #: the statuses of entries the batch makes (``todo``)
 TO_MAKE = ("weights wanted", "stale", "missing", "damaged")
 
@@ -209,11 +213,13 @@ def _run_status(entry, store, needed_paths):
     config = entry._config
     try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
         stored = store.get(config)
-        why = stored is not None and stale_reason(stored, store)
+        why = stored is not None and (stale_reason(stored, store) or code_changed(stored, store))
         unkept = stored is not None and entry.keep_weights != "no" and store.weights_missing(config, stored)
     except StoreError as e:
         return "damaged", one_line(e)
     if stored is not None:
+        if why and why.startswith("unverified"):
+            return "unverified", why
         return ("stale", why) if why else ("weights wanted", unkept) if unkept else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
@@ -370,9 +376,10 @@ def todo(entries):
 def count(entries):
     """The one count every page shows of ``entries`` (a plan, or a chapter's part of it): ``{status: number}`` for
     each of ``STATUSES`` (``stored`` being current results only), and ``"reasons"``: ``{result path: why}`` of each
-    entry that is stale, wants its weights or is damaged."""
+    entry that is unverified, stale, wants its weights or is damaged."""
     out = {status: sum(e.status == status for e in entries) for status in STATUSES}
-    out["reasons"] = {e.path: e.reason for e in entries if e.status in ("weights wanted", "stale", "damaged")}
+    out["reasons"] = {e.path: e.reason for e in entries if e.status in ("unverified", "weights wanted", "stale",
+                                                                         "damaged")}
     return out
 
 

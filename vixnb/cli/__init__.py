@@ -223,6 +223,13 @@ def _plan_arguments(sub):
     s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
     s.set_defaults(fn=commands.batch)
 
+    s = sub.add_parser("probe", help="the behavioural probe: whether today's code still makes each stored result "
+                       "whose code changed (a few CPU fp32 steps at its commit and today, compared bitwise)")
+    s.add_argument("--profile", default="budget")
+    s.add_argument("--all", action="store_true", help="every stored result, not only those whose source changed")
+    s.add_argument("--check", action="store_true", help="write no ledger; exit 1 where a result is not current (CI)")
+    s.set_defaults(fn=commands.probe)
+
     s = sub.add_parser("unpack", help="take in what a lent machine sent back (a pack, or all its parts); never "
                        "replaces a result here silently")
     s.add_argument("files", nargs="+", metavar="FILE", help="results.tar.gz, or every results.tar.gz.partKofN")

@@ -271,6 +271,24 @@ def _batch_end(args, runner, jobs, started):
         raise RuntimeError(f"{len(failed)} of {len(jobs)} jobs failed: {', '.join(j.label for j in failed)}")
 
 
+def probe(args):
+    """``vixnb probe``: probe the stored results whose code changed (``--all``: every one) and write the ledger;
+    ``--check``: write nothing, fail where one is not current."""
+    from ..results import ResultsStore
+    from ..results.probe import probe_store
+
+    entries = probe_store(ResultsStore(), args.profile, only_changed=not args.all, write=not args.check)
+    for path, entry in entries.items():
+        state = {True: "current", False: "stale", None: "unverified"}[entry["equal"]]
+        print(f"{state:<10}  {path}" + (f"  ({entry['why']})" if entry["why"] else ""))
+    bad = [p for p, e in entries.items() if e["equal"] is not True]
+    print(f"vixnb probe: {len(entries) - len(bad)} of {len(entries)} current" +
+          ("" if args.check else f"; ledger {ResultsStore().root.name}/probe-ledger.json"))
+    if args.check and bad:
+        raise RuntimeError(f"{len(bad)} stored results are not current with today's code: {', '.join(bad)}")
+    return entries
+
+
 def unpack(args):
     """``vixnb unpack FILE...``: a pack (or its parts) into the results store; a differing result is kept beside the
     one here, both named."""

@@ -9,8 +9,9 @@ the reason). Every caller that reads or makes results asks ``decide``; none re-d
 Staleness of a training result (``stale_reason``): made by other model code (``other_code``: its recorded
 architecture signature, or for a result older than signatures its parameter counts, differs from today's model),
 from other data (``other_data``: its data fingerprint differs from the copy here), or, for a warm start, from other
-weights of its source than those stored now (``source_changed``). ``code_changed`` only flags a result whose model
-or engine source changed since (the provenance page): it never makes a run train again. Staleness of a measurement
+weights of its source than those stored now (``source_changed``), or by another engine version (``other_engine``).
+``code_changed``: where a result's source hashes changed since, what the behavioural probe's ledger says
+(``results.probe``): current, stale (other numbers), or unverified. Staleness of a measurement
 of trained weights (``weights_changed``): a run it measured keeps other weights now."""
 from __future__ import annotations
 
@@ -167,19 +168,30 @@ def source_today(model, dataset, overrides_json="{}"):
         return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
 
 
-def code_changed(stored):
-    """Why a stored run's model or engine code differs from today's (its recorded ``source_hash`` against
-    ``source_hashes`` of today's model in the same configuration), or None; None too for a result stored
-    before source hashes were recorded. A flag for the provenance page only: unlike ``stale_reason`` it never
-    makes a run train again, since any edit of the engine would otherwise retrain every stored run."""
+def code_changed(stored, store=None):
+    """Why a stored run's code may not make it any more, or None where it does: None where its recorded
+    ``source_hash`` equals today's (``source_hashes`` of today's model in the same configuration), or where the
+    committed probe ledger (``results.probe``) found today's code (the same source hashes) making it bitwise the
+    same; else the ledger's reason (the probe differs: other numbers), or ``unverified: ...`` where the probe has
+    not run on today's code or could not. None too for a result stored before source hashes were recorded.
+    ``store``: whose ledger to read (default the results store)."""
     recorded = stored.get("source_hash")
     if not recorded:
         return None
     config = stored["config"]
     today = source_today(config["model"], config["dataset"], _overrides_json(config))
-    changed = [f"{part} code changed since it was stored (source {recorded.get(part)}, today {today[part]})"
-               for part in ("model", "engine") if recorded.get(part) != today[part]]
-    return "; ".join(changed) or None
+    if all(recorded.get(part) == today[part] for part in ("model", "engine")):
+        return None
+    from .probe import read_ledger
+    from .store import ResultsStore
+
+    store = store if store is not None else ResultsStore()
+    entry = read_ledger(store).get(store.path(config).relative_to(store.root).as_posix())
+    if entry and entry.get("code") == today:
+        return None if entry["equal"] else entry["why"]
+    parts = " and ".join(part for part in ("model", "engine") if recorded.get(part) != today[part])
+    return f"unverified: its {parts} code changed since it was stored and the behavioural probe has not run on " \
+           "today's code (`vixnb probe`)"
 
 
 # ----- why a stored measurement is stale -----------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Provenance: the one function that says where, when and from what code a result was made."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import os
 import platform
@@ -96,6 +98,49 @@ def _module_source(name):
     return inspect.getsource(importlib.import_module(name))
 
 
+def _is_module(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@cache
+def _imports(name):
+    """The vixnb modules that module ``name``'s source imports (anywhere in it, relative imports resolved)."""
+    module = importlib.import_module(name)
+    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(_module_source(name))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "vixnb")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            if base.split(".")[0] != "vixnb":
+                continue
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names if _is_module(f"{base}.{a.name}"))
+    return frozenset(n for n in found if _is_module(n))
+
+
+def imported_modules(names):
+    """``names`` and every vixnb module they import, directly or through one another (a package's ``__init__``
+    included): what a run's code is made of."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages it lives in
+        todo += _imports(name)
+    return seen
+
+
 def _digest(names):
     digest = hashlib.sha256()
     for name in sorted(set(names)):
@@ -105,11 +150,13 @@ def _digest(names):
 
 def source_hashes(model_name, model):
     """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of every vixnb module that
-    defines a module class of ``model`` or registers ``model_name`` (its family file), and over the training
-    engine's modules (``ENGINE_MODULES``). A stored result records them; ``policy.code_changed`` compares them
-    with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
-    the numbers would."""
+    defines a module class of ``model`` or registers ``model_name`` (its family file), and every vixnb module they
+    import (``imported_modules``: helpers such as ``layers/blocks.py`` and the packages' ``__init__``); and over the
+    training engine's modules (``ENGINE_MODULES``) and what they import. A stored result records them. They are a
+    cache key only: any edit changes them, a comment too; where they differ from today's, the behavioural probe
+    (``results.probe``) decides whether the result is still current (``policy.code_changed``)."""
     modules = {type(m).__module__ for m in model.modules()}
     if model_name in list_models():
         modules.add(model_entrypoint(model_name).__module__)
-    return {"model": _digest(m for m in modules if m.split(".")[0] == "vixnb"), "engine": _digest(ENGINE_MODULES)}
+    own = imported_modules(m for m in modules if m.split(".")[0] == "vixnb")
+    return {"model": _digest(own), "engine": _digest(imported_modules(ENGINE_MODULES))}
