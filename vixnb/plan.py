@@ -213,7 +213,7 @@ def _run_status(entry, store, needed_paths):
     config = entry._config
     try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
         stored = store.get(config)
-        why = stored is not None and (stale_reason(stored, store) or code_changed(stored, store))
+        why = stored is not None and (stale_reason(stored, store) or code_changed(stored, store.root))
         unkept = stored is not None and entry.keep_weights != "no" and store.weights_missing(config, stored)
     except StoreError as e:
         return "damaged", one_line(e)

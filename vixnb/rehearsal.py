@@ -24,13 +24,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+
 from . import batch as runner
 from . import plan as planning
 from .ensemble import can_ensemble
 from .errors import one_line
-from .profiles import REHEARSAL, get_profile
+from .data import dataset_spec
+from .profiles import REHEARSAL, get_profile, run_config
 from .results import ResultsStore
 from .results.pack import unpack
+from .train import _first_phase, _optimizer, autocasts, build_model, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -238,13 +243,6 @@ def gpu_check(jobs, *, limit_s=GPU_CHECK_SECONDS, device=None):
     paths only a GPU has: the config's autocast (bf16, or fp16 with a gradient scaler), AdamW fused on a GPU,
     the attention kernels the model dispatches to. ``[(label, "ok" | "failed" | "not checked", seconds, note)]``;
     what is left when ``limit_s`` has passed is "not checked". The caller's RNG state is left as it was."""
-    import torch
-    import torch.nn.functional as F
-
-    from .data import dataset_spec
-    from .profiles import run_config
-    from .train import _optimizer, _first_phase, autocasts, build_model, training_device
-
     start, rows, seen = time.time(), [], set()
     for job in jobs:
         e = job.entries[0]

@@ -278,10 +278,10 @@ def probe(args):
     from ..results.probe import probe_store
 
     entries = probe_store(ResultsStore(), args.profile, only_changed=not args.all, write=not args.check)
-    for path, entry in entries.items():
+    for entry in entries.values():
         state = {True: "current", False: "stale", None: "unverified"}[entry["equal"]]
-        print(f"{state:<10}  {path}" + (f"  ({entry['why']})" if entry["why"] else ""))
-    bad = [p for p, e in entries.items() if e["equal"] is not True]
+        print(f"{state:<10}  {entry['file']}" + (f"  ({entry['why']})" if entry["why"] else ""))
+    bad = [e["file"] for e in entries.values() if e["equal"] is not True]
     print(f"vixnb probe: {len(entries) - len(bad)} of {len(entries)} current" +
           ("" if args.check else f"; ledger {ResultsStore().root.name}/probe-ledger.json"))
     if args.check and bad:

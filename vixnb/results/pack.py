@@ -14,6 +14,7 @@ dates (the one here stays in place, whichever is newer); a paused run's checkpoi
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import tarfile
@@ -212,7 +213,6 @@ def _target(name, root):
 def _when(data, mtime):
     """A stored file's date for a message: its provenance's (a result or record), else its modification time."""
     try:
-        import json
         prov = json.loads(data).get("provenance") or {}
         stamp = prov.get("finished") or prov.get("date") or prov.get("measured")
         if stamp:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from functools import cache
 
 import torch
@@ -25,7 +26,8 @@ from ..data import source_fingerprint
 from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
-from ..profiles import ENGINE_VERSION, get_profile, gpu_profile, run_config
+from ..paths import results_root
+from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_config
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -168,13 +170,29 @@ def source_today(model, dataset, overrides_json="{}"):
         return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
 
 
-def code_changed(stored, store=None):
+#: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)
+LEDGER = "probe-ledger.json"
+
+
+def ledger_key(config):
+    """A stored run's entry in the probe's ledger: ``<profile>/<config key>``."""
+    return f"{config['profile']}/{config_key(config)}"
+
+
+def read_ledger(root=None):
+    """The probe's ledger ``{ledger_key: entry}`` in the results store ``root`` (default the results store's
+    folder, ``paths.results_root``); {} where there is none."""
+    path = Path(root if root is not None else results_root()) / LEDGER
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def code_changed(stored, root=None):
     """Why a stored run's code may not make it any more, or None where it does: None where its recorded
     ``source_hash`` equals today's (``source_hashes`` of today's model in the same configuration), or where the
     committed probe ledger (``results.probe``) found today's code (the same source hashes) making it bitwise the
     same; else the ledger's reason (the probe differs: other numbers), or ``unverified: ...`` where the probe has
     not run on today's code or could not. None too for a result stored before source hashes were recorded.
-    ``store``: whose ledger to read (default the results store)."""
+    ``root``: the results store whose ledger to read (default the results store's folder)."""
     recorded = stored.get("source_hash")
     if not recorded:
         return None
@@ -182,11 +200,7 @@ def code_changed(stored, store=None):
     today = source_today(config["model"], config["dataset"], _overrides_json(config))
     if all(recorded.get(part) == today[part] for part in ("model", "engine")):
         return None
-    from .probe import read_ledger
-    from .store import ResultsStore
-
-    store = store if store is not None else ResultsStore()
-    entry = read_ledger(store).get(store.path(config).relative_to(store.root).as_posix())
+    entry = read_ledger(root).get(ledger_key(config))
     if entry and entry.get("code") == today:
         return None if entry["equal"] else entry["why"]
     parts = " and ".join(part for part in ("model", "engine") if recorded.get(part) != today[part])

@@ -6,7 +6,8 @@ the CPU in fp32, for ``STEPS`` optimizer steps on fixed synthetic input (the CPU
 training seeds it), once with the code of the result's commit (``git archive`` of ``provenance.commit`` into a
 temporary folder) and once with today's, on the same machine and torch, and compares the two bitwise (a SHA-256
 of the weights after the steps, and of the loss). The outcome goes in the committed ledger
-(``results/probe-ledger.json``), keyed by the result's path, with today's source hashes:
+(``results/probe-ledger.json``, ``policy.read_ledger``), keyed by ``<profile>/<config key>``, with the result's file
+and today's source hashes:
 
 - equal: the result is current (a refactor: comments, renames, moved code);
 - different: it is stale, still shown, with the reason;
@@ -28,10 +29,11 @@ from pathlib import Path
 
 from ..files import atomic_write
 from ..paths import checkout_root
+from .policy import LEDGER, _overrides_json, code_changed, ledger_key, read_ledger, source_today
 from .provenance import now
+from .store import read_json
 
 STEPS = 3
-LEDGER = "probe-ledger.json"
 
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
@@ -113,18 +115,10 @@ def ledger_path(store):
     return Path(store.root) / LEDGER
 
 
-def read_ledger(store):
-    """The committed ledger ``{result path: entry}`` ({} where there is none)."""
-    path = ledger_path(store)
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def probe(store, results, *, head_root=None):
     """Probe ``results`` (``{result path relative to the store: stored result}``) at their commits and with today's
     code (``head_root``: the package's folder's parent; default this package's), and return their ledger entries:
-    ``{path: {"code", "equal" (True / False / None: unverified), "why", "commit", "probed"}}``."""
-    from .policy import source_today, _overrides_json
-
+    ``{ledger key: {"file", "code", "equal" (True / False / None: unverified), "why", "commit", "probed"}}``."""
     head_root = Path(head_root) if head_root else Path(__file__).resolve().parents[2]
     paths = sorted(results)
     today = digests([results[p]["config"] for p in paths], head_root)
@@ -145,7 +139,8 @@ def probe(store, results, *, head_root=None):
                 equal = old["digest"] == new["digest"]
                 why = "" if equal else (f"the behavioural probe differs from {str(commit)[:8]}'s code ({STEPS} CPU "
                                         "fp32 steps on fixed input): today's code makes other numbers")
-            entries[p] = {"code": source_today(config["model"], config["dataset"], _overrides_json(config)),
+            entries[ledger_key(config)] = {
+                          "file": p, "code": source_today(config["model"], config["dataset"], _overrides_json(config)),
                           "equal": equal, "why": why, "commit": commit, "probed": now()}
     return entries
 
@@ -153,18 +148,15 @@ def probe(store, results, *, head_root=None):
 def probe_store(store, profile, *, only_changed=True, write=True):
     """Probe the stored results of ``profile`` whose code changed (``policy.code_changed``; all with
     ``only_changed=False``), update the ledger (``write``) and return the new entries."""
-    from .policy import code_changed
-    from .store import read_json
-
     results = {}
     for path in sorted((Path(store.root) / profile).glob("*.json")):
         stored = read_json(path)
         rel = path.relative_to(store.root).as_posix()
-        if not only_changed or code_changed(stored, store):
+        if not only_changed or code_changed(stored, store.root):
             results[rel] = stored
     entries = probe(store, results) if results else {}
     if write and entries:
-        ledger = {**read_ledger(store), **entries}
+        ledger = {**read_ledger(store.root), **entries}
         text = json.dumps(ledger, indent=1, sort_keys=True) + "\n"
         atomic_write(ledger_path(store), lambda f: f.write(text))
     return entries

@@ -19,6 +19,7 @@ import torch
 from .. import __version__
 from ..models.registry import list_models, model_entrypoint
 from ..paths import checkout_root
+from ..profiles import ENGINE_VERSION
 
 
 def device_name(device):
@@ -71,8 +72,6 @@ def provenance(device=None, *, stamp="date", **fields):
     the commit, the engine's version (``profiles.ENGINE_VERSION``), how it was executed (``execution``, where a
     batch said), the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
     data, ...). ``device`` defaults to the GPU when there is one."""
-    from ..profiles import ENGINE_VERSION
-
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
@@ -105,9 +104,17 @@ def _is_module(name):
         return False
 
 
+def _defining_module(package, name):
+    """The vixnb module that defines ``name`` as ``package`` exports it (a package re-exports its modules' names), or
+    ``package`` itself."""
+    where = getattr(getattr(importlib.import_module(package), name, None), "__module__", None)
+    return where if isinstance(where, str) and where.split(".")[0] == "vixnb" else package
+
+
 @cache
 def _imports(name):
-    """The vixnb modules that module ``name``'s source imports (anywhere in it, relative imports resolved)."""
+    """The vixnb modules whose code module ``name``'s source imports (anywhere in it, relative imports resolved; a
+    name a package re-exports, the module that defines it)."""
     module = importlib.import_module(name)
     package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
     found = set()
@@ -121,14 +128,14 @@ def _imports(name):
                 base = ".".join(parent + ([base] if base else []))
             if base.split(".")[0] != "vixnb":
                 continue
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if _is_module(f"{base}.{a.name}"))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else _defining_module(base, a.name))
     return frozenset(n for n in found if _is_module(n))
 
 
 def imported_modules(names):
-    """``names`` and every vixnb module they import, directly or through one another (a package's ``__init__``
-    included): what a run's code is made of."""
+    """``names`` and every vixnb module whose code they import, directly or through one another, with the packages
+    they live in (their ``__init__``: its source, not all it imports): what a run's code is made of."""
     seen, todo = set(), list(names)
     while todo:
         name = todo.pop()
@@ -136,8 +143,9 @@ def imported_modules(names):
             continue
         seen.add(name)
         parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # the packages it lives in
-        todo += _imports(name)
+        seen.update(".".join(parts[:i]) for i in range(1, len(parts)))  # the packages it lives in
+        if not hasattr(importlib.import_module(name), "__path__"):
+            todo += _imports(name)
     return seen
 
 
