@@ -150,7 +150,8 @@ def test_plan_status_stored_missing_and_stale():
     assert entries["mlp_mixer"].status == "missing" and entries["mlp_mixer"].reason == ""
     assert {e.model for e in plan.todo(entries.values())} == set(entries) - {"hybrid_fnet"}
     counted = plan.count(entries.values())
-    assert {k: counted[k] for k in plan.STATUSES} == {"stored": 1, "weights wanted": 1, "stale": 4, "missing": len(entries) - 6,
+    assert {k: counted[k] for k in plan.STATUSES} == {"stored": 1, "unverified": 0, "weights wanted": 1, "stale": 4,
+                                                      "missing": len(entries) - 6,
                                                       "damaged": 0}
     assert counted["reasons"][entries["vit"].path] == "keeps no weights" and entries["vip"].path in counted["reasons"]
 

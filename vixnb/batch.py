@@ -18,7 +18,6 @@ archive under a size limit.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
@@ -41,7 +40,7 @@ from .profiles import gpu_profile, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
-from .results.policy import built_today, cannot_make_here
+from .results.policy import cannot_make_here
 from .results.provenance import execution
 from .runs import run
 from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
@@ -386,11 +385,8 @@ def window_note(job):
 
 
 def checkpoint_mb(job):
-    """About how large a training job's checkpoint is: per member, 16 bytes per parameter (weights, AdamW's two
-    moments, the best weights)."""
-    config = job.entries[0]._config
-    _, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
-    return 16 * counts["params_true"] * len(job.entries) / 2**20
+    """About how large a training job's checkpoint is, in MiB (``plan.checkpoint_mb``, every member)."""
+    return planning.checkpoint_mb(job.entries[0]._config, len(job.entries))
 
 
 def _gpu_slots(jobs):

@@ -51,7 +51,8 @@ from .models import model_cfg
 from .profiles import get_profile, gpu_profile, run_config, table_runs
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore, StoreError, config_key, read_json
-from .results.policy import code_changed, stale_reason
+from .results.pack import TRAVEL_MB
+from .results.policy import built_today, code_changed, stale_reason
 from .runtime import machine_precision
 from .runs import keep_where
 
@@ -300,6 +301,9 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
         e.est_gpu_minutes, e.basis = estimate(e, rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
+        if machine and e.kind == "train" and e.status in TO_MAKE and (mb := checkpoint_mb(e._config)) > TRAVEL_MB:
+            minutes = math.ceil(e.est_gpu_minutes) if e.est_gpu_minutes == e.est_gpu_minutes else "unknown"
+            e.basis += f"; needs one window of {minutes} minutes (its {mb:.0f} MiB checkpoint cannot travel back)"
     book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
     entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes),
                                 book_order.get(e.chapter, len(book_order)), e.seed or 0))
@@ -365,6 +369,13 @@ def _finite(x):
 
 def _data_here(dataset):
     return source_fingerprint(dataset) is not None
+
+
+def checkpoint_mb(config, members=1):
+    """About how large a training run's checkpoint is, in MiB: 16 bytes per parameter (weights, AdamW's two
+    moments, the best weights), per member of an ensemble."""
+    _, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"], sort_keys=True))
+    return 16 * counts["params_true"] * members / 2**20
 
 
 def todo(entries):
