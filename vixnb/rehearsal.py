@@ -190,10 +190,15 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         spec = {"kind": "rehearsal", "specs": [j.spec for j in jobs], "labels": [j.label for j in jobs],
                 "profile": name, "store": str(store.root)}
         whole = runner.Job(jobs[0].entries, spec=spec)
+        running = {}
         try:
-            result = runner._execute(whole, None, None, executor, folder) if executor != "inline" else \
-                runner.run_job(spec)
+            with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
+                result = runner._execute(whole, None, None, executor, folder, running) if executor != "inline" \
+                    else runner.run_job(spec)
             rows = [tuple(r) for r in result["rows"]]
+        except KeyboardInterrupt:
+            runner.stop_jobs(running)
+            raise
         except Exception as e:  # noqa: BLE001  (the executor itself failed: every job with it)
             rows = [(j.label, "failed", 0.0, f"the executor failed: {one_line(e)}") for j in jobs]
         rows += [(what, "skipped", 0.0, why) for what, why in skipped]
