@@ -148,6 +148,18 @@ SLOW = {
         "test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan",
     },
     "test_published_book.py": ALL,
+    "test_loan.py": {
+        "test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint",  # about 30 s: waits for the timeout
+        "test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng",
+        "test_a_run_whose_checkpoint_cannot_travel_needs_one_window",
+    },
+    "test_probe.py": {
+        "test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_exactly_the_runs_they_touch",  # ~95 s
+        "test_every_stored_result_is_made_the_same_by_its_commits_code_and_todays",  # about 40 s: CI's probe
+    },
+    "test_pack.py": {
+        "test_a_40_mib_checkpoint_travels_in_parts_and_comes_back_byte_for_byte",  # about 3 s: 40 MiB through gzip
+    },
     "test_runtime.py": {
         "test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch",
     },

@@ -87,7 +87,9 @@ def test_the_parser_offers_the_choices_of_the_modules_it_runs():
     from vixnb.estimates import GPUS
     from vixnb.plan import ORDERS
     from vixnb.profiles import OPTIMIZERS, PRECISIONS, PROTOCOLS
+    from vixnb.results.pack import TRAVEL_MB
 
+    assert cli.TRAVEL_MB == TRAVEL_MB
     assert sorted(cli.DTYPE_NAMES) == sorted(DTYPES)
     assert cli.COMPILE_MODES == COMPILE_MODES
     assert (cli.PROTOCOLS, cli.OPTIMIZERS, cli.PRECISIONS) == (PROTOCOLS, OPTIMIZERS, PRECISIONS)

@@ -126,7 +126,8 @@ def test_a_stored_run_is_the_first_basis_of_an_estimate():
 
 def test_plan_status_stored_missing_and_stale():
     store = ResultsStore()
-    # hybrid_fnet: a run that keeps no weights (vit's first seed keeps them for the maps study: without them, stale)
+    # hybrid_fnet: a run that keeps no weights (vit's first seed keeps them for the maps study: without them, its
+    # numbers stand and it wants its weights)
     configs = {m: profiles.run_config(m, profile="smoke") for m in ("hybrid_fnet", "vit", "vip", "vil", "vin", "fnet",
                                                                      "mlp_mixer")}
     store.put(configs["hybrid_fnet"], _fake_result(configs["hybrid_fnet"]))
@@ -140,13 +141,19 @@ def test_plan_status_stored_missing_and_stale():
     store.put(other, _fake_result(other))
     entries = _by_model(plan.build("smoke"))
     assert entries["hybrid_fnet"].status == "stored"
-    assert entries["vit"].status == "stale" and entries["vit"].keep_weights == "store" and "keeps no weights" in entries["vit"].reason
+    assert entries["vit"].status == "weights wanted" and entries["vit"].keep_weights == "store" and \
+        entries["vit"].reason == "keeps no weights"
     assert entries["vip"].status == "stale" and "other model code (architecture" in entries["vip"].reason
     assert entries["vil"].status == "stale" and "params_true 12, today" in entries["vil"].reason
     assert entries["vin"].status == "stale" and "other data" in entries["vin"].reason
     assert entries["fnet"].status == "stale" and "epochs 3 -> 2" in entries["fnet"].reason
     assert entries["mlp_mixer"].status == "missing" and entries["mlp_mixer"].reason == ""
     assert {e.model for e in plan.todo(entries.values())} == set(entries) - {"hybrid_fnet"}
+    counted = plan.counts(entries.values())
+    assert {k: counted[k] for k in plan.STATUSES} == {"stored": 1, "unverified": 0, "weights wanted": 1, "stale": 4,
+                                                      "missing": len(entries) - 6,
+                                                      "damaged": 0}
+    assert counted["reasons"][entries["vit"].path] == "keeps no weights" and entries["vip"].path in counted["reasons"]
 
 
 def test_architecture_signature_on_meta_equals_the_trained_models():

@@ -41,8 +41,8 @@ def test_a_run_records_its_source_hash_and_code_changed_names_the_part():
     assert policy.code_changed(result) is None
     assert policy.code_changed({k: v for k, v in result.items() if k != "source_hash"}) is None  # stored before
     old = {**result, "source_hash": {**result["source_hash"], "engine": "000000000000"}}
-    assert policy.code_changed(old) == (f"engine code changed since it was stored (source 000000000000, today "
-                                       f"{result['source_hash']['engine']})")
+    assert policy.code_changed(old) == ("unverified: its engine code changed since it was stored and the behavioural "
+                                       "probe has not run on today's code (`vixnb probe`)")
     assert policy.stale_reason(old) is None  # a flag on the page, not a reason to train again
 
 
@@ -74,13 +74,13 @@ def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
                     "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130",
                     "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored", "note": ""}
     vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
-    assert vit["wall time"] == "2.0 h" and vit["status"] == "stale: keeps no weights"
+    assert vit["wall time"] == "2.0 h" and vit["status"] == "weights wanted"  # its numbers stand (issue 36)
     assert list(frame["model"]) == ["fnet", "vit"]
     page = report.stored_results_frame(plans, store=store, for_page=True)
     assert list(page["run"]) == ["fnet", "vit"] and list(page.columns) == ["run", "notebook: where", "made", "status"]
     assert page.loc[1, "notebook: where"] == "vix_table1: cifar10, budget, paper, seed 0"
     assert page.loc[1, "made"] == "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, 0123456789, 2026-11-22, 6 min"
-    assert list(page["status"]) == ["stored", "stale"]
+    assert list(page["status"]) == ["stored", "weights wanted"]
 
 
 def test_missing_runs_give_each_chapter_a_batch_line_that_parses(stored_fnet):
@@ -90,7 +90,7 @@ def test_missing_runs_give_each_chapter_a_batch_line_that_parses(stored_fnet):
     assert frame["to run"].sum() == len(left)
     row = frame[frame["notebook"] == "vix_table1"].iloc[0]
     mine = [e for e in left if e.chapter == "vix_table1"]
-    assert row["to run"] == len(mine) and row["stale"] == 1
+    assert row["to run"] == len(mine) and row["stale"] == 0  # vit wants its weights: not stale (issue 36)
     known = [e.est_gpu_minutes for e in mine if e.est_gpu_minutes == e.est_gpu_minutes]
     assert row["GPU-h"] == round(sum(known) / 60, 2) and row["no estimate"] == len(mine) - len(known)
     for command in frame["command"]:
@@ -103,12 +103,13 @@ def test_book_totals_add_up_the_plans(stored_fnet):
     totals = report.book_totals(plans, store=store)
     entries = plans["budget"]
     assert totals["per_profile"]["budget"] == plan.counts(entries)  # the one count every page prints
-    assert plan.counts(entries) == {
-        "entries": len(entries), "stored": sum(e.status == "stored" for e in entries),
-        "missing": sum(e.status == "missing" for e in entries), "stale": sum(e.status == "stale" for e in entries),
-        "damaged": sum(e.status == "damaged" for e in entries), "to_run": sum(e.status != "stored" for e in entries),
+    counted = plan.counts(entries)
+    assert {k: v for k, v in counted.items() if k != "reasons"} == {
+        "entries": len(entries), **{s: sum(e.status == s for e in entries) for s in plan.STATUSES},
+        "to_run": sum(e.status in plan.TO_MAKE for e in entries),
         "gpu_hours_left": plan.totals(entries)["book"]["to_run_gpu_hours"]}
-    assert totals["stored"] == 1 and totals["stale"] == 1 and totals["missing"] == len(entries) - 2
+    assert counted["weights wanted"] == 1 and list(counted["reasons"].values()) == ["keeps no weights"]
+    assert totals["stored"] == 1 and totals["stale"] == 0 and totals["missing"] == len(entries) - 2  # vit: weights wanted
 
 
 def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stored_fnet):
@@ -130,7 +131,7 @@ def test_a_code_change_is_flagged_on_the_page_and_not_counted_stale(stored_fnet,
     fnet = frame[frame["model"] == "fnet"].iloc[0]
     assert (fnet["status"], fnet["note"]) == ("stored", "code edited since: model code changed since it was stored (test)")
     totals = report.book_totals(plans, store=store)  # stale means the plan's stale, on every page
-    assert totals["stored"] == 1 and totals["stale"] == 1
+    assert totals["stored"] == 1 and totals["stale"] == 0  # vit wants its weights: its numbers stand, not stale
 
 
 def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(stored_fnet, monkeypatch):
@@ -141,9 +142,9 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     line = report.missing_line("budget", "vix_table1", store=store)
     stored = len(mine) - len(left)
     assert line.startswith(f"**Of the {len(mine)} entries this page reads in `budget`:** {stored} stored, "
-                           f"{len(left) - 1} missing, 1 stale. `vixnb batch --profile budget --chapter vix_table1` "
-                           f"makes the {len(left)} not stored on a GPU: about {hours:.1f} GPU-hours by the plan's "
-                           "estimate")
+                           f"1 weights wanted, {len(left) - 1} missing. `vixnb batch --profile budget --chapter "
+                           f"vix_table1` makes the {len(left)} left on a GPU: about {hours:.1f} GPU-hours by the "
+                           "plan's estimate")
     monkeypatch.setattr(report.provenance, "missing_line", lambda profile, chapter: f"[{profile} {chapter}]")
     assert report.banner("budget", compute="never", chapter="vix_table1").endswith("\n>\n> [budget vix_table1]")
     assert "[" not in report.banner("smoke", compute="missing", chapter="vix_table1")  # a CPU profile: nothing missing

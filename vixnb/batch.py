@@ -18,12 +18,12 @@ archive under a size limit.
 """
 from __future__ import annotations
 
-import json
+import math
 import re
 import shlex
+import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,13 +39,15 @@ from .estimates import STARTUP_SECONDS, expected_epochs
 from .profiles import gpu_profile, run_model_settings, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
-from .results.policy import built_today, cannot_make_here
+from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
+from .results.policy import cannot_make_here
+from .results.provenance import execution
 from .runs import run
-from .train import TrainingPaused
+from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
+from .train import TrainingPaused, without_timings
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
-PACK_LIMIT_MB = 15  # the device tool brings back files of at most 16 MiB
 BUDGET_SIGNAL_S = 15  # a local job is signalled this long before its time budget's end, then stopped
 
 
@@ -80,7 +82,8 @@ def make_spec(entries, *, download=False):
             "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
             "keep_weights": [x.keep_weights for x in entries],
             "command": e.command, "store": str(_store_root()), "download": download,
-            "stale": any(x.status == "stale" for x in entries)}
+            "stale": any(x.status == "stale" for x in entries),
+            "weights_wanted": any(x.status == "weights wanted" for x in entries)}
 
 
 def _store_root():
@@ -93,6 +96,20 @@ def run_job(spec, deadline=None):
     """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
     executor marks the job failed); a training run's checkpoint that the job itself made is removed then, one
     kept from an earlier run (an interrupted one) stays."""
+    if spec.get("stop_on_sigterm"):  # a local job's process: SIGTERM stops the run as Ctrl-C does
+        signal.signal(signal.SIGTERM, _interrupt_once)
+    if spec.get("executor") and spec["kind"] != "rehearsal":
+        with execution(concurrent_jobs=1, executor=spec["executor"]):
+            return _run_job(spec, deadline)
+    return _run_job(spec, deadline)
+
+
+def _interrupt_once(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the controller passes the signal on too: once is enough
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def _run_job(spec, deadline):
     if spec["kind"] == "rehearsal":
         return _run_rehearsal(spec)
     store = ResultsStore(spec["store"])
@@ -127,6 +144,7 @@ def _run_training(spec, store, deadline):
         checkpoints.append(checkpoint_path(store, configs))
     earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
     resumed = bool(earlier)
+    published = {store.path(c): store.get(c) for c in configs} if spec.get("weights_wanted") else {}
     try:
         if len(configs) > 1:
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
@@ -146,7 +164,28 @@ def _run_training(spec, store, deadline):
             except OSError:  # a read-only store: the job's own error says so, not the cleanup's
                 pass
         raise
-    return {"outcome": "resumed" if resumed else "done", "note": ""}
+    return {"outcome": "resumed" if resumed else "done", "note": _kept_published(store, configs, published)}
+
+
+def _kept_published(store, configs, published):
+    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
+    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
+    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
+    changed = []
+    for config in configs:
+        old, new = published.get(store.path(config)), store.get(config)
+        if not old or not new:
+            continue
+        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
+        if not same:
+            prov = old.get("provenance") or {}
+            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
+                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
+                                             "published numbers", "top1": old["top1"], "history": old["history"],
+                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
+            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
+    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
+            f"'retrained'): {'; '.join(changed)}") if changed else ""
 
 
 def _run_measure(spec, compute):
@@ -247,8 +286,16 @@ def cannot_run_here(job, executor):
 
 def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None):
     """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
-    ``pack_limit_mb`` (the results go back in an archive of that size), a run whose checkpoint would not fit
-    in it starts only if the whole run fits in the time left: a paused run's epochs would be lost."""
+    ``pack_limit_mb`` (the largest checkpoint that travels back), a run whose checkpoint is larger starts only if
+    the whole run fits in the time left: a paused run's epochs would be lost.
+
+    ``executor="inline"`` runs every job in this process (one CUDA context, each dataset loaded once): what a lent
+    GPU's call uses. One process, and one job at a time on a device: here is where several runs would be packed
+    into one process on CUDA streams (the engine's ``train_concurrently``), each recording ``concurrent_jobs``.
+
+    Stopped (SIGTERM, SIGINT, ``timeout``): no job is started after that; running jobs are signalled and given
+    ``STOP_GRACE_S`` to end (a training run keeps its last epoch's checkpoint), then killed; the jobs are marked
+    ``stopped`` / ``not started`` and ``BatchStopped`` is raised."""
     deadline = time.time() + budget if budget else None
     runnable = []
     for job in jobs:
@@ -257,10 +304,10 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
         else:
             runnable.append(job)
     slots = [None] if executor == "inline" else _gpu_slots(runnable)
-    queue, lock = list(runnable), threading.Lock()
+    queue, lock, stop, running = list(runnable), threading.Lock(), threading.Event(), {}
 
     def worker(slot):
-        while True:
+        while not stop.is_set():
             with lock:
                 if not queue:
                     return
@@ -268,25 +315,48 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             left = deadline - time.time() if deadline else None
             if left is not None and left < (need := least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
+                if job.entries[0].kind == "train" and pack_limit_mb and checkpoint_mb(job) > pack_limit_mb:
+                    job.note += f" ({window_note(job)})"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
             t0 = time.time()
+            job.outcome = "running"
             try:
-                result = _execute(job, slot, deadline, executor, folder)
+                result = _execute(job, slot, deadline, executor, folder, running)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
-                job.outcome, job.note = "failed", one_line(e)
-            job.seconds = time.time() - t0
+                job.outcome, job.note = ("stopped", _STOPPED) if stop.is_set() else ("failed", one_line(e))
+            except KeyboardInterrupt as e:  # inline: the run itself was interrupted (its checkpoint is kept)
+                job.outcome, job.note = "stopped", one_line(e) if str(e) else _STOPPED
+                raise
+            finally:
+                job.seconds = time.time() - t0
 
-    if executor == "inline":  # in the calling thread, so that Ctrl-C reaches the run
-        worker(None)
-        return jobs
-    threads = [threading.Thread(target=worker, args=(slot,)) for slot in slots]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = [threading.Thread(target=worker, args=(slot,), daemon=True) for slot in slots]
+    try:
+        with stopped_by_signals():
+            if executor == "inline":  # in the calling thread, so that Ctrl-C and SIGTERM reach the run
+                worker(None)
+                return jobs
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.2)
+    except KeyboardInterrupt as e:
+        stop.set()
+        stop_jobs(running)
+        for t in threads:
+            if t.ident is not None:
+                t.join(STOP_GRACE_S + 5)
+        for job in jobs:
+            if job.outcome in ("pending", "running"):
+                job.outcome, job.note = ("stopped", _STOPPED) if job.outcome == "running" else ("not started", "the batch was stopped")
+        raise BatchStopped(str(e) or "stopped") from None
     return jobs
+
+
+_STOPPED = "stopped by a signal; a training run keeps its last epoch's checkpoint and the next batch resumes it"
 
 
 def estimated_seconds(job):
@@ -307,12 +377,16 @@ def least_seconds(job, pack_limit_mb=None):
     return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e._config)[0]
 
 
+def window_note(job):
+    """What a run whose checkpoint cannot travel back needs: ``needs one window of N minutes``."""
+    minutes = estimated_seconds(job) / 60
+    return f"needs one window of {math.ceil(minutes) if minutes < float('inf') else 'unknown'} minutes: its checkpoint " \
+           f"({checkpoint_mb(job):.0f} MiB) cannot travel back, so it runs whole or not at all"
+
+
 def checkpoint_mb(job):
-    """About how large a training job's checkpoint is: per member, 16 bytes per parameter (weights, AdamW's two
-    moments, the best weights)."""
-    config = job.entries[0]._config
-    _, counts = built_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
-    return 16 * counts["params_true"] * len(job.entries) / 2**20
+    """About how large a training job's checkpoint is, in MiB (``plan.checkpoint_mb``, every member)."""
+    return planning.checkpoint_mb(job.entries[0]._config, len(job.entries))
 
 
 def _gpu_slots(jobs):
@@ -323,9 +397,10 @@ def _gpu_slots(jobs):
     return list(range(torch.cuda.device_count())) or [None]
 
 
-def _execute(job, slot, deadline, executor, folder):
+def _execute(job, slot, deadline, executor, folder, running=None):
     if executor == "inline":
-        return run_job(job.spec, deadline)
+        with execution(concurrent_jobs=1, executor="inline"):
+            return run_job(job.spec, deadline)
     import submitit  # optional dependency: the inline executor runs without it
 
     ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
@@ -333,8 +408,11 @@ def _execute(job, slot, deadline, executor, folder):
     timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
     ex.update_parameters(timeout_min=timeout, signal_delay_s=BUDGET_SIGNAL_S, gpus_per_node=0 if slot is None else 1,
                          visible_gpus=() if slot is None else (slot,))
-    handle = ex.submit(run_job, job.spec, deadline)  # a plain function: a local job is never requeued
+    # a plain function: a local job is never requeued; SIGTERM stops it (submitit's own handler ignores it)
+    handle = ex.submit(run_job, {**job.spec, "executor": "local", "stop_on_sigterm": True}, deadline)
     job.log = str(handle.paths.stderr)
+    if running is not None:
+        running[job.label] = handle
     try:
         return handle.result()
     except Exception as e:  # submitit wraps the job's error with its traceback: keep the error's own line
@@ -344,6 +422,9 @@ def _execute(job, slot, deadline, executor, folder):
             return {"outcome": "paused", "note": "stopped by the time budget before an epoch ended; the next batch "
                                                  "resumes it from its last checkpoint"}
         raise RuntimeError(_error_line(str(e))) from None
+    finally:
+        if running is not None:
+            running.pop(job.label, None)
 
 
 def _error_line(text):
@@ -382,6 +463,19 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
 
 # ----- reporting and packing -----------------------------------------------------------------------------
 
+def stamp(line):
+    """``line`` after the UTC time: every phase of a lent machine's call is timestamped in its log."""
+    return f"[{time.strftime('%H:%M:%S', time.gmtime())}] {line}"
+
+
+def trained_line(jobs, seconds):
+    """The line that ends a batch's table: ``trained N s of M s``, N being the training jobs' wall time (done,
+    resumed, paused or stopped runs) and M ``seconds`` (the command's whole time)."""
+    trained = sum(j.seconds for j in jobs if j.entries[0].kind == "train" and
+                  j.outcome in ("done", "resumed", "paused", "stopped"))
+    return f"trained {trained:.0f} s of {seconds:.0f} s"
+
+
 def status_table(jobs):
     """The batch's outcome, one line per job: job, outcome, seconds, note or log."""
     rows = [(j.label, j.outcome, f"{j.seconds:.0f}" if j.seconds else "", j.note + (f" (log: {j.log})"
@@ -389,38 +483,3 @@ def status_table(jobs):
     widths = [max(len(r[i]) for r in rows + [("job", "outcome", "s", "")]) for i in range(3)]
     head = f"{'job':<{widths[0]}}  {'outcome':<{widths[1]}}  {'s':>{widths[2]}}  note"
     return "\n".join([head] + [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}  {d}" for a, b, c, d in rows])
-
-
-def pack(path, profile, *, limit_mb=PACK_LIMIT_MB, jobs=(), since=None):
-    """Write one ``.tar.gz`` of what a session must bring back: the profile's results (with their kept weights,
-    ``weights/``) and measurements, the benchmark records, failed jobs' logs, and the checkpoints of paused runs
-    while the archive stays under ``limit_mb``. ``since`` (seconds since the epoch): only what was written from
-    then on (the store that travelled to the machine need not come back; its kept weights would soon pass the
-    limit). Paths inside are relative to the checkout's root (``results/...``): unpack it there.
-    Returns ``(path, packed names, left-out names with why)``."""
-    root = _store_root()
-    base = root.parent
-    new = (lambda f: True) if since is None else (lambda f: f.stat().st_mtime >= since)
-    results = sorted((root / profile).glob("*.json"))
-    weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file()]  # kept weights
-    files = results + weights + sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
-    files = [f for f in files if new(f)]
-    files += [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
-    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
-                         key=lambda p: p.stat().st_size)
-    limit, packed, left = limit_mb * 1024 * 1024, [], []
-    total = sum(f.stat().st_size for f in files)
-    for c in checkpoints:
-        if total + c.stat().st_size <= limit:
-            files.append(c)
-            total += c.stat().st_size
-        else:
-            left.append(f"{c.relative_to(base)} ({c.stat().st_size / 2**20:.0f} MiB: over the {limit_mb:g} MiB limit)")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:gz") as tar:
-        for f in files:
-            name = str(f.relative_to(base)) if f.is_relative_to(base) else f"logs/{f.name}"
-            tar.add(f, arcname=name)
-            packed.append(name)
-    return Path(path), packed, left
-

@@ -374,7 +374,7 @@ def _stands(entries) -> str:
     by = {}
     for e in entries:
         by.setdefault(e.chapter, [0, 0])
-        by[e.chapter][0] += e.status in ("stored", "stale")
+        by[e.chapter][0] += e.status in ("stored", "unverified", "weights wanted", "stale")  # a stored number
         by[e.chapter][1] += 1
     some = [f"{_chapter_title(c)} ({n} of {t})" for c, (n, t) in by.items() if n]
     none = [_chapter_title(c) for c, (n, t) in by.items() if not n]

@@ -106,16 +106,31 @@ def _overrides(config):
     return json.dumps(run_model_settings(config), sort_keys=True)
 
 
+#: the commits whose stored runs shared their GPU with other training runs, from before provenance recorded
+#: ``concurrent_jobs``: ``tools/gpu_session.sh`` at those commits trained the Table 1 models several at a time
+#: (``PARALLEL``) on one H100, which stretched each run's epochs (``vit``: 186 s there, about 82-95 s alone)
+SHARED_GPU_COMMITS = ("2a2d461", "3b79c466")
+
+
+def made_alone(result):
+    """Whether a stored run had its device to itself: its provenance's ``concurrent_jobs`` is 1, or, for a run
+    from before that record, it was not made at one of ``SHARED_GPU_COMMITS``. The estimates read only these."""
+    prov = result.get("provenance") or {}
+    if "concurrent_jobs" in prov:
+        return prov["concurrent_jobs"] == 1
+    return not str(prov.get("commit", "")).startswith(SHARED_GPU_COMMITS)
+
+
 def stored_timings(store, profile):
     """``{(model, overrides JSON): timing}`` and ``{model: timing}`` of the profile's stored runs, a timing being
     ``{"epoch_s", "test_s", "device", "images"}``: the mean training seconds per epoch and per test pass (epoch 1
     left out where there are more: start-up) of the first stored run, its device, and the training images of an
-    epoch."""
+    epoch. Only runs that had the device to themselves (``made_alone``)."""
     by_config, by_model = {}, {}
     for result in store.results(profile):
         history, config = result.get("history"), result.get("config") or {}
-        if not history or "execution" in (result.get("provenance") or {}):  # an ensemble's seconds are all members'
-            continue
+        if not history or not made_alone(result) or "execution" in (result.get("provenance") or {}):
+            continue  # a shared device's seconds are not a run's own; an ensemble's are all its members'
         steady = history[1:] or history
         spec = dataset_spec(config["dataset"])
         timing = {"epoch_s": statistics.fmean(h["seconds"] for h in steady),

@@ -6,11 +6,18 @@ every row is trained, on the table's dataset, with each of the profile's ``seeds
 the stored measurements its pages read; the benchmarks it shows; our own studies. The maps chapter's
 measurements come from ``vixnb/analysis/study.yaml``.
 
-**Status.** ``stored``; ``missing``; ``stale``: a stored result that no longer answers, because it was made
-by other model code (its recorded architecture signature, or for older results its parameter count, differs
-from today's model), from other data (its data fingerprint differs from the copy here), or under another
-engine version or other settings (a result file of the same model, dataset and seed whose configuration
-differs and which no other entry asks for), or a benchmark whose rows a later change superseded.
+**Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current (its source hashes are
+today's, or the behavioural probe found today's code making it bitwise the same: ``results.probe``);
+``unverified``: its code changed and the probe has not run on today's code or could not (shown; not made again;
+``vixnb probe`` decides); ``weights wanted``:
+stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
+again for them; its numbers stay shown meanwhile); ``stale``: a stored result that no longer answers, still shown
+with the reason, because it was made by other model code (its recorded architecture signature, or for older
+results its parameter count, differs from today's model), by another engine version (``profiles.ENGINE_VERSION``),
+from other data (its data fingerprint differs from the copy here), or under other settings (a result file of the
+same model, dataset and seed whose configuration differs and which no other entry asks for), or a benchmark whose
+rows a later change superseded, or one the behavioural probe found today's code making other numbers for;
+``missing``; ``damaged``: a result file that cannot be read (named, kept).
 
 **Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.estimates`` (a stored run of the model, the
 ``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
@@ -41,10 +48,11 @@ from .data import source_fingerprint
 from .errors import one_line
 from .estimates import bench_rates, check_gpu, estimate, fitted_rate, measured_points, stored_timings
 from .models import model_cfg
-from .profiles import get_profile, gpu_profile, run_config, table_runs
+from .profiles import get_profile, gpu_profile, run_config, run_model_settings, table_runs
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore, StoreError, config_key, read_json
-from .results.policy import stale_reason
+from .results.pack import TRAVEL_MB
+from .results.policy import built_today, code_changed, stale_reason
 from .runtime import machine_precision
 from .runs import keep_where
 
@@ -53,7 +61,9 @@ LEVELS = {
     2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
     3: "further seeds",
 }
-STATUSES = ("stored", "missing", "stale", "damaged")
+STATUSES = ("stored", "unverified", "weights wanted", "stale", "missing", "damaged")
+#: the statuses of entries the batch makes (``todo``)
+TO_MAKE = ("weights wanted", "stale", "missing", "damaged")
 
 
 @dataclass
@@ -204,12 +214,14 @@ def _run_status(entry, store, needed_paths):
     config = entry._config
     try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
         stored = store.get(config)
-        why = stored is not None and (stale_reason(stored, store) or
-                                      (entry.keep_weights != "no" and store.weights_missing(config, stored)))
+        why = stored is not None and (stale_reason(stored, store) or code_changed(stored, store.root))
+        unkept = stored is not None and entry.keep_weights != "no" and store.weights_missing(config, stored)
     except StoreError as e:
         return "damaged", one_line(e)
     if stored is not None:
-        return ("stale", why) if why else ("stored", "")
+        if why and why.startswith("unverified"):
+            return "unverified", why
+        return ("stale", why) if why else ("weights wanted", unkept) if unkept else ("stored", "")
     folder = store.root / entry.profile
     for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
         if str(other.relative_to(store.root)) in needed_paths:
@@ -289,6 +301,9 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
         e.est_gpu_minutes, e.basis = estimate(e, rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
         if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
+        if machine and e.kind == "train" and e.status in TO_MAKE and (mb := checkpoint_mb(e._config)) > TRAVEL_MB:
+            minutes = math.ceil(e.est_gpu_minutes) if e.est_gpu_minutes == e.est_gpu_minutes else "unknown"
+            e.basis += f"; needs one window of {minutes} minutes (its {mb:.0f} MiB checkpoint cannot travel back)"
     book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
     entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes),
                                 book_order.get(e.chapter, len(book_order)), e.seed or 0))
@@ -316,7 +331,7 @@ def _chapters_cheapest_first(entries):
         groups.setdefault(e.chapter, []).append(e)
 
     def left(chapter):
-        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status != "stored")
+        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status in TO_MAKE)
 
     ordered = sorted(groups, key=lambda c: (left(c), list(groups).index(c)))
     return _after_needs([e for chapter in ordered for e in groups[chapter]])
@@ -356,9 +371,17 @@ def _data_here(dataset):
     return source_fingerprint(dataset) is not None
 
 
+def checkpoint_mb(config, members=1):
+    """About how large a training run's checkpoint is, in MiB: 16 bytes per parameter (weights, AdamW's two
+    moments, the best weights), per member of an ensemble."""
+    _, counts = built_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
+    return 16 * counts["params_true"] * members / 2**20
+
+
 def todo(entries):
-    """The entries still to run (missing or stale), in priority order."""
-    return [e for e in entries if e.status != "stored"]
+    """The entries still to make (``TO_MAKE``: missing, stale, damaged, or wanting their weights), in priority
+    order."""
+    return [e for e in entries if e.status in TO_MAKE]
 
 
 #: the training minutes of a lent 30-minute GPU window: three calls of about nine minutes, less each call's start
@@ -373,12 +396,16 @@ def gpu_windows(minutes):
 
 def counts(entries):
     """The one count of plan entries that every page prints (the intro and its dashboard, a chapter's banner and
-    footer, the plan and provenance pages): ``{"entries", <each of STATUSES>, "to_run", "gpu_hours_left"}``, by the
-    plan's own statuses; ``to_run`` is every entry not stored, ``gpu_hours_left`` their estimated GPU-hours (the
-    entries without an estimate count 0)."""
+    footer, the plan and provenance pages): ``{"entries", <each of STATUSES>, "to_run", "gpu_hours_left",
+    "reasons"}``, by the plan's own statuses (``stored`` being current results only); ``to_run`` is every entry the
+    batch makes (``TO_MAKE``), ``gpu_hours_left`` their estimated GPU-hours (the entries without an estimate count 0),
+    and ``reasons`` ``{result path: why}`` of each entry that is unverified, stale, wants its weights or is damaged."""
+    entries = list(entries)
     out = {"entries": len(entries), **{s: sum(e.status == s for e in entries) for s in STATUSES}}
-    left = [e.est_gpu_minutes for e in entries if e.status != "stored" and e.est_gpu_minutes == e.est_gpu_minutes]
-    return {**out, "to_run": len(entries) - out["stored"], "gpu_hours_left": sum(left) / 60}
+    left = [e.est_gpu_minutes for e in entries if e.status in TO_MAKE and e.est_gpu_minutes == e.est_gpu_minutes]
+    reasons = {e.path: e.reason for e in entries if e.status in ("unverified", "weights wanted", "stale", "damaged")}
+    return {**out, "to_run": sum(e.status in TO_MAKE for e in entries), "gpu_hours_left": sum(left) / 60,
+            "reasons": reasons}
 
 
 def totals(entries):
@@ -388,10 +415,10 @@ def totals(entries):
     for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
         known = [e for e in members if e.est_gpu_minutes == e.est_gpu_minutes]
-        counted = counts(members)
-        out[group] = {**counted, "to_run_gpu_hours": counted["gpu_hours_left"],
+        counted, left = counts(members), [e for e in known if e.status in TO_MAKE]
+        out[group] = {**{k: v for k, v in counted.items() if k != "reasons"}, "to_run_gpu_hours": counted["gpu_hours_left"],
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
-                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in known if e.status != "stored")),
+                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in left)),
                       "unestimated": len(members) - len(known)}
     return out
 

@@ -75,8 +75,13 @@ def _first(*values):
 PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt", "sgd"), ("constant", "cosine")
 PRECISIONS = ("fp32", "bf16", "fp16")
 AUGMENT_KEYS = ("hflip", "vflip", "rotate")
-# Part of every run's identity: bump it when a change to the engine or the models changes what a stored
-# result means, so that stale results and checkpoints are not reused.
+#: the run config's ``engine_version`` field: fixed, part of every run's key (it was the engine's version when
+#: results were keyed on it; every stored result keeps its key and file name). Never change it.
+KEY_VERSION = 1
+#: the engine's version, recorded in each result's provenance and compared (``results.policy.other_engine``), not
+#: in the key: a bump flags stored results stale (still shown, with the reason) instead of hiding them. Bump it by
+#: hand for what the CPU probe (``results.probe``) cannot see: GPU-only paths (bf16, fused AdamW, compile) and
+#: logic after the probe's steps.
 ENGINE_VERSION = 1
 
 
@@ -190,7 +195,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     if every and (prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only):
         raise ValueError("grad_norm_every is not supported with amp_loss_only (scaled gradients); leave one of them out")
     return {
-        "engine_version": ENGINE_VERSION,
+        "engine_version": KEY_VERSION,
         "model": model,
         "dataset": used,
         "profile": profile,

@@ -20,17 +20,22 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+import torch
+import torch.nn.functional as F
 
 from . import batch as runner
 from . import plan as planning
 from .ensemble import can_ensemble
 from .errors import one_line
-from .profiles import REHEARSAL, get_profile
+from .data import dataset_spec
+from .profiles import REHEARSAL, get_profile, run_config
 from .results import ResultsStore
+from .results.pack import unpack
+from .train import _first_phase, _optimizer, autocasts, build_model, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -185,10 +190,15 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         spec = {"kind": "rehearsal", "specs": [j.spec for j in jobs], "labels": [j.label for j in jobs],
                 "profile": name, "store": str(store.root)}
         whole = runner.Job(jobs[0].entries, spec=spec)
+        running = {}
         try:
-            result = runner._execute(whole, None, None, executor, folder) if executor != "inline" else \
-                runner.run_job(spec)
+            with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
+                result = runner._execute(whole, None, None, executor, folder, running) if executor != "inline" \
+                    else runner.run_job(spec)
             rows = [tuple(r) for r in result["rows"]]
+        except KeyboardInterrupt:
+            runner.stop_jobs(running)
+            raise
         except Exception as e:  # noqa: BLE001  (the executor itself failed: every job with it)
             rows = [(j.label, "failed", 0.0, f"the executor failed: {one_line(e)}") for j in jobs]
         rows += [(what, "skipped", 0.0, why) for what, why in skipped]
@@ -202,9 +212,8 @@ def _pack_round_trip(store, profile, since):
     t0 = time.time()
     try:
         with tempfile.TemporaryDirectory() as out:
-            archive, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
-            with tarfile.open(archive) as tar:
-                tar.extractall(Path(out) / "unpacked", filter="data")
+            parts, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
+            unpack(parts, root=Path(out) / "unpacked" / "results")
             base = store.root.parent
             differ = [n for n in packed if not n.startswith("logs/") and
                       (Path(out) / "unpacked" / n).read_bytes() != (base / n).read_bytes()]
@@ -225,3 +234,63 @@ def rehearsal_table(rows, seconds):
     counts = {o: sum(r[1] == o for r in rows) for o in ("ok", "skipped", "failed")}
     lines.append(f"\n{counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed, in {seconds:.0f} s")
     return "\n".join(lines)
+
+
+# ----- the GPU check of a lent machine's call --------------------------------------------------------------
+
+#: the most a GPU check spends: the rest of a call trains (the whole rehearsal runs on a CPU before a loan, in CI)
+GPU_CHECK_SECONDS = 30
+
+
+def gpu_check(jobs, *, limit_s=GPU_CHECK_SECONDS, device=None):
+    """The check a lent GPU runs before its batch, in the batch's own process: for each model the training jobs
+    ``jobs`` would start (each configuration once), two optimizer steps of a batch of 8 random images on the
+    paths only a GPU has: the config's autocast (bf16, or fp16 with a gradient scaler), AdamW fused on a GPU,
+    the attention kernels the model dispatches to. ``[(label, "ok" | "failed" | "not checked", seconds, note)]``;
+    what is left when ``limit_s`` has passed is "not checked". The caller's RNG state is left as it was."""
+    start, rows, seen = time.time(), [], set()
+    for job in jobs:
+        e = job.entries[0]
+        if e.kind != "train":
+            continue
+        config = run_config(e.model, dataset=e.dataset, profile=e.profile, seed=e.seed, **e.settings)
+        ident = (config["model"], config["dataset"], config["precision"], str(config["model_overrides"]),
+                 config["optimizer"])
+        if ident in seen:
+            continue
+        seen.add(ident)
+        label = f"{config['model']} {config['dataset']} {config['precision']}"
+        if time.time() - start > limit_s:
+            rows.append((label, "not checked", 0.0, f"the check's {limit_s} s were spent"))
+            continue
+        t0 = time.time()
+        try:
+            here = training_device(config, device)
+            spec = dataset_spec(config["dataset"])
+            with torch.random.fork_rng(devices=[here] if here.type == "cuda" else []):
+                torch.manual_seed(0)
+                model, _ = build_model(config)
+                model.to(here).train()
+                optimizer = _optimizer(model, config, _first_phase(config))
+                autocast, loss_autocast, scaler = autocasts(config, here)
+                images = torch.randn(8, 3, spec.image_size, spec.image_size, device=here)
+                labels = torch.randint(0, spec.num_classes, (8,), device=here)
+                for _ in range(2):
+                    optimizer.zero_grad(set_to_none=True)
+                    with autocast():
+                        logits = model(images)
+                    with loss_autocast():
+                        loss = F.cross_entropy(logits.float(), labels)
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                if here.type == "cuda":
+                    torch.cuda.synchronize(here)
+            if not torch.isfinite(loss):
+                raise RuntimeError(f"the loss is {loss.item()} after two steps")
+            fused = any(g.get("fused") for g in optimizer.param_groups)
+            rows.append((label, "ok", time.time() - t0, f"{here.type}; loss {loss.item():.3f}" +
+                         ("; fused AdamW" if fused else "")))
+        except Exception as err:  # noqa: BLE001  (each model's failure is one row)
+            rows.append((label, "failed", time.time() - t0, one_line(err)))
+    return rows

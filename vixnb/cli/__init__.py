@@ -1,4 +1,5 @@
-"""Command line: ``vixnb models | train | run | book | measure | bench (mixers | train | fill) | plan | batch``.
+"""Command line: ``vixnb models | train | run | book | measure | bench (mixers | train | fill) | plan | batch |
+unpack``.
 
 Building the parser imports nothing heavy (no torch, pandas or matplotlib): each subcommand's module is
 imported when that subcommand runs (``commands``); its text tables are in ``tables``. The choices below are
@@ -16,6 +17,7 @@ PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt", "sgd")  # vixnb
 PRECISIONS = ("fp32", "bf16", "fp16")  # vixnb.profiles
 ORDERS = ("chapters", "rows")  # vixnb.plan
 GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.estimates
+TRAVEL_MB = 60  # vixnb.results.pack
 
 
 def whole_number(least):
@@ -203,8 +205,19 @@ def _plan_arguments(sub):
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
                    help="seeds of one configuration as one vectorised ensemble job (auto: where `bench fill` says it wins)")
     s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
-    s.add_argument("--pack", metavar="FILE.tar.gz", help="afterwards, pack results and paused checkpoints into one archive")
-    s.add_argument("--pack-limit-mb", type=positive_float, default=15, help="size limit of the archive (default 15)")
+    s.add_argument("--pack", metavar="FILE.tar.gz", help="afterwards, pack results and paused checkpoints into one "
+                   "archive, in parts of at most 16 MiB (FILE.tar.gz.part1of3, ...) where it is larger; `vixnb unpack` "
+                   "takes it in")
+    s.add_argument("--pack-limit-mb", type=positive_float, default=TRAVEL_MB,
+                   help=f"the largest paused checkpoint sure to travel back (default {TRAVEL_MB}); a run whose "
+                        "checkpoint is larger starts only where its whole estimate fits")
+    s.add_argument("--pack-total-mb", type=positive_float, default=None,
+                   help="the most the pack holds in all (default: 7 parts of 16 MiB, one file left for the log)")
+    s.add_argument("--gpu-check", action="store_true",
+                   help="before the batch, in the same process, check the models it would start for a step on the "
+                        "GPU-only paths (autocast, fused AdamW, attention kernels; at most about 30 s)")
+    s.add_argument("--clock-from", type=float, default=None, metavar="EPOCH_S",
+                   help="the time the `trained N s of M s` line counts M from (default: the batch's start)")
     s.add_argument("--pack-since", type=float, default=None, metavar="EPOCH_S",
                    help="pack only files written from this time on (seconds since the epoch; default: the batch's start)")
     s.add_argument("--partition", help="slurm: partition")
@@ -213,6 +226,18 @@ def _plan_arguments(sub):
     s.add_argument("--max-parallel", type=whole_number(1), help="slurm: jobs of the array running at once")
     s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
     s.set_defaults(fn=commands.batch)
+
+    s = sub.add_parser("probe", help="the behavioural probe: whether today's code still makes each stored result "
+                       "whose code changed (a few CPU fp32 steps at its commit and today, compared bitwise)")
+    s.add_argument("--profile", default="budget")
+    s.add_argument("--all", action="store_true", help="every stored result, not only those whose source changed")
+    s.add_argument("--check", action="store_true", help="write no ledger; exit 1 where a result is not current (CI)")
+    s.set_defaults(fn=commands.probe)
+
+    s = sub.add_parser("unpack", help="take in what a lent machine sent back (a pack, or all its parts); never "
+                       "replaces a result here silently")
+    s.add_argument("files", nargs="+", metavar="FILE", help="results.tar.gz, or every results.tar.gz.partKofN")
+    s.set_defaults(fn=commands.unpack)
 
 
 def _papers_arguments(sub):

@@ -257,19 +257,81 @@ def batch(args):
                 "; ".join(e.command for e in job.entries)
     else:
         budget = max(args.budget - (time.time() - started), 1) if args.budget else None
-        runner.run_local(jobs, budget=budget, executor=args.executor, folder=args.folder,
-                         progress=lambda line: print(line, flush=True),
-                         pack_limit_mb=args.pack_limit_mb if args.pack else None)
+        try:
+            if args.gpu_check and jobs:
+                from ..rehearsal import gpu_check
+
+                print(runner.stamp("GPU check"), flush=True)
+                budget = _gpu_check(gpu_check, jobs, budget)
+            print(runner.stamp("batch"), flush=True)
+            runner.run_local(jobs, budget=budget, executor=args.executor, folder=args.folder,
+                             progress=lambda line: print(runner.stamp(line), flush=True),
+                             pack_limit_mb=args.pack_limit_mb if args.pack else None)
+        finally:  # stopped too: the table says what each job reached, and what was made is packed
+            _batch_end(args, runner, jobs, started)
+        return jobs
+    _batch_end(args, runner, jobs, started)
+    return jobs
+
+
+def _gpu_check(check, jobs, budget):
+    """The GPU check of the models ``jobs`` start (``rehearsal.gpu_check``), printed; the budget left after it."""
+    t0 = time.time()
+    rows = check(jobs)
+    for label, outcome, seconds, note in rows:
+        print(f"  {label:<40} {outcome:<7} {seconds:5.1f} s  {note}", flush=True)
+    failed = [r[0] for r in rows if r[1] == "failed"]
+    if failed:
+        raise RuntimeError(f"the GPU check failed for {', '.join(failed)}; no GPU time spent on the batch")
+    return max(budget - (time.time() - t0), 1) if budget else None
+
+
+def _batch_end(args, runner, jobs, started):
     if jobs:
         print(runner.status_table(jobs))
+        if args.budget and not args.dry_run and args.executor != "slurm":
+            since = args.clock_from if args.clock_from is not None else started
+            print(runner.trained_line(jobs, time.time() - since))
     if args.pack:
-        path, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_limit_mb, jobs=jobs,
+        print(runner.stamp("pack"), flush=True)
+        parts, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_total_mb, jobs=jobs,
                                           since=args.pack_since if args.pack_since is not None else started - 1)
-        print(f"packed {len(packed)} files into {path}" + (f"; left out: {'; '.join(left)}" if left else ""))
+        print(f"packed {len(packed)} files into {', '.join(map(str, parts))}" +
+              (f"; left out: {'; '.join(left)}" if left else ""))
     failed = [j for j in jobs if j.outcome == "failed"]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} jobs failed: {', '.join(j.label for j in failed)}")
-    return jobs
+
+
+def probe(args):
+    """``vixnb probe``: probe the stored results whose code changed (``--all``: every one) and write the ledger;
+    ``--check``: write nothing, fail where one is not current."""
+    from ..results import ResultsStore
+    from ..results.probe import probe_store
+
+    entries = probe_store(ResultsStore(), args.profile, only_changed=not args.all, write=not args.check)
+    for entry in entries.values():
+        state = {True: "current", False: "stale", None: "unverified"}[entry["equal"]]
+        print(f"{state:<10}  {entry['file']}" + (f"  ({entry['why']})" if entry["why"] else ""))
+    bad = [e["file"] for e in entries.values() if e["equal"] is not True]
+    print(f"vixnb probe: {len(entries) - len(bad)} of {len(entries)} current" +
+          ("" if args.check else f"; ledger {ResultsStore().root.name}/probe-ledger.json"))
+    if args.check and bad:
+        raise RuntimeError(f"{len(bad)} stored results are not current with today's code: {', '.join(bad)}")
+    return entries
+
+
+def unpack(args):
+    """``vixnb unpack FILE...``: a pack (or its parts) into the results store; a differing result is kept beside the
+    one here, both named."""
+    from ..results.pack import unpack as take_in
+
+    report = take_in(args.files)
+    print(f"vixnb unpack: {len(report['written'])} written, {len(report['same'])} the same, "
+          f"{len(report['replaced'])} older checkpoints replaced, {len(report['conflicts'])} kept beside the one here")
+    for _, _, message in report["conflicts"]:
+        print(f"  {message}")
+    return report
 
 
 def bench_fill(args):

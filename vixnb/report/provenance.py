@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..plan import build, counts, shown_settings, todo
+from ..plan import STATUSES, build, counts, shown_settings, todo
 from ..profiles import get_profile, gpu_profile, list_profiles
 from ..results import ResultsStore, StoreError, made_on, read_json
 from ..results.policy import cannot_make_here, code_changed
@@ -43,9 +43,9 @@ def missing_line(profile, chapter, *, store=None):
     if not n["to_run"]:
         return f"Every run and measurement of this chapter is stored for `{profile}` ({n['entries']} entries)."
     unknown = sum(e.est_gpu_minutes != e.est_gpu_minutes for e in todo(entries))
-    others = ", ".join(f"{n[s]} {s}" for s in ("missing", "stale", "damaged") if n[s])
+    others = ", ".join(f"{n[s]} {s}" for s in STATUSES[1:] if n[s])
     return (f"**Of the {n['entries']} entries this page reads in `{profile}`:** {n['stored']} stored, {others}. "
-            f"`vixnb batch --profile {profile} --chapter {chapter}` makes the {n['to_run']} not stored on a GPU: about "
+            f"`vixnb batch --profile {profile} --chapter {chapter}` makes the {n['to_run']} left on a GPU: about "
             f"{n['gpu_hours_left']:.1f} GPU-hours by the plan's estimate" +
             (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
 
@@ -126,7 +126,7 @@ def book_totals(plans=None, *, store=None):
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
     per = {profile: counts(entries) for profile, entries in plans.items()}
-    keys = ("entries", "stored", "missing", "stale", "to_run", "gpu_hours_left")
+    keys = ("entries", *STATUSES, "to_run", "gpu_hours_left")
     out = {k: sum(t[k] for t in per.values()) for k in keys}
     return {**out, "per_profile": per}
 
@@ -169,7 +169,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
             config = record.get("config") or {}
             status = (record["status"] if record.get("status", "").startswith("unreadable") else
                       found[0].status if found else "not in the plan")
-            why = found[0].reason if found and found[0].status == "stale" else ""
+            why = found[0].reason if found and found[0].status not in ("stored", "missing") else ""
             settings = found[0].settings if found else {}
             rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
                          "model": config.get("model") or path.stem,

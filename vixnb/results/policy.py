@@ -9,13 +9,15 @@ the reason). Every caller that reads or makes results asks ``decide``; none re-d
 Staleness of a training result (``stale_reason``): made by other model code (``other_code``: its recorded
 architecture signature, or for a result older than signatures its parameter counts, differs from today's model),
 from other data (``other_data``: its data fingerprint differs from the copy here), or, for a warm start, from other
-weights of its source than those stored now (``source_changed``). ``code_changed`` only flags a result whose model
-or engine source changed since (the provenance page): it never makes a run train again. Staleness of a measurement
+weights of its source than those stored now (``source_changed``), or by another engine version (``other_engine``).
+``code_changed``: where a result's source hashes changed since, what the behavioural probe's ledger says
+(``results.probe``): current, stale (other numbers), or unverified. Staleness of a measurement
 of trained weights (``weights_changed``): a run it measured keeps other weights now."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from functools import cache
 
 import torch
@@ -24,7 +26,8 @@ from ..data import source_fingerprint
 from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
-from ..profiles import get_profile, gpu_profile, run_model_settings, run_config
+from ..paths import results_root
+from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_config, run_model_settings
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -144,10 +147,20 @@ def source_changed(stored, store):
             f"made from weights of {init['run']!r} that no stored result keeps now")
 
 
+def other_engine(stored):
+    """Why a stored run was made by another version of the engine than today's (``profiles.ENGINE_VERSION``,
+    recorded in its provenance; a result older than that record: its config's ``engine_version``), or None."""
+    recorded = (stored.get("provenance") or {}).get("engine_version", stored["config"].get("engine_version"))
+    if recorded == ENGINE_VERSION:
+        return None
+    return f"made by engine version {recorded}, today {ENGINE_VERSION} (bumped for a change the CPU probe cannot see)"
+
+
 def stale_reason(stored, store=None):
     """Why a stored training result no longer answers for its configuration, or None: ``other_code``,
-    ``other_data``, and with ``store`` also ``source_changed``."""
-    return other_code(stored) or other_data(stored) or (source_changed(stored, store) if store is not None else None)
+    ``other_engine``, ``other_data``, and with ``store`` also ``source_changed``."""
+    return other_code(stored) or other_engine(stored) or other_data(stored) or \
+        (source_changed(stored, store) if store is not None else None)
 
 
 @cache
@@ -157,19 +170,42 @@ def source_today(model, dataset, overrides_json="{}"):
         return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
 
 
-def code_changed(stored):
-    """Why a stored run's model or engine code differs from today's (its recorded ``source_hash`` against
-    ``source_hashes`` of today's model in the same configuration), or None; None too for a result stored
-    before source hashes were recorded. A flag for the provenance page only: unlike ``stale_reason`` it never
-    makes a run train again, since any edit of the engine would otherwise retrain every stored run."""
+#: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)
+LEDGER = "probe-ledger.json"
+
+
+def ledger_key(config):
+    """A stored run's entry in the probe's ledger: ``<profile>/<config key>``."""
+    return f"{config['profile']}/{config_key(config)}"
+
+
+def read_ledger(root=None):
+    """The probe's ledger ``{ledger_key: entry}`` in the results store ``root`` (default the results store's
+    folder, ``paths.results_root``); {} where there is none."""
+    path = Path(root if root is not None else results_root()) / LEDGER
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def code_changed(stored, root=None):
+    """Why a stored run's code may not make it any more, or None where it does: None where its recorded
+    ``source_hash`` equals today's (``source_hashes`` of today's model in the same configuration), or where the
+    committed probe ledger (``results.probe``) found today's code (the same source hashes) making it bitwise the
+    same; else the ledger's reason (the probe differs: other numbers), or ``unverified: ...`` where the probe has
+    not run on today's code or could not. None too for a result stored before source hashes were recorded.
+    ``root``: the results store whose ledger to read (default the results store's folder)."""
     recorded = stored.get("source_hash")
     if not recorded:
         return None
     config = stored["config"]
     today = source_today(config["model"], config["dataset"], _overrides_json(config))
-    changed = [f"{part} code changed since it was stored (source {recorded.get(part)}, today {today[part]})"
-               for part in ("model", "engine") if recorded.get(part) != today[part]]
-    return "; ".join(changed) or None
+    if all(recorded.get(part) == today[part] for part in ("model", "engine")):
+        return None
+    entry = read_ledger(root).get(ledger_key(config))
+    if entry and entry.get("code") == today:
+        return None if entry["equal"] else entry["why"]
+    parts = " and ".join(part for part in ("model", "engine") if recorded.get(part) != today[part])
+    return f"unverified: its {parts} code changed since it was stored and the behavioural probe has not run on " \
+           "today's code (`vixnb probe`)"
 
 
 # ----- why a stored measurement is stale -----------------------------------------------------------------------

@@ -1,13 +1,17 @@
 """Provenance: the one function that says where, when and from what code a result was made."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import os
 import platform
 import subprocess
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 import torch
@@ -15,6 +19,7 @@ import torch
 from .. import __version__
 from ..models.registry import list_models, model_entrypoint
 from ..paths import checkout_root
+from ..profiles import ENGINE_VERSION
 
 
 def device_name(device):
@@ -47,15 +52,32 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+_EXECUTION = ContextVar("vixnb_execution", default={})
+
+
+@contextmanager
+def execution(*, concurrent_jobs, executor):
+    """While this holds, ``provenance`` records how the result was executed: ``concurrent_jobs`` (how many jobs
+    shared the device: 1 alone; the estimates read only runs made alone) and ``executor`` (``inline``: in the
+    batch's own process; ``local``: a submitit process of its own; ``slurm``). Neither enters a run's key."""
+    token = _EXECUTION.set({"concurrent_jobs": int(concurrent_jobs), "executor": executor})
+    try:
+        yield
+    finally:
+        _EXECUTION.reset(token)
+
+
 def provenance(device=None, *, stamp="date", **fields):
     """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
-    the commit, the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
+    the commit, the engine's version (``profiles.ENGINE_VERSION``), how it was executed (``execution``, where a
+    batch said), the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
     data, ...). ``device`` defaults to the GPU when there is one."""
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "cuda": torch.version.cuda if cuda else None, "vixnb": __version__, "commit": git_commit(),
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None, **fields, stamp: now()}
+            "engine_version": ENGINE_VERSION, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+            **_EXECUTION.get(), **fields, stamp: now()}
 
 
 def made_on(prov):
@@ -75,6 +97,58 @@ def _module_source(name):
     return inspect.getsource(importlib.import_module(name))
 
 
+def _is_module(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _defining_module(package, name):
+    """The vixnb module that defines ``name`` as ``package`` exports it (a package re-exports its modules' names), or
+    ``package`` itself."""
+    where = getattr(getattr(importlib.import_module(package), name, None), "__module__", None)
+    return where if isinstance(where, str) and where.split(".")[0] == "vixnb" else package
+
+
+@cache
+def _imports(name):
+    """The vixnb modules whose code module ``name``'s source imports (anywhere in it, relative imports resolved; a
+    name a package re-exports, the module that defines it)."""
+    module = importlib.import_module(name)
+    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(_module_source(name))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "vixnb")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            if base.split(".")[0] != "vixnb":
+                continue
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else _defining_module(base, a.name))
+    return frozenset(n for n in found if _is_module(n))
+
+
+def imported_modules(names):
+    """``names`` and every vixnb module whose code they import, directly or through one another, with the packages
+    they live in (their ``__init__``: its source, not all it imports): what a run's code is made of."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        seen.update(".".join(parts[:i]) for i in range(1, len(parts)))  # the packages it lives in
+        if not hasattr(importlib.import_module(name), "__path__"):
+            todo += _imports(name)
+    return seen
+
+
 def _digest(names):
     digest = hashlib.sha256()
     for name in sorted(set(names)):
@@ -84,11 +158,13 @@ def _digest(names):
 
 def source_hashes(model_name, model):
     """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of every vixnb module that
-    defines a module class of ``model`` or registers ``model_name`` (its family file), and over the training
-    engine's modules (``ENGINE_MODULES``). A stored result records them; ``policy.code_changed`` compares them
-    with today's. Any edit of those files changes them, a comment too: they say that the code differs, not that
-    the numbers would."""
+    defines a module class of ``model`` or registers ``model_name`` (its family file), and every vixnb module they
+    import (``imported_modules``: helpers such as ``layers/blocks.py`` and the packages' ``__init__``); and over the
+    training engine's modules (``ENGINE_MODULES``) and what they import. A stored result records them. They are a
+    cache key only: any edit changes them, a comment too; where they differ from today's, the behavioural probe
+    (``results.probe``) decides whether the result is still current (``policy.code_changed``)."""
     modules = {type(m).__module__ for m in model.modules()}
     if model_name in list_models():
         modules.add(model_entrypoint(model_name).__module__)
-    return {"model": _digest(m for m in modules if m.split(".")[0] == "vixnb"), "engine": _digest(ENGINE_MODULES)}
+    own = imported_modules(m for m in modules if m.split(".")[0] == "vixnb")
+    return {"model": _digest(own), "engine": _digest(imported_modules(ENGINE_MODULES))}

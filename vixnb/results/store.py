@@ -20,7 +20,6 @@ import io
 import json
 import math
 import numbers
-import os
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ import torch
 
 from ..errors import StoreError
 from ..files import atomic_write
-from ..paths import checkout_root
+from ..paths import results_root
 from ..profiles import config_key
 from .policy import decide
 
@@ -79,11 +78,9 @@ def damaged_result(path, why):
 
 
 def default_root():
-    """``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd."""
-    if "VIXNB_RESULTS" in os.environ:
-        return Path(os.environ["VIXNB_RESULTS"])
-    repo = checkout_root()
-    return (repo if repo is not None else Path.cwd()) / "results"
+    """``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd
+    (``paths.results_root``)."""
+    return results_root()
 
 
 class ResultsStore:

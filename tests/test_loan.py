@@ -1,0 +1,110 @@
+"""A lent GPU's call: stopping a batch stops its jobs, the GPU check, the `trained N s of M s` line, runs whose
+checkpoint cannot travel, and the engine's version compared rather than keyed (issue 36)."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vixnb import batch, plan, profiles
+from vixnb.results import ResultsStore
+from vixnb.results.policy import stale_reason
+
+
+def _processes_naming(text):
+    """Process ids whose command line names ``text``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_path, isolated_results):
+    script = ("from vixnb import batch, plan\n"
+              "jobs = batch.jobs_from_plan(plan.build('smoke', only=['fnet']), ensemble='never')[:1]\n"
+              "jobs[0].spec['settings'] = {'epochs': 5000}\n"
+              "batch.run_local(jobs, executor='local', progress=print)\n")
+    start = time.time()
+    done = subprocess.run(["timeout", "25", sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "VIXNB_RESULTS": str(isolated_results)}, cwd=Path(__file__).parents[1])
+    assert done.returncode == 124, done.stderr[-2000:]  # timeout's own: the batch ran until the signal
+    assert time.time() - start < 25 + 30  # stopped within 30 s of the signal
+    assert _processes_naming(str(isolated_results)) == []  # no job process left
+    assert "BatchStopped" in done.stderr
+    config = profiles.run_config("fnet", profile="smoke", epochs=5000)
+    assert ResultsStore().checkpoint_path(config).exists()  # the last whole epoch's checkpoint is kept
+    assert ResultsStore().get(config) is None
+
+
+def _jobs(models, profile="smoke"):
+    return batch.jobs_from_plan(plan.build(profile, only=models), ensemble="never")
+
+
+def test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng(monkeypatch):
+    import torch
+
+    from vixnb.rehearsal import gpu_check
+
+    jobs = _jobs(["fnet"])
+    before = torch.random.get_rng_state()
+    rows = gpu_check(jobs + jobs)  # the same configuration twice: checked once
+    assert [r[:2] for r in rows] == [("fnet synthetic fp32", "ok")]
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert [r[1] for r in gpu_check(jobs, limit_s=-1)] == ["not checked"]  # past its time: the rest is not checked
+
+
+def test_the_table_ends_with_the_time_spent_training():
+    train_job, other = _jobs(["fnet"])[0], batch.Job([plan.Entry(chapter="c", paper="p", kind="bench", name="b",
+                                                                  model=None, dataset=None, profile="smoke", seed=None)])
+    train_job.outcome, train_job.seconds, other.outcome, other.seconds = "paused", 412.4, "done", 30.0
+    assert batch.trained_line([train_job, other], 512.0) == "trained 412 s of 512 s"
+    train_job.outcome = "failed"
+    assert batch.trained_line([train_job, other], 512.0) == "trained 0 s of 512 s"
+
+
+def test_a_run_whose_checkpoint_cannot_travel_needs_one_window(monkeypatch):
+    monkeypatch.setattr(batch, "cannot_run_here", lambda job, executor: None)  # as on a GPU
+    job = _jobs(["mlp_mixer"], profile="budget")[0]
+    for e in job.entries:
+        e.est_gpu_minutes = 12.5
+    assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters: 16 bytes each
+    assert batch.least_seconds(job, pack_limit_mb=60) == 750
+    assert batch.window_note(job).startswith("needs one window of 13 minutes")
+    batch.run_local([job], budget=600, executor="inline", pack_limit_mb=60)
+    assert job.outcome == "skipped" and "needs one window of 13 minutes" in job.note
+
+
+def test_the_engine_version_is_compared_not_keyed(monkeypatch):
+    config = profiles.run_config("fnet", profile="smoke")
+    assert config["engine_version"] == profiles.KEY_VERSION == 1
+    monkeypatch.setattr(profiles, "ENGINE_VERSION", 2)
+    assert profiles.run_config("fnet", profile="smoke") == config  # the key stays: the result is found
+    from vixnb.results import policy
+
+    monkeypatch.setattr(policy, "ENGINE_VERSION", 2)
+    stored = {"config": config, "provenance": {}}  # stored before provenance recorded the engine's version
+    assert stale_reason(stored) == "made by engine version 1, today 2 (bumped for a change the CPU probe cannot see)"
+    assert stale_reason({"config": config, "provenance": {"engine_version": 2}}) is None
+
+
+def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_was_executed():
+    from vixnb.estimates import made_alone
+    from vixnb.results.provenance import execution, provenance
+
+    assert made_alone({"provenance": {"commit": "d5fec8a4"}})
+    assert not made_alone({"provenance": {"commit": "2a2d461b"}})  # Table 1, several runs at a time on one H100
+    assert not made_alone({"provenance": {"concurrent_jobs": 3}})
+    assert made_alone({"provenance": {"concurrent_jobs": 1, "commit": "2a2d461b"}})
+    with execution(concurrent_jobs=1, executor="inline"):
+        inside = provenance("cpu")
+    assert (inside["concurrent_jobs"], inside["executor"]) == (1, "inline")
+    assert inside["engine_version"] == profiles.ENGINE_VERSION
+    assert "executor" not in provenance("cpu")

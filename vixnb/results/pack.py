@@ -1,0 +1,261 @@
+"""What a lent machine sends back, and how it is taken in here: ``pack`` and ``unpack`` (``vixnb unpack``).
+
+The device returns at most ``RETURN_FILES`` files of at most ``RETURN_FILE_MIB`` MiB each. ``pack`` writes one
+``.tar.gz`` stream split into parts that each stay under that size (``<name>.part1of3``, ...; a pack that fits one
+part is the one file ``<name>``), so that a paused run's checkpoint of up to about 60 MiB travels. It chooses the
+files first: results and records (never left out), failed jobs' logs, kept weights, then the paused runs'
+checkpoints, smallest first, while the parts stay within their count; it says what it left out and why.
+
+``unpack`` joins the parts (it refuses an incomplete set) and writes each file where it belongs, with one rule:
+nothing here is replaced silently. A file that is the same here is left alone; a result or record that differs
+from the one here is written beside it, under ``results/.conflicts/<time>/...``, and both are named with their
+dates (the one here stays in place, whichever is newer); a paused run's checkpoint is replaced only by a newer one.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+
+from ..files import atomic_write
+from .store import default_root
+
+RETURN_FILES = 8  # the most files a device call brings back
+RETURN_FILE_MIB = 16  # the largest file a device call brings back
+PART_BYTES = RETURN_FILE_MIB * 2**20 - 64 * 1024  # a part's size, a little under the limit
+#: the largest paused checkpoint a pack is sure to carry beside a call's results (``batch.least_seconds``: a run
+#: whose checkpoint is larger starts only where it fits whole)
+TRAVEL_MB = 60
+_PART = re.compile(r"^(?P<base>.+)\.part(?P<k>\d+)of(?P<n>\d+)$")
+
+
+def _tar_bytes(size):
+    """The bytes a file of ``size`` bytes takes in a tar stream: a header block and its data in 512-byte blocks."""
+    return 512 + -(-size // 512) * 512
+
+
+class _Parts(io.RawIOBase):
+    """A write-only stream cut into files ``<base>.partN`` of at most ``part_bytes`` each."""
+
+    def __init__(self, base, part_bytes):
+        self.base, self.part_bytes, self.paths, self._file, self._left = Path(base), part_bytes, [], None, 0
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        view, done = memoryview(data), 0
+        while done < len(view):
+            if self._left == 0:
+                self._next()
+            n = min(self._left, len(view) - done)
+            self._file.write(view[done:done + n])
+            done, self._left = done + n, self._left - n
+        return done
+
+    def _next(self):
+        if self._file is not None:
+            self._file.close()
+        self.paths.append(self.base.with_name(f"{self.base.name}.part{len(self.paths) + 1}"))
+        self._file, self._left = open(self.paths[-1], "wb"), self.part_bytes
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        super().close()
+
+
+def _choose(musts, optional, capacity):
+    """``(chosen, left out)``: every file of ``musts`` and, in their order, those of ``optional`` (``[(path, why
+    it may be dropped)]``) while the estimated stream stays within ``capacity`` bytes."""
+    total = 2 * 10240 + sum(_tar_bytes(f.stat().st_size) for f in musts)
+    chosen, left = list(musts), []
+    for f, what in optional:
+        size = _tar_bytes(f.stat().st_size)
+        if total + size <= capacity:
+            chosen.append(f)
+            total += size
+        else:
+            left.append((f, what))
+    return chosen, left
+
+
+def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_FILES - 1,
+         part_bytes=PART_BYTES):
+    """Write what a session must bring back as ``path`` (one part) or ``path.part1ofN``... (at most ``max_parts``
+    files of at most ``part_bytes`` each; default: the device's limits, one file left for the session's log): the
+    profile's results with their kept weights, its measurements, the benchmark records and failed jobs' logs, then
+    paused runs' checkpoints while they fit (``limit_mb``: at most that many MiB in all). ``since`` (seconds since the
+    epoch): only what was written from then on. Paths inside are the checkout's (``results/...``): ``unpack`` them.
+    Returns ``(part paths, packed names, left-out names with why)``; a result is never left out (a ``RuntimeError``
+    names them where they alone would not fit)."""
+    root = default_root()
+    base = root.parent
+    new = (lambda f: True) if since is None else (lambda f: f.stat().st_mtime >= since)
+    results = [f for f in sorted((root / profile).glob("*.json")) if new(f)]
+    records = [f for f in sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
+               if new(f)]
+    logs = [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
+    weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file() and new(w)]
+    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
+                         key=lambda p: p.stat().st_size)
+    capacity = max_parts * part_bytes * 0.995 - 65536  # gzip of incompressible data grows it a little
+    if limit_mb is not None:
+        capacity = min(capacity, limit_mb * 2**20)
+    limit_note = f"the {limit_mb:g} MiB limit" if limit_mb is not None and limit_mb * 2**20 < max_parts * part_bytes \
+        else f"{max_parts} files of {part_bytes / 2**20:.1f} MiB"
+    optional = [(f, "kept weights") for f in weights] + [(c, "paused run's checkpoint") for c in checkpoints]
+    chosen, left = _choose(results + records + logs, optional, capacity)
+    if chosen == results + records + logs and sum(_tar_bytes(f.stat().st_size) for f in chosen) > capacity:
+        raise RuntimeError(f"the results alone do not fit in {limit_note}: {len(chosen)} files; pack fewer "
+                           "(--pack-since) or bring them back in several calls")
+    while True:
+        parts, packed = _write(path, chosen, base, part_bytes)
+        if len(parts) <= max_parts:
+            break
+        droppable = [f for f in chosen if f.suffix == ".pt"]  # the estimate was short: drop the largest optional file
+        if not droppable:
+            raise RuntimeError(f"the results alone took {len(parts)} parts, over {max_parts}")
+        drop = max(droppable, key=lambda f: (".checkpoints" in f.parts, f.stat().st_size))
+        chosen.remove(drop)
+        left.append((drop, "kept weights" if "weights" in drop.parts else "paused run's checkpoint"))
+    notes = [f"{_name(f, base)} ({f.stat().st_size / 2**20:.0f} MiB {what}: over {limit_note})" for f, what in left]
+    return parts, packed, notes
+
+
+def _name(f, base):
+    return str(f.relative_to(base)) if f.is_relative_to(base) else f"logs/{f.name}"
+
+
+def _write(path, files, base, part_bytes):
+    """Write ``files`` as one tar.gz stream into parts; ``(final part paths, names)``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f"{path.name}.part*"):  # a pack written before into the same place
+        old.unlink()
+    path.unlink(missing_ok=True)
+    stream, names = _Parts(path, part_bytes), []
+    with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as tar:
+        for f in files:
+            names.append(_name(f, base))
+            tar.add(f, arcname=names[-1])
+    stream.close()
+    if len(stream.paths) == 1:
+        os.replace(stream.paths[0], path)
+        return [path], names
+    final = [p.with_name(f"{path.name}.part{i}of{len(stream.paths)}") for i, p in enumerate(stream.paths, 1)]
+    for p, q in zip(stream.paths, final):
+        os.replace(p, q)
+    return final, names
+
+
+# ----- unpacking ---------------------------------------------------------------------------------------------
+
+def archives(files):
+    """``[[part paths in order]]``: ``files`` grouped into archives (a whole ``.tar.gz``, or every part of one);
+    a ``ValueError`` names an archive whose parts are not all given."""
+    groups = {}
+    for f in map(Path, files):
+        if not f.is_file():
+            raise ValueError(f"{f}: no such file; give the pack's files (results.tar.gz, or every results.tar.gz.partKofN)")
+        m = _PART.match(f.name)
+        key, k, n = (f.with_name(m["base"]), int(m["k"]), int(m["n"])) if m else (f, 1, 1)
+        group = groups.setdefault(key, {"n": n, "parts": {}})
+        if group["n"] != n:
+            raise ValueError(f"{f}: its parts say {n} parts, another says {group['n']}; give the parts of one pack")
+        group["parts"][k] = f
+    out = []
+    for key, group in groups.items():
+        missing = [k for k in range(1, group["n"] + 1) if k not in group["parts"]]
+        if missing:
+            raise ValueError(f"{key.name}: parts {', '.join(map(str, missing))} of {group['n']} are missing; give every "
+                             f"{key.name}.partKof{group['n']}")
+        out.append([group["parts"][k] for k in range(1, group["n"] + 1)])
+    return out
+
+
+class _Joined(io.RawIOBase):
+    """The parts of one archive read as one stream."""
+
+    def __init__(self, paths):
+        self._paths, self._file = list(paths), None
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        while True:
+            if self._file is None:
+                if not self._paths:
+                    return 0
+                self._file = open(self._paths.pop(0), "rb")
+            n = self._file.readinto(buffer)
+            if n:
+                return n
+            self._file.close()
+            self._file = None
+
+
+def _target(name, root):
+    """Where the archive member ``name`` goes (``results/...`` into the results store ``root``, ``logs/...`` beside
+    it), or a ``ValueError`` for a name outside those."""
+    parts = PurePosixPath(name).parts
+    if not parts or parts[0] not in ("results", "logs") or ".." in parts or PurePosixPath(name).is_absolute():
+        raise ValueError(f"archive member {name!r}: not a results/ or logs/ path; not a pack of vixnb batch")
+    return root.joinpath(*parts[1:]) if parts[0] == "results" else root.parent.joinpath(*parts)
+
+
+def _when(data, mtime):
+    """A stored file's date for a message: its provenance's (a result or record), else its modification time."""
+    try:
+        prov = json.loads(data).get("provenance") or {}
+        stamp = prov.get("finished") or prov.get("date") or prov.get("measured")
+        if stamp:
+            return str(stamp)
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        pass
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
+
+
+def unpack(files, *, root=None):
+    """Take in the packs ``files`` (``vixnb unpack``): ``{"written", "same", "replaced", "conflicts"}``, names
+    per outcome; ``conflicts`` holds ``(here, kept beside as, message)`` for each file that differs from the one
+    here (see the module's docstring: nothing is replaced silently)."""
+    root = Path(root) if root is not None else default_root()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    report = {"written": [], "same": [], "replaced": [], "conflicts": []}
+    for parts in archives(files):
+        with tarfile.open(fileobj=_Joined(parts), mode="r|gz") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                target = _target(member.name, root)
+                data = tar.extractfile(member).read()
+                if not target.exists():
+                    atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                    os.utime(target, (member.mtime, member.mtime))
+                    report["written"].append(member.name)
+                    continue
+                here = target.read_bytes()
+                if here == data:
+                    report["same"].append(member.name)
+                    continue
+                if ".checkpoints" in target.parts and member.mtime > target.stat().st_mtime:
+                    atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                    os.utime(target, (member.mtime, member.mtime))
+                    report["replaced"].append(member.name)
+                    continue
+                beside = root / ".conflicts" / stamp / member.name
+                atomic_write(beside, lambda f: f.write(data), binary=True, size=len(data))
+                os.utime(beside, (member.mtime, member.mtime))
+                when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, member.mtime)
+                newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"
+                report["conflicts"].append((str(target), str(beside), f"{target} differs from the pack's copy: kept "
+                                            f"both, the one here ({when_here}) in place and the pack's ({when_packed}) "
+                                            f"as {beside} ({newer}); keep one and delete the other"))
+    return report
