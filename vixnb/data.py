@@ -19,6 +19,7 @@ from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
 
 from .files import atomic_write
+from .validate import env_text
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class DataError(RuntimeError):
 
 def data_root():
     """Where datasets live: ``$VIXNB_DATA`` if set, else ``~/.cache/vixnb/data``."""
-    env = os.environ.get("VIXNB_DATA")
+    env = env_text("VIXNB_DATA")  # set to the empty string is unset
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
     if root.exists() and not root.is_dir():
         raise DataError(f"VIXNB_DATA={env} is a file, not a folder; point VIXNB_DATA at the folder that holds the data sets")
@@ -174,7 +175,7 @@ def _listing_digest(folder, times):
 
 def _shown(root):
     """$VIXNB_DATA or ~ instead of this machine's absolute path."""
-    env = os.environ.get("VIXNB_DATA")
+    env = env_text("VIXNB_DATA")
     if env and Path(env).expanduser() == root:
         return "$VIXNB_DATA"
     home = Path.home()

@@ -31,6 +31,7 @@ import torch
 from ..errors import StoreError
 from ..files import atomic_write
 from ..paths import checkout_root
+from ..validate import env_text
 from ..profiles import config_key
 from .policy import decide
 
@@ -79,9 +80,14 @@ def damaged_result(path, why):
 
 
 def default_root():
-    """``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd."""
-    if "VIXNB_RESULTS" in os.environ:
-        return Path(os.environ["VIXNB_RESULTS"])
+    """``$VIXNB_RESULTS`` if set (empty is unset; a file there is a ``StoreError`` naming it), else ``results/`` of
+    the checkout (``paths.checkout_root``), else of the cwd."""
+    if (root := env_text("VIXNB_RESULTS")) is not None:
+        root = Path(root).expanduser()
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"VIXNB_RESULTS={root} is a file, not a folder; point VIXNB_RESULTS at the results "
+                             "store's folder (or unset it for results/ of the checkout)")
+        return root
     repo = checkout_root()
     return (repo if repo is not None else Path.cwd()) / "results"
 
