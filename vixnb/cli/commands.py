@@ -181,6 +181,7 @@ def plan(args):
     from .tables import plan_table, plan_totals
 
     entries = planning.build(args.profile, machine=True, order=args.order, gpu=args.gpu)
+    _not_used(args.profile)
     if args.json:
         print(json.dumps(planning.as_json(entries), indent=1))
         return entries
@@ -190,6 +191,19 @@ def plan(args):
     print(plan_totals(planning.totals(entries), args.profile))
     print("\nPriority levels: " + "; ".join(f"{k}. {v}" for k, v in planning.LEVELS.items()))
     return entries
+
+
+def _not_used(profile):
+    """One line on stderr for each file of the store that cannot be used (``ResultsStore.unusable_files``): the
+    rest goes on, and nothing is deleted."""
+    import sys
+
+    from ..results import ResultsStore
+
+    store = ResultsStore()
+    for path, why in store.unusable_files(profile):
+        print(f"vixnb: not used: {path}: {why}; it is left as it is (move or delete it to silence this)",
+              file=sys.stderr)
 
 
 def batch(args):
@@ -210,6 +224,7 @@ def batch(args):
             raise RuntimeError(f"the rehearsal failed in {len(failed)} of {len(rows)}: {', '.join(failed)}")
         return rows
     entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
+    _not_used(args.profile)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
     if not jobs:
         print(f"vixnb batch: nothing left to run in profile {args.profile!r}")
