@@ -94,7 +94,9 @@ def test_every_environment_variable_treats_empty_as_unset(monkeypatch, tmp_path)
     assert (data_root(), default_root(), git_commit(), cpu_budget()) == unset
     assert cpu_budget() == (DEFAULT_CPU_BUDGET_GB, DEFAULT_CPU_BUDGET_GFLOP)
     monkeypatch.setenv("VIXNB_DEBUG", "")
-    assert main(["plan", "--profile", "nope"]) == 2  # the empty VIXNB_DEBUG is off, not an error
+    from vixnb.errors import debug_flag
+
+    assert debug_flag({"VIXNB_DEBUG": ""}) is False  # the empty VIXNB_DEBUG is off, not an error
 
 
 def test_results_store_variable_pointing_at_a_file_is_named(monkeypatch, tmp_path, capsys):
@@ -138,3 +140,120 @@ def test_a_bad_number_on_the_command_line_is_a_usage_error(args, message, capsys
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not isolated_results.exists()  # nothing ran, nothing was written
+
+
+# ----- the Python API -----------------------------------------------------------------------------------------
+
+def _api_functions():
+    """Every public function of ``API_MODULES`` (its ``__all__``, else its public functions), once each."""
+    seen = {}
+    for name in API_MODULES:
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        items = ([getattr(module, n) for n in exported] if exported else
+                 [f for n, f in vars(module).items() if not n.startswith("_") and f.__class__.__name__ == "function"
+                  and f.__module__ == name])
+        for fn in items:
+            if inspect.isfunction(fn):
+                seen.setdefault(fn, f"{name}.{fn.__name__}")
+    return seen
+
+
+def _numeric_parameters(fn, option_names):
+    """The parameters of ``fn`` that take a number: a numeric default, or the name of a numeric CLI option."""
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if (isinstance(p.default, numbers.Number) and not isinstance(p.default, bool)) or p.name in option_names]
+
+
+def test_every_numeric_argument_of_the_public_api_is_checked():
+    """Each numeric argument of every public function, called with 0, -1, 1.5, "abc" and None: refused before the
+    function runs (``Invalid``, naming the argument and the value), or a value its rule documents."""
+    option_names = _numeric_option_names()
+    audited, unchecked = 0, []
+    for fn, where in _api_functions().items():
+        for name in _numeric_parameters(fn, option_names):
+            rule = getattr(fn, "__checks__", {}).get(name)
+            if rule is None:
+                unchecked.append(f"{where}({name})")
+                continue
+            for value in BAD_VALUES:
+                try:
+                    rule(value, name)
+                except Invalid:  # refused: the function itself refuses it, before doing anything
+                    with pytest.raises(Invalid) as e:
+                        fn(**{name: value})
+                    assert str(e.value).startswith(f"{name}={value!r}: give {rule.allows}"), (where, str(e.value))
+                else:  # taken: a documented meaning (None only where the rule says what it means)
+                    assert value is not None or rule.none, (where, name)
+                audited += 1
+    assert unchecked == []
+    assert audited > 100
+
+
+def test_the_api_refuses_what_the_cli_refuses():
+    from vixnb import runs
+    from vixnb.data import load_split
+
+    with pytest.raises(ValueError, match=r"^seed=1.5: give a whole number >= 0"):
+        runs.run("vit", seed=1.5)  # it would have been stored as seed 1
+    with pytest.raises(ValueError, match=r"^seed=-1: give a whole number >= 0"):
+        load_split("synthetic", "test", seed=-1)
+    assert load_split("synthetic", "test", seed=2.0, size=4)[1].shape == (4,)  # 2.0 is the whole number 2
+
+
+# ----- notebooks ------------------------------------------------------------------------------------------------
+
+def _parameters_cells():
+    """``{notebook stem: {name: default}}`` of every notebook's ``parameters`` cell."""
+    from pathlib import Path
+
+    from vixnb.parameters import declared
+
+    out = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        out[path.stem] = declared("".join(cell["source"]))
+    return out
+
+
+def test_every_numeric_notebook_parameter_is_checked():
+    """Each numeric parameter of every notebook (a number, or a list of numbers), given 0, -1, 1.5, "abc" and None
+    as papermill would pass them: refused naming the parameter, or a value its rule documents."""
+    from vixnb.parameters import check_parameter, parameter_rule
+
+    audited = 0
+    for stem, names in _parameters_cells().items():
+        for name, default in names.items():
+            rule = parameter_rule(name, default)
+            numeric = isinstance(default, numbers.Number) or name in validate.NAMED or (
+                isinstance(default, list) and any(isinstance(v, numbers.Number) for v in default))
+            if not numeric:
+                continue
+            assert rule is not None, (stem, name)
+            for value in BAD_VALUES:
+                try:
+                    taken = check_parameter(name, value, default)
+                except Invalid as e:
+                    assert str(e).startswith(f"notebook parameter {name}="), (stem, str(e))
+                    continue
+                if value is None:  # None: the notebook's default, an empty list or said by the rule
+                    assert taken == [] or rule.none, (stem, name)
+                else:
+                    assert taken in (value, [value]), (stem, name, value, taken)
+                    assert isinstance(value, int) and value >= 0, (stem, name, value)  # only 0 is a number taken
+                audited += 1
+    assert audited >= 5
+
+
+def test_a_negative_seed_given_to_a_notebook_is_refused():
+    from vixnb.parameters import check_injected
+
+    source = "profile = 'auto'\nseeds = [0]\ncompute = 'auto'\n"
+    namespace = {"In": ["", source, "# Parameters\nseeds = '0,-2'\n"], "seeds": "0,-2"}
+    with pytest.raises(ValueError, match=r"^notebook parameter seeds=\[0, -2\]: element 1, -2, is not a whole number "
+                                         r">= 0"):
+        check_injected(namespace)
+    namespace = {"In": ["", source, "# Parameters\nseeds = '1, 2'\n"], "seeds": "1, 2"}
+    check_injected(namespace)
+    assert namespace["seeds"] == [1, 2]

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from .data_files import DECODING, class_folders, counted_files, images_in, is_image, listing_digest, rgb_pixels
 from .files import atomic_write
 from .validate import env_text
+from .validate import checked
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def data_root():
     return root
 
 
+@checked("seed")
 def load_split(name, split, *, root=None, download=False, seed=0, size=None, allow_resize=False):
     """Load one split of dataset ``name`` as ``(images uint8 (N,3,H,W), labels int64 (N,))``.
 
@@ -201,6 +203,7 @@ def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
 _SYNTHETIC_CHUNK = 256
 
 
+@checked("seed")
 def synthetic_split(split, *, seed=0, size=None):
     """The embedded synthetic dataset: deterministic in ``(seed, split)``; never touches the global RNG.
 
@@ -462,6 +465,7 @@ def _missing_tiny_imagenet(folder, reason=None, url=None):
     )
 
 
+@checked("classes", "train_per_class", "val_per_class", "seed")
 def make_tiny_imagenet_miniature(root, *, classes=3, train_per_class=4, val_per_class=2, seed=0):
     """Write a miniature Tiny ImageNet (real 64x64 JPEG files, one of them grayscale) in the standard
     layout under ``root/tiny-imagenet-200`` and return that folder; ``load_split("tiny-imagenet", ...,

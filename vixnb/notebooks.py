@@ -34,7 +34,7 @@ from papermill.translators import PythonTranslator
 
 from . import RELEASE_TAG, REPOSITORY_URL
 from .models import list_models
-from .parameters import as_list
+from .parameters import as_list, check_parameter
 from .paths import checkout_root
 from .profiles import get_profile
 
@@ -276,7 +276,7 @@ def coerce_parameters(
             value = [_as_type(v, kind, name, shown) if kind else v for v in items]
         elif default is not None:
             value = _as_type(value, type(default), name, f"a {type(default).__name__} (default {spec.get('default')})")
-        out[name] = value
+        out[name] = check_parameter(name, value, default)  # the numbers it takes (vixnb.validate)
     return out
 
 

@@ -71,10 +71,11 @@ class Rule:
 class Whole(Rule):
     """A whole number (not a bool; 3.0 is 3), within ``least`` and ``most`` where given."""
 
-    def __init__(self, least=None, most=None):
+    def __init__(self, least=None, most=None, *, allows=None):
         self.least, self.most = least, most
         bounds = [f">= {least}" if least is not None else "", f"<= {most}" if most is not None else ""]
-        self.allows = "a whole number " + " and ".join(b for b in bounds if b) if any(bounds) else "a whole number"
+        self.allows = allows or ("a whole number " + " and ".join(b for b in bounds if b) if any(bounds) else
+                                 "a whole number")
 
     def _read(self, text):
         try:
@@ -98,11 +99,11 @@ class Whole(Rule):
 class Real(Rule):
     """A finite real number (not a bool) within ``least``/``most`` (inclusive) or ``above`` (exclusive)."""
 
-    def __init__(self, least=None, most=None, above=None):
+    def __init__(self, least=None, most=None, above=None, *, allows=None):
         self.least, self.most, self.above = least, most, above
         bounds = [f"> {above}" if above is not None else "", f">= {least}" if least is not None else "",
                   f"<= {most}" if most is not None else ""]
-        self.allows = "a number " + " and ".join(b for b in bounds if b) if any(bounds) else "a number"
+        self.allows = allows or ("a number " + " and ".join(b for b in bounds if b) if any(bounds) else "a number")
 
     def _read(self, text):
         try:
@@ -173,6 +174,18 @@ POSITIVE = Real(above=0)        # learning rates, seconds, megabytes
 PROBABILITY = Real(least=0, most=1)
 SEEDS = ListOf(SEED, least=1)
 
+#: the rule of each numeric argument name of the public API (``checked("seed", "batch")``): one meaning per name
+NAMED = {
+    "seed": SEED, "seeds": SEEDS, "epochs": COUNT, "batch_size": COUNT, "batch": COUNT, "steps": COUNT,
+    "warmup": NON_NEGATIVE, "iters": COUNT, "threads": COUNT, "workers": NON_NEGATIVE, "tokens": COUNT, "dim": COUNT,
+    "heads": COUNT, "dim_head": COUNT, "jobs": COUNT, "post_train_epochs": NON_NEGATIVE,
+    "lr": Real(above=0, allows="a learning rate > 0"), "limit_mb": POSITIVE, "max_batch": COUNT, "min_batch": COUNT,
+    "max_candidates": COUNT, "cpu_batch": COUNT, "n_steps": COUNT, "ig_steps": COUNT, "window": COUNT,
+    "stride": COUNT, "discard_ratio": Real(least=0, most=1, allows="a share from 0 to 1"), "cls_index": NON_NEGATIVE,
+    "pinv_iterations": COUNT, "per_class": COUNT, "images": COUNT, "prominence_images": COUNT, "layers": COUNT,
+    "classes": COUNT, "train_per_class": COUNT, "val_per_class": COUNT, "optimizer_states": NON_NEGATIVE,
+}
+
 
 def option(rule):
     """``rule`` as an argparse ``type``: a bad value is argparse's usage error (exit 2), naming the option."""
@@ -189,11 +202,18 @@ def option(rule):
 
 # ----- the Python API ---------------------------------------------------------------------------------------
 
-def checked(**rules):
+def checked(*names, **rules):
     """Decorate a function so that the named arguments are checked by their rules before it runs (``Invalid``
-    names the argument); the rules stay readable as ``fn.__checks__``."""
+    names the argument); the rules stay readable as ``fn.__checks__``. ``names``: arguments whose rule is the
+    vocabulary's (``NAMED``); ``rules``: others, by name. An argument whose default is None takes None too (its
+    documented default)."""
     def decorate(fn):
         signature = inspect.signature(fn)
+        given = {**{name: NAMED[name] for name in names}, **rules}
+        rules.clear()
+        for name, rule in given.items():
+            default = signature.parameters[name].default if name in signature.parameters else None
+            rules[name] = rule.or_none("its default") if default is None and rule.none is None else rule
         unknown = set(rules) - set(signature.parameters)
         if unknown:
             raise TypeError(f"checked: {fn.__qualname__} has no parameter(s) {', '.join(sorted(unknown))}")

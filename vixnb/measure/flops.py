@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..models.counting import input_size_of
-from ..validate import POSITIVE, env_number
+from ..validate import POSITIVE, checked, env_number
 from .runtime import GB, execution_path, local_rng
 
 CONVENTIONS = {
@@ -257,6 +257,7 @@ def paper_macs(model, input_size=None):
         model.train(was_training)
 
 
+@checked("optimizer_states")
 def estimate(module, make_input, *, training, optimizer_states=2):
     """Shape-based (meta) estimate of one step: ``{"gb", "gflop"}``.
 
