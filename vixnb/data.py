@@ -18,7 +18,8 @@ from torchvision import datasets
 from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
 
-from .data_files import DECODING, class_folders, counted_files, images_in, is_image, listing_digest, rgb_pixels
+from .data_files import (DECODING, DataError, class_folders, counted_files, images_in, is_image, listing_digest,
+                         rgb_pixels)
 from .files import atomic_write
 from .validate import env_text
 from .validate import checked
@@ -79,11 +80,6 @@ _ROOT_HINT = "Without root=, datasets are looked for under $VIXNB_DATA, else ~/.
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset is not on disk (and was not, or could not be, downloaded)."""
-
-
-class DataError(RuntimeError):
-    """A data set on disk is not what its spec says: a class folder missing, a count off, an image unreadable
-    or of another size. The message names the file or folder and what to do."""
 
 
 def data_root():

@@ -13,6 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+class DataError(RuntimeError):
+    """A data set on disk is not what its spec says: a class folder missing, a count off, an image unreadable, of
+    another size or in a mode without one 8-bit RGB reading. The message names the file or folder and what to do
+    (``vixnb.data.DataError`` is this class)."""
+
+
 #: the extensions of the image files a class folder holds (any case)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 #: modes whose 8-bit RGB values PIL's conversion gives exactly
@@ -87,8 +93,6 @@ def rgb_pixels(image, path):
         values = np.asarray(image).astype(np.uint32)
         gray = ((values * 255 + 32767) // 65535).astype(np.uint8)
         return np.repeat(gray[:, :, None], 3, axis=2)
-    from .data import DataError  # data.py imports this module
-
     what = {"I": "32-bit integer pixels", "F": "floating-point pixels"}.get(image.mode, "a colour space without "
                                                                              "one RGB reading")
     raise DataError(f"{path}: image mode {image.mode} ({what}) has no one 8-bit RGB reading; save it as 8-bit RGB or "

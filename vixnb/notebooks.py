@@ -101,6 +101,10 @@ def repo_root() -> Path:
     return root
 
 
+class NotebookNotFound(FileNotFoundError, ValueError):
+    """A notebook named on the command line or in the API that is not there: a usage error (exit 2)."""
+
+
 def notebook_path(notebook: str | os.PathLike) -> Path:
     """Resolve a notebook stem (``vix_table1``) or a path to an existing file."""
     text = os.fspath(notebook)
@@ -113,13 +117,14 @@ def notebook_path(notebook: str | os.PathLike) -> Path:
     if is_path:
         path = Path(text).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"notebook not found: {text}")
+            raise NotebookNotFound(f"notebook not found: {text}; give a stem of {NOTEBOOK_DIR}/ (e.g. vix_table1) "
+                                   "or the path of an existing .ipynb file")
         return path.resolve()
     nb_dir = repo_root() / NOTEBOOK_DIR
     path = nb_dir / f"{text}.ipynb"
     if not path.is_file():
         avail = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
-        raise FileNotFoundError(
+        raise NotebookNotFound(
             f"no notebook named {text!r} in {NOTEBOOK_DIR}/; available: "
             + (", ".join(avail) if avail else "(none)")
         )

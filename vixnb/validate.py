@@ -24,6 +24,8 @@ import numbers
 import os
 from pathlib import Path
 
+from .files import check_writable_file
+
 
 class Invalid(TypeError, ValueError):
     """A value a parameter does not take; the message names the parameter, the value and what it takes."""
@@ -166,6 +168,22 @@ class ListOf(Rule):
         return out
 
 
+class OneOf(Rule):
+    """A value that one of ``rules`` takes (the first that does)."""
+
+    def __init__(self, *rules):
+        self.rules = rules
+        self.allows = " or ".join(r.allows for r in rules)
+
+    def _check(self, value, name):
+        for rule in self.rules:
+            try:
+                return rule._check(value, name)
+            except Invalid:
+                pass
+        self.refuse(value, name, f"{value!r} is none of them")
+
+
 #: the vocabulary's common rules
 SEED = Whole(least=0)
 COUNT = Whole(least=1)          # epochs, steps, batch sizes, iterations: at least one
@@ -178,7 +196,7 @@ SEEDS = ListOf(SEED, least=1)
 NAMED = {
     "seed": SEED, "seeds": SEEDS, "epochs": COUNT, "batch_size": COUNT, "batch": COUNT, "steps": COUNT,
     "warmup": NON_NEGATIVE, "iters": COUNT, "threads": COUNT, "workers": NON_NEGATIVE, "tokens": COUNT, "dim": COUNT,
-    "heads": COUNT, "dim_head": COUNT, "jobs": COUNT, "post_train_epochs": NON_NEGATIVE,
+    "heads": COUNT, "dim_head": COUNT, "jobs": Whole(least=1, allows="1 or more"), "post_train_epochs": NON_NEGATIVE,
     "lr": Real(above=0, allows="a learning rate > 0"), "limit_mb": POSITIVE, "max_batch": COUNT, "min_batch": COUNT,
     "max_candidates": COUNT, "cpu_batch": COUNT, "n_steps": COUNT, "ig_steps": COUNT, "window": COUNT,
     "stride": COUNT, "discard_ratio": Real(least=0, most=1, allows="a share from 0 to 1"), "cls_index": NON_NEGATIVE,
@@ -213,6 +231,8 @@ def checked(*names, **rules):
         rules.clear()
         for name, rule in given.items():
             default = signature.parameters[name].default if name in signature.parameters else None
+            if isinstance(default, (list, tuple)) and not isinstance(rule, ListOf):  # tokens=(256, 1024): a list
+                rule = ListOf(rule, least=1)
             rules[name] = rule.or_none("its default") if default is None and rule.none is None else rule
         unknown = set(rules) - set(signature.parameters)
         if unknown:
@@ -252,8 +272,6 @@ def existing_path(path, name, *, kind="file", fix=""):
 
 def writable_file(path, name):
     """``path`` as a ``Path`` where a file could be written there now (before any work), else ``Invalid``."""
-    from .files import check_writable_file
-
     try:
         check_writable_file(path, name)
     except ValueError as e:

@@ -77,6 +77,8 @@ def _notebook_arguments(sub):
     s.add_argument("--profile", default="smoke")
     s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
+    s.add_argument("-o", "--output", metavar="FILE.ipynb",
+                   help="where the executed copy goes (default: book/executed/<stem>.ipynb)")
     s.set_defaults(fn=commands.run_notebook)
 
     s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")

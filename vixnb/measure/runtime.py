@@ -8,7 +8,7 @@ import torch
 
 from ..layers import fused_attn
 from ..results import provenance as made
-from ..validate import checked
+from ..validate import COUNT, ListOf, OneOf, checked
 
 GB = 1024**3
 MB = 1024**2
@@ -45,7 +45,7 @@ def autocast_for(device, dtype):
     return (lambda: torch.autocast(device.type, dtype=dtype)) if dtype != torch.float32 else nullcontext
 
 
-@checked("batch_size")
+@checked(batch_size=OneOf(COUNT, ListOf(COUNT, least=1)))  # one batch size, or those of a memory record
 def provenance(device, *, dtype=None, batch_size=None):
     """The provenance of a measurement (``vixnb.results.provenance``), with its dtype and batch size."""
     return made(resolve_device(device), stamp="measured", dtype=dtype_name(dtype) if dtype is not None else None,
@@ -77,7 +77,7 @@ def local_rng(device="cpu", seed=0):
         yield
 
 
-@checked("threads")
+@checked(threads=COUNT.or_none("the thread count as it is"))
 @contextmanager
 def torch_threads(threads):
     """``torch.set_num_threads(threads)`` inside (nothing when ``threads`` is None); the caller's count after."""

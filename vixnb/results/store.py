@@ -31,6 +31,7 @@ import torch
 
 from ..errors import StoreError
 from ..files import atomic_write
+from ..models import list_models
 from ..paths import checkout_root
 from ..validate import env_text
 from ..profiles import ENGINE_VERSION, config_key, run_config
@@ -85,8 +86,6 @@ def unusable(result):
     """Why a stored training run (``result``, read back) cannot be used by this vixnb, or None: ``damage``, a model
     no longer registered, a newer engine version than this one, or a configuration key this vixnb does not
     write. Such a file is listed as "not used" (``ResultsStore.unusable_files``) and left as it is."""
-    from ..models import list_models
-
     if (why := damage(result)) is not None:
         return why
     config = result.get("config")
