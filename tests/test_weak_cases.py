@@ -50,3 +50,44 @@ def test_create_model_names_a_setting_the_data_set_gives(capsys):
     with pytest.raises(ValueError, match=r"^num_classes=0: model 'vit' takes its image size, classes and channels "
                                          r"from its data set"):
         create_model("vit", num_classes=0)
+
+
+def test_a_rehearsal_that_reaches_nothing_says_why(isolated_results):
+    from vixnb.rehearsal import rehearse
+
+    lines = []
+    rows, _ = rehearse("budget", executor="inline", progress=lines.append, budget=1)
+    assert rows == [] and len(lines) == 1
+    assert lines[0].startswith("vixnb batch --rehearse: the batch with these options would start nothing (the "
+                               "cheapest job needs ")
+    assert lines[0].endswith(" s, more than --budget 1; give a larger --budget); nothing to rehearse")
+    assert not isolated_results.exists()
+
+
+def _hold(store, config, ready, done):
+    with store.lock(config):
+        ready.set()
+        done.wait(10)
+
+
+def test_a_run_held_by_another_process_is_not_called_resumed(isolated_results):
+    """``batch`` labels a job "resumed" only where no other process holds its run (a second batch that waits for
+    the first one's result did not resume it)."""
+    import multiprocessing
+
+    from vixnb.profiles import run_config
+    from vixnb.results import ResultsStore
+
+    store, config = ResultsStore(), run_config("vit")
+    assert store.lock_held(config) is False
+    fork = multiprocessing.get_context("fork")  # no fresh interpreter: the lock is all it does
+    ready, done = fork.Event(), fork.Event()
+    other = fork.Process(target=_hold, args=(store, config, ready, done))
+    other.start()
+    try:
+        assert ready.wait(10)
+        assert store.lock_held(config) is True
+    finally:
+        done.set()
+        other.join(10)
+    assert store.lock_held(config) is False

@@ -126,7 +126,8 @@ def _run_training(spec, store, deadline):
     if len(configs) > 1:
         checkpoints.append(checkpoint_path(store, configs))
     earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
-    resumed = bool(earlier)
+    # a checkpoint another process is training from is its run, not one this job resumes (it waits for its result)
+    resumed = bool(earlier) and not any(store.lock_held(c) for c in configs)
     try:
         if len(configs) > 1:
             run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],

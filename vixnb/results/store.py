@@ -211,6 +211,23 @@ class ResultsStore:
         path = self.path(config)
         return path.parent / ".locks" / (path.stem + ".lock")
 
+    def lock_held(self, config):
+        """Whether another process holds ``config``'s lock now (it is computing that run)."""
+        try:
+            import fcntl  # optional dependency: missing on Windows
+        except ImportError:
+            return False
+        path = self.lock_path(config)
+        if not path.is_file():
+            return False
+        with open(path, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
     @contextmanager
     def lock(self, config):
         """Hold the run's lock (``lock_path``, an advisory ``flock``) while it is computed; yields True
