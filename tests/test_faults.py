@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vixnb import data, data_files, profiles, report
+from vixnb import data, profiles, report
 from vixnb import train as engine
 from vixnb.cli import main
 from vixnb.data import CIFAR10_CLASSES, DatasetSpec
@@ -182,7 +182,7 @@ def test_a_run_records_its_data_and_a_result_from_other_data_is_not_reused_silen
     assert first["provenance"]["data_fingerprint"] == data.source_fingerprint("cifar10")
     _jpeg(cpu_data / "train" / "bird" / "0000.jpg", 3)  # other pixels, other file size
     (cpu_data / "train").touch()
-    data_files.listing_digest.cache_clear()
+    data._fingerprint.cache_clear()
     stale = report.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
                                 progress=False, store=None)
     assert stale[0]["stale"].startswith("made from other data than the copy here")

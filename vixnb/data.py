@@ -144,6 +144,14 @@ def source_fingerprint(name, *, root=None):
     folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
     if not folder.is_dir():
         return None
+    return _fingerprint(name, str(folder), _folder_times(folder))
+
+
+@lru_cache(maxsize=16)
+def _fingerprint(name, folder, times):
+    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``_folder_times``: every folder's
+    modification time, so a file added, removed or renamed in a class folder is seen)."""
+    folder = Path(folder)
     if name == "tiny-imagenet":
         wnids = (folder / "wnids.txt").read_text().split() if (folder / "wnids.txt").is_file() else []
         files = [p for w in wnids for p in images_in(folder / "train" / w / "images")] + images_in(
@@ -153,7 +161,7 @@ def source_fingerprint(name, *, root=None):
         classes = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
         read = [s for s in SPLITS if (folder / s).is_dir()]
         files = counted_files(folder, classes, read, other=() if read else (torchvision,))
-    return listing_digest(str(folder), tuple(sorted(map(str, files))), _folder_times(folder))
+    return listing_digest(folder, files)
 
 
 def _folder_times(folder):

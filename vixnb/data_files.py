@@ -8,7 +8,6 @@ R = (255 - C)(255 - K) / 255), 16-bit grayscale scaled to 8 bits (v * 255 / 6553
 (``I``) and floating (``F``) pixels, and colour spaces such as LAB or HSV, have no one 8-bit RGB reading and are
 refused."""
 import hashlib
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +72,8 @@ def counted_files(folder, classes, splits, *, other=()):
     return [p for p in files if p.is_file()]
 
 
-@lru_cache(maxsize=16)
-def listing_digest(folder, files, times):
-    """16 hex digits of SHA-256 over the sorted paths (relative to ``folder``) and byte sizes of ``files``; cached
-    on ``times`` (every folder's modification time: a file added, removed or renamed changes its folder's)."""
+def listing_digest(folder, files):
+    """16 hex digits of SHA-256 over the sorted paths (relative to ``folder``) and byte sizes of ``files``."""
     digest = hashlib.sha256()
     base = Path(folder)
     for path in sorted(Path(f) for f in files):
