@@ -6,7 +6,6 @@ on the CPU. The training engine moves the whole tensors to the device and calls 
 import errno
 import hashlib
 import numbers
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,8 +17,8 @@ from torchvision import datasets
 from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
 
-from .data_files import (DECODING, DataError, class_folders, counted_files, images_in, is_image, listing_digest,
-                         rgb_pixels)
+from .data_files import (DECODING, DataError, class_folders, counted_files, folder_times, images_in, is_image,
+                         listing_digest, rgb_pixels)
 from .files import atomic_write
 from .validate import env_text
 from .validate import checked
@@ -144,12 +143,12 @@ def source_fingerprint(name, *, root=None):
     folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
     if not folder.is_dir():
         return None
-    return _fingerprint(name, str(folder), _folder_times(folder))
+    return _fingerprint(name, str(folder), folder_times(folder))
 
 
 @lru_cache(maxsize=16)
 def _fingerprint(name, folder, times):
-    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``_folder_times``: every folder's
+    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``data_files.folder_times``: every folder's
     modification time, so a file added, removed or renamed in a class folder is seen)."""
     folder = Path(folder)
     if name == "tiny-imagenet":
@@ -162,21 +161,6 @@ def _fingerprint(name, folder, times):
         read = [s for s in SPLITS if (folder / s).is_dir()]
         files = counted_files(folder, classes, read, other=() if read else (torchvision,))
     return listing_digest(folder, files)
-
-
-def _folder_times(folder):
-    """``((folder, modification time), ...)`` of ``folder`` and of every folder below it: a file added, removed or
-    renamed anywhere changes its own folder's time. A folder whose link count says it has no subfolders (2, on
-    Linux file systems) is not listed, so this stays cheap on 60,000 files."""
-    times, stack = [], [Path(folder)]
-    while stack:
-        current = stack.pop()
-        st = current.stat()
-        times.append((str(current), st.st_mtime_ns))
-        if st.st_nlink != 2:
-            with os.scandir(current) as entries:
-                stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-    return tuple(sorted(times))
 
 
 def _shown(root):
