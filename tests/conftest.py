@@ -281,6 +281,15 @@ SLOW = {
         "test_training_is_deterministic_on_cpu",
         "test_two_processes_writing_the_same_run_leave_one_whole_file",
     },
+    "test_weak_cases.py": {
+        "test_a_rehearsal_that_reaches_nothing_says_why",  # about 15 s: the budget plan, three times
+    },
+    "test_store_tolerance.py": {
+        "test_plan_lists_each_unusable_file_once_and_goes_on",  # about 10 s: the budget plan, twice
+    },
+    "test_model_inputs.py": {
+        "test_every_registered_model_refuses_another_image_size_naming_both",  # about 2.5 s: every model on meta
+    },
 }
 
 

@@ -6,7 +6,6 @@ conda, `conda env create -f environment.yml && conda activate vixnb && make test
 import re
 import tomllib
 
-import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version

@@ -2,7 +2,6 @@
 epoch, and its claims (checked by the claims schema, naming only runs of the `test` table). Builds no model."""
 import re
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,7 @@ from vixnb import papers
 from vixnb.analysis import panel, prediction_record, record_stale
 from vixnb.data import load_split
 from vixnb.profiles import run_config
-from vixnb.record_kinds import KINDS, Request, chapter_requests, weights_read
+from vixnb.record_kinds import KINDS, chapter_requests, weights_read
 from vixnb.report import claim_schema
 from vixnb.results import ResultsStore
 from vixnb.runs import keep_where

@@ -36,7 +36,7 @@ from .bench.fill import fill_winner
 from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
-from .profiles import gpu_profile, run_model_settings, run_config
+from .profiles import gpu_profile, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
@@ -143,7 +143,8 @@ def _run_training(spec, store, deadline):
     if len(configs) > 1:
         checkpoints.append(checkpoint_path(store, configs))
     earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
-    resumed = bool(earlier)
+    # a checkpoint another process is training from is its run, not one this job resumes (it waits for its result)
+    resumed = bool(earlier) and not any(store.lock_held(c) for c in configs)
     published = {store.path(c): store.get(c) for c in configs} if spec.get("weights_wanted") else {}
     try:
         if len(configs) > 1:

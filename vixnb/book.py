@@ -33,6 +33,7 @@ from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _
 from .profiles import get_profile, gpu_profile, list_profiles
 from .report import book_plans, book_totals, dashboard, ledger
 from .report.findings import findings
+from .validate import checked
 
 __all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
 
@@ -167,6 +168,7 @@ def copy_book_sources(dest: str | os.PathLike) -> Path:
     return dest
 
 
+@checked("jobs")
 def build_book(
     profile: str = "smoke",
     *,

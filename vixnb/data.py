@@ -6,7 +6,6 @@ on the CPU. The training engine moves the whole tensors to the device and calls 
 import errno
 import hashlib
 import numbers
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,7 +17,11 @@ from torchvision import datasets
 from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
 
+from .data_files import (DECODING, DataError, class_folders, counted_files, folder_times, images_in, is_image,
+                         listing_digest, rgb_pixels)
 from .files import atomic_write
+from .validate import env_text
+from .validate import checked
 
 
 @dataclass(frozen=True)
@@ -78,20 +81,16 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset is not on disk (and was not, or could not be, downloaded)."""
 
 
-class DataError(RuntimeError):
-    """A data set on disk is not what its spec says: a class folder missing, a count off, an image unreadable
-    or of another size. The message names the file or folder and what to do."""
-
-
 def data_root():
     """Where datasets live: ``$VIXNB_DATA`` if set, else ``~/.cache/vixnb/data``."""
-    env = os.environ.get("VIXNB_DATA")
+    env = env_text("VIXNB_DATA")  # set to the empty string is unset
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
     if root.exists() and not root.is_dir():
         raise DataError(f"VIXNB_DATA={env} is a file, not a folder; point VIXNB_DATA at the folder that holds the data sets")
     return root
 
 
+@checked("seed")
 def load_split(name, split, *, root=None, download=False, seed=0, size=None, allow_resize=False):
     """Load one split of dataset ``name`` as ``(images uint8 (N,3,H,W), labels int64 (N,))``.
 
@@ -134,47 +133,39 @@ def describe_source(name, split="train", *, root=None):
 
 
 def source_fingerprint(name, *, root=None):
-    """A short fingerprint of the data set copy ``load_split`` would read (file names and sizes of both
-    splits; for the synthetic set, its generator's version), or None when no copy is here. A stored result
-    that recorded another fingerprint was made from other data."""
+    """A short fingerprint of the data set copy ``load_split`` would read (names and sizes of the files it reads:
+    the image files of the class folders of both splits, ``data_files.counted_files``; hidden files, notes and
+    other extensions do not count; for the synthetic set, its generator's version), or None when no copy is here.
+    A stored result that recorded another fingerprint was made from other data."""
     if name == "synthetic":
         return "synthetic-v1"
     root = Path(root).expanduser() if root is not None else data_root()
     folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
     if not folder.is_dir():
         return None
-    return _listing_digest(str(folder), _folder_times(folder))
-
-
-def _folder_times(folder):
-    """``((folder, modification time), ...)`` of ``folder`` and of every folder below it: a file added, removed or
-    renamed anywhere changes its own folder's time. A folder whose link count says it has no subfolders (2, on
-    Linux file systems) is not listed, so this stays cheap on 60,000 files."""
-    times, stack = [], [Path(folder)]
-    while stack:
-        current = stack.pop()
-        st = current.stat()
-        times.append((str(current), st.st_mtime_ns))
-        if st.st_nlink != 2:
-            with os.scandir(current) as entries:
-                stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-    return tuple(sorted(times))
+    return _fingerprint(name, str(folder), folder_times(folder))
 
 
 @lru_cache(maxsize=16)
-def _listing_digest(folder, times):
-    """sha256 over the sorted relative paths and byte sizes of every file under ``folder``; cached on ``times``
-    (``_folder_times``: every folder's modification time, so a file added in a class folder is seen)."""
-    digest = hashlib.sha256()
-    base = Path(folder)
-    for path in sorted(p for p in base.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(base).as_posix()}\t{path.stat().st_size}\n".encode())
-    return digest.hexdigest()[:16]
+def _fingerprint(name, folder, times):
+    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``data_files.folder_times``: every folder's
+    modification time, so a file added, removed or renamed in a class folder is seen)."""
+    folder = Path(folder)
+    if name == "tiny-imagenet":
+        wnids = (folder / "wnids.txt").read_text().split() if (folder / "wnids.txt").is_file() else []
+        files = [p for w in wnids for p in images_in(folder / "train" / w / "images")] + images_in(
+            folder / "val" / "images") + counted_files(folder, None, (), other=("wnids.txt", "val/val_annotations.txt"))
+    else:
+        torchvision = (datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100).base_folder
+        classes = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
+        read = [s for s in SPLITS if (folder / s).is_dir()]
+        files = counted_files(folder, classes, read, other=() if read else (torchvision,))
+    return listing_digest(folder, files)
 
 
 def _shown(root):
     """$VIXNB_DATA or ~ instead of this machine's absolute path."""
-    env = os.environ.get("VIXNB_DATA")
+    env = env_text("VIXNB_DATA")
     if env and Path(env).expanduser() == root:
         return "$VIXNB_DATA"
     home = Path.home()
@@ -203,6 +194,7 @@ def _normalize_constants(mean, std, device):
 _SYNTHETIC_CHUNK = 256
 
 
+@checked("seed")
 def synthetic_split(split, *, seed=0, size=None):
     """The embedded synthetic dataset: deterministic in ``(seed, split)``; never touches the global RNG.
 
@@ -256,7 +248,7 @@ DECODED_DIR = ".decoded"  # under the data root: decoded splits, one .npy per li
 def _decoded_cache(paths, image_size, allow_resize, cache_dir):
     """The cache file of decoding ``paths``: named by a digest of their paths, sizes and modification times
     (any changed, added or removed file gives another name) and of the decoding options."""
-    digest = hashlib.sha256(f"{image_size}|{allow_resize}".encode())
+    digest = hashlib.sha256(f"{image_size}|{allow_resize}|{DECODING}".encode())
     for path in paths:
         st = _stat(path)
         digest.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
@@ -305,21 +297,17 @@ def _decode_image_files(paths, image_size, desc, *, allow_resize=False):
     for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
         try:
             with Image.open(path) as image:
-                image = image.convert("RGB")
+                pixels = rgb_pixels(image, path)  # its true 8-bit RGB values, or a DataError naming it
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
             raise DataError(f"{path}: unreadable image ({type(e).__name__}: {e}); replace or restore the file") from None
-        if image.size != (image_size, image_size):
+        if pixels.shape[:2] != (image_size, image_size):
             if not allow_resize:
-                raise DataError(f"{path}: image is {image.size[0]}x{image.size[1]}, the data set's are "
+                raise DataError(f"{path}: image is {pixels.shape[1]}x{pixels.shape[0]}, the data set's are "
                                 f"{image_size}x{image_size}; fix the file, or allow resizing (allow_resize=True, "
                                 "`vixnb train --allow-resize`)")
-            image = image.resize((image_size, image_size), Image.Resampling.BICUBIC)
-        images[i] = np.asarray(image)
+            pixels = np.asarray(Image.fromarray(pixels).resize((image_size, image_size), Image.Resampling.BICUBIC))
+        images[i] = pixels
     return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
-
-
-def _is_image(path):
-    return path.suffix.lower() in {".jpg", ".jpeg", ".png"}
 
 
 def _interleaved_files(folders_by_label):
@@ -327,7 +315,7 @@ def _interleaved_files(folders_by_label):
     labels (rank 0 of every label in label order, then rank 1, ...)."""
     entries = [(rank, label, path)
                for label, folder in folders_by_label.items()
-               for rank, path in enumerate(sorted(p for p in folder.iterdir() if _is_image(p)))]
+               for rank, path in enumerate(sorted(p for p in folder.iterdir() if is_image(p)))]
     entries.sort(key=lambda entry: entry[:2])
     return [path for _, _, path in entries], [label for _, label, _ in entries]
 
@@ -336,7 +324,7 @@ def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=No
     """``split_dir/<class>/*`` -> tensors; labels are indices into ``class_names`` (not alphabetical). Every
     class needs its folder; with ``per_class``, each folder must hold that many images."""
     index = {name: i for i, name in enumerate(class_names)}
-    folders = [d for d in split_dir.iterdir() if d.is_dir()]
+    folders = class_folders(split_dir)  # hidden folders (.ipynb_checkpoints) are no class's
     unknown = sorted(d.name for d in folders if d.name not in index)
     if unknown:
         raise DataError(f"{split_dir}: unknown class folder(s) {unknown}; expected names from {list(class_names)}")
@@ -367,7 +355,7 @@ def _check_counts(split_dir, counts, per_class):
     if over:
         extra = []
         for c, n in list(over.items())[:5]:
-            files = sorted((p for p in (split_dir / c).iterdir() if _is_image(p)),
+            files = sorted((p for p in (split_dir / c).iterdir() if is_image(p)),
                            key=lambda p: (p.lstat().st_mtime_ns, p.name))
             extra += [str(p) for p in files[per_class - n:]]
         shown = ", ".join(f"{c}: {n}" for c, n in list(over.items())[:5])
@@ -468,6 +456,7 @@ def _missing_tiny_imagenet(folder, reason=None, url=None):
     )
 
 
+@checked("classes", "train_per_class", "val_per_class", "seed")
 def make_tiny_imagenet_miniature(root, *, classes=3, train_per_class=4, val_per_class=2, seed=0):
     """Write a miniature Tiny ImageNet (real 64x64 JPEG files, one of them grayscale) in the standard
     layout under ``root/tiny-imagenet-200`` and return that folder; ``load_split("tiny-imagenet", ...,

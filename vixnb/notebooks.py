@@ -34,7 +34,7 @@ from papermill.translators import PythonTranslator
 
 from . import RELEASE_TAG, REPOSITORY_URL
 from .models import list_models
-from .parameters import as_list
+from .parameters import as_list, check_parameter
 from .paths import checkout_root
 from .profiles import get_profile
 
@@ -101,6 +101,10 @@ def repo_root() -> Path:
     return root
 
 
+class NotebookNotFound(FileNotFoundError, ValueError):
+    """A notebook named on the command line or in the API that is not there: a usage error (exit 2)."""
+
+
 def notebook_path(notebook: str | os.PathLike) -> Path:
     """Resolve a notebook stem (``vix_table1``) or a path to an existing file."""
     text = os.fspath(notebook)
@@ -113,13 +117,14 @@ def notebook_path(notebook: str | os.PathLike) -> Path:
     if is_path:
         path = Path(text).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"notebook not found: {text}")
+            raise NotebookNotFound(f"notebook not found: {text}; give a stem of {NOTEBOOK_DIR}/ (e.g. vix_table1) "
+                                   "or the path of an existing .ipynb file")
         return path.resolve()
     nb_dir = repo_root() / NOTEBOOK_DIR
     path = nb_dir / f"{text}.ipynb"
     if not path.is_file():
         avail = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
-        raise FileNotFoundError(
+        raise NotebookNotFound(
             f"no notebook named {text!r} in {NOTEBOOK_DIR}/; available: "
             + (", ".join(avail) if avail else "(none)")
         )
@@ -276,7 +281,7 @@ def coerce_parameters(
             value = [_as_type(v, kind, name, shown) if kind else v for v in items]
         elif default is not None:
             value = _as_type(value, type(default), name, f"a {type(default).__name__} (default {spec.get('default')})")
-        out[name] = value
+        out[name] = check_parameter(name, value, default)  # the numbers it takes (vixnb.validate)
     return out
 
 

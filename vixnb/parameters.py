@@ -13,6 +13,8 @@ import numbers
 
 import yaml
 
+from .validate import NAMED, Invalid, ListOf, Real, Whole
+
 #: how papermill's injected cell starts (its translators' ``codify`` with the default comment)
 INJECTED_HEAD = "# Parameters"
 
@@ -58,6 +60,42 @@ def _of_kind(item, kind, name):
         return float(item)
     raise ValueError(f"parameter {name!r} takes a list of {kind.__name__}, got the element {item!r}; e.g. "
                      f"-p {name} '[...]' with {kind.__name__} elements")
+
+
+#: a list parameter's element rule, by the parameter's name (``seeds`` -> the rule of ``seed``)
+SINGULAR = {"seeds": "seed", "tokens": "tokens"}
+
+
+def parameter_rule(name, default):
+    """The rule (``vixnb.validate``) of notebook parameter ``name`` whose declared default is ``default``: the
+    vocabulary's rule of that name (``NAMED``), else one by the default's type; a list parameter's elements by the
+    rule of its singular (``seeds``: whole numbers >= 0; an empty list is the notebook's default); None where the
+    parameter takes no number."""
+    if isinstance(default, (list, tuple)):
+        kind = type(default[0]) if default else None
+        item = NAMED.get(SINGULAR.get(name, name)) if name in SINGULAR else \
+            (Whole() if kind is int else Real() if kind is float else None)
+        return ListOf(item) if item is not None else None
+    if name in NAMED:
+        return NAMED[name].or_none("the notebook's default") if default is None else NAMED[name]
+    if isinstance(default, numbers.Number) and not isinstance(default, bool):
+        return Whole() if isinstance(default, int) else Real()
+    return None
+
+
+def check_parameter(name, value, default):
+    """``value`` of notebook parameter ``name`` (declared default ``default``) checked by its rule
+    (``parameter_rule``; a list parameter's value made a list first, ``as_list``), or ``Invalid`` naming the
+    parameter, the value and what it takes."""
+    if isinstance(default, (list, tuple)):
+        value = as_list(value, name)
+    rule = parameter_rule(name, default)
+    if rule is None:
+        return value
+    try:
+        return rule(value, name)
+    except Invalid as e:
+        raise Invalid(f"notebook parameter {e}") from None
 
 
 def declared(source):
@@ -109,3 +147,5 @@ def check_injected(namespace):
         if isinstance(default, (list, tuple)) and name in namespace:
             kind = type(default[0]) if default and not isinstance(default[0], bool) else None
             namespace[name] = as_list(namespace[name], name, kind=kind)
+        if name in namespace:  # a number within what the parameter takes (seeds >= 0, ...)
+            namespace[name] = check_parameter(name, namespace[name], default)

@@ -1,8 +1,9 @@
 """Where the repository checkout is: the one place that finds it (results store, notebooks, git commit)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from .validate import env_text
 
 #: The file that marks the checkout's root (the Jupyter Book's table of contents).
 ROOT_MARKER = "_toc.yml"
@@ -20,7 +21,7 @@ def checkout_root() -> Path | None:
 
 def results_root() -> Path:
     """The results store's folder: ``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout, else of the cwd."""
-    if "VIXNB_RESULTS" in os.environ:
-        return Path(os.environ["VIXNB_RESULTS"])
+    if (root := env_text("VIXNB_RESULTS")) is not None:  # empty is unset
+        return Path(root).expanduser()
     repo = checkout_root()
     return (repo if repo is not None else Path.cwd()) / "results"

@@ -53,6 +53,7 @@ from .record_kinds import chapter_requests, kind_of, record_name, study_requests
 from .results import ResultsStore, StoreError, config_key, read_json
 from .results.pack import TRAVEL_MB
 from .results.policy import built_today, code_changed, stale_reason
+from .results.store import unusable
 from .runtime import machine_precision
 from .runs import keep_where
 
@@ -228,7 +229,9 @@ def _run_status(entry, store, needed_paths):
             continue
         try:
             old = read_json(other)["config"]
-        except (StoreError, KeyError):  # an unreadable file is no evidence either way
+        except (StoreError, KeyError, TypeError):  # an unreadable file is no evidence either way
+            continue
+        if unusable(read_json(other)):  # a newer engine's, say: listed as "not used" (vixnb plan), never stale
             continue
         changed = [f"{k} {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(config) | set(old))
                    if old.get(k) != config.get(k)]

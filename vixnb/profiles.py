@@ -13,6 +13,7 @@ import yaml
 from .data import dataset_spec, source_fingerprint
 from . import papers
 from .models import list_models, model_cfg, settings_from_key, settings_in_key
+from .validate import checked
 
 
 @cache
@@ -123,6 +124,7 @@ def check_randaugment(randaugment):
                          "and MAGNITUDE from 0 to 30 (--randaugment 2 9)")
 
 
+@checked("seed", "epochs", "batch_size", "post_train_epochs", "lr")
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
@@ -270,6 +272,7 @@ def _init_source(init_from, model, dataset, profile, seed):
     return {**source, "key": config_key(config)}
 
 
+@checked("seeds")
 def table_runs(key, book, table, profile, seeds=None):
     """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
     section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's

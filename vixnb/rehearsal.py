@@ -159,6 +159,21 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
     return names
 
 
+def why_nothing(profile, *, budget=None, only=None, chapter=None, order="chapters", ensemble="auto",
+                pack_limit_mb=None):
+    """Why ``reachable`` found nothing for these options, in words with the fix."""
+    jobs = runner.jobs_from_plan(planning.build(profile, only=only, chapter=chapter, machine=True, order=order),
+                                 ensemble=ensemble)
+    if not jobs:
+        return "no entry of the plan is left to run with these --only/--chapter; check the names with `vixnb plan`"
+    if all(runner.lacks_data(job) for job in jobs):
+        return "no copy of their data is here; set VIXNB_DATA to the folder that holds it"
+    if budget is None:
+        return "the rehearsal's plan holds none of the jobs selected; check the names with `vixnb plan`"
+    least = min(runner.least_seconds(job, pack_limit_mb) for job in jobs if not runner.lacks_data(job))
+    return f"the cheapest job needs {least:.0f} s, more than --budget {budget:.0f}; give a larger --budget"
+
+
 def _selected(entries, names):
     """The rehearsal plan's ``entries`` of the models and records ``names``, with the runs whose weights their
     measurements read."""
@@ -181,7 +196,8 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         if names is not None:
             entries = _selected(entries, names)
             if not entries:
-                progress("vixnb batch --rehearse: the batch with these options would start nothing; nothing to rehearse")
+                progress("vixnb batch --rehearse: the batch with these options would start nothing "
+                         f"({why_nothing(profile, **selection)}); nothing to rehearse")
                 return [], time.time() - start
         jobs, skipped = rehearsal_jobs(entries)
         what = "the" if names is None else "what this batch would start of the"

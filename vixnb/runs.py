@@ -17,6 +17,7 @@ from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
 from .runtime import machine_precision
 from .train import build_model, train
+from .validate import checked
 
 KEEP_WEIGHTS = ("no", "store", "local")
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
@@ -52,6 +53,7 @@ def keep_where(config):
     return "local" if weights_too_large(config) else "store"
 
 
+@checked("seed")
 def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
         download=False, deadline=None, keep_weights="no", **overrides):
     """One training run under the compute policy (``results.policy.decide``): the stored result, or trained now
@@ -156,6 +158,7 @@ def _source_weights(config, store, **options):
     return state, result["weights"]["sha256"], None
 
 
+@checked("seed")
 def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
     """``(module, result)``: the trained model of a run (``run`` under ``compute``, its weights kept where they fit:
     ``keep_where``),

@@ -34,7 +34,6 @@ import time
 from contextlib import nullcontext
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 

@@ -11,6 +11,7 @@ from torch import nn
 from ..layers import SoftmaxAttention, moore_penrose_pinv
 from ..layers.performer import FastAttention, orthogonal_gaussian
 from .maps import _evaluating, _recorded_inputs, has_attention_map
+from ..validate import checked
 
 
 def _softmax(q, k, scale=None):
@@ -54,6 +55,7 @@ def map_distance(a, b):
     return {"tv": float(tv), "frobenius": float(frob.mean())}
 
 
+@checked("seed")
 @torch.no_grad()
 def performer_map(q, k, nb_features, *, seed=0, kernel="softmax"):
     """(b, h, n, n): the Performer's approximation of softmax(q k^T / sqrt(d)) from (b, h, n, d) queries and keys:
@@ -66,6 +68,7 @@ def performer_map(q, k, nb_features, *, seed=0, kernel="softmax"):
     return fast.to(q.device).attention_map(q, k)
 
 
+@checked("pinv_iterations")
 @torch.no_grad()
 def nystrom_map(q, k, landmarks, *, pinv_iterations=6):
     """(b, h, n, n): Nystromformer's approximation of softmax(q k^T / sqrt(d)) from unscaled (b, h, n, d) queries and
@@ -89,6 +92,7 @@ def _mean_distances(rows):
             "per_layer": {key: [r[key] for r in rows] for key in keys}}
 
 
+@checked("seed")
 @torch.no_grad()
 def approximation_errors(model, x, *, features=(16, 32, 64, 110, 256), landmarks=(16, 32, 64, 128), seed=0):
     """How far the Performer's and Nystromformer's maps are from the exact softmax map on a (trained) model's own

@@ -34,6 +34,7 @@ from ..data import normalize
 from .map_measures import rounded
 from .maps import _mappers
 from .sanity_checks import _spearman
+from ..validate import checked
 
 METHODS = ("integrated_gradients", "occlusion", "grad_cam")
 BASELINES = ("grey", "black")
@@ -134,6 +135,7 @@ def _evaluating(model):
         model.train(was)
 
 
+@checked("n_steps", "window", "stride", "seed")
 def attribute(model, x, method, target=None, *, baseline="grey", n_steps=50, internal_batch_size=None, window=4,
               stride=4, noise_tunnel=None, seed=0):
     """Attributions of ``target`` (default: each image's predicted class) for normalised images ``x`` (b, c, h, w).
@@ -200,6 +202,7 @@ def rank_agreement(maps):
     return {"methods": names, "matrix": matrix}
 
 
+@checked("steps")
 @torch.no_grad()
 def deletion_insertion(model, x, attribution, *, target=None, steps=16, baseline=None):
     """The ``target`` class's softmax probability (default: the predicted class) as the most-attributed pixels of
@@ -229,6 +232,7 @@ def deletion_insertion(model, x, attribution, *, target=None, steps=16, baseline
     return out
 
 
+@checked("ig_steps", "window", "stride", "steps")
 def attribution_measures(model, x, *, methods=METHODS, ig_steps=50, internal_batch_size=None, baseline="grey",
                          window=4, stride=4, steps=16, show=None):
     """One model's attributions of its predicted classes on normalised images ``x``, JSON-ready: for each of

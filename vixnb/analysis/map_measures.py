@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import torch
+from ..validate import checked
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -39,6 +40,7 @@ def _discard(a, ratio):
     return a.flatten(1).scatter(-1, idx, 0.0).view(b, n, n)
 
 
+@checked("discard_ratio")
 def attention_rollout(maps, *, head_fusion="mean", discard_ratio=0.0, add_residual=True):
     """Attention rollout over per-layer maps (first layer first), each (b, h, n, n) or (b, n, n).
 
@@ -64,6 +66,7 @@ def attention_rollout(maps, *, head_fusion="mean", discard_ratio=0.0, add_residu
     return rollout
 
 
+@checked("cls_index")
 def class_token_map(rollout, *, cls_index=0):
     """(b, side, side): the class token's row of a (b, n, n) rollout (or a (b, h, n, n) map, heads
     averaged) without the class token's own column, reshaped to the square patch grid."""
@@ -134,6 +137,7 @@ def _distribution(a):
     return a / a.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)
 
 
+@checked("discard_ratio", "cls_index")
 def rollout(maps, *, head_fusion="mean", start="cls", discard_ratio=0.0, residual=True, cls_index=0):
     """(B, side, side): attention rollout (``attention_rollout``: heads fused, the ``discard_ratio`` weakest links
     dropped, the residual identity added when ``residual``, rows renormalised, A_L ... A_1) of ``maps`` (the dict of

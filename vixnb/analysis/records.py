@@ -37,8 +37,10 @@ from .map_measures import (attention_distance, centre_query, class_token_map, di
                            row_entropy)
 from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
 from .sanity_checks import randomisation_check
+from ..validate import checked
 
 
+@checked("per_class")
 def panel(dataset="cifar10", per_class=2, *, labels=None):
     """Test-set indices of the panel (see the module's docstring); ``labels``: the test labels, when loaded."""
     if labels is None:
@@ -74,6 +76,7 @@ def model_maps(model, images, *, prominence_images=None):
             "identity_share": [round(v, 5) for v in layers.shaped_ratios(model)]}
 
 
+@checked("images", "prominence_images")
 def attention_record(runs, *, dataset, profile, compute="never", store=None, images=5, prominence_images=1000):
     """The measurement record of ``runs`` ``{name: (model, settings, seed)}``: for each, its trained model's
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
@@ -91,6 +94,7 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
             "runs": out, "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
 
 
+@checked("images")
 def prediction_record(runs, *, dataset, profile, compute="never", store=None, images=10):
     """The measurement record of the predicted labels of ``runs`` ``{name: (model, settings, seed)}`` (paper
     `linattn`'s panels of test images with each model's predicted label), in two selections of ``images`` test

@@ -7,6 +7,7 @@ from torch import nn
 
 from .map_measures import _cls_tokens, _layers, rollout
 from .maps import _evaluating, _mappers, attention_maps, has_skip, map_kind
+from ..validate import checked
 
 
 def _spearman(a, b):
@@ -68,6 +69,7 @@ def _model_rollout(model, x, method="attention_map"):
     return rollout(maps, start=start, residual=has_skip(model))
 
 
+@checked("layers", "seed")
 @torch.no_grad()
 def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
     """{"rank_correlation", "changed"}: the model-randomisation sanity check of Adebayo et al. (2018): a map must

@@ -15,6 +15,7 @@ from ..layers import build
 from ..layers.nystrom import COMPILE_MODES
 from ..measure import (FUSED_SOFTMAX, MATERIALISED_SOFTMAX, as_dtype, dtype_name, jsonable, local_rng, provenance,
                        sweep_mechanisms, sweep_row, torch_threads)
+from ..validate import checked
 
 REFERENCE = MATERIALISED_SOFTMAX
 
@@ -29,6 +30,7 @@ def compile_mode(compile):
     return mode
 
 
+@checked("tokens", "batch", "warmup", "steps", "threads")
 def bench_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
                 cpu_memory=False, threads=None, compile=False):
     """Forward + backward of one mechanism (``measure.sweep_row``, no CPU budget guard), with the operators
@@ -47,6 +49,7 @@ def bench_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_
     return row
 
 
+@checked("tokens")
 def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head):
     """How many aten operators one forward + backward of the mixer dispatches (batch 1: the count does not
     depend on the batch), on ``device`` in ``dtype`` (autocast): ``aten_ops`` all of them, ``aten_ops_compute``
@@ -72,6 +75,7 @@ def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head
     return {"aten_ops": count.total, "aten_ops_compute": count.compute}
 
 
+@checked("tokens", "dim", "heads", "dim_head")
 def operator_table(*, device="cpu", dtype="fp32", tokens=1025, dim=128, heads=4, dim_head=32):
     """aten operators one forward + backward of each mechanism dispatches (``dispatched_ops``), in the
     configuration of ``bench_mixers``, with the Nystrom mixer also with autograd's backward of its
@@ -115,6 +119,7 @@ def _bench_isolated(label, kind, options, **cfg):
     raise RuntimeError(f"benchmark of {label} failed:\n{proc.stderr[-2000:]}")
 
 
+@checked("tokens", "dim", "heads", "dim_head", "batch", "warmup", "steps", "threads")
 def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_head=32, batch=64, warmup=2,
                  steps=5, kinds=None, isolate=None, threads=None, compile=False):
     """Forward + backward time and memory of every mechanism, with ratios to the materialised softmax.

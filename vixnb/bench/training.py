@@ -17,6 +17,7 @@ from ..measure.flops import flops
 from ..models import create_model
 from ..profiles import run_config
 from ..steps import WARMUP_STEPS, TrainStep
+from ..validate import checked
 
 
 def _reference_loader(images, labels, batch_size, workers):
@@ -107,6 +108,7 @@ def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, w
         torch.cuda.empty_cache()
 
 
+@checked("batch", "steps", "warmup", "workers")
 def bench_train(models=None, *, device=None, dtype=None, batch=None, steps=10, warmup=3, workers=None):
     """Training images/s of each model at its paper batch size: the engine's path (uint8 data resident on
     the device, normalised there, fused attention, ``dtype`` autocast, fused AdamW on a GPU) against a

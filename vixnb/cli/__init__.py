@@ -10,6 +10,7 @@ import sys
 
 from . import commands
 from .. import errors
+from ..validate import NON_NEGATIVE, POSITIVE, Real, Whole, option
 
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
@@ -22,27 +23,10 @@ TRAVEL_MB = 60  # vixnb.results.pack
 
 def whole_number(least):
     """An argparse type: a whole number >= ``least`` (so 0 is not silently the profile's default)."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{value} is below {least}; give a whole number >= {least}")
-        return value
-
-    parse.__name__ = f"whole number >= {least}"
-    return parse
+    return option(Whole(least=least))
 
 
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} is not > 0")
-    return value
+positive_float = option(POSITIVE)  # an argparse type: a number > 0
 
 
 def _models_arguments(sub):
@@ -95,6 +79,8 @@ def _notebook_arguments(sub):
     s.add_argument("--profile", default="smoke")
     s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
+    s.add_argument("-o", "--output", metavar="FILE.ipynb",
+                   help="where the executed copy goes (default: book/executed/<stem>.ipynb)")
     s.set_defaults(fn=commands.run_notebook)
 
     s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")
@@ -127,11 +113,11 @@ def _bench_arguments(sub):
     s = bench.add_parser("mixers", help="forward+backward time and memory of every token mixer")
     s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     s.add_argument("--dtype", default="fp32", choices=DTYPE_NAMES, help="autocast dtype (default fp32)")
-    s.add_argument("--batch", type=int, default=64)
-    s.add_argument("--tokens", type=int, default=1025)
-    s.add_argument("--steps", type=int, default=5)
-    s.add_argument("--warmup", type=int, default=2)
-    s.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads, restored after)")
+    s.add_argument("--batch", type=whole_number(1), default=64)
+    s.add_argument("--tokens", type=whole_number(1), default=1025)
+    s.add_argument("--steps", type=whole_number(1), default=5)
+    s.add_argument("--warmup", type=whole_number(0), default=2)
+    s.add_argument("--threads", type=whole_number(1), default=None, help="CPU threads (torch.set_num_threads, restored after)")
     s.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
                    help="time every mechanism through torch.compile, optionally in a mode "
                         "(reduce-overhead: CUDA graphs)")
@@ -145,10 +131,10 @@ def _bench_arguments(sub):
     s.add_argument("models", nargs="*", help="default: the twelve Table 1 models")
     s.add_argument("--device")
     s.add_argument("--dtype", help="autocast dtype for our path (default bf16 on a GPU, fp32 on a CPU)")
-    s.add_argument("--batch", type=int, help="default: each model's paper batch size")
-    s.add_argument("--steps", type=int, default=10)
-    s.add_argument("--warmup", type=int, default=3)
-    s.add_argument("--workers", type=int, help="DataLoader workers of the reference loop")
+    s.add_argument("--batch", type=whole_number(1), help="default: each model's paper batch size")
+    s.add_argument("--steps", type=whole_number(1), default=10)
+    s.add_argument("--warmup", type=whole_number(0), default=3)
+    s.add_argument("--workers", type=option(NON_NEGATIVE), help="DataLoader workers of the reference loop")
     s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
     s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
     s.add_argument("--engine", action="store_true", help="the engine's own step instead: eager, graphed, K runs at once, "
@@ -216,9 +202,9 @@ def _plan_arguments(sub):
     s.add_argument("--gpu-check", action="store_true",
                    help="before the batch, in the same process, check the models it would start for a step on the "
                         "GPU-only paths (autocast, fused AdamW, attention kernels; at most about 30 s)")
-    s.add_argument("--clock-from", type=float, default=None, metavar="EPOCH_S",
+    s.add_argument("--clock-from", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
                    help="the time the `trained N s of M s` line counts M from (default: the batch's start)")
-    s.add_argument("--pack-since", type=float, default=None, metavar="EPOCH_S",
+    s.add_argument("--pack-since", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
                    help="pack only files written from this time on (seconds since the epoch; default: the batch's start)")
     s.add_argument("--partition", help="slurm: partition")
     s.add_argument("--time-min", type=whole_number(1), help="slurm: time limit per job in minutes (default: from the estimates)")

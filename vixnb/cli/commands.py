@@ -92,7 +92,11 @@ def run_notebook(args):
     """``vixnb run NOTEBOOK``: execute a notebook with papermill."""
     from ..notebooks import run_notebook as execute
 
-    out = execute(args.notebook, profile=args.profile, parameters=_yaml_values(args.parameter))
+    from ..validate import writable_file
+
+    if args.output:  # a path that cannot be written fails now, not after the notebook ran
+        writable_file(args.output, "--output")
+    out = execute(args.notebook, profile=args.profile, parameters=_yaml_values(args.parameter), output=args.output)
     print(f"executed notebook written to {out}")
 
 
@@ -213,6 +217,7 @@ def plan(args):
     from .tables import plan_table, plan_totals
 
     entries = planning.build(args.profile, machine=True, order=args.order, gpu=args.gpu)
+    _not_used(args.profile)
     if args.json:
         print(json.dumps(planning.as_json(entries), indent=1))
         return entries
@@ -224,11 +229,52 @@ def plan(args):
     return entries
 
 
+def _not_used(profile):
+    """One line on stderr for each file of the store that cannot be used (``ResultsStore.unusable_files``): the
+    rest goes on, and nothing is deleted."""
+    import sys
+
+    from ..results import ResultsStore
+
+    store = ResultsStore()
+    for path, why in store.unusable_files(profile):
+        print(f"vixnb: not used: {path}: {why}; it is left as it is (move or delete it to silence this)",
+              file=sys.stderr)
+
+
+def _check_runnable(jobs, args, runner):
+    """Before any job starts: the store's profile folder can be written (else a ``StoreError`` naming it, as
+    ``vixnb train`` says), and some job can run on this machine (else an error saying why none can, not a table
+    of skipped jobs and exit 0)."""
+    import tempfile
+
+    from ..errors import StoreError
+    from ..results import ResultsStore
+
+    folder = ResultsStore().root / args.profile
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            pass
+    except OSError as e:
+        raise StoreError(f"results store folder {folder} is not writable ({e.strerror or e}); fix its permissions "
+                         "or set VIXNB_RESULTS to a writable folder") from None
+    reasons = [runner.cannot_run_here(job, args.executor) for job in jobs]
+    if all(reasons):
+        shown = "; ".join(dict.fromkeys(reasons))
+        raise RuntimeError(f"none of the {len(jobs)} jobs of profile {args.profile!r} can run on this machine "
+                           f"({shown}); run the batch where they can (a GPU machine, --executor slurm), or add "
+                           "--dry-run to see what it would run")
+
+
 def batch(args):
     """``vixnb batch``: run the plan's missing entries in priority order; ends with a status table."""
-    from .. import batch as runner, plan as planning
+    from ..validate import writable_file
 
     started = time.time()  # the budget counts from here: building the plan is part of it
+    if args.pack:  # an archive that cannot be written is found now, not after the jobs ran
+        writable_file(args.pack, "--pack")
+    from .. import batch as runner, plan as planning
     if args.rehearse:
         from ..rehearsal import rehearsal_table, rehearse
 
@@ -242,7 +288,10 @@ def batch(args):
             raise RuntimeError(f"the rehearsal failed in {len(failed)} of {len(rows)}: {', '.join(failed)}")
         return rows
     entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
+    _not_used(args.profile)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
+    if jobs and not args.dry_run and args.executor != "slurm":
+        _check_runnable(jobs, args, runner)
     if not jobs:
         print(f"vixnb batch: nothing left to run in profile {args.profile!r}")
     elif args.executor == "slurm":

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from contextlib import ExitStack
 from functools import cache
 
@@ -18,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..models.counting import input_size_of
+from ..validate import POSITIVE, checked, env_number
 from .runtime import GB, execution_path, local_rng
 
 CONVENTIONS = {
@@ -257,6 +257,7 @@ def paper_macs(model, input_size=None):
         model.train(was_training)
 
 
+@checked("optimizer_states")
 def estimate(module, make_input, *, training, optimizer_states=2):
     """Shape-based (meta) estimate of one step: ``{"gb", "gflop"}``.
 
@@ -277,8 +278,8 @@ def estimate(module, make_input, *, training, optimizer_states=2):
 def cpu_budget():
     """The CPU budget guard's limits (GB, GFLOP per step), read when called: ``$VIXNB_CPU_BUDGET_GB`` (default
     4) and ``$VIXNB_CPU_BUDGET_GFLOP`` (default 100)."""
-    return (float(os.environ.get("VIXNB_CPU_BUDGET_GB", DEFAULT_CPU_BUDGET_GB)),
-            float(os.environ.get("VIXNB_CPU_BUDGET_GFLOP", DEFAULT_CPU_BUDGET_GFLOP)))
+    return (env_number("VIXNB_CPU_BUDGET_GB", POSITIVE, default=DEFAULT_CPU_BUDGET_GB),
+            env_number("VIXNB_CPU_BUDGET_GFLOP", POSITIVE, default=DEFAULT_CPU_BUDGET_GFLOP))
 
 
 def budget_status(est, *, budget_gb=None, budget_gflop=None):

@@ -13,6 +13,7 @@ from ..models.counting import input_size_of
 from .flops import budget_status, estimate
 from .runtime import (CPU_MEMORY_NOTE, GB, PATHS, as_dtype, autocast_for, dtype_name, execution_path, is_oom,
                       local_rng, oom_record, provenance, release_memory, resolve_device)
+from ..validate import checked
 
 
 def make_optimizer(model, path, device):
@@ -41,6 +42,7 @@ def num_classes_of(model):
     return 10
 
 
+@checked("batch_size", "steps")
 def training_memory(model, *, batch_size, device=None, path="authors", dtype="fp32", steps=2, input_size=None,
                     num_classes=None, cpu_budget_gb=None, cpu_budget_gflop=None):
     """Peak memory and time of a training step (forward + backward + AdamW) at ``batch_size``.

@@ -13,6 +13,7 @@ from .memory import inference_memory, training_memory
 from .runtime import PATHS, dtype_name, local_rng, provenance, resolve_device
 from .storage import jsonable
 from .throughput import throughput
+from ..validate import checked
 
 PROTOCOL = "the favor paper (Nauen et al., 'Which Transformer to Favor'), re-implemented in vixnb.measure"
 
@@ -22,6 +23,7 @@ def default_batch_size(device):
     return 64 if device.type == "cuda" else 4
 
 
+@checked("batch_size", "iters", "steps", "max_batch")
 def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json_ready=True, paths=PATHS,
             dtype="fp32", inference_batch_sizes=(1, 32, 64, 128), iters=None, cpu_batch=None, steps=2, max_batch=4096,
             **overrides):
@@ -44,6 +46,7 @@ def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json
                          cpu_batch=cpu_batch, steps=steps, dataset=dataset, overrides=dict(overrides), max_batch=max_batch)
 
 
+@checked("batch_size", "iters", "steps", "max_batch")
 def measure_model(model, *, name, input_size=None, device=None, batch_size=None, json_ready=True, paths=PATHS,
                   dtype="fp32", inference_batch_sizes=(1, 32, 64, 128), iters=None, cpu_batch=None, steps=2,
                   dataset=None, overrides=None, max_batch=4096):
@@ -93,6 +96,7 @@ def measure_many(models, *, progress=False, **kwargs):
     return records
 
 
+@checked("batch_size")
 def gpu_memory_column(models, *, dataset="cifar10", batch_size=64, device=None, dtype="fp32", **overrides):
     """Training memory of each model at ``batch_size`` on the authors' path (fp32) and ours (fused, ``dtype``):
     the ViX paper's "GPU (GB)" column. Returns a pandas DataFrame indexed by model; cells are GB (reserved

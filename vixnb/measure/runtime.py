@@ -8,6 +8,7 @@ import torch
 
 from ..layers import fused_attn
 from ..results import provenance as made
+from ..validate import COUNT, ListOf, OneOf, checked
 
 GB = 1024**3
 MB = 1024**2
@@ -44,6 +45,7 @@ def autocast_for(device, dtype):
     return (lambda: torch.autocast(device.type, dtype=dtype)) if dtype != torch.float32 else nullcontext
 
 
+@checked(batch_size=OneOf(COUNT, ListOf(COUNT, least=1)))  # one batch size, or those of a memory record
 def provenance(device, *, dtype=None, batch_size=None):
     """The provenance of a measurement (``vixnb.results.provenance``), with its dtype and batch size."""
     return made(resolve_device(device), stamp="measured", dtype=dtype_name(dtype) if dtype is not None else None,
@@ -59,6 +61,7 @@ def execution_path(model, path):
         yield model
 
 
+@checked("seed")
 @contextmanager
 def local_rng(device="cpu", seed=0):
     """Random numbers seeded with ``seed`` inside (the CPU generator, and ``device``'s when it is a GPU); the
@@ -74,6 +77,7 @@ def local_rng(device="cpu", seed=0):
         yield
 
 
+@checked(threads=COUNT.or_none("the thread count as it is"))
 @contextmanager
 def torch_threads(threads):
     """``torch.set_num_threads(threads)`` inside (nothing when ``threads`` is None); the caller's count after."""

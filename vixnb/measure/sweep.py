@@ -16,6 +16,7 @@ from .flops import budget_status, count_ops, estimate
 from .runtime import (MB, as_dtype, autocast_for, dtype_name, is_oom, local_rng, oom_record, provenance,
                       release_memory, resolve_device)
 from .storage import jsonable
+from ..validate import checked
 
 MATERIALISED_SOFTMAX = "softmax (materialised)"  # the reference of ``vixnb bench mixers`` (vixnb.bench)
 FUSED_SOFTMAX = "softmax (fused)"
@@ -50,6 +51,7 @@ def _build_mixer(kind, options, *, on, dim, heads, dim_head, n):
         return build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=n, **options)
 
 
+@checked("batch", "warmup", "steps")
 def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
               budget_gb, budget_gflop, cpu_memory=False, compile=False):
     """Time and memory of ``steps`` steps (after ``warmup``) of one mechanism at ``n`` tokens: one row of
@@ -147,6 +149,7 @@ def _time_steps(step, clear_grads, row, device, *, warmup, steps, cpu_memory):
     return times
 
 
+@checked("tokens", "dim", "heads", "dim_head", "batch", "warmup", "steps")
 def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads=4, dim_head=32, batch=None,
                   device=None, dtype="fp32", include_materialized=True, backward=True, warmup=1, steps=3,
                   cpu_budget_gb=None, cpu_budget_gflop=None, progress=False):

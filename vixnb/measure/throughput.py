@@ -14,6 +14,7 @@ from .flops import budget_status, estimate
 from .memory import forward
 from .runtime import (GB, MB, as_dtype, autocast_for, dtype_name, execution_path, is_oom, local_rng, oom_record,
                       provenance, release_memory, resolve_device)
+from ..validate import checked
 
 
 def fit_line(xs, ys):
@@ -27,6 +28,7 @@ def fit_line(xs, ys):
     return slope, intercept
 
 
+@checked("min_batch")
 def batch_candidates(probes, total_bytes, *, margins=(250 * MB, 100 * MB, 0), max_batch=None, min_batch=1):
     """The favor paper's candidate batch sizes from memory probes {batch: peak bytes}: fit a line through the
     probes, take the largest batch that fits under ``total_bytes`` minus each margin, and try the power of two
@@ -41,6 +43,7 @@ def batch_candidates(probes, total_bytes, *, margins=(250 * MB, 100 * MB, 0), ma
     return sorted(b for b in cands if b >= min_batch)
 
 
+@checked("iters", "warmup", "max_batch", "max_candidates", "cpu_batch")
 def throughput(model, *, device=None, path="fused", dtype="fp32", iters=None, warmup=3, max_batch=4096,
                max_candidates=4, cpu_batch=8, input_size=None, cpu_budget_gb=None, cpu_budget_gflop=None):
     """Inference throughput (images/s).

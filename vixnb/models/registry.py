@@ -131,10 +131,37 @@ def model_cfg(name):
     return cfg
 
 
+#: what ``create_model`` gives every model function from the data set: no override may set them as well
+FROM_DATASET = ("image_size", "num_classes", "channels")
+
+
+class InputSize:
+    """A forward pre-hook that refuses images of another shape than the model was built for (channels x size x
+    size), naming both: a ViT built for 32 x 32 would otherwise take 28 x 28 silently, its position table cut."""
+
+    def __init__(self, name, dataset, channels, size):
+        self.name, self.dataset, self.shape = name, dataset, (channels, size, size)
+
+    def __call__(self, module, args):
+        image = args[0] if args else None
+        if isinstance(image, torch.Tensor) and image.dim() >= 3 and tuple(image.shape[-3:]) != self.shape:
+            c, h, w = image.shape[-3:]
+            raise ValueError(f"model {self.name!r} was built for {self.shape[1]}x{self.shape[2]} images with "
+                             f"{self.shape[0]} channels ({self.dataset}), got {h}x{w} with {c}; resize the images to "
+                             f"{self.shape[1]}x{self.shape[2]} (--allow-resize) or build the model for their data set "
+                             "(create_model(name, dataset=...))")
+
+
 def create_model(name, *, dataset="cifar10", **overrides):
-    """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides."""
+    """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides. The model
+    refuses images of another size than the data set's (``InputSize``), unless it resizes them itself (a model
+    with a ``resize_to``: the `linattn` paper's ViT-B/16 at 224 on CIFAR)."""
     _check(name)
     spec = dataset_spec(dataset)
+    if given := [k for k in FROM_DATASET if k in overrides]:
+        raise SettingError(f"{given[0]}={overrides[given[0]]!r}: model {name!r} takes its image size, classes and "
+                           f"channels from its data set ({spec.name}: {spec.image_size}x{spec.image_size}, "
+                           f"{spec.num_classes} classes, {spec.channels} channels); choose another dataset= instead")
     check_settings(name, overrides)
     try:
         model = _MODELS[name](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
@@ -145,6 +172,8 @@ def create_model(name, *, dataset="cifar10", **overrides):
         raise SettingError(f"bad override for model {name!r}: {e}") from e
     model.default_cfg = {**model_cfg(name), "dataset": spec.name,
                          "input_size": (spec.channels, spec.image_size, spec.image_size)}
+    if getattr(model, "resize_to", None) is None:
+        model.register_forward_pre_hook(InputSize(name, spec.name, spec.channels, spec.image_size))
     return model
 
 

@@ -10,6 +10,7 @@ import statistics
 import pandas as pd
 
 from .. import papers
+from ..escape import html_text
 from ..models import list_models
 from ..profiles import get_profile
 from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
@@ -414,4 +415,4 @@ def claims_page(frame, *, caption=None):
 
 def claims_readings(frame):
     """Markdown: how each claim of a ``claims`` frame was read, numbered as in ``claims_page``."""
-    return "\n".join(f"{number}. {row['reading']}" for number, (_, row) in enumerate(frame.iterrows(), 1))
+    return "\n".join(f"{number}. {html_text(row['reading'], quote=False)}" for number, (_, row) in enumerate(frame.iterrows(), 1))

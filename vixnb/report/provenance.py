@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..escape import markdown_text
 from ..plan import STATUSES, build, counts, shown_settings, todo
 from ..profiles import get_profile, gpu_profile, list_profiles
 from ..results import ResultsStore, StoreError, made_on, read_json
@@ -59,7 +60,7 @@ def provenance_line(records, *, profile=None):
     if not made:
         reasons = sorted({r["reason"] for r in records if isinstance(r, dict) and r.get("reason")})
         if reasons:
-            return f"No run of this configuration has been made yet ({'; '.join(reasons)})."
+            return f"No run of this configuration has been made yet ({'; '.join(map(markdown_text, reasons))})."
         return "No measurement was made for this section."
     provs = [r["provenance"] for r in made]
     fields = {k: sorted({str(p[k]) for p in provs if k in p}) for k in ("profile", "device", "commit", "torch", "seed")}
@@ -69,10 +70,10 @@ def provenance_line(records, *, profile=None):
                              if "data" in r["provenance"] or "config" in r})
     fields["date"] = sorted({d for p in provs if (d := made_on(p))})
     missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
-    line = "; ".join(f"{k}: {', '.join(v)}" for k, v in fields.items() if v)
+    line = "; ".join(f"{k}: {', '.join(map(markdown_text, v))}" for k, v in fields.items() if v)  # results' text
     notes = sorted({p["note"] for p in provs if p.get("note")})
     return (f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
-            + "".join(f" Note: {n.rstrip('.')}." for n in notes))
+            + "".join(f" Note: {markdown_text(n.rstrip('.'))}." for n in notes))
 
 
 def measured_runs_frame(runs):

@@ -9,6 +9,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from .. import papers
+from ..escape import html_text, markdown_text
 from ..models import list_models, model_cfg
 
 NOT_YET_RUN = "**Not yet run** for this profile on this machine."
@@ -100,16 +101,18 @@ def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=
         frame = frame.astype(object).where(frame.notna(), blank)
     frame, note = compact_missing(frame)
     if frame.shape[1] == 0:
-        return Markdown(f"{caption + ': ' if caption else ''}{NOT_YET_RUN_SHORT} ({len(frame)} rows).")
+        return Markdown(f"{markdown_text(caption) + ': ' if caption else ''}{NOT_YET_RUN_SHORT} ({len(frame)} rows).")
     if note:
         caption = f"{caption} ({note})" if caption else note[:1].upper() + note[1:] + "."
     frame.index.name = None
-    styler = frame.style.format(lambda v: cell_text(v, decimals), na_rep=blank).set_table_styles(PAGE_TABLE_STYLE)
+    # every cell, heading and the caption escaped: text from a paper file or a result is printed, never markup
+    styler = frame.style.format(lambda v: cell_text(v, decimals), na_rep=html_text(blank), escape="html") \
+        .format_index(escape="html", axis=0).format_index(escape="html", axis=1).set_table_styles(PAGE_TABLE_STYLE)
     wrapped = [c for c in wrap if c in frame.columns]
     if wrapped:
         styler = styler.set_properties(subset=wrapped, **{"white-space": "normal !important", "text-align": "left !important",
                                                           "min-width": "12em", "max-width": "26em"})
-    return styler.set_caption(caption) if caption else styler
+    return styler.set_caption(html_text(caption)) if caption else styler
 
 
 def _is_number(v):

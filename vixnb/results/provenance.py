@@ -6,7 +6,6 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import os
 import platform
 import subprocess
 import time
@@ -20,6 +19,7 @@ from .. import __version__
 from ..models.registry import list_models, model_entrypoint
 from ..paths import checkout_root
 from ..profiles import ENGINE_VERSION
+from ..validate import env_text
 
 
 def device_name(device):
@@ -33,8 +33,8 @@ def git_commit():
     """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); "unknown" outside one.
     ``$VIXNB_COMMIT``, when set, is used instead: a copy of the tree without its git history (a lent GPU
     machine) is told the commit it was copied from."""
-    if os.environ.get("VIXNB_COMMIT"):
-        return os.environ["VIXNB_COMMIT"]
+    if commit := env_text("VIXNB_COMMIT"):  # empty or blank: unset
+        return commit.strip()
     repo = checkout_root()
     if repo is None:
         return "unknown"

@@ -15,6 +15,7 @@ the repository's ``results/`` (so the book can be rebuilt on a CPU from them); `
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
 and two processes finishing the same run leave one complete file.
 """
+import functools
 import hashlib
 import io
 import json
@@ -29,8 +30,9 @@ import torch
 
 from ..errors import StoreError
 from ..files import atomic_write
+from ..models import list_models
 from ..paths import results_root
-from ..profiles import config_key
+from ..profiles import ENGINE_VERSION, config_key, run_config
 from .policy import decide
 
 
@@ -39,6 +41,8 @@ RECORD_KINDS = ("measure", "bench")
 
 def read_json(path):
     """A stored JSON file, or a ``StoreError`` naming it when it is truncated or not JSON."""
+    if Path(path).is_dir():
+        raise StoreError(f"unreadable result file {path} (a folder, not a file); move it out of the results store")
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -71,6 +75,38 @@ def damage(result):
     return None
 
 
+#: the keys a training run's configuration holds only where set (``profiles.run_config``); with those of a plain
+#: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
+OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from")
+
+
+def unusable(result):
+    """Why a stored training run (``result``, read back) cannot be used by this vixnb, or None: ``damage``, a model
+    no longer registered, a newer engine version than this one, or a configuration key this vixnb does not
+    write. Such a file is listed as "not used" (``ResultsStore.unusable_files``) and left as it is."""
+    if (why := damage(result)) is not None:
+        return why
+    config = result.get("config")
+    if not isinstance(config, dict):
+        return "it has no config"
+    if config.get("model") not in list_models():
+        return f"model {config.get('model')!r} is not registered in this vixnb (renamed or removed)"
+    version = config.get("engine_version")
+    if isinstance(version, int) and version > ENGINE_VERSION:
+        return (f"made by a newer vixnb (engine version {version}, this one has {ENGINE_VERSION}); upgrade vixnb "
+                "to use it")
+    unknown = sorted(set(config) - _config_keys())
+    if unknown:
+        return f"configuration key(s) {', '.join(unknown)} unknown to this vixnb (made by another version?)"
+    return None
+
+
+@functools.cache
+def _config_keys():
+    """Every key of a training run's configuration that this vixnb writes."""
+    return set(run_config("vit", profile="smoke")) | set(OPTIONAL_CONFIG_KEYS)
+
+
 def damaged_result(path, why):
     """The ``StoreError`` of a damaged result file: it names the file and keeps it (never deleted nor used)."""
     return StoreError(f"damaged result file {path} ({why}); it is kept as it is and not used: delete it and run "
@@ -78,9 +114,13 @@ def damaged_result(path, why):
 
 
 def default_root():
-    """``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd
-    (``paths.results_root``)."""
-    return results_root()
+    """``$VIXNB_RESULTS`` if set (empty is unset; a file there is a ``StoreError`` naming it), else ``results/`` of
+    the checkout (``paths.checkout_root``), else of the cwd (``paths.results_root``)."""
+    root = results_root()
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"VIXNB_RESULTS={root} is a file, not a folder; point VIXNB_RESULTS at the results "
+                         "store's folder (or unset it for results/ of the checkout)")
+    return root
 
 
 class ResultsStore:
@@ -166,6 +206,23 @@ class ResultsStore:
         path = self.path(config)
         return path.parent / ".locks" / (path.stem + ".lock")
 
+    def lock_held(self, config):
+        """Whether another process holds ``config``'s lock now (it is computing that run)."""
+        try:
+            import fcntl  # optional dependency: missing on Windows
+        except ImportError:
+            return False
+        path = self.lock_path(config)
+        if not path.is_file():
+            return False
+        with open(path, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
     @contextmanager
     def lock(self, config):
         """Hold the run's lock (``lock_path``, an advisory ``flock``) while it is computed; yields True
@@ -207,9 +264,28 @@ class ResultsStore:
                 result = read_json(path)
             except StoreError:
                 continue
-            if damage(result) is None:
+            if unusable(result) is None:
                 found.append(result)
         return found
+
+    def unusable_files(self, profile):
+        """``[(path relative to the store, why)]``: each file of ``profile``'s training runs, measurements (and of
+        the benchmarks) that cannot be used (not JSON, a folder, damaged, a model no longer registered, a newer
+        engine, an unknown configuration key). Nothing is deleted: ``vixnb plan`` lists each as "not used"."""
+        out = []
+        for folder, training in ((self.root / profile, True), (self.root / profile / "measure", False),
+                                 (self.root / "bench", False)):
+            for path in sorted(folder.glob("*.json")):
+                try:
+                    record = read_json(path)
+                    why = unusable(record) if training else None if isinstance(record, dict) else \
+                        f"it holds a JSON {type(record).__name__}, not a mapping"
+                except StoreError as e:
+                    why = "not a file" if path.is_dir() else "not JSON" if "JSONDecodeError" in str(e) else \
+                        str(e).split(" (", 1)[-1].split(");", 1)[0]
+                if why:
+                    out.append((path.relative_to(self.root).as_posix(), why))
+        return out
 
     def devices(self, profile):
         """The devices that made the stored results of ``profile`` (training runs and measurements), as their
@@ -218,7 +294,7 @@ class ResultsStore:
         for path in (self.root / profile).rglob("*.json"):
             try:
                 device = ((read_json(path).get("provenance") or {}).get("device"))
-            except StoreError:
+            except (StoreError, AttributeError):  # unreadable, or not a mapping: not a result
                 continue
             if device:
                 counts[device] = counts.get(device, 0) + 1

@@ -1,0 +1,95 @@
+"""The store tolerates what it cannot use: a result of an unregistered model, an unknown configuration key, a
+newer engine version, a file that is not JSON, a folder where a file should be. Each is listed once as "not used:
+<why>", plan and batch go on with the rest, and nothing is deleted or changed."""
+import hashlib
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from vixnb import profiles
+from vixnb.cli import main
+from vixnb.results import ResultsStore
+from vixnb.results.store import OPTIONAL_CONFIG_KEYS, unusable
+
+REPO_RESULTS = Path(__file__).resolve().parents[1] / "results" / "budget"
+
+
+def _store_hash(root):
+    """SHA-256 over every path and file of the store but its cache (``.cache/``: counts kept between runs)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if ".cache" not in path.relative_to(root).parts:
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes() if path.is_file() else b"<folder>")
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def unusable_store(isolated_results):
+    """A budget store holding one stored result as vixnb wrote it and one unusable file of each kind:
+    ``{file name: what "not used" says}``."""
+    real = next(p for p in sorted(REPO_RESULTS.glob("*.json")))
+    result = json.loads(real.read_text())
+    folder = isolated_results / "budget"
+    folder.mkdir(parents=True)
+    (folder / real.name).write_text(real.read_text())
+    config = result["config"]
+    kinds = {
+        "gone_model-cifar10-seed0-0000000000000000.json": ({**config, "model": "gone_model"},
+                                                            "model 'gone_model' is not registered in this vixnb"),
+        "vit-cifar10-seed0-1111111111111111.json": ({**config, "model": "vit", "mystery": 1},
+                                                    "configuration key(s) mystery unknown to this vixnb"),
+        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit", "engine_version": profiles.ENGINE_VERSION + 1},
+                                                    f"made by a newer vixnb (engine version {profiles.ENGINE_VERSION + 1}, "
+                                                    f"this one has {profiles.ENGINE_VERSION}); upgrade vixnb to use it"),
+    }
+    for name, (cfg, _) in kinds.items():
+        (folder / name).write_text(json.dumps({**result, "config": cfg}))
+    (folder / "vit-cifar10-seed0-3333333333333333.json").write_text("{ not json")
+    (folder / "vit-cifar10-seed0-4444444444444444.json").mkdir()
+    return {**{n: why for n, (_, why) in kinds.items()}, "vit-cifar10-seed0-3333333333333333.json": "not JSON",
+            "vit-cifar10-seed0-4444444444444444.json": "not a file"}
+
+
+def test_the_store_names_each_unusable_file_and_reads_the_rest(unusable_store, isolated_results):
+    before = _store_hash(isolated_results)
+    store = ResultsStore()
+    _full(store, unusable_store)
+    assert len(store.results("budget")) == 1  # the one usable result, and only it
+    assert _store_hash(isolated_results) == before
+
+
+def _full(store, expected):
+    """The whole reasons ``unusable_files`` gives, checked to begin with the expected ones."""
+    found = {path.split("/", 1)[1]: why for path, why in store.unusable_files("budget")}
+    assert set(found) == set(expected)
+    assert all(found[n].startswith(why) for n, why in expected.items()), found
+    return found
+
+
+def test_plan_lists_each_unusable_file_once_and_goes_on(unusable_store, isolated_results, capsys):
+    before = _store_hash(isolated_results)
+    assert main(["plan", "--profile", "budget", "--json"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == len(unusable_store)
+    for name, why in unusable_store.items():
+        assert sum(f"vixnb: not used: budget/{name}: {why}" in line for line in lines) == 1, (name, err)
+    entries = json.loads(out)
+    assert not any(e["status"] == "stale" and e["model"] == "vit" for e in entries)  # a newer engine's is not stale
+    assert _store_hash(isolated_results) == before  # nothing deleted, moved or rewritten
+    assert main(["batch", "--profile", "budget", "--dry-run", "--max-jobs", "1"]) == 0
+    assert "not used: budget/gone_model" in capsys.readouterr().err
+    assert _store_hash(isolated_results) == before
+    assert len(ResultsStore().results("budget")) == 1  # the one usable result, and only it
+
+
+def test_the_optional_configuration_keys_are_those_run_config_writes():
+    source = inspect.getsource(profiles.run_config)
+    top_level = re.findall(r'^ {8}\*\*\(\{"(\w+)":', source, flags=re.MULTILINE)  # the returned dict's own keys
+    assert set(top_level) == set(OPTIONAL_CONFIG_KEYS)
+    assert unusable({"status": "done", "top1": 1.0, "config": profiles.run_config("vit", allow_resize=True,
+                                                                                  grad_norm_every=2)}) is None

@@ -1,0 +1,18 @@
+"""What reaches a page as text: every string from a paper file, a result or a parameter is escaped before it is
+put into a page's HTML (tables, captions) or Markdown, so that it is printed, never read as markup."""
+import html
+import re
+
+#: the characters Markdown (and MyST's dollar math) would read as markup, escaped with a backslash
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
+
+
+def html_text(value, *, quote=True):
+    """``value`` as text safe inside HTML: ``&``, ``<``, ``>`` (and with ``quote``, ``"`` and ``'``) as entities."""
+    return html.escape(str(value), quote=quote)
+
+
+def markdown_text(value):
+    """``value`` as text safe inside Markdown: HTML escaped (``html_text``) and Markdown's markup characters
+    escaped with a backslash, so ``<script>`` and ``**bold**`` are printed as they are written."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", html_text(value, quote=False))
