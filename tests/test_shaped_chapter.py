@@ -155,7 +155,7 @@ def test_an_override_that_is_a_training_option_is_refused():
         train(args)
 
 
-def test_a_kept_weights_run_stored_without_them_is_stale_in_the_plan_and_a_measured_record_goes_stale():
+def test_a_kept_weights_run_stored_without_them_wants_its_weights_and_a_measured_record_goes_stale():
     from vixnb.analysis import record_stale
     from vixnb.results import ResultsStore
 
@@ -163,7 +163,7 @@ def test_a_kept_weights_run_stored_without_them_is_stale_in_the_plan_and_a_measu
     entry = next(e for e in plan.build("smoke") if e.paper == "shaped" and e.keep_weights == "store")
     store.put(entry._config, {"status": "done", "top1": 1.0, "history": [{"seconds": 1.0}]})
     again = next(e for e in plan.build("smoke", only=[entry.name]) if e.key == entry.key)
-    assert again.status == "stale" and "weights" in again.reason
+    assert again.status == "weights wanted" and "weights" in again.reason  # its numbers stand
     record = {"runs": {entry.name: {"config": entry._config, "weights_sha256": "abc"}}}
     assert "no weights stored now" in record_stale(record, store)
     store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "def"}})

@@ -89,7 +89,7 @@ def test_forward_backward_and_layouts(name, layout):
 def test_vanilla_without_skips_and_bad_arguments():
     model = vixnb.create_model("vit_small_vanilla", depth=2, skips=False)
     assert not any(block.skips for block in model.blocks)
-    with pytest.raises(ValueError, match="layout='wide': use one of blog, standard"):
+    with pytest.raises(ValueError, match="layout='wide': use one of blog, one-norm, standard"):
         vixnb.create_model("vit_small_vanilla", layout="wide")
     with pytest.raises(ValueError, match="skips=True: the simplified block has none"):
         vixnb.create_model("vit_small_simplified", skips=True)
@@ -123,8 +123,8 @@ def test_maps_are_collected_from_the_families_own_attentions(name):
 
 def test_the_parallel_block_is_sas_p_with_the_same_parameters():
     torch.manual_seed(0)
-    seq = vixnb.create_model("vit_small_simplified", depth=2)
-    par = vixnb.create_model("vit_small_simplified", depth=2, block="parallel")
+    seq = vixnb.create_model("vit_small_simplified", depth=2, block="sequential")  # our earlier reading
+    par = vixnb.create_model("vit_small_simplified", depth=2)  # SAS-P, the default
     par.load_state_dict(seq.state_dict())  # the same parameters, name for name
     assert vixnb.count_params(par, "true") == vixnb.count_params(seq, "true")
     block, x = par.blocks[0], torch.randn(2, 65, 96)

@@ -34,6 +34,7 @@ import time
 from contextlib import nullcontext
 
 import torch
+import torch.nn.functional as F  # noqa: F401  (the tests patch engine.F.cross_entropy)
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -319,20 +320,21 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     of the run's identity: the result records it under ``provenance["execution"]``. Several runs at once in one
     process: ``concurrent.train_concurrently``."""
     device = training_device(config, device)
+    data = splits(config, device, download)  # before the RNG is forked: a missing data set is named first
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         return drain(_run(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
                           deadline=deadline, with_weights=with_weights, init_state=init_state, init_sha256=init_sha256,
-                          graphs=graphs))
+                          graphs=graphs, data=data))
 
 
 def _run(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
-         interleave=False, concurrent_runs=1):
+         interleave=False, concurrent_runs=1, data=None):
     """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
     ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
-    result: what ``train`` and ``concurrent.train_concurrently`` drive."""
+    result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = splits(config, device, download)
+    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = data or splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
     torch.manual_seed(seed)
     model, facts = build_model(config)

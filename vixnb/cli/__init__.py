@@ -139,7 +139,8 @@ def _bench_arguments(sub):
     s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
     s.add_argument("--engine", action="store_true", help="the engine's own step instead: eager, graphed, K runs at once, "
                    "share of the FLOP floor, max |dw| (default models vit, vit_small_simplified, cvt at batch 32)")
-    s.add_argument("--concurrent", type=int, nargs="+", default=[4, 8], metavar="K", help="with --engine: K runs at once")
+    s.add_argument("--concurrent", type=option(Whole(least=1)), nargs="+", default=[4, 8], metavar="K",
+                   help="with --engine: K runs at once")
     s.add_argument("--smoke", action="store_true", help="with --engine: a tiny model and a few steps (a CPU check)")
     s.set_defaults(fn=commands.bench_train)
 

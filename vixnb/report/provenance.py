@@ -170,7 +170,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
             config = record.get("config") or {}
             status = (record["status"] if record.get("status", "").startswith("unreadable") else
                       found[0].status if found else "not in the plan")
-            why = found[0].reason if found and found[0].status not in ("stored", "missing") else ""
+            why = found[0].reason if found and found[0].status == "stale" else ""
             settings = found[0].settings if found else {}
             rows.append({"notebook": ", ".join(dict.fromkeys(e.chapter for e in found)),
                          "model": config.get("model") or path.stem,
@@ -182,7 +182,9 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
                          "torch": prov.get("torch", ""), "commit": str(prov.get("commit", ""))[:10],
                          "date": made_on(prov) or "", "wall time": _wall(record.get("seconds")),
                          "status": f"stale: {why}" if why else status,
-                         "note": f"code edited since: {flags[rel]}" if rel in flags else ""})
+                         "note": (f"code edited since: {flags[rel]}" if rel in flags else
+                                  found[0].reason if found and found[0].status in ("unverified", "weights wanted",
+                                                                                    "damaged") else "")})
     frame = pd.DataFrame(rows, columns=["notebook", "model", "settings", "dataset", "profile", "protocol", "seed",
                                         "device", "torch", "commit", "date", "wall time", "status", "note"])
     order = frame["seed"].map(lambda s: s if isinstance(s, int) else -1)
