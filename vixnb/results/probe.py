@@ -37,8 +37,9 @@ STEPS = 3
 
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
-#: ``registry``; ``train._optimizer``; ``data.dataset_spec`` and ``data.normalize``); a rename of one of them
-#: renames it here too
+#: ``registry``; ``train._optimizer``; ``data.dataset_spec`` and ``data.normalize``), and ``models.settings_from_key``
+#: where the code has it (the settings a key means, ``register_model(changed_defaults=...)``); a rename of one of
+#: them renames it here too
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
@@ -47,6 +48,11 @@ try:
     from vixnb.models import create_model
 except ImportError:  # the registry's earlier home
     from vixnb.registry import create_model
+try:  # a setting whose default changed: the key leaves the earlier default out
+    from vixnb.models import settings_from_key
+except ImportError:  # code from before any default changed: the key's settings are the model's
+    def settings_from_key(name, keyed):
+        return keyed
 from vixnb import train
 from vixnb.data import dataset_spec, normalize
 
@@ -56,7 +62,8 @@ for config in json.load(sys.stdin):
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config["seed"])
-            model = create_model(config["model"], dataset=config["dataset"], **config["model_overrides"]).train()
+            settings = settings_from_key(config["model"], config["model_overrides"])
+            model = create_model(config["model"], dataset=config["dataset"], **settings).train()
             optimizer = train._optimizer(model, config, "sgd" if config["optimizer"] == "sgd" else "adamw")
             spec = dataset_spec(config["dataset"])
             fixed = torch.Generator().manual_seed(0)
