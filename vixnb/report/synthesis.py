@@ -45,7 +45,7 @@ def _mechanism(model, settings):
 
 def mechanism(model, settings=None):
     """The mechanism of ``model``'s token mixer (``MECHANISMS``), or None for a model without one (a ResNet)."""
-    settings = model_settings(settings)
+    settings = model_settings({"model": model, "model_overrides": settings or {}})
     return _mechanism(model, tuple(sorted(settings.items()))) if model in list_models() else None
 
 
