@@ -217,3 +217,31 @@ def claims_section(paper_key, profile, *, sections=None, compute="never"):
         display(Markdown(provenance_line(records, profile=profile)))
     display(Markdown("How each claim was read:\n\n" + claims_readings(verdicts)))
     return verdicts
+
+
+def claims_overview(pages):
+    """The ledger's summary, one row per paper of ``pages`` (``ledger``): its claims, how many the paper's own
+    tables bear out / do not, and our verdicts: hold, do not hold, not decided (``verdict_rules.NOT_DECIDED`` and
+    undecided), not yet run or not testable here."""
+    from .claim_verdicts import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED
+
+    rows = {}
+    for key, entry in pages.items():
+        frame = entry["frame"]
+        paper, ours = frame["paper bears it out"].value_counts(), frame["our verdict"].value_counts()
+        rows[papers.load(key).get("title", key)] = {
+            "claims": len(frame), "paper's tables: bear out / do not": f"{paper.get(PAPER_YES, 0)} / {paper.get(PAPER_NO, 0)}",
+            "ours: hold": int(ours.get(HOLDS, 0)), "do not hold": int(ours.get(FAILS, 0)),
+            "not decided": sum(int(ours.get(v, 0)) for v in (*rules.NOT_DECIDED, UNDECIDED)),
+            "not yet run / not testable": f"{ours.get(NOT_RUN, 0)} / {ours.get(NOT_TESTABLE, 0)}"}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def collapsible(summary, html):
+    """``html`` in a ``<details>`` block, closed, under the one-line ``summary`` (plain text): a long table a reader
+    opens when they want it."""
+    from html import escape
+
+    from IPython.display import HTML
+
+    return HTML(f"<details><summary>{escape(summary)}</summary>\n{html}\n</details>")
