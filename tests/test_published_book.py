@@ -33,10 +33,11 @@ def published(tmp_path_factory):
 
 def test_the_published_toc_holds_every_chapter_once_in_the_profile():
     toc = published_toc(PROFILE, ROOT)
-    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    files = [c["file"] for c in toc["parts"][0]["chapters"]]
     stems = list(dict.fromkeys(name.rpartition("/")[2] for name in toc_notebooks(ROOT)))
     assert files == [f"{EXECUTED_DIR.as_posix()}/{PROFILE}/{stem}" for stem in stems]
-    assert toc["root"] == "book/intro" and len(toc["parts"]) == 1
+    assert toc["root"] == "book/intro" and len(toc["parts"]) == 2  # the chapters, then the errata and bibliography
+    assert [c["file"] for c in toc["parts"][1]["chapters"]] == [f"{EXECUTED_DIR.as_posix()}/errata", "book/bibliography"]
     assert all(chapter_run(f"{PROFILE}/{stem}", "smoke")[1:] == (PROFILE, {"compute": "never"}) for stem in stems)
 
 
@@ -52,7 +53,13 @@ def test_the_published_book_builds_from_the_committed_store(published):
     assert not (html / EXECUTED_DIR / "vix_table1.html").exists()  # no smoke part in the published book
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
     assert f'href="executed/{PROFILE}/provenance.html"' in intro and f'href="executed/{PROFILE}/claims.html"' in intro
-    assert "What the results store holds" in intro
+    assert "What the results store holds" in intro and 'href="executed/errata.html"' in intro
+    errata = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (html / EXECUTED_DIR / "errata.html").read_text()))
+    assert "662,410" in errata and "16 inconsistencies" in errata  # the LeViP typo; linattn.yaml's 16 notes
+    bibliography = (html / "book" / "bibliography.html").read_text(encoding="utf-8")
+    assert "Resource-efficient Hybrid" in bibliography and "Simplifying Transformer Blocks" in bibliography
+    page = (html / EXECUTED_DIR / PROFILE / "vix_table1.html").read_text(encoding="utf-8")
+    assert "bibliography.html#" in page  # the chapter's header cites its source
 
 
 @pytest.mark.parametrize("stem", ["vix_table1", "simplified"])
@@ -95,7 +102,9 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     monkeypatch.setattr(vixnb.book, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
     monkeypatch.setattr(vixnb.book, "book_plans", lambda: {"budget": [], "paper": []})
     board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
-    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile: board)  # tested in tests/test_report.py
+    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile, frames=None: board)  # tests/test_report.py
+    monkeypatch.setattr(vixnb.book, "ledger", lambda profile: {})  # the claims ledger: tests/test_claims.py
+    monkeypatch.setattr(vixnb.book, "findings", lambda frames, link: "")  # tests/test_verdict_rules.py
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")

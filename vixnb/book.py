@@ -351,7 +351,7 @@ def write_errata(root: Path, profile: str) -> Path:
     notes = papers.load("linattn").get("notes") or []
     (root / LINATTN_NOTES).parent.mkdir(parents=True, exist_ok=True)
     (root / LINATTN_NOTES).write_text("".join(f"{i}. {note}\n" for i, note in enumerate(notes, 1)), encoding="utf-8")
-    page = (root / ERRATA_TEMPLATE).read_text(encoding="utf-8").replace("{profile}", profile)
+    page = (repo_root() / ERRATA_TEMPLATE).read_text(encoding="utf-8").replace("{profile}", profile)
     (root / ERRATA).write_text(page.replace("The report's inconsistencies,", f"The report's {len(notes)} inconsistencies,"),
                                encoding="utf-8")
     return root / ERRATA
