@@ -395,3 +395,8 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
     assert hybrid.iloc[0]["against"] == "ViL"
     summary = synthesis.mechanism_summary(rows, synthesis.mechanism_claims("budget"))
     assert {"Performer", "Linformer", "Nyströmformer", synthesis.CONV_EMBEDDING} <= set(summary.index)
+
+
+def test_a_stale_run_is_not_counted_done():
+    runs = [{"status": "done"}, {"status": "done", "stale": "made by other model code"}, {"status": "not yet run"}]
+    assert report.runs_done(runs) == 1  # as the plan counts it: stale, not stored
