@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import nbformat
 import yaml
 
-from . import RELEASE_TAG, REPOSITORY_URL
+from . import RELEASE_TAG, REPOSITORY_URL, papers
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
@@ -346,8 +346,6 @@ BIBLIOGRAPHY = "book/bibliography"  # the bibliography page (book/references.bib
 def write_errata(root: Path, profile: str) -> Path:
     """Write the errata page (``ERRATA``) of the published book in GPU profile ``profile``, and the list it includes
     (``LINATTN_NOTES``, from ``vixnb/papers/linattn.yaml``)."""
-    from . import papers
-
     notes = papers.load("linattn").get("notes") or []
     (root / LINATTN_NOTES).parent.mkdir(parents=True, exist_ok=True)
     (root / LINATTN_NOTES).write_text("".join(f"{i}. {note}\n" for i, note in enumerate(notes, 1)), encoding="utf-8")

@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 import re
 import zlib
+from html import escape
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython import get_ipython
+from IPython.display import HTML, display
 from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
+from ..data import dataset_spec
 from ..layers import shaped_init
 
 MARKERS = ("s", "^", "o", "D", "v", "P")
@@ -51,8 +55,6 @@ def palette(names) -> dict:
 
 def chance_level(records) -> float | None:
     """100 / classes of the data set the ``records`` (training records) ran on, or None where none says."""
-    from ..data import dataset_spec
-
     dataset = next((r.get("config", {}).get("dataset") for r in records if r.get("config", {}).get("dataset")), None)
     try:
         return 100.0 / dataset_spec(dataset).num_classes if dataset else None
@@ -74,14 +76,10 @@ class MissingPanel:
         self.text, self.shown = text, False
 
     def html(self):
-        from html import escape
-
         return f'<div class="admonition note"><p class="admonition-title">No figure</p><p>{escape(self.text)}</p></div>'
 
     def _ipython_display_(self):
         if not self.shown:
-            from IPython.display import HTML, display
-
             self.shown = True
             display(HTML(self.html()))
 
@@ -112,8 +110,6 @@ def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours i
     if len(empty) == len(shown):  # an admonition in the figure's place, not an image of text
         plt.close(fig)
         panel = MissingPanel(missing[:1].upper() + missing[1:] + ".")
-        from IPython import get_ipython
-
         if get_ipython() is not None:  # where the figure would have been shown (the caller may bind it to a name)
             panel._ipython_display_()
         return panel
