@@ -32,12 +32,14 @@ LIGHT = re.compile(r"Hybrid|checkpoint|one LayerNorm|sequential|earlier")
 
 def model_color(name: str) -> tuple:
     """The colour of model ``name`` (a page's label: "Hybrid ViP", "ViP-ReLU (scratch)") in every figure of the
-    book: its mechanism's hue (``_HUES``), light for a variant; a name of no known mechanism gets one of the 20
-    colours from its text, the same on every page."""
+    book: its mechanism's hue (``_HUES``), light for a variant; a name of no known mechanism gets one of the ten
+    dark colours from its text (the words in brackets where it has them: "0.5/0.5 (uniform)" and "uniform" are one
+    setting), the same on every page."""
     tab20 = plt.get_cmap("tab20").colors
     hue = next((h for pattern, h in _HUES if re.search(pattern, name)), None)
     if hue is None:
-        return tab20[zlib.crc32(name.encode()) % 20]
+        key = (re.findall(r"\(([^)]*)\)", name) or [name])[-1]
+        return tab20[2 * (zlib.crc32(key.encode()) % 10)]
     return tab20[2 * hue + (1 if LIGHT.search(name) else 0)]
 
 
@@ -232,8 +234,10 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         ax.legend(fontsize=TEXT_PT, ncol=2 if sum(map(bool, curves.values())) > 3 else 1, loc="best")
     if title:
         ax.set_title(title, fontsize=TEXT_PT + 1)
+    if not owned:  # the caller's figure: its layout is the caller's
+        return fig
     fig.tight_layout()
-    return without_empty_panels(fig) if owned else fig
+    return without_empty_panels(fig)
 
 
 def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="training accuracy (%)", title=None,
@@ -328,8 +332,10 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     _label(ax, "layer", y_label, legend=bool(drawn))
     if title:
         ax.set_title(title, fontsize=TEXT_PT + 1)
+    if not owned:  # the caller's figure: its layout is the caller's
+        return fig
     fig.tight_layout()
-    return without_empty_panels(fig) if owned else fig
+    return without_empty_panels(fig)
 
 
 def _label(ax, x_label, y_label, *, legend):
