@@ -550,3 +550,19 @@ def test_the_blogs_attention_map_claim_is_listed_with_the_proxy_that_would_decid
     assert row["our verdict"] == "not testable here" and "attention-map record" in row["why no verdict"]
     claim = next(c for c in papers.claims("shaped") if c["id"] == "shaped-fig8-localised-maps")
     assert "entropy of the class token's attention" in claim["reading"] and "exp3_simplified" in claim["reading"]
+
+
+def test_the_ledger_summary_counts_each_papers_verdicts_and_its_tables_fold():
+    import pandas as pd
+
+    from vixnb.report.claim_verdicts import FAILS, HOLDS, NOT_RUN, PAPER_NO, PAPER_YES
+    from vixnb.report.verdict_rules import FAILED, ONE_SEED
+
+    frame = pd.DataFrame({"paper bears it out": [PAPER_YES, PAPER_YES, PAPER_NO, PAPER_YES, PAPER_YES],
+                          "our verdict": [HOLDS, FAILS, FAILED, ONE_SEED, NOT_RUN]})
+    overview = report.claims_overview({"vix": {"frame": frame}})
+    row = overview.loc[papers.load("vix")["title"]]
+    assert row.to_dict() == {"claims": 5, "paper's tables: bear out / do not": "4 / 1", "ours: hold": 1,
+                             "do not hold": 1, "not decided": 2, "not yet run / not testable": "1 / 0"}
+    folded = report.collapsible("The 5 claims <of vix>", "<table></table>").data
+    assert folded == "<details><summary>The 5 claims &lt;of vix&gt;</summary>\n<table></table>\n</details>"

@@ -308,6 +308,25 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
     assert "widgets" not in nb.metadata
 
 
+def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_rendering_machine(tmp_path):
+    from vixnb.notebooks import _mark_executed_copy
+
+    for profile, stored_only in (("budget", True), ("smoke", False)):
+        path = write_nb(tmp_path / f"{profile}.ipynb", [(["remove-input"], "env()")])
+        nb = nbformat.read(str(path), as_version=4)
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell("# A chapter\n\ntext"))
+        nb.cells[1].outputs = [nbformat.v4.new_output(
+            "stream", name="stdout", text="vixnb 0.1 on local: this machine's device cpu, torch 2\nResults shown: x.\n")]
+        nbformat.write(nb, str(path))
+        _mark_executed_copy(path, profile, stored_only=stored_only)
+        nb = nbformat.read(str(path), as_version=4)
+        heading, text = nb.cells[0].source.partition("\n")[0], nb.cells[1].outputs[0]["text"]
+        if stored_only:  # the navigation caption names the GPU profile; the device line is the results' own
+            assert heading == "# A chapter" and text == "Results shown: x.\n"
+        else:
+            assert heading == "# A chapter (pipeline check, smoke profile)" and text.startswith("vixnb 0.1 on local")
+
+
 def test_build_book_runs_chapters_side_by_side_and_refuses_no_jobs(fake_book):
     root, calls = fake_book
     bookmod.build_book("smoke", book_root=root, jobs=2)

@@ -33,10 +33,11 @@ def published(tmp_path_factory):
 
 def test_the_published_toc_holds_every_chapter_once_in_the_profile():
     toc = published_toc(PROFILE, ROOT)
-    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    files = [c["file"] for c in toc["parts"][0]["chapters"]]
     stems = list(dict.fromkeys(name.rpartition("/")[2] for name in toc_notebooks(ROOT)))
     assert files == [f"{EXECUTED_DIR.as_posix()}/{PROFILE}/{stem}" for stem in stems]
-    assert toc["root"] == "book/intro" and len(toc["parts"]) == 1
+    assert toc["root"] == "book/intro" and len(toc["parts"]) == 2  # the chapters, then the errata and bibliography
+    assert [c["file"] for c in toc["parts"][1]["chapters"]] == [f"{EXECUTED_DIR.as_posix()}/errata", "book/bibliography"]
     assert all(chapter_run(f"{PROFILE}/{stem}", "smoke")[1:] == (PROFILE, {"compute": "never"}) for stem in stems)
 
 
@@ -52,7 +53,13 @@ def test_the_published_book_builds_from_the_committed_store(published):
     assert not (html / EXECUTED_DIR / "vix_table1.html").exists()  # no smoke part in the published book
     intro = (html / "book" / "intro.html").read_text(encoding="utf-8")
     assert f'href="executed/{PROFILE}/provenance.html"' in intro and f'href="executed/{PROFILE}/claims.html"' in intro
-    assert "What the results store holds" in intro
+    assert "What the results store holds" in intro and 'href="executed/errata.html"' in intro
+    errata = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (html / EXECUTED_DIR / "errata.html").read_text()))
+    assert "662,410" in errata and "16 inconsistencies" in errata  # the LeViP typo; linattn.yaml's 16 notes
+    bibliography = (html / "book" / "bibliography.html").read_text(encoding="utf-8")
+    assert "Resource-efficient Hybrid" in bibliography and "Simplifying Transformer Blocks" in bibliography
+    page = (html / EXECUTED_DIR / PROFILE / "vix_table1.html").read_text(encoding="utf-8")
+    assert "bibliography.html#" in page  # the chapter's header cites its source
 
 
 @pytest.mark.parametrize("stem", ["vix_table1", "simplified"])
@@ -60,7 +67,8 @@ def test_published_pages_name_their_profile_and_source_and_show_no_raw_reprs(pub
     text = (published["html"] / EXECUTED_DIR / PROFILE / f"{stem}.html").read_text(encoding="utf-8")
     plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
     heading = re.search(r"<h1>([^<]*)<a class=\"headerlink\"", text).group(1)
-    assert heading.strip().endswith("(GPU results, budget profile)")
+    assert "profile)" not in heading  # the profile is named once, in the navigation caption
+    assert "this machine's device" not in plain and "Results shown: read from the results store" in plain
     assert f"Rendered from the results store ( results/{PROFILE}/ ): nothing was trained or measured" in plain
     assert "tag_parameters" in text and "tag_injected-parameters" not in text  # papermill's cell is removed
     for raw in ("&lt;Figure size", "&lt;pandas.", "<Figure size", "&lt;IPython"):
@@ -95,7 +103,9 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     monkeypatch.setattr(vixnb.book, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
     monkeypatch.setattr(vixnb.book, "book_plans", lambda: {"budget": [], "paper": []})
     board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
-    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile: board)  # tested in tests/test_report.py
+    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile, frames=None: board)  # tests/test_report.py
+    monkeypatch.setattr(vixnb.book, "ledger", lambda profile: {})  # the claims ledger: tests/test_claims.py
+    monkeypatch.setattr(vixnb.book, "findings", lambda frames, link: "")  # tests/test_verdict_rules.py
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")
@@ -131,12 +141,28 @@ def html_counts(html):
     provenance = plain(html / EXECUTED_DIR / PROFILE / "provenance.html")
     out["provenance"] = tuple(map(int, re.search(r"The store holds (\d+) of the runs .*?; (\d+) are missing and (\d+) "
                                                  r"are stale", provenance).groups()))
-    plan_tables = pd.read_html(str(html / EXECUTED_DIR / PROFILE / "plan.html"))
-    totals = next(t for t in plan_tables if {"entries", "stored", "left"} <= {str(c[-1] if isinstance(c, tuple) else c)
-                                                                               for c in t.columns})
-    totals.columns = [str(c[-1] if isinstance(c, tuple) else c) for c in totals.columns]
-    out["plan page"] = totals
+    out["plan page"] = plan_totals(html / EXECUTED_DIR / PROFILE / "plan.html")
     return out
+
+
+def plan_totals(page):
+    """``[(profile, chapter, entries, stored)]`` of the plan page's totals table (its index is profile, chapter; a
+    profile's cell spans its chapters' rows). Read with the HTML parser the book's theme brings (bs4)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    table = next(t for t in soup.find_all("table") if {"entries", "stored", "left"} <= {
+        th.get_text(strip=True) for th in t.find_all("th")})
+    head = [th.get_text(strip=True) for th in table.find("thead").find("tr").find_all("th")]
+    columns = [c for c in head if c]
+    rows, profile = [], None
+    for tr in table.find("tbody").find_all("tr"):
+        cells = [c.get_text(strip=True) for c in tr.find_all(["th", "td"])]
+        if len(cells) == len(columns) + 2:
+            profile, cells = cells[0], cells[1:]
+        values = dict(zip(columns, cells[1:]))
+        rows.append((profile, cells[0], int(values["entries"]), int(values["stored"])))
+    return rows
 
 
 def check_counts(html, plans):
@@ -153,22 +179,20 @@ def check_counts(html, plans):
         assert (entries, stored, missing, stale) == (sum(mine.values()), mine["stored"], mine["missing"],
                                                      mine["stale"]), chapter
     assert got["banners"], "no banner with counts found"
-    plan_page = got["plan page"]
-    for _, row in plan_page.iterrows():
-        values = [str(v) for v in row.values]
-        profile = next((p for p in plans if p in values), None)
-        chapter = next((v for v in values if v in {e["chapter"] for e in plans.get(profile, [])} | {"book"}), None)
-        if profile and chapter:
-            mine = [e for e in plans[profile] if chapter == "book" or e["chapter"] == chapter]
-            assert (int(row["entries"]), int(row["stored"])) == (len(mine), sum(e["status"] == "stored" for e in mine))
+    assert got["plan page"], "no totals table on the plan page"
+    for profile, chapter, entries, stored in got["plan page"]:
+        mine = [e for e in plans[profile] if chapter == "book" or e["chapter"] == chapter]
+        assert (entries, stored) == (len(mine), sum(e["status"] == "stored" for e in mine)), (profile, chapter)
 
 
 def test_every_count_in_the_built_book_agrees_with_the_plan(published):
     import json
+    import os
     import subprocess
     import sys
 
+    committed = {k: v for k, v in os.environ.items() if k != "VIXNB_RESULTS"}  # the store the book was built from
     plans = {p: json.loads(subprocess.run([sys.executable, "-m", "vixnb", "plan", "--profile", p, "--json"],
-                                          check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+                                          check=True, capture_output=True, text=True, cwd=ROOT, env=committed).stdout)
              for p in ("budget", "paper")}
     check_counts(published["html"], plans)

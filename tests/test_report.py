@@ -332,13 +332,30 @@ def test_a_figure_without_data_of_ours_keeps_no_empty_axes():
     matplotlib.use("Agg")
     from vixnb.report.figures import without_empty_panels
 
-    empty = report.training_curves([], labels={})
-    (line,) = empty.axes  # one line of text, no axis (a figure of no axes would print as its repr on a page)
-    assert not line.axison and "not yet run" in line.texts[0].get_text()
+    empty = report.training_curves([], labels={})  # an admonition on the page, not an image of text
+    assert isinstance(empty, report.MissingPanel) and "not yet run" in empty.text
+    assert '<div class="admonition note">' in empty.html() and "not yet run" in empty.html()
     half = report.curves_beside_paper({"ViT": []}, {"ViT": [10.0, 20.0]})
     assert len(half.axes) == 1 and half.axes[0].get_title() == "paper"
     both = report.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]}, {"ViT": [1.0]})
     assert len(both.axes) == 2 and without_empty_panels(both) is both
+
+
+def test_one_colour_per_model_a_chance_line_and_no_legend_entry_for_an_absent_run():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    assert report.model_color("ViP") == report.model_color("Vision Performer (ViP)") != report.model_color("ViL")
+    assert report.model_color("Hybrid ViP") != report.model_color("ViP")  # a variant: the light shade of its hue
+    colours = report.palette(["uniform", "ViT", "dynamic", "ViT, AdamW"])  # unknown names never share a colour
+    assert len(set(colours.values())) == 4 and colours["ViT"] == report.model_color("ViT")
+    done = {"status": "done", "config": {"model": "vit", "dataset": "cifar100"},
+            "history": [{"train_acc": 1.0}, {"train_acc": 3.0}]}
+    fig = report.training_curves({"ViT": [done], "ViP": []}, metric="train_acc")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ViT (1 seed)", "chance (1 %)"]
+    assert ax.lines[0].get_color() == report.model_color("ViT") and list(ax.lines[1].get_ydata()) == [1.0, 1.0]
+    assert fig.get_size_inches()[0] <= 6.9 and all(t.get_fontsize() >= 9 for t in ax.get_legend().get_texts())
 
 
 def test_a_fitted_line_prints_as_a_formula():
@@ -378,3 +395,8 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
     assert hybrid.iloc[0]["against"] == "ViL"
     summary = synthesis.mechanism_summary(rows, synthesis.mechanism_claims("budget"))
     assert {"Performer", "Linformer", "Nyströmformer", synthesis.CONV_EMBEDDING} <= set(summary.index)
+
+
+def test_a_stale_run_is_not_counted_done():
+    runs = [{"status": "done"}, {"status": "done", "stale": "made by other model code"}, {"status": "not yet run"}]
+    assert report.runs_done(runs) == 1  # as the plan counts it: stale, not stored

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import nbformat
 import yaml
 
-from . import RELEASE_TAG, REPOSITORY_URL
+from . import RELEASE_TAG, REPOSITORY_URL, papers
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
@@ -66,7 +66,9 @@ def published_toc(profile: str, root: Path | None = None) -> dict:
     caption = f"{get_profile(profile).get('page_title', profile)} (from the results store)"
     return {"format": "jb-book", "root": toc["root"],
             "parts": [{"caption": caption[:1].upper() + caption[1:],
-                       "chapters": [{"file": f"{prefix}{profile}/{stem}"} for stem in stems]}]}
+                       "chapters": [{"file": f"{prefix}{profile}/{stem}"} for stem in stems]},
+                      {"caption": "About the sources", "chapters": [{"file": ERRATA.with_suffix("").as_posix()},
+                                                                    {"file": BIBLIOGRAPHY}]}]}
 
 
 def pipeline_check_toc(root: Path | None = None) -> dict:
@@ -84,7 +86,8 @@ def pipeline_check_toc(root: Path | None = None) -> dict:
     parts = [part for part in toc.get("parts", []) if all(plain(c["file"]) for c in part.get("chapters", []))]
     if not parts:
         raise ValueError("_toc.yml has no part of plain chapters (book/executed/<stem>) for the pipeline check")
-    return {"format": "jb-book", "root": toc["root"], "parts": parts}
+    return {"format": "jb-book", "root": toc["root"],
+            "parts": [*parts, {"caption": "About the sources", "chapters": [{"file": BIBLIOGRAPHY}]}]}
 
 
 def _published(profile: str) -> bool:
@@ -106,7 +109,7 @@ def toc_notebooks(root: Path | None = None, *, toc: Path | None = None) -> list[
     names: list[str] = []
     for entry in _toc_files(toc):
         entry = entry.strip().lstrip("./")
-        if entry.startswith(prefix):
+        if entry.startswith(prefix) and entry.removesuffix(".md") != ERRATA.with_suffix("").as_posix():
             name = entry[len(prefix):].removesuffix(".ipynb")
             folder = name.rpartition("/")[0]
             if folder and folder not in list_profiles():
@@ -335,6 +338,23 @@ def setup(app):
 
 CONTENTS = EXECUTED_DIR / "contents.md"
 FINDINGS = EXECUTED_DIR / "findings.md"  # the intro's "What this study found", written with the contents
+#: the errata page of the published book: ``book/errata.template.md`` with its chapter links in the book's profile,
+#: and the linattn report's inconsistencies as its paper file lists them (``notes``), which it includes
+ERRATA, ERRATA_TEMPLATE, LINATTN_NOTES = (EXECUTED_DIR / "errata.md", Path("book/errata.template.md"),
+                                          EXECUTED_DIR / "linattn_notes.md")
+BIBLIOGRAPHY = "book/bibliography"  # the bibliography page (book/references.bib), in every book
+
+
+def write_errata(root: Path, profile: str) -> Path:
+    """Write the errata page (``ERRATA``) of the published book in GPU profile ``profile``, and the list it includes
+    (``LINATTN_NOTES``, from ``vixnb/papers/linattn.yaml``)."""
+    notes = papers.load("linattn").get("notes") or []
+    (root / LINATTN_NOTES).parent.mkdir(parents=True, exist_ok=True)
+    (root / LINATTN_NOTES).write_text("".join(f"{i}. {note}\n" for i, note in enumerate(notes, 1)), encoding="utf-8")
+    page = (repo_root() / ERRATA_TEMPLATE).read_text(encoding="utf-8").replace("{profile}", profile)
+    (root / ERRATA).write_text(page.replace("The report's inconsistencies,", f"The report's {len(notes)} inconsistencies,"),
+                               encoding="utf-8")
+    return root / ERRATA
 
 
 def _chapter_title(stem: str) -> str:
@@ -422,7 +442,11 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
              f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
              f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
              f"book ({per})."]
-    said = {"synthesis": "The five documents' numbers for each mechanism side by side: {{doc}}`the synthesis </{doc}>`.",
+    if ERRATA.with_suffix("").as_posix() in docs:
+        write_errata(root, profile)
+    said = {"errata": "What the book found in the documents themselves (typos, swapped numbers, code bugs): "
+                      "{{doc}}`the errata </{doc}>`.",
+            "synthesis": "The five documents' numbers for each mechanism side by side: {{doc}}`the synthesis </{doc}>`.",
             "provenance": "Where each stored result came from, and what is missing: {{doc}}`the provenance page </{doc}>`.",
             "claims": "Every claim and its verdict: {{doc}}`the claims ledger </{doc}>`."}
     pointers = [text.format(doc=doc) for stem, text in said.items() if (doc := first(stem))]

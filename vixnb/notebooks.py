@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ from . import RELEASE_TAG, REPOSITORY_URL
 from .models import list_models
 from .parameters import as_list, check_parameter
 from .paths import checkout_root
-from .profiles import get_profile
+from .profiles import get_profile, gpu_profile
 
 __all__ = [
     "repo_root",
@@ -443,7 +444,7 @@ def run_notebook(
         )
     os.replace(running, out)
     failed.unlink(missing_ok=True)
-    _mark_executed_copy(out, profile)
+    _mark_executed_copy(out, profile, stored_only=params.get("compute") == "never")
     _say(f"done {_rel(src)} in {time.monotonic() - t0:.1f} s")
     return out
 
@@ -458,16 +459,23 @@ def _without_widgets(output):
     return output
 
 
-def _mark_executed_copy(path: Path, profile: str) -> None:
-    """Make the executed copy say which profile it ran in: its first heading gets the profile's page title
-    (so the book's GPU and smoke parts have distinguishable pages), and papermill's injected-parameters cell
+#: the first words of ``Runtime.line`` (``vixnb.env``): where a notebook runs, which a page read from the store omits
+ENV_LINE = re.compile(r"^vixnb \S+ on \S+: this machine's device .*\n?", re.M)
+
+
+def _mark_executed_copy(path: Path, profile: str, *, stored_only: bool = False) -> None:
+    """Make the executed copy say which profile it ran in: in the smoke profile its first heading gets the
+    profile's page title (a pipeline check's pages are marked as such; a GPU profile is named once, in the book's
+    navigation caption), and papermill's injected-parameters cell
     is tagged ``remove-cell`` (the page's banner says which profile ran), as is, in the smoke profile, every
     cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page). Every other code
     cell but the ``parameters`` cell is tagged ``hide-input`` (the page shows its output and a toggle for its
-    code), and widget outputs (a progress bar's) are dropped: the page keeps their text form, if any."""
+    code), and widget outputs (a progress bar's) are dropped: the page keeps their text form, if any.
+    ``stored_only`` (a page rendered from the store): the line of ``vixnb.env`` about the machine that rendered it
+    is dropped; the page names the devices that made its results (``Runtime.resolve``)."""
     nb = nbformat.read(path, as_version=4)
     suffix = f" ({get_profile(profile).get('page_title', profile)})"
-    titled = False
+    titled = gpu_profile(profile)
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         hidden = "injected-parameters" in tags or (profile == "smoke" and REMOVE_IN_SMOKE in tags)
@@ -479,6 +487,10 @@ def _mark_executed_copy(path: Path, profile: str) -> None:
             cell.outputs = [_without_widgets(out) for out in cell.get("outputs", [])
                             if not (out.get("data") and set(out["data"]) <= {WIDGET_MIME, "text/plain"}
                                     and WIDGET_MIME in out["data"])]
+            for out in cell.outputs if stored_only else []:
+                if out.get("output_type") == "stream":
+                    out["text"] = ENV_LINE.sub("", out.get("text", ""))
+            cell.outputs = [out for out in cell.outputs if out.get("output_type") != "stream" or out.get("text")]
         if not titled and cell.cell_type == "markdown" and cell.source.startswith("# "):
             first, _, rest = cell.source.partition("\n")
             cell.source = (first if first.endswith(suffix) else first + suffix) + (f"\n{rest}" if rest else "")

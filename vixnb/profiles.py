@@ -101,9 +101,9 @@ def _augment(value):
     return {"hflip": flips[0], "vflip": flips[1], "rotate": float(rotate)} if any(flips) or rotate else None
 
 
-def model_settings(settings):
-    """The ``create_model`` settings among a run's ``settings``: those ``run_config`` does not take as options of
-    the run (epochs, optimizer, ...)."""
+def settings_of_model(settings):
+    """The ``create_model`` settings among a run's ``settings`` (a paper row's): those ``run_config`` does not take
+    as options of the run (epochs, optimizer, ...)."""
     options = inspect.signature(run_config).parameters
     return {k: v for k, v in (settings or {}).items() if k not in options}
 

@@ -121,8 +121,8 @@ class Runtime:
         Called from a notebook's runtime cell, it first checks what papermill injected into the calling notebook
         (``parameters.check_injected`` on the caller's globals): a name the ``parameters`` cell does not declare
         is refused, a list parameter given as a string becomes a list. With ``compute="never"`` it also says
-        (unless ``verbose=False``) which devices made the stored results the page shows: the machine that renders
-        a page from the store is not the one that made its numbers."""
+        (unless ``verbose=False``) which devices made the stored results the page shows, and nothing of the machine
+        that renders the page (it made none of them)."""
         check_injected(sys._getframe(1).f_globals)
         default_profile, default_compute = DEFAULTS[self.place]
         profile = default_profile if profile == "auto" else profile
@@ -130,8 +130,7 @@ class Runtime:
         if verbose and compute == "never":
             made = ResultsStore().devices(profile)
             print(f"Results shown: read from the results store (results/{profile}/), made on "
-                  f"{', '.join(made) if made else 'no device yet (none stored)'}; this machine ({self.device}) only "
-                  "renders them.")
+                  f"{', '.join(made) if made else 'no device yet (none stored)'}.")
         return profile, compute
 
     def line(self):

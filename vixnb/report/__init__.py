@@ -3,14 +3,15 @@ the compute policy, figures (accuracy against cost, training curves with seed ba
 No module here belongs to one chapter: a chapter is a notebook plus its paper file."""
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .compare import PAPER_COMPARABLE_GPU, results_beside_paper, rows_beside_paper
-from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, seed_comparison,
+from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, seed_comparison,
                       predictions, speed, speed_name, speed_table, study_measurement, summarize_runs, table_results)
-from .claim_figures import claim_list, claims_section, ledger, ours_from_store
+from .claim_figures import claim_list, claims_overview, claims_section, collapsible, ledger, ours_from_store
 from .metrics import seed_statistic
 from .cost import not_yet_run
-from .figures import (accuracy_against_cost, attention_map_panels, band_curves, bars_beside_paper, curves_beside_paper,
-                      identity_share_trajectories, map_grid,
-                      per_layer_lines, per_layer_panels, prominence_figures, training_curves, training_panels)
+from .figures import (MissingPanel, accuracy_against_cost, band_curves, bars_beside_paper, curves_beside_paper,
+                      identity_share_trajectories, model_color, palette, per_layer_lines, per_layer_panels,
+                      training_curves, training_panels)
+from .map_figures import attention_map_panels, map_grid, prominence_figures
 from .dashboard import dashboard
 from .plans import plan_todo_frame, plan_totals_frame, study_frame
 from .protocol import protocol_table
@@ -25,4 +26,5 @@ __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", 
            "label", "ledger", "ours_from_store", "page_table", "paper_frame", "plan_todo_frame", "plan_totals_frame", "protocol_table", "provenance_line", "results_beside_paper", "rows_beside_paper",
            "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
            "book_plans", "book_totals", "gpu_profiles", "missing_line", "missing_runs_frame",
-           "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper"]
+           "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
+           "model_color", "palette", "runs_done", "MissingPanel", "claims_overview", "collapsible"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import numbers
+from html import escape
 
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from .. import papers
 from ..measure import FAVOR_GFLOPS_COLUMN, flops, records_frame
@@ -14,7 +15,8 @@ from ..models import create_model, list_models, model_cfg
 from ..profiles import row_runs, run_config
 from ..results import ResultsStore, check_compute
 from .claim_schema import in_sections, paper_claims, parse_claim
-from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
+from .claim_verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
+                             claims_readings, claims_summary)
 from .collect import collect_runs, current_counts, gpu_memory_rows
 from .metrics import (COUNTED_METRICS, EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, RUN_STATISTICS,
                       SEED_METRICS, number_or_none as _number_or_none)
@@ -217,3 +219,25 @@ def claims_section(paper_key, profile, *, sections=None, compute="never"):
         display(Markdown(provenance_line(records, profile=profile)))
     display(Markdown("How each claim was read:\n\n" + claims_readings(verdicts)))
     return verdicts
+
+
+def claims_overview(pages):
+    """The ledger's summary, one row per paper of ``pages`` (``ledger``): its claims, how many the paper's own
+    tables bear out / do not, and our verdicts: hold, do not hold, not decided (``verdict_rules.NOT_DECIDED`` and
+    undecided), not yet run or not testable here."""
+    rows = {}
+    for key, entry in pages.items():
+        frame = entry["frame"]
+        paper, ours = frame["paper bears it out"].value_counts(), frame["our verdict"].value_counts()
+        rows[papers.load(key).get("title", key)] = {
+            "claims": len(frame), "paper's tables: bear out / do not": f"{paper.get(PAPER_YES, 0)} / {paper.get(PAPER_NO, 0)}",
+            "ours: hold": int(ours.get(HOLDS, 0)), "do not hold": int(ours.get(FAILS, 0)),
+            "not decided": sum(int(ours.get(v, 0)) for v in (*rules.NOT_DECIDED, UNDECIDED)),
+            "not yet run / not testable": f"{ours.get(NOT_RUN, 0)} / {ours.get(NOT_TESTABLE, 0)}"}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def collapsible(summary, html):
+    """``html`` in a ``<details>`` block, closed, under the one-line ``summary`` (plain text): a long table a reader
+    opens when they want it."""
+    return HTML(f"<details><summary>{escape(summary)}</summary>\n{html}\n</details>")

@@ -276,6 +276,12 @@ def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def runs_done(runs):
+    """How many of ``runs`` (records of ``collect_runs``) are done and current: a stale result read from the store
+    (made by other code, data or settings: ``"stale"``) is not done, as the plan does not count it stored."""
+    return sum(r.get("status") == "done" and not r.get("stale") for r in runs)
+
+
 def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
     """The rows of ``runs`` (``{row: [records]}``) whose done seeds ended at chance: the last epoch's training
     accuracy and test top-1 both within ``margin`` points of 100 / ``num_classes``. One row each: the label (``labels``),

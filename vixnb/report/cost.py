@@ -14,6 +14,7 @@ from .. import measure
 from ..measure.costs import efficiency_record
 from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
 from ..results import ResultsStore
+from .figures import PAGE_WIDTH, TEXT_PT, palette
 
 FAVOR_GFLOPS = "GFLOPs (favor convention)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
 MISSING = "not yet run"
@@ -133,7 +134,7 @@ def cost_view(frame, view, *, order=None, labels=None, missing=MISSING):
 # --------------------------------------------------------------------------------------------------
 # accuracy against cost: Pareto fronts
 
-def _label_points(ax, pts, labels, *, fontsize=7):
+def _label_points(ax, pts, labels, *, fontsize=9):
     """Name each point of ``pts`` (columns x, y; index: model) to its right; going up from the lowest point,
     a label whose box (estimated from its length, in points) would overlap one already placed moves up
     until it does not. Call it once the axis scales and limits are set."""
@@ -178,7 +179,7 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
         return None
     ncols = min(len(data), 2)
     nrows = math.ceil(len(data) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.5 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, 3.4 * nrows), squeeze=False)
     for ax in axes.flat[len(data):]:
         ax.set_visible(False)
     for ax, (col, (pts, x_label, lower)) in zip(axes.flat, data.items()):
@@ -191,14 +192,14 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
             ax.set_xscale("log")
         ax.set_xlabel(x_label, fontsize=9)
         ax.set_ylabel(y_label, fontsize=9)
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=TEXT_PT)
         ax.margins(x=0.15, y=0.12)
         ax.grid(alpha=0.3)
         _label_points(ax, pts, labels)
     left = [spec[0] for col, spec in panels.items() if col not in data]
     if left:
-        fig.text(0.5, 0.005, f"No points yet ({MISSING}): " + ", ".join(left), ha="center", va="bottom", fontsize=8)
-    fig.suptitle(title or "accuracy against each cost (red: the Pareto front)", fontsize=10)
+        fig.text(0.5, 0.005, f"No points yet ({MISSING}): " + ", ".join(left), ha="center", va="bottom", fontsize=TEXT_PT)
+    fig.suptitle(title or "accuracy against each cost (red: the Pareto front)", fontsize=TEXT_PT + 1)
     fig.tight_layout(rect=(0, 0.04 if left else 0, 1, 1))
     return fig
 
@@ -278,7 +279,7 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
     """Column ``y`` against ``x`` of ``frame``, one labelled point per model, with ``fit`` (``line_fit``) and a
     ``reference`` line ``(slope, intercept, legend)`` dashed, on a log y axis. The points are absent (and the
     figure says so) where ``fit`` is None."""
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 4))
     ax.set_yscale("log")
     xs = pd.to_numeric(frame[x], errors="coerce") if x in frame else pd.Series(dtype="float64")
     top = float(xs.max()) * 1.1 if xs.notna().any() else 1.0
@@ -295,7 +296,7 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
         ax.plot(*zip(*[(g, v) for g, v in line if v > 0]), color="tab:red",  # over our points' range
                 label=f"ours: {line_formula(fit['slope'], fit['intercept'])}")
         _label_points(ax, pts, labels)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=TEXT_PT)
     ax.grid(alpha=0.3)
     ax.set_xlabel(x_label or x)
     ax.set_ylabel(y_label or y)
@@ -316,27 +317,27 @@ def plot_scaling(rows, *, metrics=("ms", "peak_mb", "estimate_gb"), title=None):
         return None
     labels = {"ms": "time per step (ms)", "peak_mb": "peak memory (MB, measured)",
               "estimate_gb": "memory estimate (GB, from shapes)", "gflops": "forward GFLOPs"}
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 1.6, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(PAGE_WIDTH, 3.4 + 0.3 * math.ceil(len(set(r['mechanism'] for r in rows)) / 3)), squeeze=False)
     mechs = list(dict.fromkeys(r["mechanism"] for r in rows))
-    colors = plt.get_cmap("tab20").colors
+    colors = palette(mechs)
     for ax, metric in zip(axes[0], panels):
         for i, mech in enumerate(mechs):
             pts = [(r["tokens"], r[metric]) for r in rows if r["mechanism"] == mech and r.get(metric) is not None]
             if pts:
                 ax.plot(*zip(*pts), "--" if "materialised" in mech else "-", marker="os^Dv"[i % 5], ms=3,
-                        color=colors[(2 * i) % 20 + (i >= 10)], label=mech)
+                        color=colors[mech], label=mech)
             for n in [r["tokens"] for r in rows if r["mechanism"] == mech and r.get("status") == "oom"]:
                 ax.axvline(n, color="grey", lw=0.5, ls=":")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("tokens", fontsize=9)
         ax.set_ylabel(labels.get(metric, metric), fontsize=9)
-        ax.tick_params(labelsize=8)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.tick_params(labelsize=TEXT_PT)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False, fontsize=TEXT_PT)
     r0 = rows[0]
     fig.suptitle(title or f"token mixers, {r0['mode']}, batch {r0['batch']}, dim {r0['dim']}, "
-                 f"{r0['provenance']['device']}, {r0['dtype']}", fontsize=9)
-    fig.tight_layout()
+                 f"{r0['provenance']['device']}, {r0['dtype']}", fontsize=TEXT_PT)
+    fig.tight_layout(rect=(0, 0.3 * math.ceil(len(mechs) / 3) / fig.get_size_inches()[1], 1, 1))
     return fig
 
 
