@@ -16,7 +16,7 @@ import torch
 
 from .. import papers
 from ..models import create_model, list_models, model_family
-from ..profiles import get_profile, model_settings, row_runs, settings_of_model
+from ..profiles import get_profile, row_runs, settings_of_model
 from ..runs import run
 from ..results import ResultsStore, read_json
 from .claim_figures import ledger
@@ -45,7 +45,7 @@ def _mechanism(model, settings):
 
 def mechanism(model, settings=None):
     """The mechanism of ``model``'s token mixer (``MECHANISMS``), or None for a model without one (a ResNet)."""
-    settings = model_settings({"model": model, "model_overrides": settings_of_model(settings)})
+    settings = settings_of_model(settings)  # a paper row's create_model settings, without its run options
     return _mechanism(model, tuple(sorted(settings.items()))) if model in list_models() else None
 
 
