@@ -170,7 +170,7 @@ HEAD_CELL_TAGS = ["remove-input"]
 def install_cell_source(repository: str | None = None, tag: str | None = None) -> str:
     """The first cell of every notebook: where ``vixnb`` cannot be imported (a fresh Colab or Kaggle runtime),
     pip-install it from ``repository`` (default ``vixnb.REPOSITORY_URL``) at ``tag`` (default
-    ``vixnb.RELEASE_TAG``), or from ``$VIXNB_INSTALL_SOURCE`` when set (a checkout, a wheel). vixnb's torch and
+    ``vixnb.RELEASE_TAG``), or from ``$VIXNB_INSTALL_SOURCE`` when set and not empty (a checkout, a wheel). vixnb's torch and
     torchvision requirements are lower bounds, so the runtime's torch stays; the cell asserts it. A no-op
     wherever vixnb is installed (locally, under papermill)."""
     source = f"git+{repository or REPOSITORY_URL}@{tag or RELEASE_TAG}"
@@ -179,7 +179,7 @@ def install_cell_source(repository: str | None = None, tag: str | None = None) -
 import importlib.metadata, importlib.util, os, subprocess, sys
 
 if importlib.util.find_spec("vixnb") is None:
-    source = os.environ.get("VIXNB_INSTALL_SOURCE", "{source}")
+    source = os.environ.get("VIXNB_INSTALL_SOURCE", "").strip() or "{source}"  # empty is unset
     torch_before = importlib.metadata.version("torch")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)
     torch_after = importlib.metadata.version("torch")
