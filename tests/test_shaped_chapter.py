@@ -226,3 +226,15 @@ def test_runs_stored_before_the_defaults_changed_keep_their_keys():
     one_norm = run_config("vit_small_vanilla", profile="budget", width=128, depth=8, heads=4, patch=4, layout="one-norm")
     assert "layout" not in one_norm["model_overrides"] and config_key(one_norm) == "57690c444203b22b"
     assert run_model_settings(one_norm)["layout"] == "one-norm" and run_model_settings(config)["block"] == "parallel"
+
+
+def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_store(tmp_path):
+    from vixnb.report import findings
+    from vixnb.results import ResultsStore
+
+    assert findings._earlier_reading(ResultsStore(tmp_path)) == (0, 0)  # an empty store: nothing to say
+    from vixnb.notebooks import repo_root
+
+    committed = ResultsStore(repo_root() / "results")  # the committed store: 9 runs, kept as they were made
+    dead, made = findings._earlier_reading(committed)
+    assert made == 9 and 0 < dead <= made
