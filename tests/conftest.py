@@ -148,6 +148,7 @@ SLOW = {
         "test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan",
     },
     "test_published_book.py": ALL,
+    "test_chapters.py": ALL,  # about 45 s alone; the whole suite reads the smoke book's copy instead
     "test_loan.py": {
         "test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint",  # about 30 s: waits for the timeout
         "test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng",
@@ -206,6 +207,7 @@ SLOW = {
     },
     "test_cxv_paper.py": {
         "test_a_capped_dualopt_run_records_why_it_switched",
+        "test_every_plan_command_parses_back_to_its_run",  # about 10 s: every entry of the budget plan
     },
     "test_data.py": {
         "test_synthetic_is_learnable_by_a_small_cnn",
@@ -271,6 +273,8 @@ SLOW = {
         "test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics",
         "test_local_executor_runs_two_smoke_jobs_end_to_end",
         "test_plan_levels_then_cheaper_first",
+        "test_the_plan_completes_whole_chapters_cheapest_first",  # 20-35 s: three plans of the whole book
+        "test_plan_json_and_totals",  # about 20 s
     },
     "test_provenance_page.py": {
         "test_a_run_records_its_source_hash_and_code_changed_names_the_part",
