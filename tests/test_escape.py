@@ -33,3 +33,19 @@ def test_a_page_from_a_paper_file_and_a_result_with_markup_prints_it_as_text(pap
     assert "<" not in line and "&lt;img src=x onerror=" in line and "Note: &lt;script&gt;" in line
     empty = report.page_table(pd.DataFrame({"a": ["not yet run"]}), caption=SCRIPT)
     assert "<script" not in empty.data and "&lt;script&gt;" in empty.data
+
+
+def test_a_figures_labels_are_printed_as_written_not_read_as_mathtext():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from vixnb.report.figures import per_layer_lines
+
+    before = matplotlib.rcParams["text.parse_math"]
+    label = "ViT $\\alpha$ (cost: $5)"  # from a paper file or a result: a dollar sign is not math
+    fig = per_layer_lines({label: [1.0, 2.0]}, y_label="$y$", title="$x_1$")
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text() in (label, "$y$", "$x_1$")]
+    assert len(texts) == 3 and not any(t.get_parse_math() for t in texts)
+    fig.canvas.draw()  # an odd number of dollars would fail to parse as math
+    plt.close(fig)
+    assert matplotlib.rcParams["text.parse_math"] == before  # the caller's settings as they were

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import measure
 from ..measure.costs import efficiency_record
 from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
+from ..escape import plain_text
 from ..results import ResultsStore
 from .figures import PAGE_WIDTH, TEXT_PT, palette
 
@@ -162,6 +163,7 @@ def pareto_front(xs, ys, *, x_lower_is_better=True, y_higher_is_better=True):
     return sorted(p[0] for p in pts if not any(dominates(q, p) for q in pts if q[0] != p[0]))
 
 
+@plain_text
 def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_label="top-1 (%)"):
     """Accuracy against each cost of ``panels`` (``{column: (axis label, lower is better)}``), one panel per
     cost with points, its Pareto front circled and joined in red. ``accuracy`` maps a model (the frame's
@@ -275,6 +277,7 @@ def fits_frame(fits):
     return pd.DataFrame(rows, index=list(fits), columns=list(keys.values()), dtype=object)
 
 
+@plain_text
 def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None, y_label=None, title=None):
     """Column ``y`` against ``x`` of ``frame``, one labelled point per model, with ``fit`` (``line_fit``) and a
     ``reference`` line ``(slope, intercept, legend)`` dashed, on a log y axis. The points are absent (and the
@@ -309,6 +312,7 @@ def plot_line_fit(frame, x, y, fit, *, reference=None, labels=None, x_label=None
 # --------------------------------------------------------------------------------------------------
 # the token-mixer scaling sweep
 
+@plain_text
 def plot_scaling(rows, *, metrics=("ms", "peak_mb", "estimate_gb"), title=None):
     """Log-log curves of each mechanism of ``rows`` (``measure.scaling_sweep``) against tokens, one panel per
     metric with values (dotted verticals: out of memory). None without rows."""

@@ -15,6 +15,7 @@ from IPython.display import HTML, display
 from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from ..data import dataset_spec
+from ..escape import plain_text
 from ..layers import shaped_init
 
 MARKERS = ("s", "^", "o", "D", "v", "P")
@@ -97,6 +98,7 @@ def _drawn(ax):
 COST_UNITS = ("seconds", "(s)", " ms", "GB", "MB", "memory")
 
 
+@plain_text
 def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours is stored; the plan lists the runs)"):
     """``fig`` with no empty axes: panels without data leave it (a single row of panels closes up; the others are
     hidden) and one line under it says ``missing``; a figure with no data at all becomes that line alone. An axis of
@@ -140,6 +142,7 @@ def _limits(values, pad=0.12):
     return lo - pad * span, hi + pad * span
 
 
+@plain_text
 def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 (%)", title=None,
                           panel_titles=("paper", "ours")):
     """Two panels, the paper's points and ours, on the same axis ranges: ``paper`` and ``ours`` are DataFrames
@@ -186,6 +189,7 @@ def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 
     return without_empty_panels(fig)
 
 
+@plain_text
 def training_curves(results, *, metric="select_top1", labels=None, title=None, y_label="test top-1 (%)", band="range",
                     ax=None):
     """One line per model over epochs: the mean of ``metric`` over the random seeds done, with a band over the
@@ -240,6 +244,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     return without_empty_panels(fig)
 
 
+@plain_text
 def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="training accuracy (%)", title=None,
                         panel_titles=("ours", "paper"), sharey=True):
     """Our curves beside the paper's, one panel each (on the same y range unless ``sharey=False``: seconds on
@@ -283,6 +288,7 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     return without_empty_panels(fig)
 
 
+@plain_text
 def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours", "paper"), sharey=False):
     """One bar per name, ours beside the paper's in two panels (separate y ranges unless ``sharey``: seconds on
     other hardware): ``ours`` and ``printed`` are ``{name: value}``; a name without a number of ours reads "not yet
@@ -307,6 +313,7 @@ def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours
     return without_empty_panels(fig)
 
 
+@plain_text
 def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False):
     """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
@@ -347,6 +354,7 @@ def _label(ax, x_label, y_label, *, legend):
         ax.legend(fontsize=TEXT_PT)
 
 
+@plain_text
 def training_panels(groups, *, title):
     """Training accuracy and test top-1 per epoch side by side, one line per name of ``groups``
     (``{name: [records]}``), mean ± one standard deviation over the seeds. Returns the figure."""
@@ -366,6 +374,7 @@ def training_panels(groups, *, title):
     return without_empty_panels(fig)
 
 
+@plain_text
 def identity_share_trajectories(groups):
     """One panel per name of ``groups`` (``{name: [records]}`` of shaped-attention runs): the identity's share
     |alpha|/(|alpha|+|beta|) of every layer over training (a fraction, drawn on 0 to 1: alpha and beta may change
@@ -405,6 +414,7 @@ def _share(alpha, beta):
     return abs(alpha) / total if total else 0.5
 
 
+@plain_text
 def per_layer_panels(panels, *, title=None):
     """Side by side, one ``per_layer_lines`` panel per entry of ``panels`` ``{y label: {name: [value per layer]}}``
     (e.g. row entropy, diagonal prominence and attention distance, one line per mechanism). Returns the figure."""
@@ -419,6 +429,7 @@ def per_layer_panels(panels, *, title=None):
     return without_empty_panels(fig)
 
 
+@plain_text
 def band_curves(panels, *, x_label, title=None, log_x=False):
     """Curves with a band of one standard deviation: ``panels`` is ``{y label: {name: (x, [curve per sample])}}``
     (e.g. the top-1 probability against the fraction of pixels deleted, one curve per image; or a distance against

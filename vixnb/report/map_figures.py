@@ -8,12 +8,14 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..escape import plain_text
 from .figures import TEXT_PT, per_layer_lines
 
 #: the least size of a map's tile, in inches at the figure's 100 dpi: at least 96 pixels on the page
 MAP_TILE = 1.2
 
 
+@plain_text
 def map_grid(rows, *, columns, images=None, title=None, cell=MAP_TILE):
     """A grid of square maps, nearest interpolation: ``rows`` is ``{row label: [map per column]}`` (each map a
     2-D array-like; None leaves the cell empty; a string is written in the cell instead, e.g. "no attention
