@@ -4,6 +4,8 @@ import functools
 import html
 import re
 
+import matplotlib as mpl
+
 #: the characters Markdown (and MyST's dollar math) would read as markup, escaped with a backslash
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
 
@@ -25,8 +27,6 @@ def plain_text(make_figure):
     keeps the setting it was made with), and the caller's settings are as they were afterwards."""
     @functools.wraps(make_figure)
     def drawing(*args, **kwargs):
-        import matplotlib as mpl
-
         with mpl.rc_context({"text.parse_math": False}):
             return make_figure(*args, **kwargs)
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .. import papers
 from ..notebooks import repo_root
+from ..profiles import run_config, table_runs
 from ..results import ResultsStore, made_on, read_json
 from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
 from .claim_verdicts import claims, verdict_text
@@ -46,8 +47,6 @@ def _counts(link):
 def _earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
     the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
-    from ..profiles import run_config, table_runs
-
     store = store if store is not None else ResultsStore()
     book = papers.book_chapter("shaped", "simplified")
     tops = []
