@@ -48,4 +48,4 @@ def test_a_figures_labels_are_printed_as_written_not_read_as_mathtext():
     assert len(texts) == 3 and not any(t.get_parse_math() for t in texts)
     fig.canvas.draw()  # an odd number of dollars would fail to parse as math
     plt.close(fig)
-    assert matplotlib.rcParams["text.parse_math"] == before  # the caller's settings as they were
+    assert matplotlib.rcParams["text.parse_math"] == before  # no global setting touched

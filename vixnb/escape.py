@@ -4,7 +4,8 @@ import functools
 import html
 import re
 
-import matplotlib as mpl
+from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 #: the characters Markdown (and MyST's dollar math) would read as markup, escaped with a backslash
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
@@ -22,12 +23,16 @@ def markdown_text(value):
 
 
 def plain_text(make_figure):
-    """Decorate a function that draws a figure so that every string it puts on the figure (labels from paper files,
-    results and parameters) is printed as written: matplotlib's mathtext (``$...$``) is off while it runs (each text
-    keeps the setting it was made with), and the caller's settings are as they were afterwards."""
+    """Decorate a function that draws a figure (and returns it, or an axes of it) so that every string it put on the
+    figure (labels from paper files, results and parameters) is printed as written: each text of the figure is set not
+    to be read as mathtext (``$...$``). No global setting is touched (an ``rc_context`` around the drawing would
+    stop the notebook's inline backend from showing later cells' figures)."""
     @functools.wraps(make_figure)
     def drawing(*args, **kwargs):
-        with mpl.rc_context({"text.parse_math": False}):
-            return make_figure(*args, **kwargs)
+        made = make_figure(*args, **kwargs)
+        figure = made if isinstance(made, Figure) else getattr(made, "figure", None)
+        for text in figure.findobj(Text) if isinstance(figure, Figure) else ():
+            text.set_parse_math(False)
+        return made
 
     return drawing
