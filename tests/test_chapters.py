@@ -1,4 +1,4 @@
-"""One chapter executed end to end in the fast tier: the `shaped` paper's chapter (notebooks/simplified.ipynb) in
+"""One chapter executed end to end (slow: about 45 s): the `shaped` paper's chapter (notebooks/simplified.ipynb) in
 the smoke profile through papermill, as `vixnb run` does it, into a temporary results store. Every chapter runs
 in the slow tier (tests/test_book.py builds the smoke book); where this session builds it, this test reads the
 chapter it executed instead of running it a second time."""
@@ -31,3 +31,10 @@ def test_the_simplified_chapter_runs_end_to_end_in_smoke(tmp_path, request):
     # the counts are exact whatever the profile: the blog's Table 2 reduction, and every run the page asks is done
     assert glued["shaped_table2_params_change"] == "'-41.59 %'"
     assert glued["shaped_runs_done"] == glued["shaped_runs_asked"] == "20"  # 11 of the blog's rows, 9 of our earlier reading
+    # every cell that draws curves shows them: a figure helper must not stop later cells' figures from showing
+    nb = nbformat.read(str(executed), as_version=4)
+    drawing = [c for c in nb.cells if c.cell_type == "code" and ("training_panels(" in c.source or
+                                                                   c.source.lstrip().startswith("curves("))]
+    assert len(drawing) >= 3
+    assert all(any("image/png" in out.get("data", {}) for out in c.get("outputs", [])) for c in drawing), \
+        [c.source[:60] for c in drawing if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
