@@ -1,6 +1,7 @@
 """A lent GPU's call: stopping a batch stops its jobs, the GPU check, the `trained N s of M s` line, runs whose
 checkpoint cannot travel, and the engine's version compared rather than keyed (issue 36)."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,19 +29,34 @@ def _processes_naming(text):
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
 def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_path, isolated_results):
+    """What ``timeout`` does to a running batch (SIGTERM), sent once its job has saved an epoch: within 30 s no job
+    process is left and the checkpoint is kept. The signal waits for the first checkpoint, so a slow start-up on a
+    busy machine cannot make the test race it."""
     script = ("from vixnb import batch, plan\n"
               "jobs = batch.jobs_from_plan(plan.build('smoke', only=['fnet']), ensemble='never')[:1]\n"
               "jobs[0].spec['settings'] = {'epochs': 5000}\n"
               "batch.run_local(jobs, executor='local', progress=print)\n")
-    start = time.time()
-    done = subprocess.run(["timeout", "25", sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "VIXNB_RESULTS": str(isolated_results)}, cwd=Path(__file__).parents[1])
-    assert done.returncode == 124, done.stderr[-2000:]  # timeout's own: the batch ran until the signal
-    assert time.time() - start < 25 + 30  # stopped within 30 s of the signal
-    assert _processes_naming(str(isolated_results)) == []  # no job process left
-    assert "BatchStopped" in done.stderr
     config = profiles.run_config("fnet", profile="smoke", epochs=5000)
-    assert ResultsStore().checkpoint_path(config).exists()  # the last whole epoch's checkpoint is kept
+    checkpoint = ResultsStore(isolated_results).checkpoint_path(config)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
+                               cwd=Path(__file__).parents[1])
+    try:
+        deadline = time.time() + 240
+        while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        assert checkpoint.exists(), "the run saved no epoch in 240 s"
+        process.send_signal(signal.SIGTERM)  # what `timeout` sends
+        start = time.time()
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert time.time() - start < 30  # stopped within 30 s of the signal
+    assert process.returncode != 0 and "BatchStopped" in err, err[-2000:]
+    assert _processes_naming(str(isolated_results)) == []  # no job process left
+    assert checkpoint.exists()  # the last whole epoch's checkpoint is kept
     assert ResultsStore().get(config) is None
 
 

@@ -95,7 +95,7 @@ def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_
     Returns ``(part paths, packed names, left-out names with why)``; a result is never left out (a ``RuntimeError``
     names them where they alone would not fit)."""
     root = default_root()
-    base = root.parent
+    base = root  # the store's folder: its files are packed as results/...
     new = (lambda f: True) if since is None else (lambda f: f.stat().st_mtime >= since)
     results = [f for f in sorted((root / profile).glob("*.json")) if new(f)]
     records = [f for f in sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
@@ -128,8 +128,10 @@ def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_
     return parts, packed, notes
 
 
-def _name(f, base):
-    return str(f.relative_to(base)) if f.is_relative_to(base) else f"logs/{f.name}"
+def _name(f, root):
+    """A file's name in the pack: ``results/<its path in the store>`` whatever the store's folder is called (a
+    rehearsal's scratch store too), else ``logs/<name>``."""
+    return f"results/{f.relative_to(root).as_posix()}" if f.is_relative_to(root) else f"logs/{f.name}"
 
 
 def _write(path, files, base, part_bytes):
