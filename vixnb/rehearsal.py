@@ -230,9 +230,8 @@ def _pack_round_trip(store, profile, since):
         with tempfile.TemporaryDirectory() as out:
             parts, packed, left = runner.pack(Path(out) / "back.tar.gz", profile, since=since)
             unpack(parts, root=Path(out) / "unpacked" / "results")
-            base = store.root.parent
-            differ = [n for n in packed if not n.startswith("logs/") and
-                      (Path(out) / "unpacked" / n).read_bytes() != (base / n).read_bytes()]
+            differ = [n for n in packed if n.startswith("results/") and  # results/<path in the store>
+                      (Path(out) / "unpacked" / n).read_bytes() != (store.root / n[len("results/"):]).read_bytes()]
             if differ or not packed:
                 return ("pack and unpack", "failed", time.time() - t0,
                         f"{len(differ)} of {len(packed)} files differ after the round trip" if packed else "nothing packed")
