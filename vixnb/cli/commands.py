@@ -246,19 +246,11 @@ def _check_runnable(jobs, args, runner):
     """Before any job starts: the store's profile folder can be written (else a ``StoreError`` naming it, as
     ``vixnb train`` says), and some job can run on this machine (else an error saying why none can, not a table
     of skipped jobs and exit 0)."""
-    import tempfile
 
-    from ..errors import StoreError
     from ..results import ResultsStore
+    from ..results.store import writable_folder
 
-    folder = ResultsStore().root / args.profile
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
-            pass
-    except OSError as e:
-        raise StoreError(f"results store folder {folder} is not writable ({e.strerror or e}); fix its permissions "
-                         "or set VIXNB_RESULTS to a writable folder") from None
+    writable_folder(ResultsStore().root / args.profile)
     reasons = [runner.cannot_run_here(job, args.executor) for job in jobs]
     if all(reasons):
         shown = "; ".join(dict.fromkeys(reasons))

@@ -123,6 +123,18 @@ def default_root():
     return root
 
 
+def writable_folder(where):
+    """Make folder ``where`` of the store where it is missing, and check that a file can be written there, else a
+    ``StoreError`` naming it and the fix."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".writable-"):
+            pass
+    except OSError as e:
+        raise StoreError(f"results store folder {where} is not writable ({e.strerror or e}); fix its "
+                         "permissions or set VIXNB_RESULTS to a writable folder") from None
+
+
 class ResultsStore:
     def __init__(self, root=None):
         self.root = Path(root) if root is not None else default_root()
@@ -193,13 +205,7 @@ class ResultsStore:
         # the folder, and its checkpoints' and locks' folders where they are already there (else made in it)
         for where in [folder] + [f for f in (self.checkpoint_path(config).parent, self.lock_path(config).parent)
                                  if f.is_dir()]:
-            try:
-                where.mkdir(parents=True, exist_ok=True)
-                with tempfile.NamedTemporaryFile(dir=where, prefix=".writable-"):
-                    pass
-            except OSError as e:
-                raise StoreError(f"results store folder {where} is not writable ({e.strerror or e}); fix its "
-                                 "permissions or set VIXNB_RESULTS to a writable folder") from None
+            writable_folder(where)
 
     def lock_path(self, config):
         """The run's lock file, ``<profile>/.locks/<result stem>.lock`` (git-ignored, like checkpoints)."""
