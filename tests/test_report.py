@@ -397,6 +397,31 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
     assert {"Performer", "Linformer", "Nyströmformer", synthesis.CONV_EMBEDDING} <= set(summary.index)
 
 
+def test_every_registered_models_token_mixer_declares_its_mechanism():
+    """A family with its own attention class declares ``mechanism`` beside ``map_kind``: every registered model with a
+    mixer has one, and a mixer class without it is named, not silently left out of the synthesis."""
+    from torch import nn
+
+    from vixnb.layers import MIXERS
+    from vixnb.models import list_models
+    from vixnb.report import synthesis
+
+    missing = {}
+    for model in list_models():
+        try:
+            synthesis.mechanism(model)
+        except TypeError as e:
+            missing[model] = str(e)
+    assert missing == {}
+
+    class Forgotten(nn.Module):
+        map_kind = "exact softmax of a forgotten family"
+
+    with pytest.raises(TypeError, match=r"Forgotten declares map_kind but no mechanism: declare `mechanism"):
+        synthesis.declared_mechanism(Forgotten)
+    assert {kind: synthesis.declared_mechanism(cls) for kind, cls in MIXERS.items()}["nystrom"] == "Nyströmformer"
+
+
 def test_a_stale_run_is_not_counted_done():
     runs = [{"status": "done"}, {"status": "done", "stale": "made by other model code"}, {"status": "not yet run"}]
     assert report.runs_done(runs) == 1  # as the plan counts it: stale, not stored

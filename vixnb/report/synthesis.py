@@ -6,8 +6,8 @@ difference where both runs are stored, the claims about it with the paper-side c
 ledger's, one source of verdicts: ``claim_figures.ledger``), and what one mixer layer costs on the fused path at the
 ViX sequence length (``fused_costs``, from the stored ``vixnb bench mixers`` records).
 
-A model's mechanism is read from the model itself: the module that defines its token mixer (the class that
-declares ``map_kind``), built on the meta device (no memory, no random numbers drawn)."""
+A model's mechanism is read from the model itself: the ``mechanism`` its token mixer's class declares beside its
+``map_kind``, built on the meta device (no memory, no random numbers drawn)."""
 import math
 from functools import cache
 
@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from .. import papers
+from ..layers import MIXERS, SoftmaxAttention
 from ..models import create_model, list_models, model_family
 from ..profiles import get_profile, row_runs, settings_of_model
 from ..runs import run
@@ -23,12 +24,7 @@ from .claim_figures import ledger
 from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
 from .tables import label
 
-SOFTMAX = "softmax attention"
-#: the module that defines a token mixer -> the mechanism it implements
-MECHANISMS = {"softmax": SOFTMAX, "vit_small": SOFTMAX, "cvt": SOFTMAX, "levit": SOFTMAX, "cct": SOFTMAX,
-              "shaped": "shaped attention", "linformer": "Linformer", "performer": "Performer",
-              "nystrom": "Nyströmformer", "linear": "linear attention", "fnet": "FNet (Fourier mixing)",
-              "mlp": "MLP-Mixer (token MLP)"}
+SOFTMAX = SoftmaxAttention.mechanism
 CONV_EMBEDDING = "convolutional embeddings"
 PAPER_SIDE = "paper's tables"
 
@@ -39,12 +35,23 @@ def _mechanism(model, settings):
         net = create_model(model, **dict(settings))
     for module in net.modules():
         if hasattr(type(module), "map_kind"):
-            return MECHANISMS.get(type(module).__module__.rsplit(".", 1)[-1])
+            return declared_mechanism(type(module))
     return None
 
 
+def declared_mechanism(mixer):
+    """The ``mechanism`` a token-mixer class declares beside its ``map_kind``, or a one-line error naming the class
+    that declares none."""
+    declared = getattr(mixer, "mechanism", None)
+    if not isinstance(declared, str) or not declared:
+        raise TypeError(f"{mixer.__module__}.{mixer.__qualname__} declares map_kind but no mechanism: declare "
+                        "`mechanism = \"...\"` beside it (the synthesis page groups the models by it)")
+    return declared
+
+
 def mechanism(model, settings=None):
-    """The mechanism of ``model``'s token mixer (``MECHANISMS``), or None for a model without one (a ResNet)."""
+    """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_kind``), or None
+    for a model without one (a ResNet)."""
     settings = settings_of_model(settings)  # a paper row's create_model settings, without its run options
     return _mechanism(model, tuple(sorted(settings.items()))) if model in list_models() else None
 
@@ -189,7 +196,7 @@ def fused_costs(tokens=VIX_TOKENS, *, store=None):
             name = str(row.get("mechanism", ""))
             if row.get("tokens") != tokens or row.get("status") != "ok" or "materialised" in name or "unfused" in name:
                 continue
-            mech = MECHANISMS.get(row.get("kind"))
+            mech = declared_mechanism(MIXERS[row["kind"]]) if row.get("kind") in MIXERS else None
             if mech:
                 columns.setdefault(f"step ms ({where})", {})[mech] = round(row["ms"], 2)
                 columns.setdefault(f"peak MB ({where})", {})[mech] = round(row["peak_mb"])
