@@ -14,7 +14,7 @@ import vixnb
 import vixnb.runs
 import vixnb.train
 from vixnb import measure as M
-from vixnb import papers, report
+from vixnb import papers, record_kinds, report
 from vixnb.measure import costs
 from vixnb.report import cost
 from vixnb.results import ResultsStore
@@ -77,50 +77,58 @@ def fake_measuring(monkeypatch):
 # --------------------------------------------------------------------------------------------------
 # measuring, or reading back, under the compute policy
 
+def _efficiency(monkeypatch, models, *, profile, compute="missing", root=None):
+    """The favor chapter's efficiency record (``report.record``) in the store at ``root``, its one list of models
+    (``record_kinds.efficiency_models``) narrowed to ``models`` for the test."""
+    monkeypatch.setattr(record_kinds, "efficiency_models", lambda request: list(models))
+    return report.record("efficiency", paper="favor", notebook="efficiency", dataset="cifar10", profile=profile,
+                         compute=compute, store=ResultsStore(root))
+
+
 def test_settings_follow_the_profile(fake_measuring, monkeypatch, tmp_path):
     _gpu(monkeypatch, True)
-    smoke = cost.measure_or_load(["vit"], profile="smoke", root=tmp_path)
+    smoke = _efficiency(monkeypatch, ["vit"], profile="smoke", root=tmp_path)
     (_, models), (_, sweep) = fake_measuring
     assert models["device"] == "cpu" and models["depth"] == 1 and models["batch_size"] == 2
     assert models["iters"] == 2 and models["cpu_batch"] == 2 and sweep["tokens"] == (256, 1024)
     assert smoke["device"] == "cpu" and smoke["batch_size"] == 2
     fake_measuring.clear()
-    cost.measure_or_load(["vit"], profile="budget", root=tmp_path)
+    _efficiency(monkeypatch, ["vit"], profile="budget", root=tmp_path)
     (_, models), (_, sweep) = fake_measuring
     assert models["device"] == "cuda" and "depth" not in models and models["batch_size"] == 64
     assert models["iters"] is None and models["steps"] == 2 and sweep["tokens"] == (256, 1024, 4096, 16384)
     fake_measuring.clear()
-    cost.measure_or_load(["vit"], profile="paper", compute="always", batch_size=8, tokens=[64], iters=5,
-                         root=tmp_path)
+    costs.efficiency_record(["vit"], profile="paper", batch_size=8, tokens=[64], iters=5)
     (_, models), (_, sweep) = fake_measuring
     assert (models["batch_size"], models["iters"], sweep["tokens"]) == (8, 5, (64,))
     with pytest.raises(ValueError, match="compute='sometimes'"):
-        cost.measure_or_load(["vit"], profile="budget", compute="sometimes")
+        _efficiency(monkeypatch, ["vit"], profile="budget", compute="sometimes", root=tmp_path)
 
 
-def test_measure_or_load_saves_on_a_gpu_and_reads_back_on_a_cpu(fake_measuring, monkeypatch, tmp_path):
+def test_the_efficiency_record_is_saved_on_a_gpu_and_reads_back_on_a_cpu(fake_measuring, monkeypatch, tmp_path):
     _gpu(monkeypatch, True)
-    run = cost.measure_or_load(["vit", "fnet"], profile="budget", root=tmp_path)
+    run = _efficiency(monkeypatch, ["vit", "fnet"], profile="budget", root=tmp_path)
     assert run["source"] == "measured" and [r["model"] for r in run["records"]] == ["vit", "fnet"]
     assert [c[0] for c in fake_measuring] == ["models", "sweep"]
     assert fake_measuring[0][1]["device"] == "cuda" and fake_measuring[0][1]["steps"] == 2
     assert ResultsStore(tmp_path).record_path("measure", "efficiency", profile="budget").exists()
     # rebuilt on a CPU: the stored measurements, with their device and sweep sizes; nothing measured again
     _gpu(monkeypatch, False)
-    back = cost.measure_or_load(["vit", "fnet"], profile="budget", root=tmp_path)
+    back = _efficiency(monkeypatch, ["vit", "fnet"], profile="budget", root=tmp_path)
     assert len(fake_measuring) == 2 and back["source"] == "stored"
     assert back["device"] == "cuda" and sorted({r["tokens"] for r in back["sweep"]}) == [256, 1024, 4096]
     assert cost.cost_frame(back["records"]).shape[0] == 2
     assert "device: fake GPU" in report.provenance_line(back["records"])
     # compute="always" on a CPU has no GPU to measure on: the store's record, nothing measured
-    again = cost.measure_or_load(["vit", "fnet"], profile="budget", compute="always", root=tmp_path)
+    again = _efficiency(monkeypatch, ["vit", "fnet"], profile="budget", compute="always", root=tmp_path)
     assert again["source"] == "stored" and len(fake_measuring) == 2
 
 
 def test_gpu_profile_on_a_cpu_without_measurements_is_not_yet_run(fake_measuring, monkeypatch, tmp_path):
     _gpu(monkeypatch, False)
-    run = cost.measure_or_load(vixnb.list_models(), profile="paper", root=tmp_path)
-    assert run["records"] == run["sweep"] == [] and not fake_measuring and run["source"] == "not yet run"
+    assert _efficiency(monkeypatch, vixnb.list_models(), profile="paper", root=tmp_path) is None
+    assert not fake_measuring
+    run = {"records": [], "sweep": []}  # what the page shows then
     frame = cost.cost_frame(run["records"])
     assert frame.empty
     for view in ("size", "training", "inference"):
@@ -161,9 +169,8 @@ def no_measuring(monkeypatch):
 
 
 @pytest.mark.parametrize("profile", ["budget", "smoke"])
-def test_compute_never_measures_nothing_even_on_a_gpu(no_measuring, tmp_path, profile):
-    run = cost.measure_or_load(["fnet"], profile=profile, compute="never", root=tmp_path)
-    assert run["records"] == run["sweep"] == [] and run["source"] == "not yet run"
+def test_compute_never_measures_nothing_even_on_a_gpu(no_measuring, monkeypatch, tmp_path, profile):
+    assert _efficiency(monkeypatch, ["fnet"], profile=profile, compute="never", root=tmp_path) is None
     runs = report.collect_runs(["fnet"], dataset="cifar10", profile=profile, seeds=[0], compute="never",
                                progress=False)
     assert [r["status"] for r in runs] == ["not yet run"]  # smoke: not trained either
@@ -174,12 +181,12 @@ def test_compute_never_measures_nothing_even_on_a_gpu(no_measuring, tmp_path, pr
     assert not list(tmp_path.rglob("*.json"))
 
 
-def test_compute_never_reads_stored_measurements(no_measuring, tmp_path):
+def test_compute_never_reads_stored_measurements(no_measuring, monkeypatch, tmp_path):
     path = ResultsStore(tmp_path).record_path("measure", "efficiency", profile="budget")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"records": [_fake_record("vit", gb=1.0)], "sweep": _fake_sweep(),
                                       "device": "cuda", "batch_size": 64}))
-    run = cost.measure_or_load(["vit"], profile="budget", compute="never", root=tmp_path)
+    run = _efficiency(monkeypatch, ["vit"], profile="budget", compute="never", root=tmp_path)
     assert run["source"] == "stored" and cost.cost_frame(run["records"]).shape[0] == 1
 
 
@@ -200,7 +207,7 @@ def test_references_are_counted_on_the_cpu_and_measured_on_a_gpu(fake_timm, fake
     assert (fake_timm[-1]["device"], fake_timm[-1]["paths"]) == ("cpu", ())
     assert fake_timm[-1]["input_size"] == (3, 224, 224)
     _gpu(monkeypatch, True)
-    run = cost.measure_or_load(["vit", "resnet50"], profile="budget", root=tmp_path)
+    run = _efficiency(monkeypatch, ["vit", "resnet50"], profile="budget", root=tmp_path)
     assert (fake_timm[-1]["device"], fake_timm[-1]["paths"]) == ("cuda", ("fused",))
     assert [r["model"] for r in run["records"]] == ["vit", "resnet50"]
 
@@ -218,13 +225,13 @@ def test_references_without_timm_say_so(monkeypatch):
 
 def test_smoke_measures_on_the_cpu_into_the_smoke_store(fake_measuring, monkeypatch, tmp_path):
     _gpu(monkeypatch, False)
-    run = cost.measure_or_load(["vit"], profile="smoke", root=tmp_path)
+    run = _efficiency(monkeypatch, ["vit"], profile="smoke", root=tmp_path)
     assert fake_measuring[0][1]["device"] == "cpu" and fake_measuring[0][1]["depth"] == 1
     assert fake_measuring[0][1]["cpu_batch"] == 2 and fake_measuring[1][1]["tokens"] == (256, 1024)
     assert run["source"] == "measured"
     # kept as the smoke profile's training runs are (results/smoke/ is git-ignored): read back, not measured again
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")] == ["smoke/measure/efficiency.json"]
-    assert cost.measure_or_load(["vit"], profile="smoke", root=tmp_path)["source"] == "stored"
+    assert _efficiency(monkeypatch, ["vit"], profile="smoke", root=tmp_path)["source"] == "stored"
     assert len(fake_measuring) == 2
 
 

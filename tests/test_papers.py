@@ -156,9 +156,8 @@ def test_value_types_are_checked(paper_dir):
     assert refused("favor").startswith("vixnb/papers/favor.yaml: claims[0] is 'just text'; claims must be a list of ")
 
 
-def test_gpu_memory_rows_merge_the_chapters_records():
-    from vixnb.record_kinds import Request, record_name
-    from vixnb.report.collect import gpu_memory_rows
+def test_the_ledger_reads_a_kinds_figures_from_every_record_of_the_owners_chapters():
+    from vixnb.record_kinds import Request, record_name, stored_figures
     from vixnb.results import ResultsStore
 
     store = ResultsStore()
@@ -168,10 +167,14 @@ def test_gpu_memory_rows_merge_the_chapters_records():
     store.save_record("measure", "vix-gpu-memory-cifar10-b64", {"rows": {"vit": {"x": 1.0}}, "provenance": {}},
                       profile="budget")
     store.save_record("measure", "vix-rope-gpu-memory-cifar10-b64", {"rows": {"vit_rope": {"x": 2.0}},
-                                                                      "provenance": {}}, profile="budget")
-    rows, records = gpu_memory_rows("vix", "cifar10", profile="budget", store=store)
-    assert rows == {"vit": {"x": 1.0}, "vit_rope": {"x": 2.0}} and len(records) == 2
-    assert gpu_memory_rows("vix", "tiny-imagenet", profile="budget", store=store) == ({}, [])
+                                                                      "provenance": {"dtype": "bf16"}}, profile="budget")
+    found, records = stored_figures("gpu_memory", "cifar10", ["vit", "vit_rope", "vil"], owner="vix", profile="budget",
+                                    store=store)
+    assert found == {"vit": ({"x": 1.0}, {}, "fp32"), "vit_rope": ({"x": 2.0}, {"dtype": "bf16"}, "bf16")}
+    assert len(records) == 2
+    assert stored_figures("gpu_memory", "tiny-imagenet", ["vit"], owner="vix", profile="budget", store=store) == ({}, [])
+    # another paper's chapters are read only where the owner's ask for none of the kind
+    assert stored_figures("gpu_memory", "cifar10", ["vit"], owner="cxv", profile="budget", store=store) == ({}, [])
 
 
 def test_papers_check_names_three_planted_mistakes_in_one_run(paper_dir, capsys):

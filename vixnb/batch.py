@@ -37,7 +37,7 @@ from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
 from .profiles import gpu_profile, run_config
-from .record_kinds import Request, obtain
+from .record_kinds import Request, missing_script, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
@@ -278,8 +278,8 @@ def cannot_run_here(job, executor):
         return f"{why}; none here"
     if lacks_data(job) and not job.spec["download"]:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
-    if e.kind == "bench" and e.name == "nystrom-variants" and not Path("tools/profile_nystrom.py").is_file():
-        return "tools/profile_nystrom.py is not here (run from the checkout's root)"
+    if e.kind == "bench" and (script := missing_script(e.command)):
+        return f"{script} is not here (run from the checkout's root)"
     return None
 
 

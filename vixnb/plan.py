@@ -179,10 +179,8 @@ def _record_entries(requests, profile, store, runs):
     the maps study's, from ``study.yaml``). A dress rehearsal's benchmark runs its kind's rehearsal command."""
     out, rehearsal = [], bool(get_profile(profile).get("rehearsal"))
     for request in requests:
-        kind, name = kind_of(request), record_name(request)
+        kind, name = kind_of(request), record_name(request, store)
         if kind.group == "bench":
-            if request.name == "nystrom-variants":
-                name = store.newest_record("bench", request.name)
             path = f"bench/{name}.json"
             command = ((kind.rehearsal if rehearsal else kind.command) or "").format(path=_shown(store.root / path))
             level, purpose, dataset = 2, "speed targets (benchmarks)", None

@@ -6,20 +6,26 @@ profile), its nominal GPU minutes (what the plan counts until a stored timing sa
 one stale, and whether it reads trained weights (the plan puts it after the runs it reads). A chapter asks for
 a measurement in its paper file (``book: measure: {KIND: DATASET}``); the maps study's come from
 ``vixnb/analysis/study.yaml``; the benchmarks from ``book: bench: [NAME]``. The plan lists them (``requests``),
-the batch makes them and the pages read them (``obtain``, under the compute policy): none of them knows a kind by
-its name. A new kind of measurement is its maker (in ``vixnb.measure`` or ``vixnb.analysis``), its entry in
-``KINDS`` here, and its line in a paper file.
+the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.record``), each page
+showing a kind's record as its ``show`` makes it (``report.records_section``), and the claims ledger reads its
+``metrics`` (``stored_figures``): none of them knows a kind by its name. A new kind of measurement is its maker (in
+``vixnb.measure`` or ``vixnb.analysis``), its entry in ``KINDS`` here, and its line in a paper file.
 """
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, prediction_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
-from .measure.costs import configuration_speeds, efficiency_record
+from .measure import FAVOR_GFLOPS_COLUMN, records_frame
+from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .profiles import run_model_settings, run_config, small_sizes, table_runs
 from .results import ResultsStore
 from .results.policy import training_policy, weights_changed
@@ -45,22 +51,45 @@ class Request:
     name: str = ""
 
 
+class ClaimMetric(NamedTuple):
+    """A figure the claims ledger reads from a kind's record: its label in the ledger, the unit of a difference of
+    it, where our figure comes from, and the ``column`` of a model's values (``RecordKind.per_model``) holding it.
+    A measured figure is a step's (``report.metrics``: a run of any length decides it)."""
+    label: str
+    unit: str
+    source: str
+    column: str
+
+
 @dataclass(frozen=True)
 class RecordKind:
     """How one kind of record is named (``record_name(request) -> str``), made (``make(request, *, profile, compute,
     train, store) -> record``; None for a benchmark, which ``command`` makes), where the store keeps it (``group``:
     ``measure``, per profile, or ``bench``), whether making it needs a GPU in any profile, its nominal GPU minutes,
-    what makes a stored one stale (``stale(record, store) -> why or None``) and whether it reads trained weights."""
+    what makes a stored one stale (``stale(record, store) -> why or None``), the runs whose kept weights it reads
+    (``runs_read(request, profile) -> [(model, settings, seed, dataset)]``; None: it reads none), its page table
+    (``show(record) -> DataFrame``; None: its pages draw it otherwise), and what the claims ledger reads of it
+    (``metrics``: ``{metric: ClaimMetric}``, from ``per_model(record, dataset, models) -> ({model: (values, provenance,
+    precision)}, records shown)``; default: a record ``{"rows": {model: values}, "provenance"}``)."""
     record_name: Callable
     make: Callable | None = None
     group: str = "measure"
     needs_gpu: bool = False
     minutes: float = 5.0
     stale: Callable | None = None
-    reads_weights: bool = False
+    runs_read: Callable | None = None
+    show: Callable | None = None
+    metrics: dict = field(default_factory=dict, compare=False)
+    per_model: Callable | None = None
     command: str = ""
     rehearsal: str | None = None  # a benchmark's command in a dress rehearsal (tiny sizes); None: not rehearsed
+    numbered: bool = False  # each making is kept as <name>-N: the stored record is the newest (``store.newest_record``)
     description: str = field(default="", compare=False)
+
+    @property
+    def reads_weights(self):
+        """Whether it reads trained weights (the plan puts it after the runs it reads)."""
+        return self.runs_read is not None
 
 
 # ----- the makers: what each chapter's record holds -------------------------------------------------------
@@ -95,6 +124,16 @@ def _make_speed(request, *, profile, **_):
     return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 
 
+def _kept_weights_read(request, profile):
+    """The runs whose kept weights a chapter's record reads: its ``keep_weights`` tables' first seeds."""
+    return [(model, settings, seed, request.dataset) for model, settings, seed in _kept_runs(request, profile).values()]
+
+
+def _study_weights_read(request, profile):
+    """The runs whose kept weights a maps study's record reads (``study.yaml``)."""
+    return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"), profile)]
+
+
 def _kept_runs(request, profile):
     """``{row: (model, settings, seed)}``: the runs whose weights the chapter keeps (its ``keep_weights`` tables,
     first seed)."""
@@ -119,12 +158,41 @@ def _of_kept_weights(measure):
     return make
 
 
-def _make_efficiency(request, *, profile, **_):
-    """Every cost of the ViX paper's Table 1 models and the chapter's ``references`` (timm models at 224 px), and
-    the token-mixer scaling sweep, at the sizes of the profile's device (``measure.costs.efficiency_record``)."""
+def efficiency_models(request):
+    """The models a cost measurement of a chapter measures: the ViX paper's Table 1 models, in its order, and the
+    chapter's ``references`` (timm models at 224 px)."""
     book = papers.book_chapter(request.paper, request.chapter)
-    return efficiency_record(papers.table_models("vix", "table1") + (book.get("references") or []),
-                             profile=profile, dataset=request.dataset)
+    return papers.table_models("vix", "table1") + (book.get("references") or [])
+
+
+def _make_efficiency(request, *, profile, **_):
+    """Every cost of ``efficiency_models`` and the token-mixer scaling sweep, at the sizes of the profile's device
+    (``measure.costs.efficiency_record``)."""
+    return efficiency_record(efficiency_models(request), profile=profile, dataset=request.dataset)
+
+
+def _efficiency_per_model(record, dataset, models):
+    """The ledger's reading of an efficiency record: each measured model's ``records_frame`` row (numbers where
+    they are numbers), its provenance and the dtype it timed."""
+    used = [r for r in record.get("records", []) if r.get("dataset", "cifar10") == dataset
+            and r.get("model") in models and "flops" in r]
+    frame = records_frame(used)
+    found = {r["model"]: ({column: pd.to_numeric(frame.loc[r["model"], column], errors="coerce")
+                           for column in frame.columns}, r["provenance"], str(r.get("dtype", "fp32"))) for r in used}
+    return found, [{"provenance": r["provenance"]} for r in used]
+
+
+def _rows_per_model(record, dataset, models):
+    """The ledger's reading of a record ``{"rows": {model: values}, "provenance"}`` (of one dataset, fp32 unless its
+    provenance says otherwise)."""
+    rows = {m: row for m, row in (record.get("rows") or {}).items() if m in models}
+    precision = str((record.get("provenance") or {}).get("dtype") or "fp32")
+    return {m: (row, record.get("provenance"), precision) for m, row in rows.items()}, [record] if rows else []
+
+
+def _rows_table(record):
+    """A record ``{"rows": {model: values}}`` as a page table, one row per model."""
+    return pd.DataFrame.from_dict(record.get("rows") or {}, orient="index")
 
 
 def _make_study(kind):
@@ -140,34 +208,63 @@ def _make_study(kind):
     return make
 
 
-def _bench(command, minutes, rehearsal=None):
+def _bench(command, minutes, rehearsal=None, numbered=False):
     return RecordKind(record_name=lambda request: request.name, group="bench", needs_gpu=True, minutes=minutes,
                       stale=weights_changed,  # a benchmark's rows superseded by a later change
-                      command=command, rehearsal=rehearsal)
+                      command=command, rehearsal=rehearsal, numbered=numbered)
 
 
 #: a benchmark's mixers in a dress rehearsal: two, at 65 tokens
 _REHEARSED_MIXERS = "--batch 2 --tokens 65 --warmup 0 --steps 1 --mixers 'softmax (fused)' nystrom --json {path}"
 
 
+#: what the claims ledger reads of the GPU-memory measurement at the paper's GPU batch
+_GPU_MEMORY_METRICS = {
+    "gpu_gb": ClaimMetric("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU "
+                          "batch (64; cxv: 32) on the authors' execution path, the paper-comparable figure",
+                          "GPU GB reserved, authors (fp32)"),
+    "gpu_gb_fused": ClaimMetric("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement",
+                                "GPU GB reserved, fused (fp32)"),
+    "train_gb": ClaimMetric("training memory", "GB", "GPU GB allocated, authors (fp32) of the batch-64 measurement "
+                            "(max_memory_allocated, the favor paper's training memory)",
+                            "GPU GB allocated, authors (fp32)"),
+    "train_gb_fused": ClaimMetric("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 "
+                                  "measurement", "GPU GB allocated, fused (fp32)"),
+}
+#: what the claims ledger reads of the efficiency measurement (its GFLOPs: the favor paper's convention)
+_EFFICIENCY_METRICS = {
+    "train_step_ms": ClaimMetric("training-step time", "ms", "train step ms (authors) of the stored efficiency "
+                                 "measurement", "train step ms (authors)"),
+    "ms_per_image": ClaimMetric("inference time", "ms", "ms per image (authors) of the stored efficiency measurement",
+                                "ms per image (authors)"),
+    "infer_gb": ClaimMetric("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement",
+                            "infer GB @64 (authors)"),
+    "gflops": ClaimMetric("GFLOPs", "GFLOPs", "the favor paper's convention, of the stored efficiency measurement",
+                          FAVOR_GFLOPS_COLUMN),
+}
+
 KINDS = {
-    "gpu_memory": RecordKind(_gpu_memory_name, _make_gpu_memory, needs_gpu=True, minutes=3,
+    "gpu_memory": RecordKind(_gpu_memory_name, _make_gpu_memory, needs_gpu=True, minutes=3, show=_rows_table,
+                             metrics=_GPU_MEMORY_METRICS,
                              description="GPU memory of one training step at the paper's GPU batch"),
-    "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15,
+    "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15, show=speed_table,
                         description="training memory and step time, inference images/s"),
     "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _of_kept_weights(attention_record),
-                                 minutes=5, stale=record_stale, reads_weights=True,
+                                 minutes=5, stale=record_stale, runs_read=_kept_weights_read,
                                  description="attention maps and diagonal prominence of kept weights"),
     # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.keep_where)
     "predictions": RecordKind(lambda r: f"{r.paper}-predictions-{r.dataset}", _of_kept_weights(prediction_record),
-                              needs_gpu=True, minutes=2, stale=record_stale, reads_weights=True,
+                              needs_gpu=True, minutes=2, stale=record_stale, runs_read=_kept_weights_read,
                               description="each kept model's predicted label of the panel's test images"),
     "efficiency": RecordKind(lambda r: "efficiency", _make_efficiency, minutes=8,
+                             show=lambda record: records_frame(record.get("records") or []),
+                             metrics=_EFFICIENCY_METRICS, per_model=_efficiency_per_model,
                              description="every cost of the ViX Table 1 models, and the token-mixer sweep"),
     "maps-attention": RecordKind(lambda r: f"maps-attention-{r.dataset}", _make_study("attention"), minutes=3,
-                                 stale=record_stale, reads_weights=True, description="the maps study's maps"),
+                                 stale=record_stale, runs_read=_study_weights_read,
+                                 description="the maps study's maps"),
     "maps-attribution": RecordKind(lambda r: f"maps-attribution-{r.dataset}", _make_study("attribution"), minutes=5,
-                                   stale=record_stale, reads_weights=True,
+                                   stale=record_stale, runs_read=_study_weights_read,
                                    description="the maps study's attributions"),
     # benchmarks: a command writes results/bench/<name>.json ({path}); generous minutes: a benchmark cannot pause
     "bench:train": _bench("vixnb bench train --save {path}", 5,
@@ -182,7 +279,7 @@ KINDS = {
                                          "--json {path}", 8),
     "bench:mixers-bf16-cudagraphs": _bench("vixnb bench mixers --dtype bf16 --compile reduce-overhead --warmup 10 "
                                            "--steps 30 --mixers 'softmax (fused)' nystrom --json {path}", 6),
-    "bench:nystrom-variants": _bench("python tools/profile_nystrom.py {path}", 3),
+    "bench:nystrom-variants": _bench("python tools/profile_nystrom.py {path}", 3, numbered=True),
 }
 
 
@@ -194,9 +291,18 @@ def kind_of(request):
     return KINDS[name]
 
 
-def record_name(request):
-    """The name of ``request``'s record in the store."""
-    return kind_of(request).record_name(request)
+def record_name(request, store=None):
+    """The name of ``request``'s record in the store; of a ``numbered`` kind, the newest of ``store`` where given."""
+    kind, name = kind_of(request), kind_of(request).record_name(request)
+    return store.newest_record(kind.group, name) if kind.numbered and store is not None else name
+
+
+def missing_script(command):
+    """The script of the checkout that a benchmark's ``command`` (``python <script> ...``) runs, where it is not here
+    (run from elsewhere than the checkout's root); None where it is, or the command runs no script."""
+    argv = shlex.split(command or "")
+    script = argv[1] if len(argv) > 1 and argv[0] == "python" else None
+    return script if script and not Path(script).is_file() else None
 
 
 def chapter_requests(key, book):
@@ -222,13 +328,33 @@ def study_requests():
 
 def weights_read(request, profile):
     """``[(model, settings, seed, dataset)]``: the runs whose kept weights ``request``'s record reads in ``profile``
-    (the plan puts the record after them): a chapter's attention maps and predictions read its ``keep_weights`` tables'
-    first seeds, the maps study its runs (``study.yaml``); other kinds read none."""
-    if request.kind in ("attention_maps", "predictions"):
-        return [(model, settings, seed, request.dataset) for model, settings, seed in _kept_runs(request, profile).values()]
-    if request.kind.startswith("maps-"):
-        return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"), profile)]
-    return []
+    (its kind's ``runs_read``; the plan puts the record after them)."""
+    kind = kind_of(request)
+    return kind.runs_read(request, profile) if kind.runs_read else []
+
+
+def all_requests():
+    """Every record the chapters of every paper file and the maps study ask for (``Request`` objects)."""
+    return [request for key in papers.list_papers() for book in papers.book_chapters(key)
+            for request in chapter_requests(key, book)] + study_requests()
+
+
+def stored_figures(kind, dataset, models, *, owner, profile, store):
+    """``({model: (values, provenance, precision)}, records)``: what the stored records of ``kind`` on ``dataset``
+    hold of ``models`` (the kind's ``per_model``), the records of paper ``owner``'s chapters where it asks for the
+    kind (a model's first record that has it), and the records (or provenances) they come from. Only read."""
+    asked = [r for r in all_requests() if r.kind == kind and r.dataset == dataset]
+    asked = [r for r in asked if r.paper == owner] or asked
+    read = kind_of(kind).per_model or _rows_per_model
+    found, shown = {}, []
+    for name in dict.fromkeys(record_name(r, store) for r in asked):
+        record = store.load_record(kind_of(kind).group, name, profile=profile)
+        if record is not None:
+            figures, records = read(record, dataset, models)
+            for model, figure in figures.items():
+                found.setdefault(model, figure)
+            shown += records
+    return found, shown
 
 
 def obtain(request, *, profile, compute="missing", store=None, train=None, required=False):

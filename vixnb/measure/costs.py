@@ -4,8 +4,11 @@ architectures as references) with the token-mixer scaling sweep (``efficiency_re
 sizes follow the profile's device: a GPU profile measures at the papers' sizes, the smoke profile at a CPU's."""
 import importlib.util
 
+import pandas as pd
+
 from ..models import list_models
 from ..profiles import get_profile, run_model_settings, small_sizes
+from .frames import records_frame
 from .per_model import measure, measure_many, measure_model
 from .runtime import PATHS
 from .storage import jsonable
@@ -85,3 +88,16 @@ def configuration_speeds(runs, *, cpu):
                             steps=1 if cpu else 2, cpu_batch=2 if cpu else None,
                             inference_batch_sizes=(1, batch) if cpu else (1, 32, 64, 128), **run_model_settings(config))
     return jsonable({"rows": rows, "device": "cpu" if cpu else "cuda", "batch_size": 2 if cpu else None})
+
+
+def speed_table(record, labels=None):
+    """A ``speed`` record as a page table: one row per measured run (named by ``labels``: row -> label), and for
+    images/s, the training step's ms and its peak GB, one column per path (``authors``, ``fused``)."""
+    rows = list(record["rows"])
+    frame = records_frame([record["rows"][row] for row in rows])
+    frame.index = [(labels or {}).get(row, row) for row in rows]
+    headings = {"images/s": "img/s ({})", "train step ms": "train step ms ({})", "train GB": "train GB ({})"}
+    table = pd.DataFrame({(heading, path): frame[column.format(path)] for heading, column in headings.items()
+                          for path in ("authors", "fused") if column.format(path) in frame})
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table

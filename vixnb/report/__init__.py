@@ -4,7 +4,8 @@ No module here belongs to one chapter: a chapter is a notebook plus its paper fi
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .compare import PAPER_COMPARABLE_GPU, results_beside_paper, rows_beside_paper
 from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, seed_comparison,
-                      predictions, speed, speed_name, speed_table, study_measurement, summarize_runs, table_results)
+                      predictions, record, records_section, speed, speed_name, speed_table, study_measurement,
+                      summarize_runs, table_results)
 from .claim_figures import claim_list, claims_overview, claims_section, collapsible, ledger, ours_from_store
 from .metrics import seed_statistic
 from .cost import not_yet_run
@@ -24,7 +25,7 @@ from .tables import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_pa
 __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", "PAPER_COMPARABLE_GPU", "accuracy_against_cost", "accuracy_text", "banner",
            "beside_paper", "cell_text", "claim_list", "claims", "claims_section", "claims_page", "claims_readings", "claims_summary", "collect_runs", "current_counts", "runs_at_chance", "attention_maps", "predictions", "compare_pairs", "seed_comparison", "seed_statistic", "table_results", "map_grid", "per_layer_lines", "attention_map_panels", "identity_share_trajectories", "prominence_figures", "training_panels", "differences", "glue", "gpu_memory",
            "label", "ledger", "ours_from_store", "page_table", "paper_frame", "plan_todo_frame", "plan_totals_frame", "protocol_table", "provenance_line", "results_beside_paper", "rows_beside_paper",
-           "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
+           "record", "records_section", "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
            "book_plans", "book_totals", "gpu_profiles", "missing_line", "missing_runs_frame",
            "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
            "model_color", "palette", "runs_done", "MissingPanel", "claims_overview", "collapsible"]

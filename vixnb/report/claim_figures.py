@@ -10,16 +10,16 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from .. import papers
-from ..measure import FAVOR_GFLOPS_COLUMN, flops, records_frame
+from ..measure import flops
+from ..record_kinds import KINDS, stored_figures
 from ..models import create_model, list_models, model_cfg
 from ..profiles import row_runs, run_config
 from ..results import ResultsStore, check_compute
 from .claim_schema import in_sections, paper_claims, parse_claim
 from .claim_verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
                              claims_readings, claims_summary)
-from .collect import collect_runs, current_counts, gpu_memory_rows
-from .metrics import (COUNTED_METRICS, EFFICIENCY_COLUMNS, EFFICIENCY_RECORD, GPU_MEMORY_COLUMNS, RUN_STATISTICS,
-                      SEED_METRICS, number_or_none as _number_or_none)
+from .collect import collect_runs, current_counts
+from .metrics import COUNTED_METRICS, RUN_STATISTICS, SEED_METRICS, number_or_none as _number_or_none
 from .provenance import provenance_line
 from . import verdict_rules as rules
 from ..data import dataset_spec
@@ -107,12 +107,12 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (``metrics.METRICS``
     says where each comes from): for every model of the tables the claims read, the stored training runs on that
     table's dataset (``runs.run`` under ``compute``; default "never": only read the store) and the best top-1 over
-    the stored seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed); the
-    stored GPU-memory measurements of the paper's chapters at its GPU batch (``collect.gpu_memory_rows``:
-    ``vix-gpu-memory-<dataset>-b64`` and its later parts), whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb`` (the
-    paper-comparable figure: the authors' execution path, reserved memory being what nvidia-smi shows); the
-    stored efficiency measurement (``efficiency``) for times; and GFLOPs counted from the model definition
-    (``count_flops``; only where a stored measurement gives them a partner metric). Measurements are only
+    the stored seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed);
+    the figures each record kind declares (``RecordKind.metrics``) from its stored records on the dataset, those of
+    the paper the models belong to first (``record_kinds.stored_figures``: the GPU-memory measurements at the paper's
+    GPU batch, whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb``, the paper-comparable figure; the
+    efficiency measurement for times and GFLOPs); and GFLOPs counted from the model definition (``count_flops``;
+    only where a stored measurement gives them a partner metric). Measurements are only
     read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
     ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``).
     ``ours`` is a ``verdict_rules.Figures``: its ``facts`` say what each figure rests on (seeds, epochs, devices,
@@ -156,37 +156,18 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     figures[model].update({m: float(counts[k if m != "params" else f"params_{convention}"])
                                            for m, k in COUNTED_METRICS.items()})
         measured = False
-        if metrics & (set(GPU_MEMORY_COLUMNS) | {"gflops"}):
-            # the measurement is stored under the paper the models belong to (``vixnb.models.model_cfg``)
-            owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)
-            rows, used = gpu_memory_rows(owner, dataset, profile=profile, store=store)
-            used = [r for r in used if set(r.get("rows") or {}) & set(models)]  # another chapter's models only
+        # the measurements are stored under the paper the models belong to (``vixnb.models.model_cfg``)
+        owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)
+        for name, kind in KINDS.items():
+            if not metrics & set(kind.metrics):
+                continue
+            found, used = stored_figures(name, dataset, models, owner=owner, profile=profile, store=store)
             for record in used:
                 keep(record)
-            if used:
-                measured = True
-                for model in models:
-                    row = rows.get(model) or {}
-                    maker = next((r for r in used if model in (r.get("rows") or {})), used[0])
-                    facts[model]["gpu_memory"] = rules.record_facts(maker.get("provenance"), name=model)
-                    for metric, column in GPU_MEMORY_COLUMNS.items():
-                        figures[model][metric] = _number_or_none(row.get(column))
-        if metrics & (set(EFFICIENCY_COLUMNS) | {"gflops"}):
-            record = store.load_record("measure", EFFICIENCY_RECORD, profile=profile)
-            used = [r for r in (record or {}).get("records", []) if r.get("dataset", "cifar10") == dataset
-                    and r.get("model") in models and "flops" in r]
-            if used:
-                frame = records_frame(used)
-                measured = True
-                for model in frame.index:
-                    for metric, column in EFFICIENCY_COLUMNS.items():
-                        if column in frame:
-                            figures[model][metric] = _number_or_none(pd.to_numeric(frame.loc[model, column], errors="coerce"))
-                    figures[model]["gflops"] = _number_or_none(frame.loc[model, FAVOR_GFLOPS_COLUMN])
-                    made = next(r for r in used if r["model"] == model)
-                    keep({"provenance": made["provenance"]})
-                    facts[model]["efficiency"] = rules.record_facts(made["provenance"], str(made.get("dtype", "fp32")),
-                                                                    name=model)
+            measured |= bool(found)
+            for model, (values, provenance, precision) in found.items():
+                facts[model][name] = rules.record_facts(provenance, precision, name=model)
+                figures[model].update({metric: _number_or_none(values.get(m.column)) for metric, m in kind.metrics.items()})
         if "gflops" in metrics and count_flops and measured:
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():

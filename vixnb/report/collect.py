@@ -5,6 +5,7 @@ import statistics
 
 import pandas as pd
 import torch
+from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from .. import papers
@@ -14,11 +15,16 @@ from ..measure import records_frame
 from ..models import create_model
 from ..models.counting import count_params, paper_summary
 from ..profiles import run_config, table_runs
-from ..record_kinds import Request, kind_of, obtain, record_name, study_requests
+from ..measure.costs import speed_table  # noqa: F401  (report.speed_table: the speed kind's page table)
+from ..profiles import small_sizes
+from ..record_kinds import Request, chapter_requests, kind_of, obtain, record_name, study_requests
 from ..results import ResultsStore, StoreError, made_on
 from ..results.policy import other_code
 from ..runs import keep_where, run
+from .cost import not_yet_run
 from .metrics import METRICS, PER_SEED
+from .provenance import provenance_line
+from .tables import page_table
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -126,41 +132,26 @@ def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
     return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=book.get("part"))
 
 
-def gpu_memory_rows(paper, dataset, *, profile, store):
-    """``(rows, records)``: the stored GPU-memory rows (at the paper's GPU batch, ``papers.gpu_batch_size``) of every
-    chapter of ``paper`` on ``dataset``, merged (``{model: {column: value}}``), and the records they come from."""
-    rows, records = {}, []
-    for part in dict.fromkeys(c.get("part") for c in papers.book_chapters(paper) or [{}]):
-        name = record_name(Request("gpu_memory", paper=paper, dataset=dataset, part=part))
-        record = store.load_record("measure", name, profile=profile)
-        if record is not None:
-            records.append(record)
-            rows.update(record.get("rows") or {})
-    return rows, records
-
-
-def gpu_memory(models, *, paper, dataset, profile, compute="missing", part=None):
-    """The GPU memory of one training step at the paper's GPU batch (``papers.gpu_batch_size``) on the authors'
-    path and ours, for the models of the chapter of ``paper`` whose ``part`` is ``part`` (the record kind
-    ``gpu_memory``, under the compute policy), its rows narrowed to ``models``: the record ``{"rows": {model:
-    {column: value}}, "provenance": {...}}``, or None when nothing is stored and nothing can be measured here."""
-    record = obtain(_chapter_request("gpu_memory", paper, dataset, part=part), profile=profile, compute=compute)
-    if record is None:
-        return None
-    return {**record, "rows": {m: row for m, row in (record.get("rows") or {}).items() if m in models}}
-
-
-def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
-    """Every efficiency figure of each model configuration the chapter trains on ``dataset`` (the record kind
-    ``speed``: ``measure.costs.configuration_speeds``) under the compute policy: ``{"rows": {row: record},
-    "device", "batch_size", "source"}`` ("stored" or "measured"), or None where nothing is stored and nothing can
-    be measured here."""
+def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile, compute="missing", train=None,
+           store=None, required=False, empty=None):
+    """The record of ``kind`` (``record_kinds.KINDS``) that the chapter of ``paper`` (``notebook``, else the one whose
+    ``part`` is ``part``) asks for on ``dataset``, or the maps study's (``maps-attention``, ``maps-attribution``), under
+    the compute policy (``record_kinds.obtain``: read, or made and stored; ``train``: the policy for training the runs
+    whose weights it reads), with ``"source"``: "stored" or "measured". A record some of whose runs have no weights is
+    shown unstored (``"stored": False``; with ``required`` a ``RuntimeError`` names the runs); ``empty`` where
+    nothing is stored and nothing can be made here. ``kind_of(kind).show(record)`` is its page table."""
     store = store if store is not None else ResultsStore()
-    request = _chapter_request("speed", paper, dataset, notebook=notebook)
+    if kind.startswith("maps-"):
+        if kind.removeprefix("maps-") not in STUDY_RECORDS:
+            raise ValueError(f"kind={kind!r}: the maps study's records are {', '.join(f'maps-{k}' for k in STUDY_RECORDS)}")
+        request = next(r for r in study_requests() if r.kind == kind)
+    else:
+        kind_of(kind)  # an unknown kind: the one-line error listing the kinds
+        request = _chapter_request(kind, paper, dataset, part=part, notebook=notebook)
     before = _record_mtime(store, request, profile)
-    data = obtain(request, profile=profile, compute=compute, store=store)
+    data = obtain(request, profile=profile, compute=compute, train=train, store=store, required=required)
     if data is None:
-        return None
+        return empty
     return {**data, "source": "stored" if _record_mtime(store, request, profile) == before else "measured"}
 
 
@@ -169,50 +160,66 @@ def _record_mtime(store, request, profile):
     return path.stat().st_mtime_ns if path.exists() else None
 
 
+def records_section(paper, notebook, *, profile, compute="missing", shown=()):
+    """Every measurement the chapter asks for (its paper file's ``book: measure``) that has a page table (its kind's
+    ``show``) and is not among ``shown`` (the kinds the page lays out itself): a heading (the kind's description),
+    its table or how to make it, and its provenance. Displays them; returns ``{kind: record or None}``."""
+    out = {}
+    for request in chapter_requests(paper, papers.book_chapter(paper, notebook)):
+        kind = kind_of(request)
+        if kind.group != "measure" or kind.show is None or request.kind in shown:
+            continue
+        found = record(request.kind, paper=paper, notebook=notebook, dataset=request.dataset, profile=profile,
+                       compute=compute)
+        display(Markdown(f"### {kind.description[:1].upper()}{kind.description[1:]} ({request.dataset})"))
+        if found is None:
+            display(Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {record_name(request)}` on a "
+                                         f"{'GPU' if kind.needs_gpu or not small_sizes(profile) else 'machine'}")))
+        else:
+            display(page_table(kind.show(found)))
+            display(Markdown(provenance_line([found], profile=profile)))
+        out[request.kind] = found
+    return out
+
+
+# the readers of one kind each, as the pages call them (``record``)
+
+def gpu_memory(models, *, paper, dataset, profile, compute="missing", part=None):
+    """The ``gpu_memory`` record (``record``) of the chapter of ``paper`` whose ``part`` is ``part``, its rows narrowed
+    to ``models``; None when nothing is stored and nothing can be measured here."""
+    found = record("gpu_memory", paper=paper, dataset=dataset, part=part, profile=profile, compute=compute)
+    return None if found is None else {**found, "rows": {m: row for m, row in (found.get("rows") or {}).items()
+                                                         if m in models}}
+
+
+def speed(paper, notebook, dataset, *, profile, compute="missing", store=None):
+    """The ``speed`` record (``record``) of a chapter on ``dataset``."""
+    return record("speed", paper=paper, notebook=notebook, dataset=dataset, profile=profile, compute=compute,
+                  store=store)
+
+
 def speed_name(paper, dataset):
     """The name of the stored speed measurement of a paper's chapter on ``dataset`` (``speed``)."""
     return record_name(Request("speed", paper=paper, dataset=dataset))
 
 
-def speed_table(record, labels=None):
-    """A ``speed`` record as a page table: one row per measured run (named by ``labels``: row -> label), and for
-    images/s, the training step's ms and its peak GB, one column per path (``authors``, ``fused``)."""
-    rows = list(record["rows"])
-    frame = records_frame([record["rows"][row] for row in rows])
-    frame.index = [(labels or {}).get(row, row) for row in rows]
-    headings = {"images/s": "img/s ({})", "train step ms": "train step ms ({})", "train GB": "train GB ({})"}
-    table = pd.DataFrame({(heading, path): frame[column.format(path)] for heading, column in headings.items()
-                          for path in ("authors", "fused") if column.format(path) in frame})
-    table.columns = pd.MultiIndex.from_tuples(table.columns)
-    return table
-
-
 def attention_maps(paper, notebook, dataset, *, profile, compute="missing", store=None):
-    """The attention maps and diagonal prominence of the runs whose weights a chapter keeps (the record kind
-    ``attention_maps``) under the compute policy, training the runs where their weights are missing and ``compute``
-    allows. A record measured from weights that have changed since is measured again where it can be, else read
-    with the reason under ``"stale"``; one some of whose runs have no weights is shown unstored (``"stored":
-    False``). None when nothing is stored and nothing can be measured here."""
-    return obtain(_chapter_request("attention_maps", paper, dataset, notebook=notebook), profile=profile,
-                  compute=compute, store=store)
+    """The ``attention_maps`` record (``record``) of a chapter on ``dataset``."""
+    return record("attention_maps", paper=paper, notebook=notebook, dataset=dataset, profile=profile, compute=compute,
+                  store=store)
 
 
 def predictions(paper, notebook, dataset, *, profile, compute="missing", store=None):
-    """Each kept model's predicted label of the panel's test images (the record kind ``predictions``:
-    ``analysis.prediction_record``) under the compute policy, as ``attention_maps`` reads its record; None when
-    nothing is stored and nothing can be measured here (it needs a GPU)."""
-    return obtain(_chapter_request("predictions", paper, dataset, notebook=notebook), profile=profile,
-                  compute=compute, store=store)
+    """The ``predictions`` record (``record``) of a chapter on ``dataset``."""
+    return record("predictions", paper=paper, notebook=notebook, dataset=dataset, profile=profile, compute=compute,
+                  store=store)
 
 
 def study_measurement(kind, *, profile, compute="missing", train=None, store=None, required=False):
-    """A record of the maps study (``kind`` ``attention`` or ``attribution``: the record kinds ``maps-<kind>``) under
-    the compute policy, training its runs where their weights are missing and ``train`` (default: ``compute``)
-    allows: see ``record_kinds.obtain``."""
+    """The maps study's ``maps-<kind>`` record (``record``; ``kind`` ``attention`` or ``attribution``)."""
     if kind not in STUDY_RECORDS:
         raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
-    request = next(r for r in study_requests() if r.kind == f"maps-{kind}")
-    return obtain(request, profile=profile, compute=compute, train=train, store=store, required=required)
+    return record(f"maps-{kind}", profile=profile, compute=compute, train=train, store=store, required=required)
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):

@@ -1,6 +1,6 @@
 """Page pieces for cost measurements: the parameters, FLOPs, memory and time of models (``vixnb.measure``
-records), measured or read back under the compute policy; narrow tables of them; Pareto fronts of accuracy
-against any cost; correlations between costs beside a paper's; a line fit of one cost against another; and
+records; the efficiency measurement is read or made by ``report.record("efficiency", ...)``); narrow tables of
+them; Pareto fronts of accuracy against any cost; correlations between costs beside a paper's; a line fit of one cost against another; and
 the token-mixer scaling sweep (time, memory, crossovers). Plain functions of records and DataFrames."""
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from .. import measure
-from ..measure.costs import efficiency_record
 from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
 from ..escape import plain_text
-from ..results import ResultsStore
 from .figures import PAGE_WIDTH, TEXT_PT, palette
 
 FAVOR_GFLOPS = "GFLOPs (favor convention)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
@@ -34,29 +32,6 @@ SWEEP_LABELS = {"ms": "ms per step", "peak_mb": "peak MB", "gflops": "GFLOPs", "
 def not_yet_run(command):
     """The Markdown line of a section nothing has measured yet, naming the command that measures it."""
     return f"**Not yet run.** {command} measures it and stores it in the results store."
-
-
-# --------------------------------------------------------------------------------------------------
-# measuring, or reading back
-
-def measure_or_load(names, *, profile, compute="missing", dataset="cifar10", record="efficiency",
-                    batch_size=None, tokens=None, iters=None, root=None):
-    """Every cost of ``names`` and the token-mixer scaling sweep (``measure.costs.efficiency_record``) under the
-    compute policy (``ResultsStore.obtain``), as ``{"records", "sweep", "device", "batch_size", "source"}``;
-    ``source`` is "stored", "measured" or "not yet run" (then records and sweep are empty). The record is
-    ``<profile>/measure/<record>.json`` of the results store at ``root`` (default ``efficiency``, the record the
-    claims ledger reads); ``batch_size``, ``tokens``, ``iters``: the profile's device's sizes where None."""
-    made = []
-
-    def make():
-        made.append(True)
-        return efficiency_record(names, profile=profile, dataset=dataset, batch_size=batch_size, tokens=tokens,
-                                 iters=iters)
-
-    data = ResultsStore(root).obtain("measure", record, make, profile=profile, compute=compute)
-    if data is None:
-        return {"records": [], "sweep": [], "device": None, "batch_size": None, "source": MISSING}
-    return {**data, "source": "measured" if made else "stored"}
 
 
 # --------------------------------------------------------------------------------------------------

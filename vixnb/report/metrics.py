@@ -8,11 +8,11 @@ import numbers
 import statistics
 from typing import Callable, NamedTuple
 
+from ..record_kinds import KINDS
+
 #: ``Metric.kind``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the first
 #: epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
 MODEL, STEP, EPOCHS = "model", "step", "epochs"
-#: the stored efficiency measurement (``vixnb.measure.records_frame`` of its records)
-EFFICIENCY_RECORD = "efficiency"
 
 
 class Metric(NamedTuple):
@@ -20,9 +20,9 @@ class Metric(NamedTuple):
 
     ``label``, ``unit``, ``source``: its name in the claims ledger, the unit of a difference of it, and where our
     figure comes from. ``kind``: ``MODEL``, ``STEP`` or ``EPOCHS``. ``origin``: ``runs`` (the stored training
-    records, over seeds), ``counted`` (``collect.current_counts``'s ``column``, on the model as built today),
-    ``gpu_memory`` (``column`` of the stored GPU-memory measurement at the paper's GPU batch), ``efficiency``
-    (``column`` of the stored efficiency measurement) or ``flops`` (that measurement's, else counted).
+    records, over seeds), ``counted`` (``collect.current_counts``'s ``column``, on the model as built today), a
+    record kind (``column`` of its stored record: the kind's ``metrics``, ``record_kinds.KINDS``) or ``flops``
+    (the efficiency measurement's, else counted).
     ``per_seed``: one done training record -> the figure or None. ``over_seeds``: how the done records of one
     configuration make the figure: ``mean`` / ``max`` / ``std`` of the per-seed figures, or ``at_best_top1`` (the
     record with the best top-1). ``heading``: the column heading of a per-seed table (``compare_pairs``)."""
@@ -138,16 +138,6 @@ METRICS = {
                      "today", MODEL, "counted", column="params_paper"),
     "size_mb": Metric("Size (MB)", "MB", "the paper's Size (MB) convention, measured on the model as built today",
                       MODEL, "counted", column="size_mb"),
-    "gpu_gb": Metric("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU "
-                     "batch (64; cxv: 32) on the authors' execution path, the paper-comparable figure", STEP,
-                     "gpu_memory", column="GPU GB reserved, authors (fp32)"),
-    "gpu_gb_fused": Metric("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement", STEP,
-                           "gpu_memory", column="GPU GB reserved, fused (fp32)"),
-    "train_gb": Metric("training memory", "GB", "GPU GB allocated, authors (fp32) of the batch-64 measurement "
-                       "(max_memory_allocated, the favor paper's training memory)", STEP, "gpu_memory",
-                       column="GPU GB allocated, authors (fp32)"),
-    "train_gb_fused": Metric("training memory (fused)", "GB", "GPU GB allocated, fused (fp32) of the batch-64 "
-                             "measurement", STEP, "gpu_memory", column="GPU GB allocated, fused (fp32)"),
     "gflops": Metric("GFLOPs", "GFLOPs", "counted from the model definition in the favor paper's convention "
                      "(vixnb.measure.flops, favor_gflops)", MODEL, "flops"),
     "top1_mean": Metric("mean top-1", "points", "the mean over the stored seeds of each run's top-1", EPOCHS, "runs",
@@ -177,12 +167,6 @@ METRICS = {
     "top1_adamw": Metric("top-1 of the AdamW phase", "points", "the best top-1 of the main stage's AdamW phase "
                          "(DualOpT's first optimizer), best over the stored seeds", EPOCHS, "runs",
                          per_seed=_adamw_top1, over_seeds="max", heading="best test top-1 of the AdamW phase (%)"),
-    "train_step_ms": Metric("training-step time", "ms", "train step ms (authors) of the stored efficiency "
-                            "measurement", STEP, "efficiency", column="train step ms (authors)"),
-    "ms_per_image": Metric("inference time", "ms", "ms per image (authors) of the stored efficiency measurement",
-                           STEP, "efficiency", column="ms per image (authors)"),
-    "infer_gb": Metric("inference memory", "GB", "infer GB @64 (authors) of the stored efficiency measurement", STEP,
-                       "efficiency", column="infer GB @64 (authors)"),
     "test_s": Metric("test-pass time", "s", "seconds of one evaluation pass over the test set (epoch 1 left out), "
                      "mean over the stored seeds trained as separate runs", STEP, "runs", per_seed=_test_seconds,
                      over_seeds="mean"),
@@ -198,6 +182,10 @@ METRICS = {
                             per_seed=_transfer_top1, over_seeds="mean"),
 }
 
+# a measured figure: what a record kind declares the ledger reads of its record (``RecordKind.metrics``)
+METRICS |= {key: Metric(m.label, m.unit, m.source, STEP, name, column=m.column)
+            for name, kind in KINDS.items() for key, m in kind.metrics.items() if key not in METRICS}
+
 
 def _where(**fields):
     return [key for key, m in METRICS.items() if all(getattr(m, f) == v for f, v in fields.items())]
@@ -211,10 +199,6 @@ RUN_STATISTICS = {key: METRICS[key].statistic for key in SEED_METRICS}
 PER_SEED = {key: (m.heading, m.per_seed) for key, m in METRICS.items() if m.heading}
 #: metric -> ``collect.current_counts`` key (``params``: the paper's convention is chosen by ``ours_from_store``)
 COUNTED_METRICS = {key: METRICS[key].column for key in _where(origin="counted")}
-#: metric -> column of the stored GPU-memory measurement at the paper's GPU batch (``vix-gpu-memory-<dataset>-b64``)
-GPU_MEMORY_COLUMNS = {key: METRICS[key].column for key in _where(origin="gpu_memory")}
-#: metric -> column of ``vixnb.measure.records_frame`` of the stored efficiency measurement
-EFFICIENCY_COLUMNS = {key: METRICS[key].column for key in _where(origin="efficiency")}
 MODEL_METRICS = tuple(_where(kind=MODEL))
 STEP_METRICS = tuple(_where(kind=STEP))
 
