@@ -160,7 +160,7 @@ def _record_mtime(store, request, profile):
     return path.stat().st_mtime_ns if path.exists() else None
 
 
-def records_section(paper, notebook, *, profile, compute="missing", shown=()):
+def records_section(paper, notebook, *, profile, compute="missing", shown=(), store=None):
     """Every measurement the chapter asks for (its paper file's ``book: measure``) that has a page table (its kind's
     ``show``) and is not among ``shown`` (the kinds the page lays out itself): a heading (the kind's description),
     its table or how to make it, and its provenance. Displays them; returns ``{kind: record or None}``."""
@@ -170,7 +170,7 @@ def records_section(paper, notebook, *, profile, compute="missing", shown=()):
         if kind.group != "measure" or kind.show is None or request.kind in shown:
             continue
         found = record(request.kind, paper=paper, notebook=notebook, dataset=request.dataset, profile=profile,
-                       compute=compute)
+                       compute=compute, store=store)
         display(Markdown(f"### {kind.description[:1].upper()}{kind.description[1:]} ({request.dataset})"))
         if found is None:
             display(Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {record_name(request)}` on a "
