@@ -26,6 +26,7 @@ from .analysis import attention_record, prediction_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
+from .measure.latency import latency_record, latency_table
 from .profiles import run_model_settings, run_config, small_sizes, table_runs
 from .results import ResultsStore
 from .results.policy import training_policy, weights_changed
@@ -260,6 +261,13 @@ KINDS = {
                              show=lambda record: records_frame(record.get("records") or []),
                              metrics=_EFFICIENCY_METRICS, per_model=_efficiency_per_model,
                              description="every cost of the ViX Table 1 models, and the token-mixer sweep"),
+    "latency": RecordKind(lambda r: f"{r.paper}-latency-{r.dataset}", minutes=2, show=latency_table,
+                          make=lambda request, *, profile, **_: latency_record(
+                              efficiency_models(request), profile=profile, dataset=request.dataset),
+                          metrics={"latency_ms": ClaimMetric(
+                              "batch-1 inference latency", "ms", "ms (authors) of the stored latency measurement: the "
+                              "median time of one no-grad forward of one image, authors' path, fp32", "ms (authors)")},
+                          description="batch-1 inference latency: one no-grad forward of one image"),
     "maps-attention": RecordKind(lambda r: f"maps-attention-{r.dataset}", _make_study("attention"), minutes=3,
                                  stale=record_stale, runs_read=_study_weights_read,
                                  description="the maps study's maps"),
