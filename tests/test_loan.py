@@ -102,6 +102,21 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     assert [pid for pid in batch_pids if _alive(pid)] == []  # no process of the batch left
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="SIGHUP is POSIX")
+def test_a_closed_terminal_stops_a_batch_as_sigterm_does():
+    """A local job runs in a session of its own, so a closed terminal's SIGHUP reaches the batch alone: it stops
+    the batch as SIGTERM does (``KeyboardInterrupt`` naming the signal), and the handlers before are restored."""
+    from vixnb.stopping import stopped_by_signals
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with pytest.raises(KeyboardInterrupt, match=f"^stopped by signal {sig.name}$"):
+            with stopped_by_signals():
+                os.kill(os.getpid(), sig)
+                time.sleep(5)  # the handler runs at once, in this (the main) thread
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
 def _alive(pid):
     """Whether process ``pid`` runs (a zombie, ended and waiting to be reaped, does not)."""
     try:
