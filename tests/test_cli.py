@@ -86,13 +86,13 @@ def test_the_parser_offers_the_choices_of_the_modules_it_runs():
     from vixnb.measure import DTYPES
     from vixnb.estimates import GPUS
     from vixnb.plan import ORDERS
-    from vixnb.profiles import OPTIMIZERS, PRECISIONS, PROTOCOLS
+    from vixnb.profiles import OPTIMIZERS, PRECISIONS, PROTOCOLS, STOPS
     from vixnb.results.pack import TRAVEL_MB
 
     assert cli.TRAVEL_MB == TRAVEL_MB
     assert sorted(cli.DTYPE_NAMES) == sorted(DTYPES)
     assert cli.COMPILE_MODES == COMPILE_MODES
-    assert (cli.PROTOCOLS, cli.OPTIMIZERS, cli.PRECISIONS) == (PROTOCOLS, OPTIMIZERS, PRECISIONS)
+    assert (cli.PROTOCOLS, cli.OPTIMIZERS, cli.PRECISIONS, cli.STOPS) == (PROTOCOLS, OPTIMIZERS, PRECISIONS, STOPS)
     assert (cli.ORDERS, cli.GPUS) == (ORDERS, tuple(GPUS))
 
 

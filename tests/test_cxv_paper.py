@@ -8,7 +8,7 @@ import torch
 from vixnb import papers
 from vixnb import train as engine
 from vixnb.models import create_model, list_models
-from vixnb.profiles import run_config
+from vixnb.profiles import run_config, settings_of_model
 
 TABLE1 = ("table1_cifar10", "table1_cifar100", "table1_tiny")
 
@@ -51,10 +51,8 @@ def test_tables_2_to_4_are_transcribed_as_printed(paper_text):
 def test_every_row_is_a_registered_model_whose_settings_build(table):
     for row, model, settings in papers.table_runs("cxv", table):
         assert model in list_models(), (table, row)
-        model_settings = {k: v for k, v in settings.items()
-                          if k not in ("optimizer", "randaugment", "post_train_epochs")}
-        with torch.device("meta"):
-            create_model(model, dataset=papers.table("cxv", table)["dataset"], **model_settings)
+        with torch.device("meta"):  # the settings that are not options of the run (optimizer, stop, ...)
+            create_model(model, dataset=papers.table("cxv", table)["dataset"], **settings_of_model(settings))
         run_config(model, dataset=papers.table("cxv", table)["dataset"], profile="budget", **settings)
 
 
@@ -111,6 +109,68 @@ def test_sgd_alone_trains_with_dualopts_sgd_settings_for_adamw_alones_length():
         run_config("vit_small_vanilla", profile="budget", optimizer="sgd")  # paper `shaped`: no DualOpT settings
 
 
+def test_sgd_alone_to_patience_has_dualopts_budget_and_an_own_key():
+    for profile in ("paper", "budget"):
+        patience = run_config("cnv_5_4", profile=profile, optimizer="sgd", stop="patience")
+        dualopt = run_config("cnv_5_4", profile=profile)
+        assert patience["stop"] == "patience" and patience["epochs"] == dualopt["epochs"]
+        assert patience["dualopt"] == {k: v for k, v in dualopt["dualopt"].items() if k != "adamw_epochs"}
+    fixed = run_config("cnv_5_4", profile="paper", optimizer="sgd")
+    assert "stop" not in fixed and run_config("cnv_5_4", profile="paper", optimizer="sgd", stop="epochs") == fixed
+    for optimizer in ("adamw", "dualopt"):
+        with pytest.raises(ValueError, match=f"stop='patience' with optimizer='{optimizer}'.*optimizer='sgd'"):
+            run_config("cnv_5_4", profile="budget", optimizer=optimizer, stop="patience")
+    with pytest.raises(ValueError, match="stop='never': give one of 'epochs', 'patience'"):
+        run_config("cnv_5_4", profile="budget", optimizer="sgd", stop="never")
+
+
+# the top-1 of each epoch: DualOpT's AdamW phase (patience 2: it switches after the third epoch), then the epochs
+# of an SGD phase, which stops after its sixth (17 and 18 are the second and first epochs below the best, 20)
+ADAMW_SCORES, SGD_SCORES = [5.0, 4.0, 3.0], [10.0, 20.0, 15.0, 20.0, 18.0, 17.0, 30.0, 40.0]
+
+
+def _scripted_run(monkeypatch, config, scores, **kwargs):
+    config["dualopt"] = {**config["dualopt"], "patience": 2}
+    values = list(scores)
+    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (values.pop(0), 90.0))
+    return engine.train(config, progress=False, **kwargs)
+
+
+def test_sgd_alone_to_patience_stops_where_dualopts_sgd_phase_stops(monkeypatch):
+    rule = engine.dualopt_switch({"optimizer": "sgd", "stop": "patience", "dualopt": {"patience": 2}})
+    assert rule.phase == "sgd" and [rule.update(a) for a in SGD_SCORES[:6]][-2:] == ["continue", "stop"]
+    assert engine.dualopt_switch({"optimizer": "sgd", "dualopt": {"patience": 2}}) is None  # a fixed length
+    dualopt = _scripted_run(monkeypatch, run_config("cnv_5_4", profile="smoke", epochs=20, depth=1),
+                            ADAMW_SCORES + SGD_SCORES)
+    alone = _scripted_run(monkeypatch, run_config("cnv_5_4", profile="smoke", epochs=20, depth=1, optimizer="sgd",
+                                                  stop="patience"), SGD_SCORES)
+    sgd_phase = [h for h in dualopt["history"] if h["phase"] == "sgd"]
+    assert dualopt["history"][len(ADAMW_SCORES) - 1]["switched_to_sgd"] == "patience"
+    assert [h["select_top1"] for h in alone["history"]] == [h["select_top1"] for h in sgd_phase] == SGD_SCORES[:6]
+    assert [h["stop"] for h in alone["history"]] == [h["stop"] for h in sgd_phase] == [False] * 5 + [True]
+    assert {h["phase"] for h in alone["history"]} == {"sgd"} and alone["epochs_run"] == 6
+
+
+def test_sgd_alone_to_patience_resumes_into_the_same_stop(tmp_path, monkeypatch, crash_after_checkpoint):
+    config = run_config("cnv_5_4", profile="smoke", epochs=20, depth=1, optimizer="sgd", stop="patience")
+    Crash, checkpoint = crash_after_checkpoint(), tmp_path / "run.pt"
+    for done in range(6):  # a crash after each of the first six epochs, then a call that only finishes
+        with pytest.raises(Crash):
+            _scripted_run(monkeypatch, dict(config), SGD_SCORES[done:], checkpoint=checkpoint)
+    result = _scripted_run(monkeypatch, dict(config), SGD_SCORES[6:], checkpoint=checkpoint)
+    assert result["epochs_run"] == 6 and result["history"][-1]["stop"] and result["top1"] == 20.0
+
+
+def test_sgd_alone_to_patience_is_estimated_at_dualopts_nominal_length():
+    from vixnb.estimates import DUALOPT_NOMINAL_EPOCHS, expected_epochs
+
+    paper = run_config("cnv_5_4", profile="paper", optimizer="sgd", stop="patience")
+    assert expected_epochs(paper) == (DUALOPT_NOMINAL_EPOCHS, f"; SGD alone: nominal {DUALOPT_NOMINAL_EPOCHS} epochs "
+                                                              "(stops on patience)")
+    assert expected_epochs(run_config("cnv_5_4", profile="paper", optimizer="sgd")) == (200, "")
+    assert expected_epochs(run_config("cnv_5_4", profile="budget", optimizer="sgd", stop="patience")) == (10, "")
+
+
 # ----- the GPU column, the plan, the claims -------------------------------------------------------------------
 
 def test_the_gpu_measurement_is_at_the_papers_batch():
@@ -141,11 +201,17 @@ def test_the_plan_lists_sgd_alone_for_table_3s_models():
     from vixnb import plan
 
     entries = [e for e in plan.build("budget", chapter=["cxv_dualopt"]) if e.kind == "train"]
-    sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"}
-    expected = {(row, papers.table("cxv", t)["dataset"]) for t in ("sgd_alone_cifar10", "sgd_alone_cifar100",
-                                                                   "sgd_alone_tiny") for row in papers.table("cxv", t)["rows"]}
-    assert sgd == expected and len(expected) == 13
+    for stop, tables in ((None, "sgd_alone"), ("patience", "sgd_patience")):
+        sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"
+               and e.settings.get("stop") == stop}
+        expected = {(row, papers.table("cxv", t)["dataset"]) for t in (f"{tables}_cifar10", f"{tables}_cifar100",
+                                                                       f"{tables}_tiny") for row in papers.table("cxv", t)["rows"]}
+        assert sgd == expected and len(expected) == 13
     assert all("--optimizer sgd" in e.command for e in entries if e.settings.get("optimizer") == "sgd")
+    assert all(("--stop patience" in e.command) == (e.settings.get("stop") == "patience") for e in entries)
+    fixed = {(e.model, e.dataset, e.seed): e.key for e in entries if e.settings == {"optimizer": "sgd"}}
+    to_patience = {(e.model, e.dataset, e.seed): e.key for e in entries if e.settings.get("stop") == "patience"}
+    assert fixed.keys() == to_patience.keys() and not set(fixed.values()) & set(to_patience.values())
 
 
 def test_the_claims_read_the_papers_tables_as_expected():

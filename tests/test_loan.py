@@ -60,6 +60,71 @@ def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_pat
     assert ResultsStore().get(config) is None
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_results):
+    """Ctrl-C in a terminal: SIGINT to the foreground process group, here that of a `vixnb batch` started in a
+    session of its own, sent once its local job has saved an epoch. The batch exits 130 saying "interrupted" once;
+    no process prints a traceback (submitit's job controller, in the batch's group, printed one); the checkpoint is
+    kept, and no process of the batch is left."""
+    script = ("import sys\n"
+              "from vixnb import batch\n"
+              "from vixnb.cli import main\n"
+              "planned = batch.jobs_from_plan\n"
+              "def one_long_job(*args, **kwargs):\n"
+              "    jobs = planned(*args, **kwargs)[:1]\n"
+              "    jobs[0].spec['settings'] = {'epochs': 5000}\n"
+              "    return jobs\n"
+              "batch.jobs_from_plan = one_long_job\n"
+              "sys.exit(main(['batch', '--profile', 'smoke', '--only', 'fnet', '--ensemble', 'never']))\n")
+    checkpoint = ResultsStore(isolated_results).checkpoint_path(profiles.run_config("fnet", profile="smoke", epochs=5000))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
+                               cwd=Path(__file__).parents[1], start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        assert checkpoint.exists(), "the run saved no epoch in 240 s"
+        batch_pids = [process.pid] + _processes_naming(str(isolated_results))  # the batch, its controller, its job
+        assert len(batch_pids) >= 3, batch_pids
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        start = time.time()
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert time.time() - start < 30  # stopped within 30 s of the signal
+    assert process.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == "vixnb batch: interrupted" and (out + err).count("interrupted") == 1, err
+    assert "Traceback" not in out + err, err[-2000:]
+    assert checkpoint.exists()  # the last whole epoch's checkpoint is kept
+    assert [pid for pid in batch_pids if _alive(pid)] == []  # no process of the batch left
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="SIGHUP is POSIX")
+def test_a_closed_terminal_stops_a_batch_as_sigterm_does():
+    """A local job runs in a session of its own, so a closed terminal's SIGHUP reaches the batch alone: it stops
+    the batch as SIGTERM does (``KeyboardInterrupt`` naming the signal), and the handlers before are restored."""
+    from vixnb.stopping import stopped_by_signals
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with pytest.raises(KeyboardInterrupt, match=f"^stopped by signal {sig.name}$"):
+            with stopped_by_signals():
+                os.kill(os.getpid(), sig)
+                time.sleep(5)  # the handler runs at once, in this (the main) thread
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def _alive(pid):
+    """Whether process ``pid`` runs (a zombie, ended and waiting to be reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _jobs(models, profile="smoke"):
     return batch.jobs_from_plan(plan.build(profile, only=models), ensemble="never")
 

@@ -117,6 +117,7 @@ DEFERRED_IMPORTS = {
     ("vixnb/measure/costs.py", "timm"): "optional dependency (not one of vixnb's)",
     ("vixnb/results/store.py", "fcntl"): "optional dependency (missing on Windows)",
     ("vixnb/batch.py", "submitit"): "optional dependency (the inline executor runs without it)",
+    ("vixnb/stopping.py", "submitit"): "optional dependency (the inline executor runs without it)",
     ("vixnb/report/tables.py", "myst_nb"): "optional dependency (the book's environment only)",
     ("vixnb/models/wavemix.py", "ptwt"): "optional dependency (only WaveMix needs it)",
     ("vixnb/models/warm_start.py", "pandas"): "the command line stays light (`vixnb models` imports no pandas)",

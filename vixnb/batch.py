@@ -43,7 +43,7 @@ from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a len
 from .results.policy import cannot_make_here
 from .results.provenance import execution
 from .runs import run
-from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
+from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
 from .train import TrainingPaused, without_timings
 
 EXECUTORS = ("local", "slurm", "inline")
@@ -353,7 +353,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
         for job in jobs:
             if job.outcome in ("pending", "running"):
                 job.outcome, job.note = ("stopped", _STOPPED) if job.outcome == "running" else ("not started", "the batch was stopped")
-        raise BatchStopped(str(e) or "stopped") from None
+        raise BatchStopped(str(e) or "interrupted") from None  # Ctrl-C: as the other commands say it
     return jobs
 
 
@@ -402,9 +402,7 @@ def _execute(job, slot, deadline, executor, folder, running=None):
     if executor == "inline":
         with execution(concurrent_jobs=1, executor="inline"):
             return run_job(job.spec, deadline)
-    import submitit  # optional dependency: the inline executor runs without it
-
-    ex = submitit.LocalExecutor(folder=str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
+    ex = local_executor(str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
     # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
     timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
     ex.update_parameters(timeout_min=timeout, signal_delay_s=BUDGET_SIGNAL_S, gpus_per_node=0 if slot is None else 1,

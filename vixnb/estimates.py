@@ -209,20 +209,23 @@ def estimate(entry, *, rates, device, timings, rate, gpu=None):
 
 
 #: epochs a DualOpT run without a cap is taken to last (it stops on patience, twice; the ceiling is far above): a
-#: nominal figure until stored runs say more
+#: nominal figure until stored runs say more. SGD alone under ``stop: patience`` (DualOpT's budget) is taken to last
+#: as long
 DUALOPT_NOMINAL_EPOCHS = 150
 
 
 def expected_epochs(config):
     """``(epochs, note)``: the epochs a run is expected to train (main stage and post-training), and a note for the
     estimate's basis where it is nominal: a DualOpT run without a cap (the paper profile) stops on patience, so its
-    ``epochs`` (a ceiling) would overstate it; post-training likewise stops on patience."""
+    ``epochs`` (a ceiling) would overstate it, as SGD alone's under ``stop: patience``; post-training likewise stops
+    on patience."""
     epochs, post, dualopt = config["epochs"], config["post_train_epochs"], config["dualopt"]
     uncapped = dualopt is not None and "adamw_epochs" not in dualopt
-    nominal = config["optimizer"] == "dualopt" and uncapped
+    rule = "DualOpT" if config["optimizer"] == "dualopt" else "SGD alone" if config.get("stop") == "patience" else None
+    nominal = rule is not None and epochs >= dualopt["max_epochs"]  # no cap below the ceiling: patience ends it
     if nominal:
         epochs = min(epochs, DUALOPT_NOMINAL_EPOCHS)
     if post and uncapped:
         post = min(post, 2 * dualopt["patience"])
-    note = f"; DualOpT: nominal {epochs} epochs (stops on patience)" if nominal else ""
+    note = f"; {rule}: nominal {epochs} epochs (stops on patience)" if nominal else ""
     return epochs + post, note

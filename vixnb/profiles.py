@@ -13,7 +13,7 @@ import yaml
 from .data import dataset_spec, source_fingerprint
 from . import papers
 from .models import list_models, model_cfg, settings_from_key, settings_in_key
-from .validate import checked
+from .validate import Choice, checked
 
 
 @cache
@@ -74,6 +74,8 @@ def _first(*values):
 
 
 PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt", "sgd"), ("constant", "cosine")
+#: how a run of optimizer ``sgd`` (SGD alone) ends: after its ``epochs``, or by DualOpT's patience rule
+STOPS = ("epochs", "patience")
 PRECISIONS = ("fp32", "bf16", "fp16")
 AUGMENT_KEYS = ("hflip", "vflip", "rotate")
 #: the run config's ``engine_version`` field: fixed, part of every run's key (it was the engine's version when
@@ -124,11 +126,11 @@ def check_randaugment(randaugment):
                          "and MAGNITUDE from 0 to 30 (--randaugment 2 9)")
 
 
-@checked("seed", "epochs", "batch_size", "post_train_epochs", "lr")
+@checked("seed", "epochs", "batch_size", "post_train_epochs", "lr", stop=Choice(STOPS))
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
-               augment=None, grad_norm_every=None, init_from=None, **model_overrides):
+               augment=None, grad_norm_every=None, init_from=None, stop=None, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
@@ -148,6 +150,11 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     ``{"run": row, "model": name, "settings": {...}}`` (a chapter's run, its profile settings included). The source
     is the same dataset, profile and seed; the config keeps it as ``init_from`` with the source's own key, so a
     changed source is another run.
+
+    ``stop`` (``epochs`` | ``patience``): how SGD alone (``optimizer="sgd"``) ends: after ``epochs`` (AdamW alone's
+    length), or, ``patience``, by the rule that ends DualOpT's SGD phase (``train.DualOptSwitch``: the same patience
+    on the same top-1, at most DualOpT's ``epochs``), the budget DualOpT is given. In the dict only where
+    ``patience``.
     """
     for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
                                ("post_train_epochs", post_train_epochs, 0)):
@@ -176,6 +183,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     if sgd and not proto.get("dualopt"):
         raise ValueError(f"optimizer 'sgd' trains with the SGD settings of DualOpT's second phase (the protocol's "
                          f"`dualopt`, paper `cxv`); {model!r}'s paper protocol has none: use adamw")
+    patience = stop == "patience"
+    if patience and not sgd:
+        raise ValueError(f"stop='patience' with optimizer={optimizer!r}: it ends SGD alone by DualOpT's patience rule; "
+                         "use it with optimizer='sgd' (DualOpT stops on patience already) or leave stop out")
     length = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
     # a length below DualOpT's ceiling caps the run: its AdamW phase and post-training at half of it
     capped = length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0)
@@ -204,7 +215,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "seed": int(seed),
         # DualOpT has no fixed length (it stops when patience runs out twice): the paper protocol caps it at
         # max_epochs; a length given here or by the profile caps the whole run and its AdamW phase at half of it
-        "epochs": int(length or (proto["dualopt"]["max_epochs"] if dualopt else papers.per_model(proto["epochs"], model))),
+        "epochs": int(length or (proto["dualopt"]["max_epochs"] if dualopt or patience
+                                 else papers.per_model(proto["epochs"], model))),
         "batch_size": int(_first(batch_size, prof.get("batch_size"), papers.per_model(proto["batch_size"], model))),
         "lr": proto["lr"] if lr is None else float(lr),
         "weight_decay": proto["weight_decay"],
@@ -217,7 +229,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         # a capped run (budget) caps post-training as each DualOpT phase: at half its length (at most)
         "post_train_epochs": min(int(post_train_epochs), half) if capped else int(post_train_epochs),
         # a capped DualOpT run: both phases run (a budget run); the paper profile's has no cap. SGD alone (section
-        # 5.1.1's other comparison) trains with DualOpT's SGD settings for the run's length, as AdamW alone does
+        # 5.1.1's other comparison) trains with DualOpT's SGD settings for the run's length, as AdamW alone does,
+        # or under stop 'patience' until DualOpT's SGD phase would stop, at most DualOpT's length
         "dualopt": ({**proto["dualopt"], **({"adamw_epochs": half} if dualopt and capped else {})}
                     if dualopt or sgd or post_train_epochs else None),
         "precision": precision or ("bf16" if protocol == "fixed" and prof["device"] == "cuda" else prof["precision"]),
@@ -234,6 +247,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         **({"schedule": "cosine"} if schedule == "cosine" else {}),
         **({"augment": augment} if augment else {}),
         **({"grad_norm_every": every} if every else {}),
+        **({"stop": "patience"} if patience else {}),
         **({"init_from": _init_source(init_from, model, dataset, profile, seed)} if init_from else {}),
     }
 

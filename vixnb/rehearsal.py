@@ -40,6 +40,7 @@ from .train import _first_phase, _optimizer, autocasts, build_model, training_de
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
     "DualOpT": lambda c: c["optimizer"] == "dualopt",
+    "SGD alone to patience": lambda c: c.get("stop") == "patience",
     "RandAugment": lambda c: bool(c["randaugment"]),
     "post-training": lambda c: c["post_train_epochs"] > 0,
     "flips and rotations": lambda c: bool(c.get("augment")),

@@ -1,11 +1,16 @@
-"""Stopping a batch: SIGTERM (``timeout``, a batch system) stops it as Ctrl-C does, and the batch stops the job
-processes it started (``vixnb.batch.run_local``): each is signalled, given ``STOP_GRACE_S`` to end (a training run
-keeps its last whole epoch's checkpoint), then killed with what it started. Nothing keeps running after it."""
+"""Stopping a batch: SIGTERM (``timeout``, a batch system) and SIGHUP (its terminal closed) stop it as Ctrl-C does,
+and the batch stops the job processes it started (``vixnb.batch.run_local``): each is signalled, given
+``STOP_GRACE_S`` to end (a training run keeps its last whole epoch's checkpoint), then killed with what it started.
+Nothing keeps running after it. A local job runs in a session of its own (``local_executor``), so that a terminal's
+Ctrl-C reaches the batch alone and the batch stops its jobs, each once."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -21,11 +26,15 @@ class BatchStopped(KeyboardInterrupt):
 STOP_GRACE_S = 20
 
 
+#: the signals that stop a batch as SIGINT does: ``timeout`` and a batch system send SIGTERM, a closed terminal SIGHUP
+#: (its jobs, in sessions of their own, would not get it)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 @contextlib.contextmanager
 def stopped_by_signals():
-    """SIGTERM raises ``KeyboardInterrupt`` in the main thread while this holds, as SIGINT does (``timeout`` and
-    a batch system stop a batch that way); the handler before is restored after. Elsewhere than the main
-    thread nothing is changed."""
+    """``STOP_SIGNALS`` raise ``KeyboardInterrupt`` in the main thread while this holds, as SIGINT does; the handlers
+    before are restored after. Elsewhere than the main thread nothing is changed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -33,11 +42,47 @@ def stopped_by_signals():
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
-    before = signal.signal(signal.SIGTERM, interrupt)
+    before = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def local_executor(folder, **kwargs):
+    """submitit's ``LocalExecutor`` (``folder``, ``kwargs``) whose job controllers start in sessions of their own.
+    A terminal's Ctrl-C (SIGINT to its foreground process group) then reaches the batch alone, which stops each job
+    itself (``stop_jobs``: SIGTERM to the controller, which passes it on to the job), rather than each controller as
+    well, which printed its own KeyboardInterrupt traceback and killed its job a second later."""
+    return _own_session_executor()(folder, **kwargs)
+
+
+@functools.cache
+def _own_session_executor():
+    import submitit  # optional dependency: the inline executor runs without it
+    from submitit.local.local import LocalJob
+
+    class OwnSessionExecutor(submitit.LocalExecutor):
+        def _submit_command(self, command):
+            # submitit's own (``submitit.local.local.start_controller``, 1.5), with start_new_session; one task
+            # and no setup shell, whose process would be the job's id and would not pass SIGTERM on
+            p = self.parameters
+            if p.get("setup") or p.get("tasks_per_node", 1) != 1:
+                raise ValueError("local_executor: a job runs one task and no setup commands")
+            gpus, visible = p.get("gpus_per_node", 0), p.get("visible_gpus", ())
+            env = {**os.environ, "SUBMITIT_LOCAL_NTASKS": "1", "SUBMITIT_LOCAL_COMMAND": command,
+                   "SUBMITIT_LOCAL_TIMEOUT_S": str(int(60 * p.get("timeout_min", 2.0))),
+                   "SUBMITIT_LOCAL_SIGNAL_DELAY_S": str(int(p.get("signal_delay_s", 30))),
+                   "SUBMITIT_LOCAL_NODEID": "0", "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
+                   "SUBMITIT_STDERR_TO_STDOUT": "1" if p.get("stderr_to_stdout") else "", "SUBMITIT_EXECUTOR": "local",
+                   "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus) if visible == () else visible[:gpus])),
+                   "SUBMITIT_LOCAL_WITH_SHELL": ""}
+            process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)], env=env,
+                                       start_new_session=True)
+            return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
+
+    return OwnSessionExecutor
 
 
 def stop_jobs(running):

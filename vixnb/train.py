@@ -11,9 +11,9 @@ top-5 are means of per-batch accuracies. Their two quirks are flags in the profi
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
 optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
-for the whole run (section 5.1.1's "only SGD"); ``randaugment`` augments
-training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data
-(paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``:
+for the whole run (section 5.1.1's "only SGD"; with ``stop: patience`` it ends as DualOpT's SGD phase does);
+``randaugment`` augments training batches only, and ``post_train_epochs`` continues from the best weights on
+un-augmented data (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``:
 no host read inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
 
 The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``):
@@ -94,10 +94,13 @@ class DualOptSwitch:
         vars(self).update(state)
 
 
-def dualopt_switch(config, **kwargs):
-    """The run's ``DualOptSwitch`` (its patience, and the AdamW phase's cap where the run's length is capped)."""
+def dualopt_switch(config):
+    """The run's patience rule, a ``DualOptSwitch``: DualOpT's (its patience, and the AdamW phase's cap where the run's
+    length is capped); SGD alone's under ``stop: patience``, DualOpT's SGD phase from the first epoch; else None."""
     d = config["dualopt"]
-    return DualOptSwitch(d["patience"], adamw_epochs=d.get("adamw_epochs"), **kwargs)
+    if config["optimizer"] == "dualopt":
+        return DualOptSwitch(d["patience"], adamw_epochs=d.get("adamw_epochs"))
+    return DualOptSwitch(d["patience"], phase="sgd") if config.get("stop") == "patience" else None
 
 
 def adamw(params, config):
@@ -339,7 +342,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
     torch.manual_seed(seed)
     model, facts = build_model(config)
     model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
-    switch = dualopt_switch(config) if config["optimizer"] == "dualopt" else None
+    switch = dualopt_switch(config)
     optimizer = _optimizer(model, config, _first_phase(config))
     want_graphs = device.type == "cuda" if graphs is None else bool(graphs)
     autocast, loss_autocast, scaler = autocasts(config, device, cache=not want_graphs)

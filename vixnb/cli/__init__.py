@@ -15,7 +15,7 @@ from ..validate import NON_NEGATIVE, POSITIVE, Real, Whole, option
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt", "sgd")  # vixnb.profiles
-PRECISIONS = ("fp32", "bf16", "fp16")  # vixnb.profiles
+PRECISIONS, STOPS = ("fp32", "bf16", "fp16"), ("epochs", "patience")  # vixnb.profiles
 ORDERS = ("chapters", "rows")  # vixnb.plan
 GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.estimates
 TRAVEL_MB = 60  # vixnb.results.pack
@@ -48,6 +48,8 @@ def _train_arguments(sub):
     s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
     s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT); sgd: "
                    "SGD alone, with DualOpT's SGD settings")
+    s.add_argument("--stop", choices=STOPS, help="how SGD alone ends: epochs (default: after --epochs) or patience "
+                   "(by DualOpT's patience rule, at most DualOpT's length: the budget DualOpT gets)")
     s.add_argument("--precision", choices=PRECISIONS, help="fp16: autocast with a gradient scaler (GPUs without "
                    "native bfloat16: a T4, a P100)")
     s.add_argument("--randaugment", type=whole_number(0), nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")

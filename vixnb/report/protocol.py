@@ -9,6 +9,9 @@ from .tables import page_table
 
 def _optimizer(config):
     adamw = f"AdamW, lr {config['lr']:g}, weight decay {config['weight_decay']:g}"
+    if config["optimizer"] == "sgd":
+        d = config["dualopt"]
+        return f"SGD alone: DualOpT's SGD (lr {d['sgd_lr']:g}, momentum {d['sgd_momentum']:g}) from the first epoch"
     if config["optimizer"] != "dualopt":
         return adamw + ("" if config["weight_decay"] else " (Adam)")
     dualopt = config["dualopt"]
@@ -19,6 +22,9 @@ def _optimizer(config):
 
 
 def _epochs(config):
+    if config.get("stop") == "patience":
+        return (f"until {config['dualopt']['patience']} epochs pass without a top-1 at least as high as the best "
+                f"(the rule that ends DualOpT's SGD phase), at most {config['epochs']}")
     if config["optimizer"] != "dualopt":
         return config["epochs"]
     cap = config["dualopt"].get("adamw_epochs")

@@ -77,7 +77,7 @@ def damage(result):
 
 #: the keys a training run's configuration holds only where set (``profiles.run_config``); with those of a plain
 #: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
-OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from")
+OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop")
 
 
 def unusable(result):
