@@ -8,7 +8,7 @@ import torch
 from vixnb import papers
 from vixnb import train as engine
 from vixnb.models import create_model, list_models
-from vixnb.profiles import run_config, settings_of_model
+from vixnb.profiles import config_key, run_config, settings_of_model
 
 TABLE1 = ("table1_cifar10", "table1_cifar100", "table1_tiny")
 
@@ -113,7 +113,9 @@ def test_sgd_alone_to_patience_has_dualopts_budget_and_an_own_key():
     for profile in ("paper", "budget"):
         patience = run_config("cnv_5_4", profile=profile, optimizer="sgd", stop="patience")
         dualopt = run_config("cnv_5_4", profile=profile)
-        assert patience["stop"] == "patience" and patience["epochs"] == dualopt["epochs"]
+        # budget's cap (10) is within the patience (20): the run is the fixed-length one, without a stop
+        assert patience.get("stop") == ("patience" if profile == "paper" else None)
+        assert patience["epochs"] == dualopt["epochs"]
         assert patience["dualopt"] == {k: v for k, v in dualopt["dualopt"].items() if k != "adamw_epochs"}
     fixed = run_config("cnv_5_4", profile="paper", optimizer="sgd")
     assert "stop" not in fixed and run_config("cnv_5_4", profile="paper", optimizer="sgd", stop="epochs") == fixed
@@ -142,7 +144,7 @@ def test_sgd_alone_to_patience_stops_where_dualopts_sgd_phase_stops(monkeypatch)
     assert engine.dualopt_switch({"optimizer": "sgd", "dualopt": {"patience": 2}}) is None  # a fixed length
     dualopt = _scripted_run(monkeypatch, run_config("cnv_5_4", profile="smoke", epochs=20, depth=1),
                             ADAMW_SCORES + SGD_SCORES)
-    alone = _scripted_run(monkeypatch, run_config("cnv_5_4", profile="smoke", epochs=20, depth=1, optimizer="sgd",
+    alone = _scripted_run(monkeypatch, run_config("cnv_5_4", profile="smoke", epochs=21, depth=1, optimizer="sgd",
                                                   stop="patience"), SGD_SCORES)
     sgd_phase = [h for h in dualopt["history"] if h["phase"] == "sgd"]
     assert dualopt["history"][len(ADAMW_SCORES) - 1]["switched_to_sgd"] == "patience"
@@ -152,7 +154,7 @@ def test_sgd_alone_to_patience_stops_where_dualopts_sgd_phase_stops(monkeypatch)
 
 
 def test_sgd_alone_to_patience_resumes_into_the_same_stop(tmp_path, monkeypatch, crash_after_checkpoint):
-    config = run_config("cnv_5_4", profile="smoke", epochs=20, depth=1, optimizer="sgd", stop="patience")
+    config = run_config("cnv_5_4", profile="smoke", epochs=21, depth=1, optimizer="sgd", stop="patience")
     Crash, checkpoint = crash_after_checkpoint(), tmp_path / "run.pt"
     for done in range(6):  # a crash after each of the first six epochs, then a call that only finishes
         with pytest.raises(Crash):
@@ -197,10 +199,19 @@ def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
     assert all(e.blocked for e in entries if e.dataset in ("cifar100", "tiny-imagenet"))
 
 
+def test_a_cap_within_the_patience_makes_sgd_alone_to_patience_the_fixed_length_run():
+    # budget: 10 epochs, patience 20: the patience cannot end the run, so both readings are one run (one key)
+    assert config_key(run_config("cnv_5_4", profile="budget", optimizer="sgd", stop="patience")) == \
+        config_key(run_config("cnv_5_4", profile="budget", optimizer="sgd"))
+    longer = run_config("cnv_5_4", profile="budget", optimizer="sgd", stop="patience", epochs=21)
+    assert longer["stop"] == "patience" and config_key(longer) != \
+        config_key(run_config("cnv_5_4", profile="budget", optimizer="sgd", epochs=21))
+
+
 def test_the_plan_lists_sgd_alone_for_table_3s_models():
     from vixnb import plan
 
-    entries = [e for e in plan.build("budget", chapter=["cxv_dualopt"]) if e.kind == "train"]
+    entries = [e for e in plan.build("paper", chapter=["cxv_dualopt"]) if e.kind == "train"]
     for stop, tables in ((None, "sgd_alone"), ("patience", "sgd_patience")):
         sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"
                and e.settings.get("stop") == stop}

@@ -154,7 +154,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     ``stop`` (``epochs`` | ``patience``): how SGD alone (``optimizer="sgd"``) ends: after ``epochs`` (AdamW alone's
     length), or, ``patience``, by the rule that ends DualOpT's SGD phase (``train.DualOptSwitch``: the same patience
     on the same top-1, at most DualOpT's ``epochs``), the budget DualOpT is given. In the dict only where
-    ``patience``.
+    ``patience`` and the run is longer than the patience (a shorter cap leaves it the fixed-length run).
     """
     for name, value, least in (("epochs", epochs, 1), ("batch_size", batch_size, 1), ("val_size", val_size, 1),
                                ("post_train_epochs", post_train_epochs, 0)):
@@ -188,6 +188,9 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         raise ValueError(f"stop='patience' with optimizer={optimizer!r}: it ends SGD alone by DualOpT's patience rule; "
                          "use it with optimizer='sgd' (DualOpT stops on patience already) or leave stop out")
     length = _first(epochs, prof.get("epochs"))  # a run length given here or by the profile, not the paper's
+    if patience and length is not None and int(length) <= proto["dualopt"]["patience"]:
+        # the patience cannot end a run this short: it is the fixed-length SGD alone, one run with one identity
+        patience = False
     # a length below DualOpT's ceiling caps the run: its AdamW phase and post-training at half of it
     capped = length is not None and length < (proto.get("dualopt") or {}).get("max_epochs", 0)
     half = -(-int(length) // 2) if capped else None  # the cap of the AdamW phase and of post-training
