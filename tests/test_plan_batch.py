@@ -76,7 +76,7 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10" and e.model in TABLE1]
     assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
     vit = next(e for e in first if e.model == "vit")
-    config = vit._config
+    config = vit.config
     expected = config["epochs"] * (50000 + 10000 / 3) / 1000.0 + estimates.STARTUP_SECONDS
     assert vit.est_gpu_minutes == pytest.approx(expected / 60)
     assert vit.basis.startswith("bench train: 1,000 img/s (bf16, GPU X)")
@@ -366,7 +366,7 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
     monkeypatch.setattr(train, "_train_epoch", interrupt_second)
     job = _spec_jobs(["fnet"])[0]
     with pytest.raises(SystemExit):
-        batch.run_job(job.spec)
+        batch.run_job(job.entries)
     assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
 
 

@@ -33,8 +33,8 @@ def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
     here = {e.model for e in entries if e.kind == "train" and not e.blocked}
     assert {e.model for e in runs} == here  # every model the data here lets run
     for name, uses in PROTOCOLS.items():  # every protocol the plan has
-        in_plan = any(uses(e._config) for e in entries if e.kind == "train" and not e.blocked)
-        assert any(uses(e._config) for e in runs) == in_plan, name
+        in_plan = any(uses(e.config) for e in entries if e.kind == "train" and not e.blocked)
+        assert any(uses(e.config) for e in runs) == in_plan, name
     assert any(e.keep_weights != "no" for e in runs)
     assert any(len(j.entries) == 2 for j in jobs)  # one ensemble of two seeds
     records = {e.name for e in entries if e.kind != "train"}
