@@ -20,9 +20,10 @@ from . import measure, papers
 from .analysis import attention_record, prediction_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure.costs import configuration_speeds, efficiency_record
-from .profiles import run_model_settings, run_config, small_sizes, table_runs
+from .profiles import run_model_settings, small_sizes, table_runs
 from .results import ResultsStore
 from .results.policy import training_policy, weights_changed
+from .runspec import RunSpec
 
 
 class PartialRecord(RuntimeError):
@@ -90,7 +91,7 @@ def _make_speed(request, *, profile, **_):
     same architecture as its scratch run: measured once): ``measure.configuration_speeds``."""
     configs = {}
     for row, model, settings, seeds in _chapter_runs(request, profile):
-        config = run_config(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings)
+        config = RunSpec.of(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings).config
         configs.setdefault((model, json.dumps(run_model_settings(config), sort_keys=True)), (row, model, config))
     return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 
