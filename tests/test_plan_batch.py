@@ -277,10 +277,12 @@ def test_slurm_submits_one_job_array_with_gpus_and_time_limit(fake_slurm, capsys
 def test_slurm_job_function_requeues_itself():
     from submitit.helpers import Checkpointable, DelayedSubmission
 
-    fn = batch.JobFunction()
+    fn = batch.JobFunction("results", download=True)
     assert isinstance(fn, Checkpointable)
-    delayed = fn.checkpoint({"kind": "train"}, None)
-    assert isinstance(delayed, DelayedSubmission) and delayed.args == ({"kind": "train"}, None)
+    entries = plan.build("smoke", only=["fnet"])[:1]
+    delayed = fn.checkpoint(entries, None)  # the same entries again, into the same store
+    assert isinstance(delayed, DelayedSubmission) and delayed.args == (entries, None)
+    assert (delayed.function.store, delayed.function.download) == ("results", True)
 
 
 def test_batch_dry_run_runs_nothing(capsys):
@@ -442,7 +444,7 @@ def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_
         def update_parameters(self, **_):
             pass
 
-        def submit(self, *a):
+        def submit(self, *a, **kw):
             class Handle:
                 paths = type("Paths", (), {"stderr": tmp_path / "log.err"})
 
