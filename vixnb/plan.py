@@ -154,14 +154,14 @@ ORDERS = ("chapters", "rows")
 
 
 def build(profile, *, store=None, only=None, chapter=None, machine=False, order="chapters", gpu=None):
-    """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
-    (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
-    weights their measurements read (the maps chapter's come from other chapters); their priorities are then
-    ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``, ``vixnb batch``), in the
-    precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters`` (whole chapters, every
-    seed, runs and measurements together, the cheapest chapter first: ``_chapters_cheapest_first``) or ``rows`` (the
-    levels across the book: one seed of every row first, ``LEVELS``). ``gpu``: estimate the minutes for that GPU
-    (``estimates.GPUS``) instead of the H100 of the stored figures."""
+    """Every entry the book needs in ``profile``, in priority order (``entries.TrainEntry``, ``MeasureEntry`` and
+    ``BenchEntry`` objects). ``only``: names (models or records) to keep. ``chapter``: notebooks whose entries to keep,
+    with the training runs whose weights their measurements read (the maps chapter's come from other chapters); their
+    priorities are then ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``,
+    ``vixnb batch``), in the precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters``
+    (whole chapters, every seed, runs and measurements together, the cheapest chapter first:
+    ``_chapters_cheapest_first``) or ``rows`` (the levels across the book: one seed of every row first, ``LEVELS``).
+    ``gpu``: estimate the minutes for that GPU (``estimates.GPUS``) instead of the H100 of the stored figures."""
     check_gpu(gpu)
     if order not in ORDERS:
         raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
