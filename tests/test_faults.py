@@ -464,7 +464,7 @@ def test_batch_keeps_an_earlier_checkpoint_when_its_job_fails(capsys, monkeypatc
 
     monkeypatch.setattr(engine, "save_checkpoint", save_then_stop)
     with pytest.raises(KeyboardInterrupt):  # an interrupted training run: its checkpoint is kept
-        batch.run_job(job.spec)
+        batch.run_job(job.entries)
     monkeypatch.setattr(engine, "save_checkpoint", real)
     store = ResultsStore()
     checkpoints = _files(store.root / "smoke" / ".checkpoints")
@@ -584,8 +584,8 @@ def test_vixnb_plan_shows_a_damaged_result_and_goes_on(capsys, kind):
     from vixnb import plan as planning
 
     entry = next(e for e in planning.build("smoke", machine=True) if e.kind == "train")
-    path = ResultsStore().path(entry._config)
-    says = _damage(path, entry._config, kind)
+    path = ResultsStore().path(entry.config)
+    says = _damage(path, entry.config, kind)
     before = _store_hash()
     assert main(["plan", "--profile", "smoke", "--json"]) == 0
     shown = [e for e in json.loads(capsys.readouterr().out) if e["status"] == "damaged"]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from vixnb import batch, plan, profiles
+from vixnb.entries import BenchEntry
+from vixnb.record_kinds import Request
 from vixnb.results import ResultsStore
 from vixnb.results.policy import stale_reason
 
@@ -32,9 +34,10 @@ def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_pat
     """What ``timeout`` does to a running batch (SIGTERM), sent once its job has saved an epoch: within 30 s no job
     process is left and the checkpoint is kept. The signal waits for the first checkpoint, so a slow start-up on a
     busy machine cannot make the test race it."""
-    script = ("from vixnb import batch, plan\n"
+    script = ("import dataclasses\nfrom vixnb import batch, plan\n"
               "jobs = batch.jobs_from_plan(plan.build('smoke', only=['fnet']), ensemble='never')[:1]\n"
-              "jobs[0].spec['settings'] = {'epochs': 5000}\n"
+              "entry = jobs[0].entries[0]\n"
+              "entry.spec = dataclasses.replace(entry.spec, settings={'epochs': 5000})\n"
               "batch.run_local(jobs, executor='local', progress=print)\n")
     config = profiles.run_config("fnet", profile="smoke", epochs=5000)
     checkpoint = ResultsStore(isolated_results).checkpoint_path(config)
@@ -143,8 +146,8 @@ def test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng(monkeypat
 
 
 def test_the_table_ends_with_the_time_spent_training():
-    train_job, other = _jobs(["fnet"])[0], batch.Job([plan.Entry(chapter="c", paper="p", kind="bench", name="b",
-                                                                  model=None, dataset=None, profile="smoke", seed=None)])
+    train_job, other = _jobs(["fnet"])[0], batch.Job([BenchEntry(chapter="c", paper="p", name="b", profile="smoke",
+                                                                  path="bench/b.json", request=Request("b"))])
     train_job.outcome, train_job.seconds, other.outcome, other.seconds = "paused", 412.4, "done", 30.0
     assert batch.trained_line([train_job, other], 512.0) == "trained 412 s of 512 s"
     train_job.outcome = "failed"

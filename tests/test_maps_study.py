@@ -8,8 +8,11 @@ import pytest
 
 from vixnb import analysis, batch, papers, plan
 from vixnb.analysis import records
-from vixnb.analysis.records import kept_rows
+from vixnb.analysis.records import table_specs
 from vixnb.results import ResultsStore
+from vixnb.entries import MeasureEntry, TrainEntry
+from vixnb.record_kinds import Request
+from vixnb.runspec import Keep, RunSpec
 
 MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin"}
 
@@ -37,6 +40,13 @@ def test_unknown_profile_and_run_get_one_line_errors():
         analysis.study_record_name("maps")
 
 
+def kept_rows(key, book, table, profile):
+    """The rows whose runs keep weights (``table_specs``'s one keep decision): only a row's first seed keeps them."""
+    rows = table_specs(key, book, table, profile)
+    assert all(spec.keep == Keep.NONE for _, specs in rows for spec in specs[1:])
+    return {row for row, specs in rows if specs[0].keep != Keep.NONE}
+
+
 def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
     vix = papers.training_chapter("vix", "table1")
     assert kept_rows("vix", vix, "table1", "budget") == MAPPED_VIX  # FNet and MLP-Mixer have no map
@@ -52,6 +62,10 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
     # B/16's weights are over the store's cap (runs.keep_where says where)
     assert kept_rows("linattn", papers.training_chapter("linattn", "test"), "test", "budget") == \
         set(papers.table_models("linattn", "test"))
+    linattn = table_specs("linattn", papers.training_chapter("linattn", "test"), "test", "budget")
+    assert {specs[0].keep for _, specs in linattn} == {Keep.LOCAL}
+    vix_specs = dict(table_specs("vix", vix, "table1", "budget"))
+    assert vix_specs["vit"][0].keep == Keep.STORE and vix_specs["fnet"][0].keep == Keep.NONE
     shaped = papers.book_chapter("shaped", "simplified")
     assert kept_rows("shaped", shaped, "table5", "budget") == set(papers.table_models("shaped", "table5"))
     # the SAS-P block's alpha/beta variants (Experiments 4-6)
@@ -112,21 +126,18 @@ def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
         name = analysis.study_record_name(kind)
         measure = entries[names.index(name)]
         assert measure.chapter == "maps" and measure.level == 1 and measure.path == f"budget/measure/{name}.json"
-        needed = [i for i, e in enumerate(entries) if e.kind == "train" and e.key in measure._needs]
+        needed = [i for i, e in enumerate(entries) if isinstance(e, TrainEntry) and e.key in measure.needs]
         assert needed and max(needed) < names.index(name)
     attribution = entries[names.index("maps-attribution-cifar10")]
-    assert len(attribution._needs) == 3  # ViT, Hybrid ViT, CPV-5/4 (ResNet-18's weights are not kept)
+    assert len(attribution.needs) == 3  # ViT, Hybrid ViT, CPV-5/4 (ResNet-18's weights are not kept)
     assert not any(e.chapter == "maps" for e in plan.build("smoke"))  # a CPU profile measures as it renders
 
 
 def test_after_needs_moves_a_measurement_behind_the_runs_it_reads():
-    def entry(name, kind="train", needs=()):
-        e = plan.Entry(chapter="c", paper="p", kind=kind, name=name, model=None, dataset=None, profile="budget",
-                       seed=0, key=name)
-        e._needs = set(needs)
-        return e
-
-    a, b, c, m = entry("a"), entry("b"), entry("c"), entry("m", "measure", {"a", "c"})
+    a, b, c = (TrainEntry(chapter="c", paper="p", name=name, profile="budget",
+                          spec=RunSpec.of("vit", profile="budget", depth=depth)) for name, depth in zip("abc", (1, 2, 3)))
+    m = MeasureEntry(chapter="c", paper="p", name="m", profile="budget", path="budget/measure/m.json",
+                     request=Request("maps-attention"), needs=frozenset({a.key, c.key}))
     assert [e.name for e in plan._after_needs([m, a, b, c])] == ["a", "b", "c", "m"]
     assert [e.name for e in plan._after_needs([a, c, b, m])] == ["a", "c", "b", "m"]  # already after: unmoved
 

@@ -76,7 +76,7 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10" and e.model in TABLE1]
     assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
     vit = next(e for e in first if e.model == "vit")
-    config = vit._config
+    config = vit.config
     expected = config["epochs"] * (50000 + 10000 / 3) / 1000.0 + estimates.STARTUP_SECONDS
     assert vit.est_gpu_minutes == pytest.approx(expected / 60)
     assert vit.basis.startswith("bench train: 1,000 img/s (bf16, GPU X)")
@@ -277,10 +277,12 @@ def test_slurm_submits_one_job_array_with_gpus_and_time_limit(fake_slurm, capsys
 def test_slurm_job_function_requeues_itself():
     from submitit.helpers import Checkpointable, DelayedSubmission
 
-    fn = batch.JobFunction()
+    fn = batch.JobFunction("results", download=True)
     assert isinstance(fn, Checkpointable)
-    delayed = fn.checkpoint({"kind": "train"}, None)
-    assert isinstance(delayed, DelayedSubmission) and delayed.args == ({"kind": "train"}, None)
+    entries = plan.build("smoke", only=["fnet"])[:1]
+    delayed = fn.checkpoint(entries, None)  # the same entries again, into the same store
+    assert isinstance(delayed, DelayedSubmission) and delayed.args == (entries, None)
+    assert (delayed.function.store, delayed.function.download) == ("results", True)
 
 
 def test_batch_dry_run_runs_nothing(capsys):
@@ -366,7 +368,7 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
     monkeypatch.setattr(train, "_train_epoch", interrupt_second)
     job = _spec_jobs(["fnet"])[0]
     with pytest.raises(SystemExit):
-        batch.run_job(job.spec)
+        batch.run_job(job.entries)
     assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
 
 
@@ -442,7 +444,7 @@ def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_
         def update_parameters(self, **_):
             pass
 
-        def submit(self, *a):
+        def submit(self, *a, **kw):
             class Handle:
                 paths = type("Paths", (), {"stderr": tmp_path / "log.err"})
 

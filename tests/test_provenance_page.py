@@ -59,7 +59,7 @@ def stored_fnet(tmp_path_factory):
     made = {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "commit": "0123456789abcdef",
             "finished": "2026-11-22T20:07:16Z", "profile": "budget", "seed": 0}
     for e, seconds in ((fnet, 360.0), (vit, 7200.0)):
-        store.put(e._config, {"status": "done", "config": e._config, "top1": 50.0, "seconds": seconds,
+        store.put(e.config, {"status": "done", "config": e.config, "top1": 50.0, "seconds": seconds,
                               "provenance": made})
     return store, {"budget": plan.build("budget", store=store)}
 

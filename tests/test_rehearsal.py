@@ -9,8 +9,11 @@ import pytest
 
 from vixnb import plan
 from vixnb.cli import main
+from vixnb.entries import BenchEntry, MeasureEntry, TrainEntry
+from vixnb.record_kinds import Request
 from vixnb.profiles import get_profile, run_config
 from vixnb.rehearsal import PROTOCOLS, rehearsal_jobs
+from vixnb.runspec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR10 = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
@@ -33,8 +36,8 @@ def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
     here = {e.model for e in entries if e.kind == "train" and not e.blocked}
     assert {e.model for e in runs} == here  # every model the data here lets run
     for name, uses in PROTOCOLS.items():  # every protocol the plan has
-        in_plan = any(uses(e._config) for e in entries if e.kind == "train" and not e.blocked)
-        assert any(uses(e._config) for e in runs) == in_plan, name
+        in_plan = any(uses(e.config) for e in entries if e.kind == "train" and not e.blocked)
+        assert any(uses(e.config) for e in runs) == in_plan, name
     assert any(e.keep_weights != "no" for e in runs)
     assert any(len(j.entries) == 2 for j in jobs)  # one ensemble of two seeds
     records = {e.name for e in entries if e.kind != "train"}
@@ -73,24 +76,26 @@ def test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone(tmp_path
 
 
 def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_start(monkeypatch):
-    from types import SimpleNamespace
-
     from vixnb import batch as runner, rehearsal
 
-    def entry(kind, name, minutes, dataset="cifar10"):
-        return SimpleNamespace(kind=kind, model=name if kind == "train" else None, name=name, dataset=dataset,
-                               est_gpu_minutes=minutes)
+    def train(model, minutes=0.0, dataset="cifar10"):
+        return TrainEntry(chapter="c", paper="vix", name=model, profile="budget", est_gpu_minutes=minutes,
+                          spec=RunSpec.of(model, dataset=dataset, profile="budget"))
 
-    plan_entries = [entry("measure", "efficiency", 8), entry("bench", "mixers-bf16", 3),
-                    entry("train", "vit", 2), entry("train", "cnv", 1, dataset="cifar100"),
-                    entry("train", "vip", 4), entry("bench", "fill", 1)]
+    def record(kind, name, minutes=0.0, needs=()):
+        return kind(chapter="c", paper="vix", name=name, profile="budget", est_gpu_minutes=minutes,
+                    path=f"budget/{name}.json", request=Request(name), needs=frozenset(needs))
+
+    plan_entries = [record(MeasureEntry, "efficiency", 8), record(BenchEntry, "mixers-bf16", 3),
+                    train("vit", 2), train("cnv_5_4", 1, dataset="cifar100"),
+                    train("vip", 4), record(BenchEntry, "fill", 1)]
     asked = {}
     monkeypatch.setattr(rehearsal.planning, "build", lambda profile, **kw: asked.update(kw) or plan_entries)
     monkeypatch.setattr(rehearsal.planning, "_data_here", lambda dataset: dataset == "cifar10")
     monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [runner.Job([e]) for e in entries])
     # a measurement or benchmark needs its whole estimate; a training run a tenth of it (its first epoch)
     monkeypatch.setattr(runner, "least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
-                        (0.1 if job.entries[0].kind == "train" else 1))
+                        (0.1 if job.trains else 1))
     assert rehearsal.reachable("budget") is None  # no selection: the whole plan
     # 7 minutes: efficiency (8) does not fit; mixers-bf16 (3) does; vit (2) fits and runs whole; cnv's data is not
     # here; vip needs 0.4 of the 2 left and spends them all (it pauses); fill (1) no longer fits
@@ -98,8 +103,6 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
     assert asked["chapter"] == ["x"] and asked["order"] == "rows"
     assert rehearsal.reachable("budget", budget=150) == {"vit", "vip"}  # vit whole, then vip until it pauses
 
-    rehearsal_plan = [SimpleNamespace(kind="train", model="vit", name="vit", key="a"),
-                      SimpleNamespace(kind="train", model="pit", name="pit", key="b"),
-                      SimpleNamespace(kind="measure", model=None, name="maps", key="c", _needs={"b"}),
-                      SimpleNamespace(kind="train", model="vip", name="vip", key="d")]
-    assert [e.key for e in rehearsal._selected(rehearsal_plan, {"vit", "maps"})] == ["a", "b", "c"]
+    pit = train("pit")
+    rehearsal_plan = [train("vit"), pit, record(MeasureEntry, "maps", needs={pit.key}), train("vip")]
+    assert [e.name for e in rehearsal._selected(rehearsal_plan, {"vit", "maps"})] == ["vit", "pit", "maps"]

@@ -365,15 +365,15 @@ def test_a_fitted_line_prints_as_a_formula():
 
 
 def test_the_dashboard_counts_what_the_papers_give_and_the_store_holds():
-    from vixnb.plan import Entry
+    from vixnb.entries import TrainEntry
+    from vixnb.runspec import RunSpec
     from vixnb.report.dashboard import count_checks, printed_numbers
 
     assert count_checks("shaped") == (6, 6)  # the blog's six counts, rebuilt exactly
     assert printed_numbers("shaped") == 12
-    entries = [Entry(chapter="simplified", paper="shaped", kind="train", name="x", model="vit_small_vanilla",
-                     dataset="cifar10", profile="budget", seed=0, status=s, est_gpu_minutes=30.0)
+    entries = [TrainEntry(chapter="simplified", paper="shaped", name="x", profile="budget", status=s,
+                          est_gpu_minutes=30.0, spec=RunSpec.of("vit_small_vanilla", profile="budget"))
                for s in ("stored", "missing", "missing")]
-    entries[0]._config = run_config("vit_small_vanilla", profile="budget")  # as the plan sets it on a train entry
     board = report.dashboard({"budget": entries})
     assert len(board) == 5 and board.index[-1] == "Optimizations of Transformers for Small-scale Performance"
     row = board.iloc[-1]

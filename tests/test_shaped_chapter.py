@@ -161,12 +161,12 @@ def test_a_kept_weights_run_stored_without_them_wants_its_weights_and_a_measured
 
     store = ResultsStore()
     entry = next(e for e in plan.build("smoke") if e.paper == "shaped" and e.keep_weights == "store")
-    store.put(entry._config, {"status": "done", "top1": 1.0, "history": [{"seconds": 1.0}]})
+    store.put(entry.config, {"status": "done", "top1": 1.0, "history": [{"seconds": 1.0}]})
     again = next(e for e in plan.build("smoke", only=[entry.name]) if e.key == entry.key)
     assert again.status == "weights wanted" and "weights" in again.reason  # its numbers stand
-    record = {"runs": {entry.name: {"config": entry._config, "weights_sha256": "abc"}}}
+    record = {"runs": {entry.name: {"config": entry.config, "weights_sha256": "abc"}}}
     assert "no weights stored now" in record_stale(record, store)
-    store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "def"}})
+    store.put(entry.config, {"status": "done", "top1": 1.0, "weights": {"sha256": "def"}})
     assert "retrained" in record_stale(record, store)
     record["runs"][entry.name]["weights_sha256"] = "def"
     assert record_stale(record, store) is None
@@ -177,9 +177,9 @@ def test_a_stored_attention_record_from_other_weights_says_so():
 
     store = ResultsStore()
     entry = next(e for e in plan.build("budget") if e.paper == "shaped" and e.keep_weights == "store")
-    store.put(entry._config, {"status": "done", "top1": 1.0, "weights": {"sha256": "now"}})
+    store.put(entry.config, {"status": "done", "top1": 1.0, "weights": {"sha256": "now"}})
     name = "shaped-attention-maps-cifar10"
-    store.save_record("measure", name, {"runs": {entry.name: {"config": entry._config, "weights_sha256": "then"}}},
+    store.save_record("measure", name, {"runs": {entry.name: {"config": entry.config, "weights_sha256": "then"}}},
                       profile="budget")
     record = report.attention_maps("shaped", "simplified", "cifar10", profile="budget", compute="never")
     assert "retrained" in record["stale"]

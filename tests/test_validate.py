@@ -10,7 +10,7 @@ import pytest
 
 from vixnb import validate
 from vixnb.cli import main, parser
-from vixnb.validate import COUNT, POSITIVE, PROBABILITY, SEED, SEEDS, Choice, Invalid, ListOf, Real, Whole
+from vixnb.validate import COUNT, POSITIVE, PROBABILITY, SEED, SEEDS, Choice, Invalid, Real, Whole
 
 #: what the audits call every numeric argument with
 BAD_VALUES = (0, -1, 1.5, "abc", None)

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 import signal
-import subprocess
-import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,13 +33,13 @@ from .bench.fill import fill_winner
 from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
-from .profiles import gpu_profile, run_config
-from .record_kinds import Request, missing_script, obtain
+from .entries import BenchEntry, TrainEntry
+from .profiles import gpu_profile
+from .record_kinds import missing_script
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
 from .results.provenance import execution
-from .runs import run
 from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
 from .train import TrainingPaused, without_timings
 
@@ -53,18 +50,20 @@ BUDGET_SIGNAL_S = 15  # a local job is signalled this long before its time budge
 
 @dataclass
 class Job:
-    """What one job runs: one plan entry, or several seeds of one configuration as one ensemble."""
+    """What one job runs: one plan entry, or several seeds of one configuration as one ensemble (``entries``: the
+    plan's entries themselves, which the job's process receives pickled); ``download``: fetch missing data."""
     entries: list
     outcome: str = "pending"  # done, resumed, paused, skipped, failed, submitted
     note: str = ""
     seconds: float = 0.0
     log: str = ""
-    spec: dict = field(default_factory=dict)
+    download: bool = False
+    call: tuple | None = None  # (function, *arguments) a job runs instead of ``run_job`` (the rehearsal's one job)
 
     @property
     def label(self):
         e = self.entries[0]
-        if e.kind != "train":
+        if not isinstance(e, TrainEntry):
             return f"{e.kind} {e.name}"
         seeds = ",".join(str(x.seed) for x in self.entries)
         extra = "".join(f" {k}={v}" for k, v in planning.shown_settings(e.settings).items())
@@ -74,16 +73,10 @@ class Job:
     def est_minutes(self):
         return sum(planning._finite(e.est_gpu_minutes) for e in self.entries)
 
-
-def make_spec(entries, *, download=False):
-    """The picklable description a job process runs (``run_job``)."""
-    e = entries[0]
-    return {"kind": e.kind, "name": e.name, "request": asdict(e._request) if e.kind == "measure" else None, "model": e.model, "dataset": e.dataset, "profile": e.profile,
-            "seeds": [x.seed for x in entries], "settings": dict(e.settings), "paper": e.paper, "chapter": e.chapter,
-            "keep_weights": [x.keep_weights for x in entries],
-            "command": e.command, "store": str(_store_root()), "download": download,
-            "stale": any(x.status == "stale" for x in entries),
-            "weights_wanted": any(x.status == "weights wanted" for x in entries)}
+    @property
+    def trains(self):
+        """Whether it trains (a training run or an ensemble of its seeds), rather than making a record."""
+        return isinstance(self.entries[0], TrainEntry)
 
 
 def _store_root():
@@ -92,16 +85,18 @@ def _store_root():
 
 # ----- what a job does (in the job's process) ----------------------------------------------------------
 
-def run_job(spec, deadline=None):
-    """Run one job; returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A failure raises (the
-    executor marks the job failed); a training run's checkpoint that the job itself made is removed then, one
-    kept from an earlier run (an interrupted one) stays."""
-    if spec.get("stop_on_sigterm"):  # a local job's process: SIGTERM stops the run as Ctrl-C does
+def run_job(entries, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False):
+    """Run one job, ``entries`` (one plan entry, or the seeds of one configuration as an ensemble) into the store at
+    ``store`` (default: the results store); returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A
+    failure raises (the executor marks the job failed); a training run's checkpoint that the job itself made is
+    removed then, one kept from an earlier run (an interrupted one) stays. ``stop_on_sigterm``: a local job's
+    process, which SIGTERM stops as Ctrl-C does; ``executor``: recorded in each result's provenance."""
+    if stop_on_sigterm:
         signal.signal(signal.SIGTERM, _interrupt_once)
-    if spec.get("executor") and spec["kind"] != "rehearsal":
-        with execution(concurrent_jobs=1, executor=spec["executor"]):
-            return _run_job(spec, deadline)
-    return _run_job(spec, deadline)
+    if executor:
+        with execution(concurrent_jobs=1, executor=executor):
+            return _run_job(entries, deadline, store, download)
+    return _run_job(entries, deadline, store, download)
 
 
 def _interrupt_once(signum, frame):
@@ -109,53 +104,48 @@ def _interrupt_once(signum, frame):
     raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
 
-def _run_job(spec, deadline):
-    if spec["kind"] == "rehearsal":
-        return _run_rehearsal(spec)
-    store = ResultsStore(spec["store"])
-    if spec["kind"] == "train":
-        return _run_training(spec, store, deadline)
-    if spec["kind"] == "measure":
-        _run_measure(spec, compute="always" if spec["stale"] else "missing")
-    else:
-        _run_command(spec["command"])
+def _run_job(entries, deadline, store, download):
+    store = ResultsStore(store) if store is not None else ResultsStore()
+    if isinstance(entries[0], TrainEntry):
+        return _run_training(entries, store, deadline, download)
+    entries[0].run(store, deadline=deadline, download=download)
     return {"outcome": "done", "note": ""}
 
 
-def _run_rehearsal(spec):
-    """A dress rehearsal's jobs (``vixnb.rehearsal``) one after another in this process: ``{"outcome": "done",
-    "rows": [(label, "ok" | "failed", seconds, note)]}``; a failure is one row, the rest go on."""
+def run_rehearsal(jobs, labels, *, store, download=False, executor=None, stop_on_sigterm=False):
+    """A dress rehearsal's jobs (``vixnb.rehearsal``: ``jobs``, each a list of entries, named ``labels``) one after
+    another in this process, into the store at ``store`` (on the data here: ``download`` and ``executor`` are
+    ``run_job``'s, unused): ``{"outcome": "done", "rows": [(label, "ok" | "failed", seconds, note)]}``; a failure is
+    one row, the rest go on."""
+    if stop_on_sigterm:
+        signal.signal(signal.SIGTERM, _interrupt_once)
     rows = []
-    for sub, label in zip(spec["specs"], spec["labels"]):
+    for entries, label in zip(jobs, labels):
         t0 = time.time()
         try:
-            note = run_job(sub).get("note", "")
+            note = run_job(entries, store=store).get("note", "")
             rows.append((label, "ok", time.time() - t0, note))
         except Exception as e:  # noqa: BLE001  (a rehearsal reports every failure)
             rows.append((label, "failed", time.time() - t0, one_line(e)))
     return {"outcome": "done", "note": "", "rows": rows}
 
 
-def _run_training(spec, store, deadline):
-    configs = [run_config(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=s, **spec["settings"])
-               for s in spec["seeds"]]
+def _run_training(entries, store, deadline, download):
+    configs = [e.config for e in entries]
     checkpoints = [store.checkpoint_path(c) for c in configs]
     if len(configs) > 1:
         checkpoints.append(checkpoint_path(store, configs))
     earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
     # a checkpoint another process is training from is its run, not one this job resumes (it waits for its result)
     resumed = bool(earlier) and not any(store.lock_held(c) for c in configs)
-    published = {store.path(c): store.get(c) for c in configs} if spec.get("weights_wanted") else {}
+    wanted = any(e.status == "weights wanted" for e in entries)
+    published = {store.path(c): store.get(c) for c in configs} if wanted else {}
     try:
         if len(configs) > 1:
-            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=spec["download"],
-                         keep_weights=spec["keep_weights"])
+            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=download,
+                         keep_weights=[e.keep_weights for e in entries])
         else:
-            result = run(spec["model"], dataset=spec["dataset"], profile=spec["profile"], seed=spec["seeds"][0],
-                         store=store, progress=False, deadline=deadline, download=spec["download"],
-                         keep_weights=spec["keep_weights"][0], **spec["settings"])
-            if result["status"] != "done":
-                raise RuntimeError(f"{spec['model']}: {result['status']}: {result.get('reason', '')}")
+            entries[0].run(store, deadline=deadline, download=download)
     except TrainingPaused as paused:
         return {"outcome": "paused", "note": str(paused)}
     except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint
@@ -189,26 +179,6 @@ def _kept_published(store, configs, published):
             f"'retrained'): {'; '.join(changed)}") if changed else ""
 
 
-def _run_measure(spec, compute):
-    """Make one measurement (``record_kinds.obtain``); the runs whose weights it reads were trained by their own
-    entries, so it trains nothing."""
-    record = obtain(Request(**spec["request"]), profile=spec["profile"], compute=compute, train="never", required=True)
-    if record is None:
-        raise RuntimeError(f"{spec['name']}: this measurement needs a CUDA GPU")
-
-
-def _run_command(command):
-    """A benchmark's command line (``vixnb ...`` or ``python ...``) with this interpreter."""
-    argv = shlex.split(command)
-    argv = [sys.executable, "-m", "vixnb", *argv[1:]] if argv[0] == "vixnb" else [sys.executable, *argv[1:]]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    sys.stdout.write(done.stdout)
-    sys.stderr.write(done.stderr)
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"`{command}` exited with {done.returncode}: {last}")
-
-
 try:  # submitit's requeue hook (Slurm preemption or time limit): resubmit the same job; the engine resumes
     from submitit.helpers import Checkpointable as _Checkpointable
 except ImportError:  # submitit is needed only for the local and slurm executors
@@ -216,10 +186,13 @@ except ImportError:  # submitit is needed only for the local and slurm executors
 
 
 class JobFunction(_Checkpointable):
-    """The callable a submitit job runs: ``run_job``; on preemption submitit requeues it with the same
-    arguments, and the training run resumes from its last epoch checkpoint."""
-    def __call__(self, spec, deadline=None):
-        return run_job(spec, deadline)
+    """The callable a submitit job runs: ``run_job`` of a job's entries into the store at ``store``; on preemption
+    submitit requeues it with the same arguments, and the training run resumes from its last epoch checkpoint."""
+    def __init__(self, store, download=False):
+        self.store, self.download = store, download
+
+    def __call__(self, entries, deadline=None):
+        return run_job(entries, deadline, store=self.store, download=self.download)
 
 
 # ----- choosing the jobs ---------------------------------------------------------------------------------
@@ -234,17 +207,15 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
     fill = _fill_record() if ensemble == "auto" else None
     groups, jobs = {}, []
     for e in todo:
-        if e.kind == "train" and ensemble != "never" and _ensemble_ok(e, ensemble, fill):
+        if isinstance(e, TrainEntry) and ensemble != "never" and _ensemble_ok(e, ensemble, fill):
             key = (e.model, e.dataset, e.profile, tuple(sorted(e.settings.items())))
             if key in groups:
                 groups[key].entries.append(e)
                 continue
-            groups[key] = Job([e])
+            groups[key] = Job([e], download=download)
             jobs.append(groups[key])
         else:
-            jobs.append(Job([e]))
-    for job in jobs:
-        job.spec = make_spec(job.entries, download=download)
+            jobs.append(Job([e], download=download))
     return jobs[:max_jobs] if max_jobs else jobs
 
 
@@ -254,7 +225,7 @@ def _fill_record():
 
 
 def _ensemble_ok(entry, mode, fill):
-    exact, _ = can_ensemble(entry._config)
+    exact, _ = can_ensemble(entry.config)
     if not exact:
         return False
     if mode == "always":
@@ -266,7 +237,7 @@ def _ensemble_ok(entry, mode, fill):
 def lacks_data(job):
     """Whether a training job's dataset has no copy here (the synthetic set is always here)."""
     e = job.entries[0]
-    return e.kind == "train" and e.dataset != "synthetic" and not planning._data_here(e.dataset)
+    return job.trains and e.dataset != "synthetic" and not planning._data_here(e.dataset)
 
 
 def cannot_run_here(job, executor):
@@ -276,9 +247,9 @@ def cannot_run_here(job, executor):
         return None
     if (why := cannot_make_here(e.profile)) is not None:
         return f"{why}; none here"
-    if lacks_data(job) and not job.spec["download"]:
+    if lacks_data(job) and not job.download:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
-    if e.kind == "bench" and (script := missing_script(e.command)):
+    if isinstance(e, BenchEntry) and (script := missing_script(e.command)):
         return f"{script} is not here (run from the checkout's root)"
     return None
 
@@ -316,7 +287,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             left = deadline - time.time() if deadline else None
             if left is not None and left < (need := least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
-                if job.entries[0].kind == "train" and pack_limit_mb and checkpoint_mb(job) > pack_limit_mb:
+                if job.trains and pack_limit_mb and checkpoint_mb(job) > pack_limit_mb:
                     job.note += f" ({window_note(job)})"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
@@ -371,11 +342,11 @@ def least_seconds(job, pack_limit_mb=None):
     or benchmark, its whole estimate (it cannot pause)."""
     e = job.entries[0]
     whole = estimated_seconds(job)
-    if e.kind != "train" or (pack_limit_mb and checkpoint_mb(job) > pack_limit_mb):
+    if not job.trains or (pack_limit_mb and checkpoint_mb(job) > pack_limit_mb):
         return whole
     if whole == float("inf"):
         return STARTUP_SECONDS + 60
-    return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e._config)[0]
+    return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e.config)[0]
 
 
 def window_note(job):
@@ -387,7 +358,7 @@ def window_note(job):
 
 def checkpoint_mb(job):
     """About how large a training job's checkpoint is, in MiB (``plan.checkpoint_mb``, every member)."""
-    return planning.checkpoint_mb(job.entries[0]._config, len(job.entries))
+    return planning.checkpoint_mb(job.entries[0].config, len(job.entries))
 
 
 def _gpu_slots(jobs):
@@ -401,14 +372,15 @@ def _gpu_slots(jobs):
 def _execute(job, slot, deadline, executor, folder, running=None):
     if executor == "inline":
         with execution(concurrent_jobs=1, executor="inline"):
-            return run_job(job.spec, deadline)
+            return run_job(job.entries, deadline, store=str(_store_root()), download=job.download)
     ex = local_executor(str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
     # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
     timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
     ex.update_parameters(timeout_min=timeout, signal_delay_s=BUDGET_SIGNAL_S, gpus_per_node=0 if slot is None else 1,
                          visible_gpus=() if slot is None else (slot,))
     # a plain function: a local job is never requeued; SIGTERM stops it (submitit's own handler ignores it)
-    handle = ex.submit(run_job, {**job.spec, "executor": "local", "stop_on_sigterm": True}, deadline)
+    handle = ex.submit(*(job.call or (run_job, job.entries, deadline)), store=str(_store_root()),
+                       download=job.download, executor="local", stop_on_sigterm=True)
     job.log = str(handle.paths.stderr)
     if running is not None:
         running[job.label] = handle
@@ -454,7 +426,8 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
 
     ex = submitit.SlurmExecutor(folder=str(_job_folder(folder, profile)))
     ex.update_parameters(**parameters)
-    handles = ex.map_array(JobFunction(), [j.spec for j in jobs], [None] * len(jobs))
+    handles = ex.map_array(JobFunction(str(_store_root()), any(j.download for j in jobs)), [j.entries for j in jobs],
+                           [None] * len(jobs))
     for job, handle in zip(jobs, handles):
         job.outcome, job.note, job.log = "submitted", f"slurm job {handle.job_id}", str(handle.paths.stderr)
     return parameters
@@ -470,7 +443,7 @@ def stamp(line):
 def trained_line(jobs, seconds):
     """The line that ends a batch's table: ``trained N s of M s``, N being the training jobs' wall time (done,
     resumed, paused or stopped runs) and M ``seconds`` (the command's whole time)."""
-    trained = sum(j.seconds for j in jobs if j.entries[0].kind == "train" and
+    trained = sum(j.seconds for j in jobs if j.trains and
                   j.outcome in ("done", "resumed", "paused", "stopped"))
     return f"trained {trained:.0f} s of {seconds:.0f} s"
 

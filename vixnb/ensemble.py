@@ -67,7 +67,8 @@ from .layers.blocks import DropPath
 from .models import create_model, settings_from_key
 from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
 from .results.policy import stale_reason
-from .runs import check_keep_weights, warm_start_source, weights_too_large
+from .runs import warm_start_source, weights_too_large
+from .runspec import Keep
 from .train import (TrainingInterrupted, TrainingPaused, adamw, autocasts, build_model, evaluate, layer_params,
                     out_of_time, run_result, set_epoch_lr, splits, training_device)
 
@@ -396,14 +397,14 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
     """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
     result where ``runs.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it. ``keep_weights``: one of ``runs.KEEP_WEIGHTS`` for every
+    and the next call with the same members resumes it. ``keep_weights``: a ``runspec.Keep`` (or its value) for every
     member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
     stored result whose weights are missing counts as lacking)."""
     store = store if store is not None else ResultsStore()
     keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
     for c in configs:
-        check_keep_weights(keep[id(c)])
-        if keep[id(c)] == "store" and (too_large := weights_too_large(c)):
+        Keep.of(keep[id(c)])
+        if keep[id(c)] == Keep.STORE and (too_large := weights_too_large(c)):
             raise ValueError(f"{too_large}; train it with keep_weights 'no' or 'local'")
 
     def lacking(c):  # not stored, or stale (as `runs.run` decides), or without the weights it should keep

@@ -170,16 +170,22 @@ def measured_points(rates, timings):
     return points
 
 
-def estimate(entry, *, rates, device, timings, rate, gpu=None):
-    """``(GPU minutes, basis)`` of one plan entry (see the module's docstring): ``rates``/``device`` from
-    ``bench_rates``, ``timings`` from ``stored_timings``, ``rate`` from ``fitted_rate`` (or None), ``gpu`` the GPU
-    to estimate for (None: the H100 of the figures)."""
-    if not gpu_profile(entry.profile):
+def estimate_record(profile, minutes, gpu=None):
+    """``(GPU minutes, basis)`` of a measurement or benchmark in ``profile``: its kind's nominal ``minutes``, scaled
+    to ``gpu`` (None: the H100 of the figures)."""
+    if not gpu_profile(profile):
+        return 0.0, "CPU profile: no GPU time"
+    on = f"; scaled to a {gpu.upper()} by peak throughput" if gpu else ""
+    return float(minutes) * gpu_factor(gpu), "nominal (no stored timing)" + on
+
+
+def estimate_run(config, *, rates, device, timings, rate, gpu=None):
+    """``(GPU minutes, basis)`` of the training run of ``config`` (see the module's docstring): ``rates``/``device``
+    from ``bench_rates``, ``timings`` from ``stored_timings``, ``rate`` from ``fitted_rate`` (or None), ``gpu`` the
+    GPU to estimate for (None: the H100 of the figures)."""
+    if not gpu_profile(config["profile"]):
         return 0.0, "CPU profile: no GPU time"
     factor, on = gpu_factor(gpu), f"; scaled to a {gpu.upper()} by peak throughput" if gpu else ""
-    if entry.kind != "train":
-        return float(entry._nominal) * factor, "nominal (no stored timing)" + on
-    config = entry._config
     spec = dataset_spec(config["dataset"])
     n_train, n_test = config["train_size"] or spec.train_images, config["test_size"] or spec.test_images
     epochs, note = expected_epochs(config)

@@ -35,27 +35,23 @@ chapter's totals count it there only); it keeps its weights where any chapter or
 """
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
-import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 
 from . import papers
-from .analysis.records import kept_rows
+from .analysis.records import table_specs
 from .data import source_fingerprint
-from .errors import one_line
-from .estimates import bench_rates, check_gpu, estimate, fitted_rate, measured_points, stored_timings
-from .models import model_cfg
-from .profiles import get_profile, gpu_profile, run_config, run_model_settings, table_runs
+from .entries import BenchEntry, MeasureEntry, TrainEntry
+from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, stored_timings
+from .profiles import get_profile, gpu_profile, run_model_settings
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
-from .results import ResultsStore, StoreError, config_key, read_json
+from .results import ResultsStore
 from .results.pack import TRAVEL_MB
-from .results.policy import built_today, code_changed, stale_reason
-from .results.store import unusable
+from .results.policy import built_today
+from .runspec import Keep, RunSpec
 from .runtime import machine_precision
-from .runs import keep_where
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -65,36 +61,6 @@ LEVELS = {
 STATUSES = ("stored", "unverified", "weights wanted", "stale", "missing", "damaged")
 #: the statuses of entries the batch makes (``todo``)
 TO_MAKE = ("weights wanted", "stale", "missing", "damaged")
-
-
-@dataclass
-class Entry:
-    """One thing the book needs: a training run (``kind="train"``), a stored measurement (``"measure"``) or a
-    benchmark (``"bench"``)."""
-    chapter: str
-    paper: str
-    kind: str
-    name: str              # the run (its table row: the model, or a paper's run name); the record of a measurement or benchmark
-    model: str | None
-    dataset: str | None
-    profile: str
-    seed: int | None
-    settings: dict = field(default_factory=dict)  # run settings beyond the profile's (a study's)
-    status: str = "missing"
-    reason: str = ""       # why stale
-    blocked: str = ""      # what stands in the way of running it on this machine's data, if anything
-    est_gpu_minutes: float = 0.0
-    basis: str = ""
-    level: int = 1
-    priority: int = 0
-    purpose: str = ""      # the table, study or target it serves
-    command: str = ""
-    path: str = ""         # the result file in the store
-    key: str = ""          # the run's configuration hash (training runs)
-    keep_weights: str = "no"  # what the run keeps of its trained weights (``runs.KEEP_WEIGHTS``)
-
-    def to_dict(self):
-        return asdict(self)
 
 
 def shown_settings(settings):
@@ -110,144 +76,72 @@ def chapters():
             for chapter in papers.book_chapters(key)]
 
 
-def _run_command(model, dataset, profile, seed, settings, keep_weights="no"):
-    run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
-    def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
-        shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        if isinstance(value, dict):  # a warm start: the row's name, or a chapter's run as '{"run": ..., "model": ...}'
-            rows = papers.paper_runs(model_cfg(model)["paper"])
-            as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
-            shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
-        return f" --{key.replace('_', '-')} {shown}"
-
-    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
-                    for k, v in settings.items())
-    keep = {"no": "", "store": " --keep-weights", "local": " --keep-weights local"}[keep_weights]
-    return f"vixnb train {model} --dataset {dataset} --profile {profile} --seed {seed}{extra}{keep}"
-
-
 def _train_entries(key, book, profile, seeds, store, runs, machine=False):
-    """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: Entry}``, shared by the chapters and
-    filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest level
-    asked for, keeping its weights if any table asks for them. ``machine``: each run in the precision this machine
-    trains it in (``runtime.machine_precision``: a T4's fp16 run of a bf16 row)."""
+    """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: TrainEntry}``, shared by the chapters
+    and filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest
+    level asked for, keeping its weights if any table asks for them (``analysis.records.table_specs``, the one keep
+    decision). ``machine``: each run in the precision this machine trains it in (``runtime.machine_precision``: a
+    T4's fp16 run of a bf16 row)."""
     entries = []
     for table in book.get("train", []):
-        dataset = papers.table(key, table)["dataset"]
-        keep = kept_rows(key, book, table, profile)
-        for row, model, settings, table_seeds in table_runs(key, book, table, profile, seeds):
-            for i, seed in enumerate(table_seeds):
-                entries.append((1 if i == 0 else 3, f"{key} {table}", row, model, dataset, seed, settings,
-                                row in keep and i == 0))
+        for row, specs in table_specs(key, book, table, profile, seeds):
+            entries += [(1 if i == 0 else 3, f"{key} {table}", row, spec) for i, spec in enumerate(specs)]
     for study, spec in (book.get("studies") or {}).items():
         if profile not in spec.get("profiles", []):
             continue
         dataset = papers.table(key, spec["table"])["dataset"]
         for model in spec["models"]:
             for seed in seeds:
-                entries.append((2, f"study: {study}", model, model, dataset, seed, dict(spec.get("settings") or {}),
-                                False))
+                entries.append((2, f"study: {study}", model, RunSpec.of(model, dataset=dataset, profile=profile,
+                                                                        seed=seed, **(spec.get("settings") or {}))))
     out = []
-    for level, purpose, name, model, dataset, seed, settings, kept in entries:
-        config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
-        if machine and (precision := machine_precision(config["precision"])) != config["precision"]:
-            settings = {**settings, "precision": precision}
-            config = run_config(model, dataset=dataset, profile=profile, seed=seed, **settings)
-        keep = keep_where(config) if kept else "no"  # weights over the store's cap stay on the GPU machine
-        k = config_key(config)
+    for level, purpose, name, spec in entries:
+        if machine and (precision := machine_precision(spec.config["precision"])) != spec.config["precision"]:
+            spec = replace(spec, settings={**spec.settings, "precision": precision})
+        k = spec.key
         if k in runs:  # e.g. smoke: every dataset is the synthetic one; or a run two tables or chapters show
             first = runs[k]
             first.level = min(first.level, level)
-            if keep != "no" and first.keep_weights == "no":
-                first.keep_weights = keep
-                first.command = _run_command(model, dataset, profile, seed, first.settings, keep)
+            if spec.keep != Keep.NONE and first.keep_weights == Keep.NONE:
+                first.keeping(spec.keep, spec.dataset)
             continue
-        runs[k] = Entry(chapter=book["notebook"], paper=key, kind="train", name=name, model=model,
-                       dataset=config["dataset"], profile=profile, seed=seed, settings=settings, level=level,
-                       purpose=purpose, command=_run_command(model, dataset, profile, seed, settings, keep),
-                       path=str(store.path(config).relative_to(store.root)), key=k, keep_weights=keep)
-        runs[k]._config = config
-        if config.get("init_from"):  # a warm start runs after the run it starts from
-            runs[k]._needs = {config["init_from"]["key"]}
+        needs = {spec.config["init_from"]["key"]} if spec.config.get("init_from") else set()  # after its source
+        runs[k] = TrainEntry(chapter=book["notebook"], paper=key, name=name, profile=profile, level=level,
+                             purpose=purpose, spec=spec, needs=frozenset(needs))
         out.append(runs[k])
     return out
 
 
 def _record_entries(requests, profile, store, runs):
     """One entry per record asked for (``record_kinds.Request``): its kind's name in the store, its nominal minutes,
-    and, for a record that reads trained weights, the runs it reads (``_needs``: keys in ``runs``, the plan's run map;
+    and, for a record that reads trained weights, the runs it reads (``needs``: keys in ``runs``, the plan's run map;
     the maps study's, from ``study.yaml``). A dress rehearsal's benchmark runs its kind's rehearsal command."""
     out, rehearsal = [], bool(get_profile(profile).get("rehearsal"))
     for request in requests:
         kind, name = kind_of(request), record_name(request, store)
+        needs = _needs(request, profile, runs) if kind.reads_weights else frozenset()
         if kind.group == "bench":
             path = f"bench/{name}.json"
             command = ((kind.rehearsal if rehearsal else kind.command) or "").format(path=_shown(store.root / path))
-            level, purpose, dataset = 2, "speed targets (benchmarks)", None
+            out.append(BenchEntry(chapter=request.chapter, paper=request.paper, name=request.name, profile=profile,
+                                  level=2, purpose="speed targets (benchmarks)", command=command, path=path,
+                                  request=request, nominal_minutes=kind.minutes, needs=needs))
         else:
-            path, command = f"{profile}/measure/{name}.json", f"vixnb batch --profile {profile} --only {name}"
-            level, dataset = 1, request.dataset
             purpose = (f"{request.paper} pages: {request.kind}" if request.paper else
                        f"maps pages: {request.kind.removeprefix('maps-')}")
-        e = Entry(chapter=request.chapter, paper=request.paper, kind="bench" if kind.group == "bench" else "measure",
-                  name=request.name if kind.group == "bench" else name, model=None, dataset=dataset, profile=profile,
-                  seed=None, level=level, purpose=purpose, command=command, path=path)
-        e._nominal, e._request = kind.minutes, request
-        if kind.reads_weights:
-            e._needs = _needs(request, profile, runs)
-        out.append(e)
+            out.append(MeasureEntry(chapter=request.chapter, paper=request.paper, name=name, profile=profile, level=1,
+                                    purpose=purpose, command=f"vixnb batch --profile {profile} --only {name}",
+                                    path=f"{profile}/measure/{name}.json", dataset=request.dataset, request=request,
+                                    nominal_minutes=kind.minutes, needs=needs))
     return out
 
 
 def _needs(request, profile, runs):
     """The keys of the plan's runs (``runs``) whose kept weights the record ``request`` reads
     (``record_kinds.weights_read``)."""
-    keys = {config_key(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
+    keys = {RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).key
             for model, settings, seed, dataset in weights_read(request, profile)}
-    return {k for k in keys if k in runs and runs[k].keep_weights != "no"}
-
-
-# ----- status -------------------------------------------------------------------------------------------
-
-def _run_status(entry, store, needed_paths):
-    config = entry._config
-    try:  # a truncated, foreign or hand-edited file (this run's, or its warm start source's): named and kept
-        stored = store.get(config)
-        why = stored is not None and (stale_reason(stored, store) or code_changed(stored, store.root))
-        unkept = stored is not None and entry.keep_weights != "no" and store.weights_missing(config, stored)
-    except StoreError as e:
-        return "damaged", one_line(e)
-    if stored is not None:
-        if why and why.startswith("unverified"):
-            return "unverified", why
-        return ("stale", why) if why else ("weights wanted", unkept) if unkept else ("stored", "")
-    folder = store.root / entry.profile
-    for other in sorted(folder.glob(f"{config['model']}-{config['dataset']}-seed{config['seed']}-*.json")):
-        if str(other.relative_to(store.root)) in needed_paths:
-            continue
-        try:
-            old = read_json(other)["config"]
-        except (StoreError, KeyError, TypeError):  # an unreadable file is no evidence either way
-            continue
-        if unusable(read_json(other)):  # a newer engine's, say: listed as "not used" (vixnb plan), never stale
-            continue
-        changed = [f"{k} {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(config) | set(old))
-                   if old.get(k) != config.get(k)]
-        return "stale", f"{other.name} was made with other settings ({'; '.join(changed)})"
-    return "missing", ""
-
-
-def _record_status(entry, store):
-    try:
-        record = store.load_record(kind_of(entry._request).group, entry.path.rsplit("/", 1)[1][:-len(".json")],
-                                   profile=entry.profile)
-    except StoreError as e:
-        return "damaged", one_line(e)
-    if record is None:
-        return "missing", ""
-    stale = kind_of(entry._request).stale
-    why = stale(record, store) if stale else None
-    return ("stale", why) if why else ("stored", "")
+    return frozenset(k for k in keys if k in runs and runs[k].keep_weights != Keep.NONE)
 
 
 # ----- estimates ------------------------------------------------------------------------------------------
@@ -258,14 +152,14 @@ ORDERS = ("chapters", "rows")
 
 
 def build(profile, *, store=None, only=None, chapter=None, machine=False, order="chapters", gpu=None):
-    """Every entry the book needs in ``profile``, in priority order (``Entry`` objects). ``only``: names
-    (models or records) to keep. ``chapter``: notebooks whose entries to keep, with the training runs whose
-    weights their measurements read (the maps chapter's come from other chapters); their priorities are then
-    ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``, ``vixnb batch``), in the
-    precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters`` (whole chapters, every
-    seed, runs and measurements together, the cheapest chapter first: ``_chapters_cheapest_first``) or ``rows`` (the
-    levels across the book: one seed of every row first, ``LEVELS``). ``gpu``: estimate the minutes for that GPU
-    (``estimates.GPUS``) instead of the H100 of the stored figures."""
+    """Every entry the book needs in ``profile``, in priority order (``entries.TrainEntry``, ``MeasureEntry`` and
+    ``BenchEntry`` objects). ``only``: names (models or records) to keep. ``chapter``: notebooks whose entries to keep,
+    with the training runs whose weights their measurements read (the maps chapter's come from other chapters); their
+    priorities are then ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``,
+    ``vixnb batch``), in the precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters``
+    (whole chapters, every seed, runs and measurements together, the cheapest chapter first:
+    ``_chapters_cheapest_first``) or ``rows`` (the levels across the book: one seed of every row first, ``LEVELS``).
+    ``gpu``: estimate the minutes for that GPU (``estimates.GPUS``) instead of the H100 of the stored figures."""
     check_gpu(gpu)
     if order not in ORDERS:
         raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
@@ -292,17 +186,19 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
         if unknown:
             names = ", ".join(dict.fromkeys(e.chapter for e in entries))
             raise ValueError(f"chapter={unknown}: not in the {profile!r} plan; its chapters: {names}")
-        needs = set().union(*(getattr(e, "_needs", set()) for e in entries if e.chapter in chapter))
-        entries = [e for e in entries if e.chapter in chapter or (e.kind == "train" and e.key in needs)]
+        needs = set().union(*(e.needs for e in entries if e.chapter in chapter))
+        entries = [e for e in entries if e.chapter in chapter or (isinstance(e, TrainEntry) and e.key in needs)]
     rates, device = bench_rates(store)
     timings = stored_timings(store, profile)
     rate = fitted_rate(measured_points(rates, timings[1]))
     for e in entries:
-        e.status, e.reason = _run_status(e, store, needed) if e.kind == "train" else _record_status(e, store)
-        e.est_gpu_minutes, e.basis = estimate(e, rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
-        if e.kind == "train" and e.dataset != "synthetic" and not _data_here(e.dataset):
+        e.status, e.reason = e.stored_status(store, needed)
+        e.est_gpu_minutes, e.basis = e.estimate(rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
+        if not isinstance(e, TrainEntry):
+            continue
+        if e.dataset != "synthetic" and not _data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
-        if machine and e.kind == "train" and e.status in TO_MAKE and (mb := checkpoint_mb(e._config)) > TRAVEL_MB:
+        if machine and e.status in TO_MAKE and (mb := checkpoint_mb(e.config)) > TRAVEL_MB:
             minutes = math.ceil(e.est_gpu_minutes) if e.est_gpu_minutes == e.est_gpu_minutes else "unknown"
             e.basis += f"; needs one window of {minutes} minutes (its {mb:.0f} MiB checkpoint cannot travel back)"
     book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
@@ -339,11 +235,11 @@ def _chapters_cheapest_first(entries):
 
 
 def _after_needs(entries):
-    """``entries`` with each measurement that reads trained weights (``_needs``: run keys) moved just after the last
-    of those runs where it stood before it; the order otherwise kept."""
+    """``entries`` with each entry that reads trained weights (``needs``: run keys; a measurement, a warm start) moved
+    just after the last of those runs where it stood before it; the order otherwise kept."""
     out = list(entries)
-    for e in [e for e in entries if getattr(e, "_needs", None)]:
-        last = max((i for i, x in enumerate(out) if x.kind == "train" and x.key in e._needs), default=-1)
+    for e in [e for e in entries if e.needs]:
+        last = max((i for i, x in enumerate(out) if isinstance(x, TrainEntry) and x.key in e.needs), default=-1)
         if out.index(e) < last:
             out.remove(e)
             out.insert(last, e)  # the last run it needs moved up by one: just after it
@@ -353,7 +249,7 @@ def _after_needs(entries):
 def _first_rank(entry, firsts):
     """Where ``entry`` stands among the chapters' ``first`` rows (level 1 only: the first seed; on the dataset of the
     chapter's first table), after them if not one."""
-    if entry.kind != "train" or entry.level != 1:
+    if not isinstance(entry, TrainEntry) or entry.level != 1:
         return len(firsts)
     return firsts.get((entry.chapter, entry.name, entry.dataset), len(firsts))
 

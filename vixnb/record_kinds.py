@@ -27,9 +27,10 @@ from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, 
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .measure.latency import latency_record, latency_table
-from .profiles import run_model_settings, run_config, small_sizes, table_runs
+from .profiles import run_model_settings, small_sizes, table_runs
 from .results import ResultsStore
 from .results.policy import training_policy, weights_changed
+from .runspec import RunSpec
 
 
 class PartialRecord(RuntimeError):
@@ -120,7 +121,7 @@ def _make_speed(request, *, profile, **_):
     same architecture as its scratch run: measured once): ``measure.configuration_speeds``."""
     configs = {}
     for row, model, settings, seeds in _chapter_runs(request, profile):
-        config = run_config(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings)
+        config = RunSpec.of(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings).config
         configs.setdefault((model, json.dumps(run_model_settings(config), sort_keys=True)), (row, model, config))
     return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 

@@ -32,9 +32,11 @@ from . import plan as planning
 from .ensemble import can_ensemble
 from .errors import one_line
 from .data import dataset_spec
-from .profiles import REHEARSAL, get_profile, run_config
+from .entries import BenchEntry, TrainEntry
+from .profiles import REHEARSAL, get_profile
 from .results import ResultsStore
 from .results.pack import unpack
+from .runspec import Keep
 from .train import _first_phase, _optimizer, autocasts, build_model, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
@@ -57,23 +59,23 @@ def rehearsal_jobs(entries):
     that keeps its weights, one ensemble of two seeds, the runs whose weights a measurement reads, every
     measurement and every benchmark with a rehearsal command; ``skipped``: ``[(label, why)]`` of what cannot be
     rehearsed here."""
-    runnable = [e for e in entries if e.kind == "train" and not e.blocked]
+    runnable = [e for e in entries if isinstance(e, TrainEntry) and not e.blocked]
     chosen, seen_models, skipped = {}, set(), []
     for e in runnable:
         if e.model not in seen_models:
             seen_models.add(e.model)
             chosen.setdefault(e.key, e)
     for name, uses in PROTOCOLS.items():
-        if not any(uses(e._config) for e in chosen.values()):
-            first = next((e for e in runnable if uses(e._config)), None)
+        if not any(uses(e.config) for e in chosen.values()):
+            first = next((e for e in runnable if uses(e.config)), None)
             if first is not None:
                 chosen.setdefault(first.key, first)
-    if not any(e.keep_weights != "no" for e in chosen.values()):
-        first = next((e for e in runnable if e.keep_weights != "no"), None)
+    if not any(e.keep_weights != Keep.NONE for e in chosen.values()):
+        first = next((e for e in runnable if e.keep_weights != Keep.NONE), None)
         if first is not None:
             chosen.setdefault(first.key, first)
-    records = [e for e in entries if e.kind != "train"]
-    needed = set().union(*(getattr(e, "_needs", set()) for e in records))
+    records = [e for e in entries if not isinstance(e, TrainEntry)]
+    needed = set().union(*(e.needs for e in records))
     for e in runnable:
         if e.key in needed:
             chosen.setdefault(e.key, e)
@@ -83,14 +85,12 @@ def rehearsal_jobs(entries):
     if pair:
         jobs.append(runner.Job(pair))
     for e in records:
-        if e.kind == "bench" and not e.command:
+        if isinstance(e, BenchEntry) and not e.command:
             skipped.append((f"bench {e.name}", "not rehearsed: it compiles for minutes; its own run checks it"))
         else:
             jobs.append(runner.Job([e]))
-    skipped += [(runner.Job([e]).label, e.blocked) for e in entries if e.kind == "train" and e.blocked
+    skipped += [(runner.Job([e]).label, e.blocked) for e in entries if isinstance(e, TrainEntry) and e.blocked
                 and e.model not in seen_models]
-    for job in jobs:
-        job.spec = runner.make_spec(job.entries)
     return jobs, skipped
 
 
@@ -99,7 +99,7 @@ def _ensemble_pair(runnable, chosen):
     cheapest such configuration (GPU minutes), since the ensemble's code path is one for every model."""
     by_config = {}
     for e in sorted(runnable, key=lambda e: planning._finite(e.est_gpu_minutes)):
-        if e.key in chosen or not can_ensemble(e._config)[0]:
+        if e.key in chosen or not can_ensemble(e.config)[0]:
             continue
         ident = (e.model, e.dataset, tuple(sorted((k, str(v)) for k, v in e.settings.items())))
         by_config.setdefault(ident, []).append(e)
@@ -155,8 +155,8 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
         need = runner.least_seconds(job, pack_limit_mb)
         if need > left:
             continue
-        left -= min(runner.estimated_seconds(job), left) if job.entries[0].kind == "train" else need
-        names.update(e.model if e.kind == "train" else e.name for e in job.entries)
+        left -= min(runner.estimated_seconds(job), left) if job.trains else need
+        names.update(_name(e) for e in job.entries)
     return names
 
 
@@ -178,9 +178,14 @@ def why_nothing(profile, *, budget=None, only=None, chapter=None, order="chapter
 def _selected(entries, names):
     """The rehearsal plan's ``entries`` of the models and records ``names``, with the runs whose weights their
     measurements read."""
-    keep = {id(e) for e in entries if (e.model if e.kind == "train" else e.name) in names}
-    needs = set().union(*(getattr(e, "_needs", set()) for e in entries if id(e) in keep))
-    return [e for e in entries if id(e) in keep or (e.kind == "train" and e.key in needs)]
+    keep = {id(e) for e in entries if _name(e) in names}
+    needs = set().union(*(e.needs for e in entries if id(e) in keep))
+    return [e for e in entries if id(e) in keep or (isinstance(e, TrainEntry) and e.key in needs)]
+
+
+def _name(entry):
+    """What ``reachable`` names of a plan entry: a training run's model, a record's name."""
+    return entry.model if isinstance(entry, TrainEntry) else entry.name
 
 
 def rehearse(profile, *, executor="local", folder=None, progress=print, **selection):
@@ -204,14 +209,13 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         what = "the" if names is None else "what this batch would start of the"
         progress(f"vixnb batch --rehearse: {len(jobs)} jobs, {what} {profile} plan ({len(entries)} entries) on "
                  f"{get_profile(name)['device']}, into a scratch store")
-        spec = {"kind": "rehearsal", "specs": [j.spec for j in jobs], "labels": [j.label for j in jobs],
-                "profile": name, "store": str(store.root)}
-        whole = runner.Job(jobs[0].entries, spec=spec)
+        call = (runner.run_rehearsal, [j.entries for j in jobs], [j.label for j in jobs])
+        whole = runner.Job(jobs[0].entries, call=call)
         running = {}
         try:
             with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
                 result = runner._execute(whole, None, None, executor, folder, running) if executor != "inline" \
-                    else runner.run_job(spec)
+                    else runner.run_rehearsal(*call[1:], store=str(store.root))
             rows = [tuple(r) for r in result["rows"]]
         except KeyboardInterrupt:
             runner.stop_jobs(running)
@@ -266,10 +270,9 @@ def gpu_check(jobs, *, limit_s=GPU_CHECK_SECONDS, device=None):
     what is left when ``limit_s`` has passed is "not checked". The caller's RNG state is left as it was."""
     start, rows, seen = time.time(), [], set()
     for job in jobs:
-        e = job.entries[0]
-        if e.kind != "train":
+        if not job.trains:
             continue
-        config = run_config(e.model, dataset=e.dataset, profile=e.profile, seed=e.seed, **e.settings)
+        config = job.entries[0].config
         ident = (config["model"], config["dataset"], config["precision"], str(config["model_overrides"]),
                  config["optimizer"])
         if ident in seen:

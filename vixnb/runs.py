@@ -1,10 +1,11 @@
 """Training runs under the compute policy: ``run`` reads a stored result or trains it (``vixnb.train``), keeps its
 weights where asked, and finds a warm start's source; ``trained_model`` gives a run's trained module.
 
-What a run does with its selected weights is one of ``KEEP_WEIGHTS``, the same value from the paper file's chapter
-to the store: ``"no"``; ``"store"``, float16 beside the result in the store (committed with it; at most
-``WEIGHTS_LIMIT_MB``, checked once, before training: ``weights_too_large``); ``"local"``, in the profile's
-``.weights-local/`` folder on this machine only (never committed nor packed, no cap: a warm start's large source).
+What a run does with its selected weights is a ``runspec.Keep`` (given here as the enum or its value), the same
+from the paper file's chapter to the store (``analysis.records.table_specs`` decides it): ``"no"``; ``"store"``,
+float16 beside the result in the store (committed with it; at most ``WEIGHTS_LIMIT_MB``, checked once, before
+training: ``weights_too_large``); ``"local"``, in the profile's ``.weights-local/`` folder on this machine only
+(never committed nor packed, no cap: a warm start's large source).
 """
 import sys
 
@@ -12,22 +13,15 @@ import torch
 
 from . import papers
 from .models import create_model, model_cfg
-from .profiles import run_model_settings, run_config
+from .profiles import run_model_settings
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
+from .runspec import Keep, RunSpec
 from .runtime import machine_precision
 from .train import build_model, train
 from .validate import checked
 
-KEEP_WEIGHTS = ("no", "store", "local")
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
-
-
-def check_keep_weights(keep_weights):
-    """``keep_weights`` as given, or a one-line error naming the parameter and its values."""
-    if keep_weights not in KEEP_WEIGHTS:
-        raise ValueError(f"keep_weights={keep_weights!r}: use one of {', '.join(map(repr, KEEP_WEIGHTS))}")
-    return keep_weights
 
 
 def weights_bytes(config):
@@ -50,7 +44,7 @@ def weights_too_large(config):
 def keep_where(config):
     """Where ``config``'s kept weights go: ``"store"`` where they fit its cap, else ``"local"`` (``weights_too_large``:
     a ViT-B/16's 172 MB stay on the machine that trains it)."""
-    return "local" if weights_too_large(config) else "store"
+    return Keep.LOCAL if weights_too_large(config) else Keep.STORE
 
 
 @checked("seed")
@@ -71,12 +65,12 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     keeping them) and starts from its weights; a run that some row of its paper file starts from
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
     them."""
-    check_keep_weights(keep_weights)
-    config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
+    keep_weights = Keep.of(keep_weights)
+    config = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **overrides).config
     store = store if store is not None else ResultsStore()
     stored = store.get(config)
     stale = stale_reason({**stored, "config": config}, store) if stored is not None else None
-    unkept = store.weights_missing(config, stored) if keep_weights != "no" and stored is not None else None
+    unkept = store.weights_missing(config, stored) if keep_weights != Keep.NONE and stored is not None else None
     decision = decide(compute, stored=stored, profile=profile, stale=stale or unkept)
     if decision.action == "skip":
         return {"status": "not yet run", "config": config, "reason": decision.reason}
@@ -92,7 +86,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     if decision.reason:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
-    if keep_weights == "store" and (too_large := weights_too_large(config)):
+    if keep_weights == Keep.STORE and (too_large := weights_too_large(config)):
         raise ValueError(f"{too_large}; run it with keep_weights 'no' or 'local'")
     store.check_writable(config)
     init_state = init_sha256 = None
@@ -102,19 +96,19 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
                                                        deadline=deadline)
         if init_state is None:
             return {"status": "not yet run", "config": config, "reason": why}
-    if keep_weights == "no" and warm_start_source(config):
-        keep_weights = "local"
+    if keep_weights == Keep.NONE and warm_start_source(config):
+        keep_weights = Keep.LOCAL
     with store.lock(config) as waited:
         if waited and compute != "always" and (done := store.get(config)) is not None and \
-                not (keep_weights != "no" and store.weights_missing(config, done)):
+                not (keep_weights != Keep.NONE and store.weights_missing(config, done)):
             return done
         checkpoint = store.checkpoint_path(config)
         if compute == "always":
             remove_checkpoints(checkpoint)
         result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       with_weights=keep_weights != "no", init_state=init_state, init_sha256=init_sha256)
-        if keep_weights != "no":  # the weights first: a stored result's weights record always names a written file
-            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
+                       with_weights=keep_weights != Keep.NONE, init_state=init_state, init_sha256=init_sha256)
+        if keep_weights != Keep.NONE:  # the weights first: a stored result's weights record always names a written file
+            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == Keep.LOCAL)
         store.put(config, result)
         remove_checkpoints(checkpoint)
     return {**result, "config": config}
@@ -132,9 +126,9 @@ def warm_start_source(config):
         model, settings = runs[row]
         if model != config["model"]:
             continue
-        candidate = run_config(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+        candidate = RunSpec.of(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
                                **{**run_model_settings(config), **settings})
-        if config_key(candidate) == config_key(config):
+        if candidate.key == config_key(config):
             return True
     return False
 
@@ -166,7 +160,7 @@ def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute=
     (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights and ``compute``
     does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
     store = store if store is not None else ResultsStore()
-    keep = keep_where(run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides))
+    keep = keep_where(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **overrides).config)
     result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
                  keep_weights=keep, **overrides)
     if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded

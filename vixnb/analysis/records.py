@@ -18,6 +18,7 @@ of the book's panel, one image of each class (``per_class``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -27,10 +28,11 @@ import yaml
 from .. import layers, papers
 from ..data import DatasetNotFoundError, load_split, normalize
 from ..models import create_model
-from ..profiles import get_profile, run_config, small_sizes, table_runs
+from ..profiles import get_profile, small_sizes, table_runs
 from ..results import provenance
 from ..results.policy import training_policy, weights_changed
-from ..runs import trained_model, weights_too_large
+from ..runs import keep_where, trained_model, weights_too_large
+from ..runspec import RunSpec
 from .approximations import approximation_errors
 from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
@@ -216,7 +218,7 @@ def _meta_model(model, dataset, settings):
 
 def _weights_over_cap(model, settings, seed, dataset, profile):
     """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
-    return weights_too_large(run_config(model, dataset=dataset, profile=profile, seed=seed, **settings))
+    return weights_too_large(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).config)
 
 
 def study_kept_rows(key, table, profile):
@@ -262,13 +264,24 @@ def panel_images(record, count=None):
     return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
 
 
-def kept_rows(key, book, table, profile):
-    """The rows of ``table`` whose first-seed run keeps its trained weights when chapter ``book`` (of paper ``key``)
-    trains it: every row of the chapter's ``keep_weights`` tables, and the runs the maps study measures
-    (``study_kept_rows``)."""
+def table_specs(key, book, table, profile, seeds=None):
+    """``[(row, [RunSpec per seed])]``: the runs chapter ``book`` (of paper ``key``) makes of ``table`` in ``profile``
+    (``profiles.table_runs``, on the table's dataset), each with what it keeps of its trained weights. The one keep
+    decision, which the plan and the pages both ask: the first seed of every row of the chapter's ``keep_weights``
+    tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store where they fit
+    its cap, else on this machine (``runs.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
+    dataset = papers.table(key, table)["dataset"]
     if table in (book.get("keep_weights") or []):
-        return {row for row, *_ in papers.table_runs(key, table)}
-    return study_kept_rows(key, table, profile)
+        kept = {row for row, *_ in papers.table_runs(key, table)}
+    else:
+        kept = study_kept_rows(key, table, profile)
+    out = []
+    for row, model, settings, run_seeds in table_runs(key, book, table, profile, seeds):
+        specs = [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in run_seeds]
+        if row in kept and specs:
+            specs[0] = replace(specs[0], keep=keep_where(specs[0].config))
+        out.append((row, specs))
+    return out
 
 
 def _overrides(profile):

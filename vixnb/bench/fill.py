@@ -26,7 +26,7 @@ from ..data import load_split
 from ..ensemble import Ensemble, can_ensemble, ensemble_step
 from ..measure import as_dtype, local_rng
 from ..models import create_model
-from ..profiles import run_config
+from ..runspec import RunSpec
 from .training import _adamw, _ours_step, _time_steps
 from ..validate import Whole, checked
 
@@ -90,7 +90,7 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
     dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
     rows = []
     for name in models:
-        paper = run_config(name, profile="paper")
+        paper = RunSpec.of(name, profile="paper").config
         bs = batch or paper["batch_size"]
         images, labels = load_split("synthetic", "train", size=max(bs * seeds, bs * 2))
         images, labels = images.to(device), labels.to(device)

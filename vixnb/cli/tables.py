@@ -1,6 +1,7 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
 ``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
+from ..entries import TrainEntry
 from ..plan import WINDOW_MINUTES, shown_settings
 
 
@@ -136,7 +137,7 @@ def plan_table(entries):
 
 def entry_words(entry):
     """A plan entry in words: "model on dataset, seed N, key=value ..." for a run, "measure NAME" for a record."""
-    if entry.kind != "train":
+    if not isinstance(entry, TrainEntry):
         return f"{entry.kind} {entry.name}"
     settings = "".join(f", {k}={v}" for k, v in shown_settings(entry.settings).items())
     return f"{entry.model} on {entry.dataset}, seed {entry.seed}{settings}"

@@ -13,7 +13,8 @@ from .. import papers
 from ..measure import flops
 from ..record_kinds import KINDS, stored_figures
 from ..models import create_model, list_models, model_cfg
-from ..profiles import row_runs, run_config
+from ..profiles import row_runs
+from ..runspec import RunSpec
 from ..results import ResultsStore, check_compute
 from .claim_schema import in_sections, paper_claims, parse_claim
 from .claim_verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
@@ -91,7 +92,7 @@ def _done_runs(runs, *, dataset, profile, compute, store, stored):
         if model not in list_models():
             records.append({"status": "not yet run", "reason": f"{model!r} is not a vixnb model"})
             continue
-        seeds = _stored_seeds(stored, run_config(model, dataset=dataset, profile=profile, **settings)) or [0]
+        seeds = _stored_seeds(stored, RunSpec.of(model, dataset=dataset, profile=profile, **settings).config) or [0]
         found = collect_runs([model], dataset=dataset, profile=profile, seeds=seeds, compute=compute, progress=False,
                              store=store, **settings)
         records.extend(found)

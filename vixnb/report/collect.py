@@ -9,18 +9,17 @@ from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from .. import papers
-from ..analysis.records import STUDY_RECORDS, kept_rows
+from ..analysis.records import STUDY_RECORDS, table_specs
 from ..data import DatasetNotFoundError
-from ..measure import records_frame
 from ..models import create_model
 from ..models.counting import count_params, paper_summary
-from ..profiles import run_config, table_runs
 from ..measure.costs import speed_table  # noqa: F401  (report.speed_table: the speed kind's page table)
 from ..profiles import small_sizes
 from ..record_kinds import Request, chapter_requests, kind_of, obtain, record_name, study_requests
 from ..results import ResultsStore, StoreError, made_on
 from ..results.policy import other_code
-from ..runs import keep_where, run
+from ..runs import run
+from ..runspec import RunSpec
 from .cost import not_yet_run
 from .metrics import METRICS, PER_SEED
 from .provenance import provenance_line
@@ -42,15 +41,14 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     results = []
     for model, seed in bar:
         bar.set_postfix(model=model, seed=seed)
+        spec = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings)
         try:
             results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False,
                                store=store, keep_weights=keep_weights, **settings))
         except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
-            results.append({"status": "unreadable", "config": run_config(model, dataset=dataset, profile=profile,
-                                                                          seed=seed, **settings), "reason": str(e)})
+            results.append({"status": "unreadable", "config": spec.config, "reason": str(e)})
         except DatasetNotFoundError as e:
-            results.append({"status": "not yet run", "config": run_config(model, dataset=dataset, profile=profile,
-                                                                           seed=seed, **settings),
+            results.append({"status": "not yet run", "config": spec.config,
                             "reason": f"{dataset} is not on this machine; `vixnb train {model} --dataset {dataset} "
                                       f"--profile {profile} --download` fetches it ({str(e).splitlines()[0]})"})
     return results
@@ -225,19 +223,16 @@ def study_measurement(kind, *, profile, compute="missing", train=None, store=Non
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
     """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
-    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights (``analysis.records.kept_rows``): in
-    the store where they fit, else on this machine (``runs.keep_where``)."""
+    chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights where
+    ``analysis.records.table_specs`` (the plan's own keep decision) says."""
     book = papers.book_chapter(paper, notebook)
-    keep = kept_rows(paper, book, table, profile)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
     out = {}
-    for row, model, settings, seeds in table_runs(paper, book, table, profile):
-        # kept weights over the store's cap stay on the machine that trains the run (``runs.keep_where``)
-        kept = keep_where(run_config(model, dataset=options["dataset"], profile=profile, seed=seeds[0], **settings)) \
-            if row in keep else "no"
-        out[row] = collect_runs([model], seeds=seeds[:1], keep_weights=kept, **options, **settings) \
-            + collect_runs([model], seeds=seeds[1:], **options, **settings)
+    for row, specs in table_specs(paper, book, table, profile):
+        model, settings = specs[0].model, dict(specs[0].settings)
+        out[row] = [result for spec in specs for result in
+                    collect_runs([model], seeds=[spec.seed], keep_weights=spec.keep, **options, **settings)]
     return out
 
 

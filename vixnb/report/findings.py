@@ -10,13 +10,14 @@ import pandas as pd
 
 from .. import papers
 from ..notebooks import repo_root
-from ..profiles import run_config, table_runs
+from ..profiles import table_runs
 from ..results import ResultsStore, made_on, read_json
+from ..runspec import RunSpec
 from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
 from .claim_verdicts import claims, verdict_text
 from .dashboard import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
-from .verdict_rules import FAILED, NOT_DECIDED
+from .verdict_rules import NOT_DECIDED
 
 
 def _fused(costs, link):
@@ -52,7 +53,7 @@ def _earlier_reading(store, profile="budget"):
     tops = []
     for _, model, settings, seeds in table_runs("shaped", book, "earlier_reading", profile):
         for seed in seeds:
-            stored = store.get(run_config(model, dataset="cifar10", profile=profile, seed=seed, **settings))
+            stored = store.get(RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config)
             if stored and stored.get("status") == "done":
                 tops.append(stored["top1"])
     return sum(abs(t - 10.0) <= 2.0 for t in tops), len(tops)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..entries import BenchEntry, TrainEntry
 from ..escape import markdown_text
 from ..plan import STATUSES, build, counts, shown_settings, todo
 from ..profiles import get_profile, gpu_profile, list_profiles
@@ -112,8 +113,8 @@ def code_flags(plans, store):
     flags = {}
     for entries in plans.values():
         for e in entries:
-            if e.kind == "train" and e.status == "stored" and e.path not in flags:
-                why = code_changed(store.get(e._config) or {})
+            if isinstance(e, TrainEntry) and e.status == "stored" and e.path not in flags:
+                why = code_changed(store.get(e.config) or {})
                 if why:
                     flags[e.path] = why
     return flags
@@ -152,7 +153,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     plans = plans if plans is not None else book_plans(store=store)
     flags = code_flags(plans, store)
     rows = []
-    shared = {e.path: e for entries in plans.values() for e in entries if e.kind == "bench"}
+    shared = {e.path: e for entries in plans.values() for e in entries if isinstance(e, BenchEntry)}
     for profile, entries in [*plans.items(), ("bench", list(shared.values()))]:
         by_path = {}
         for e in entries:

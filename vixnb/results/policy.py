@@ -27,7 +27,8 @@ from ..errors import StoreError
 from ..models import architecture_signature, create_model
 from ..models.counting import count_params
 from ..paths import results_root
-from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_config, run_model_settings
+from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_model_settings
+from ..runspec import RunSpec
 from .provenance import source_hashes
 
 COMPUTE = ("never", "missing", "always")
@@ -125,8 +126,8 @@ def other_data(stored):
 def source_config(config):
     """The run config of ``config``'s warm-start source (its ``init_from``): the same dataset, profile and seed."""
     source = config["init_from"]
-    return run_config(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                      **source["settings"])
+    return RunSpec.of(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                      **source["settings"]).config
 
 
 def source_changed(stored, store):

@@ -32,7 +32,8 @@ from ..errors import StoreError
 from ..files import atomic_write
 from ..models import list_models
 from ..paths import results_root
-from ..profiles import ENGINE_VERSION, config_key, run_config
+from ..profiles import ENGINE_VERSION
+from ..runspec import RunSpec, result_path
 from .policy import decide
 
 
@@ -104,7 +105,7 @@ def unusable(result):
 @functools.cache
 def _config_keys():
     """Every key of a training run's configuration that this vixnb writes."""
-    return set(run_config("vit", profile="smoke")) | set(OPTIONAL_CONFIG_KEYS)
+    return set(RunSpec.of("vit", profile="smoke").config) | set(OPTIONAL_CONFIG_KEYS)
 
 
 def damaged_result(path, why):
@@ -140,8 +141,8 @@ class ResultsStore:
         self.root = Path(root) if root is not None else default_root()
 
     def path(self, config):
-        name = f"{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
-        return self.root / config["profile"] / name
+        """Where the result of run config ``config`` is (``runspec.result_path`` under the store's root)."""
+        return self.root / result_path(config)
 
     def checkpoint_path(self, config):
         """Where an unfinished run of ``config`` keeps its per-epoch checkpoint (removed when it finishes)."""
