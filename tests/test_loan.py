@@ -69,13 +69,14 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     session of its own, sent once its local job has saved an epoch. The batch exits 130 saying "interrupted" once;
     no process prints a traceback (submitit's job controller, in the batch's group, printed one); the checkpoint is
     kept, and no process of the batch is left."""
-    script = ("import sys\n"
+    script = ("import dataclasses, sys\n"
               "from vixnb import batch\n"
               "from vixnb.cli import main\n"
               "planned = batch.jobs_from_plan\n"
               "def one_long_job(*args, **kwargs):\n"
               "    jobs = planned(*args, **kwargs)[:1]\n"
-              "    jobs[0].spec['settings'] = {'epochs': 5000}\n"
+              "    entry = jobs[0].entries[0]\n"
+              "    entry.spec = dataclasses.replace(entry.spec, settings={'epochs': 5000})\n"
               "    return jobs\n"
               "batch.jobs_from_plan = one_long_job\n"
               "sys.exit(main(['batch', '--profile', 'smoke', '--only', 'fnet', '--ensemble', 'never']))\n")

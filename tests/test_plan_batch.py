@@ -438,9 +438,6 @@ def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_
     import submitit
 
     class Stopped:
-        def __init__(self, **_):
-            pass
-
         def update_parameters(self, **_):
             pass
 
@@ -453,7 +450,7 @@ def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_
                         "Job not requeued because: timed-out too many times.")
             return Handle()
 
-    monkeypatch.setattr(submitit, "LocalExecutor", Stopped)
+    monkeypatch.setattr(batch, "local_executor", lambda folder, **_: Stopped())
     job = _spec_jobs(["fnet"])[0]
     assert batch._execute(job, None, time.time() - 1, "local", tmp_path)["outcome"] == "paused"
     with pytest.raises(RuntimeError, match="timed-out too many times"):
