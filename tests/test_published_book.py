@@ -120,29 +120,76 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
            f"</book/executed/{PROFILE}/vix_table1>`" in text
 
 
+#: the chapters whose page ends with a count of its entries (a footer); every chapter with a plan entry has a banner
+FOOTERS = ("vix_table1", "vix_families", "vix_rope", "cxv_table1", "cxv_ablations", "cxv_dualopt", "linattn",
+           "simplified")
+
+
+def _plain(text):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)).replace("&#8220;", "")
+
+
+def page_counts(text):
+    """``[(entries, stored, missing, stale)]`` of each count a page's text prints: "Of the N entries this page reads
+    in budget: S stored, …" (the words of ``report.counts_sentence``), and the wordings the footers used before it,
+    "Of the N … runs this page asks for, S are done" and "Runs done here: S of N" (their other counts unknown:
+    None), so that a footer in other words is still compared."""
+    found = []
+    for n, stored, rest in re.findall(r"Of the (\d+) entries this page reads in budget : (\d+) stored([^.]*)\.", text):
+        others = {s: int(k) for k, s in re.findall(r"(\d+) (missing|stale|damaged|unverified|weights wanted)", rest)}
+        found.append((int(n), int(stored), others.get("missing", 0), others.get("stale", 0)))
+    found += [(int(n), int(done), None, None) for n, done in
+              re.findall(r"Of the (\d+) [^.]*?runs this page asks for[^,.]*, (\d+) are done", text)]
+    found += [(int(n), int(done), None, None) for done, n in re.findall(r"Runs done here: (\d+) of (\d+)", text)]
+    return found
+
+
 def html_counts(html):
     """The counts the built book prints, parsed from its HTML: the intro's totals and per-profile counts, each
-    dashboard row, each chapter banner, the plan page's table and the provenance page's totals."""
-    def plain(path):
-        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8"))).replace("&#8220;", "")
+    dashboard row, each chapter's banner (its block quote) and footers (the counts on the rest of its page), the plan
+    page's table and the provenance page's totals."""
+    from bs4 import BeautifulSoup
 
-    intro = plain(html / "book" / "intro.html")
+    intro = _plain((html / "book" / "intro.html").read_text(encoding="utf-8"))
     out = {"intro": tuple(map(int, re.search(r"What the results store holds .*?: (\d+) runs and measurements stored, "
                                              r"(\d+) missing, (\d+) stale", intro).groups())),
            "intro per profile": {p: tuple(map(int, (a, b, c))) for p, a, b, c in re.findall(
                r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
-           "banners": {}}
+           "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {}}
     for page in sorted((html / EXECUTED_DIR / PROFILE).glob("*.html")):
-        found = re.search(r"Of the (\d+) entries this page reads in budget : (\d+) stored, ([^.]*)\.", plain(page))
-        if found:
-            rest = dict((s, int(n)) for n, s in re.findall(r"(\d+) (missing|stale|damaged)", found.group(3)))
-            out["banners"][page.stem] = (int(found.group(1)), int(found.group(2)), rest.get("missing", 0),
-                                         rest.get("stale", 0))
-    provenance = plain(html / EXECUTED_DIR / PROFILE / "provenance.html")
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        main = soup.find("main") or soup
+        banners = [c for q in main.find_all("blockquote") for c in page_counts(_plain(str(q)))]
+        for q in main.find_all("blockquote"):
+            q.decompose()
+        footers = page_counts(_plain(str(main)))
+        if banners:
+            assert len(banners) == 1, (page.stem, banners)
+            out["banners"][page.stem] = banners[0]
+        if footers:
+            out["footers"][page.stem] = footers
+    provenance = _plain((html / EXECUTED_DIR / PROFILE / "provenance.html").read_text(encoding="utf-8"))
     out["provenance"] = tuple(map(int, re.search(r"The store holds (\d+) of the runs .*?; (\d+) are missing and (\d+) "
                                                  r"are stale", provenance).groups()))
     out["plan page"] = plan_totals(html / EXECUTED_DIR / PROFILE / "plan.html")
     return out
+
+
+def dashboard_rows(page):
+    """``{document title: (stored, stale, asked)}`` of the intro dashboard's "budget results stored / stale / asked"
+    column."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    column = f"{PROFILE} results stored / stale / asked"
+    table = next(t for t in soup.find_all("table")
+                 if column in [" ".join(th.get_text().split()) for th in t.find_all("th")])
+    head = [" ".join(th.get_text().split()) for th in table.find("thead").find_all("th")]
+    rows = {}
+    for tr in table.find("tbody").find_all("tr"):
+        cells = [" ".join(c.get_text().split()) for c in tr.find_all(["th", "td"])]
+        rows[cells[0]] = tuple(int(n) for n in cells[head.index(column)].split(" / "))
+    return rows
 
 
 def plan_totals(page):
@@ -166,18 +213,32 @@ def plan_totals(page):
 
 
 def check_counts(html, plans):
-    """Every count the built book prints equals ``plan.counts`` of ``plans`` (``{profile: vixnb plan --json}``)."""
+    """Every count the built book prints equals ``plan.counts`` of ``plans`` (``{profile: vixnb plan --json}``): the
+    intro, its dashboard, each chapter's banner and footers (one denominator, the chapter's plan entries), the plan
+    and provenance pages."""
     from collections import Counter
+
+    from vixnb import papers
 
     by = {p: Counter(e["status"] for e in entries) for p, entries in plans.items()}
     got = html_counts(html)
     total = tuple(sum(by[p][s] for p in by) for s in ("stored", "missing", "stale"))
     assert got["intro"] == total and got["provenance"] == total
     assert got["intro per profile"] == {p: (c["stored"], c["missing"], c["stale"]) for p, c in by.items()}
-    for chapter, (entries, stored, missing, stale) in got["banners"].items():
-        mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
-        assert (entries, stored, missing, stale) == (sum(mine.values()), mine["stored"], mine["missing"],
-                                                     mine["stale"]), chapter
+    titles = {papers.load(key).get("title", key): key for key in papers.DOCUMENTS}
+    assert set(got["dashboard"]) == set(titles), "a dashboard row per document"
+    for title, row in got["dashboard"].items():
+        mine = Counter(e["status"] for e in plans[PROFILE] if e["paper"] == titles[title])
+        assert row == (mine["stored"], mine["stale"], sum(mine.values())), title
+    for chapter in FOOTERS:
+        assert chapter in got["banners"] and chapter in got["footers"], f"{chapter}: a banner and a footer with counts"
+    for where in ("banners", "footers"):
+        for chapter, found in got[where].items():
+            mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
+            want = (sum(mine.values()), mine["stored"], mine["missing"], mine["stale"])
+            for counted in (found if where == "footers" else [found]):
+                assert counted == tuple(w if c is not None else None for w, c in zip(want, counted)), \
+                    (where, chapter, counted, want)
     assert got["banners"], "no banner with counts found"
     assert got["plan page"], "no totals table on the plan page"
     for profile, chapter, entries, stored in got["plan page"]:
