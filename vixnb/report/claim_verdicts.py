@@ -347,7 +347,8 @@ VERDICT_PLURALS = {HOLDS: "hold", FAILS: "do not hold", **{v: v for v in rules.N
 
 
 def claims_summary(frame):
-    """One line of Markdown counting the verdicts of a ``claims`` frame."""
+    """One line of Markdown counting the verdicts of a ``claims`` frame; then, where some of ours decide nothing,
+    why, one line per reason present (``verdict_rules.why_not_decided``)."""
     paper = frame["paper bears it out"].value_counts()
     ours = frame["our verdict"].value_counts()
     checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))
@@ -355,13 +356,10 @@ def claims_summary(frame):
              f"{checked} they can check."]
     counts = [f"{int(ours[v])} {v if ours[v] == 1 else VERDICT_PLURALS[v]}" for v in VERDICT_PLURALS if ours.get(v)]
     parts.append("Ours: " + ", ".join(counts) + ".")
-    if any(ours.get(v) for v in (*rules.NOT_DECIDED, UNDECIDED)):
-        parts.append("A figure of ours is shown but decides nothing where its run failed (ended at chance or with "
-                     "all gradients zero), where it states a magnitude from fewer epochs than the paper's protocol, "
-                     "where times come from different devices or precisions, or where one seed's noise would turn "
-                     "it. A sign or an ordering of two of our runs under one shorter protocol is judged, and the "
-                     "verdict gives each side's epochs.")
-    return " ".join(parts)
+    undecided = [v for v in rules.NOT_DECIDED if ours.get(v)]
+    line = " ".join(parts)
+    return line + ("\n\nWhy a figure of ours decides nothing here:\n\n" + rules.why_not_decided(undecided)
+                   if undecided else "")
 
 
 def verdict_text(row):
