@@ -231,7 +231,8 @@ def check_counts(html, plans):
         mine = Counter(e["status"] for e in plans[PROFILE] if e["paper"] == titles[title])
         assert row == (mine["stored"], mine["stale"], sum(mine.values())), title
     for chapter in FOOTERS:
-        assert chapter in got["banners"] and chapter in got["footers"], f"{chapter}: a banner and a footer with counts"
+        assert chapter in got["banners"] and len(got["footers"].get(chapter, [])) == 1, \
+            f"{chapter}: one banner and one footer with counts ({got['footers'].get(chapter)})"
     for where in ("banners", "footers"):
         for chapter, found in got[where].items():
             mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
@@ -244,6 +245,23 @@ def check_counts(html, plans):
     for profile, chapter, entries, stored in got["plan page"]:
         mine = [e for e in plans[profile] if chapter == "book" or e["chapter"] == chapter]
         assert (entries, stored) == (len(mine), sum(e["status"] == "stored" for e in mine)), (profile, chapter)
+
+
+def test_the_results_page_links_each_claim_to_its_row_on_its_chapter(published):
+    from bs4 import BeautifulSoup
+
+    pages = published["html"] / EXECUTED_DIR / PROFILE
+    soup = BeautifulSoup((pages / "results.html").read_text(encoding="utf-8"), "html.parser")
+    links = [a["href"] for table in soup.find_all("table") for a in table.find_all("a", href=True)]
+    rows = sum(len(table.find("tbody").find_all("tr")) for table in soup.find_all("table")
+               if "chapter" in [th.get_text(strip=True) for th in table.find_all("th")])
+    assert links and len(links) == rows  # every row of the per-document tables links its claim
+    targets = {}
+    for href in links:
+        page, _, anchor = href.partition("#")
+        if page not in targets:
+            targets[page] = BeautifulSoup((pages / page).read_text(encoding="utf-8"), "html.parser")
+        assert anchor.startswith("claim-") and targets[page].find(id=anchor), href
 
 
 def test_every_count_in_the_built_book_agrees_with_the_plan(published):

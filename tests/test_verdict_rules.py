@@ -131,3 +131,19 @@ def test_each_reason_for_not_deciding_is_explained_once_and_summaries_name_the_o
     assert V.PROTOCOL in present and summary.endswith("\n\n" + V.why_not_decided(present))
     assert all(f"*{v}*" not in summary for v in V.NOT_DECIDED if v not in verdicts)
     assert "*" not in C.claims_summary(frame[~frame["our verdict"].isin(V.NOT_DECIDED)])  # nothing undecided: no list
+
+
+def test_the_results_page_links_each_claim_to_its_row_on_its_chapter():
+    from vixnb.report import findings
+
+    frame = C.claims("vix", figures({"vit": [record(40.0)], "fnet": [record(30.0)]}), profile="budget",
+                     sections=["5.1"])
+    html = C.claims_page(frame).to_html()
+    assert all(f'<span id="claim-{cid}">{n}</span>' in html for n, cid in enumerate(frame.index, 1))
+    rows = findings.results_frame({"vix": frame})
+    assert list(rows["claim id"]) == list(frame.index)
+    assert set(rows["chapter"]) == {"vix_table1"}  # the chapter whose claims_section shows §5.1 (its notebook)
+    page = findings.results_table(rows).to_html()
+    for cid in frame.index:
+        assert f'<a href="vix_table1.html#claim-{cid}">vix_table1</a>' in page
+    assert "claim id" not in page and ">vix<" not in page  # the page drops the id and the document columns

@@ -390,11 +390,16 @@ def _figure_text(figure):
 MARKS = {HOLDS: "✓ ", PAPER_YES: "✓ ", FAILS: "✗ ", PAPER_NO: "✗ "}
 
 
+def claim_anchor(claim_id):
+    """The HTML id of a claim's row in ``claims_page`` ("claim-vix-5.1-vin-vs-vit"): the results page links to it."""
+    return f"claim-{claim_id}"
+
+
 def claims_page(frame, *, caption=None):
     """A ``claims`` frame as a table that fits the text column: one numbered row per claim with the claim
     (and its section), the claimed figure, the paper's own figure and whether it bears the claim out, and
-    ours with our verdict (and what is missing, if anything). ``claims_readings`` gives, under the same
-    numbers, how each claim was read."""
+    ours with our verdict (and what is missing, if anything); each row's number carries the claim's anchor
+    (``claim_anchor``). ``claims_readings`` gives, under the same numbers, how each claim was read."""
     rows = {}
     for number, (_, row) in enumerate(frame.iterrows(), 1):
         ours = verdict_text(row)
@@ -406,6 +411,9 @@ def claims_page(frame, *, caption=None):
     styler = page_table(pd.DataFrame.from_dict(rows, orient="index", columns=list(PAGE_COLUMNS)), caption=caption)
     if not hasattr(styler, "set_table_styles"):
         return styler
+    ids = dict(enumerate(frame.index, 1))
+    styler = styler.format_index(lambda n: f'<span id="{html_text(claim_anchor(ids[n]))}">{n}</span>', axis=0,
+                                 escape=None)
     return styler.set_table_styles(
         {c: [{"selector": "td", "props": f"white-space: normal; text-align: left; width: {w};"}]
          for c, w in PAGE_COLUMNS.items()}, overwrite=False)
