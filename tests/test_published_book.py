@@ -10,6 +10,7 @@ import yaml
 
 from vixnb.book import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
 from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
+from vixnb.plan import STATUSES
 
 ROOT = repo_root()
 PROFILE = "budget"
@@ -129,6 +130,13 @@ def _plain(text):
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)).replace("&#8220;", "")
 
 
+def _statuses(entries, text):
+    """``(entries, (n of each of the plan's STATUSES))`` of "5 stored, 5 weights wanted, 66 missing" (a status
+    not named: 0)."""
+    found = {s: int(n) for n, s in re.findall(r"(\d+) (" + "|".join(STATUSES) + ")", text)}
+    return entries, tuple(found.get(s, 0) for s in STATUSES)
+
+
 def page_counts(text):
     """``[(entries, stored, missing, stale)]`` of each count a page's text prints: "Of the N entries this page reads
     in budget: S stored, …" (the words of ``report.counts_sentence``), and the wordings the footers used before it,
@@ -155,7 +163,9 @@ def html_counts(html):
                                              r"(\d+) missing, (\d+) stale", intro).groups())),
            "intro per profile": {p: tuple(map(int, (a, b, c))) for p, a, b, c in re.findall(
                r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
-           "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {}}
+           "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {},
+           "intro chapters": sorted(_statuses(int(n), rest) for n, rest in re.findall(
+               r"\(of its (\d+) entries: ([^)]*)\)", intro.split("Results of ours are in the store for ")[1]))}
     for page in sorted((html / EXECUTED_DIR / PROFILE).glob("*.html")):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
         main = soup.find("main") or soup
@@ -230,6 +240,11 @@ def check_counts(html, plans):
     for title, row in got["dashboard"].items():
         mine = Counter(e["status"] for e in plans[PROFILE] if e["paper"] == titles[title])
         assert row == (mine["stored"], mine["stale"], sum(mine.values())), title
+    chapters = {}
+    for e in plans[PROFILE]:
+        chapters.setdefault(e["chapter"], Counter())[e["status"]] += 1
+    assert got["intro chapters"] == sorted((sum(c.values()), tuple(c[s] for s in STATUSES))
+                                           for c in chapters.values() if c["missing"] < sum(c.values()))
     for chapter in FOOTERS:
         assert chapter in got["banners"] and len(got["footers"].get(chapter, [])) == 1, \
             f"{chapter}: one banner and one footer with counts ({got['footers'].get(chapter)})"

@@ -52,9 +52,13 @@ def counts_sentence(counted):
     made its runs as it ran (``counted`` None), that it did."""
     if counted is None:
         return "This page made the runs it reads as it ran: the tables above show each one's status."
-    others = "".join(f", {counted[s]} {s}" for s in STATUSES[1:] if counted[s])
-    return (f"Of the {counted['entries']} entries this page reads in `{counted['profile']}`: "
-            f"{counted['stored']} stored{others}.")
+    return f"Of the {counted['entries']} entries this page reads in `{counted['profile']}`: {status_counts(counted)}."
+
+
+def status_counts(counted):
+    """"5 stored, 5 weights wanted, 66 missing": of ``counted`` (``plan.counts``), the stored entries and each other
+    status of the plan that has some, in the words every page prints."""
+    return ", ".join([f"{counted['stored']} stored", *(f"{counted[s]} {s}" for s in STATUSES[1:] if counted[s])])
 
 
 def missing_line(counted):
