@@ -164,7 +164,9 @@ def results_table(rows):
         stem, _, anchor = target.partition("#")
         return f'<a href="{html_text(stem)}.html#{html_text(anchor)}">{html_text(stem)}</a>'
 
-    return styler.format(link, subset=["chapter"], escape=None)
+    # a chapter's stem ("cxv_ablations") may break anywhere: the table then fits the text column at 1280 px
+    return styler.format(link, subset=["chapter"], escape=None).set_properties(subset=["chapter"],
+                                                                               **{"overflow-wrap": "anywhere"})
 
 
 def runs_table(profile, *, store=None):
