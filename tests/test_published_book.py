@@ -165,7 +165,7 @@ def html_counts(html):
                r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
            "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {},
            "intro chapters": sorted(_statuses(int(n), rest) for n, rest in re.findall(
-               r"\(of its (\d+) entries: ([^)]*)\)", intro.split("Results of ours are in the store for ")[1]))}
+               r"\(of its (\d+) entries: ([^)]*)\)", intro.partition("Results of ours are in the store for ")[2]))}
     for page in sorted((html / EXECUTED_DIR / PROFILE).glob("*.html")):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
         main = soup.find("main") or soup

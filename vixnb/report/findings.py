@@ -164,9 +164,9 @@ def results_table(rows):
         stem, _, anchor = target.partition("#")
         return f'<a href="{html_text(stem)}.html#{html_text(anchor)}">{html_text(stem)}</a>'
 
-    # a chapter's stem ("cxv_ablations") may break anywhere: the table then fits the text column at 1280 px
-    return styler.format(link, subset=["chapter"], escape=None).set_properties(subset=["chapter"],
-                                                                               **{"overflow-wrap": "anywhere"})
+    # three wrapped columns at page_table's 12em each and the rest were 685 px, in a 676 px column at 1280 px
+    return styler.format(link, subset=["chapter"], escape=None).set_properties(
+        subset=["claim", "paper", "ours"], **{"min-width": "10em"})
 
 
 def runs_table(profile, *, store=None):
