@@ -139,12 +139,20 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     mine = [e for e in plans["budget"] if e.chapter == "vix_table1"]
     left = plan.todo(mine)
     hours = sum(e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes) / 60
-    line = report.missing_line("budget", "vix_table1", store=store)
+    counted = report.page_counts("budget", "vix_table1", compute="never", store=store)
+    assert {k: v for k, v in counted.items() if k not in ("profile", "chapter", "unestimated")} == plan.counts(mine)
     stored = len(mine) - len(left)
-    assert line.startswith(f"**Of the {len(mine)} entries this page reads in `budget`:** {stored} stored, "
-                           f"1 weights wanted, {len(left) - 1} missing. `vixnb batch --profile budget --chapter "
-                           f"vix_table1` makes the {len(left)} left on a GPU: about {hours:.1f} GPU-hours by the "
-                           "plan's estimate")
-    monkeypatch.setattr(report.provenance, "missing_line", lambda profile, chapter: f"[{profile} {chapter}]")
-    assert report.banner("budget", compute="never", chapter="vix_table1").endswith("\n>\n> [budget vix_table1]")
-    assert "[" not in report.banner("smoke", compute="missing", chapter="vix_table1")  # a CPU profile: nothing missing
+    sentence = (f"Of the {len(mine)} entries this page reads in `budget`: {stored} stored, 1 weights wanted, "
+                f"{len(left) - 1} missing.")
+    assert report.counts_sentence(counted) == sentence  # a chapter's footer prints the banner's words
+    line = report.missing_line(counted)
+    assert line.startswith(f"**{sentence}** `vixnb batch --profile budget --chapter vix_table1` makes the "
+                           f"{len(left)} left on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
+    done = {**counted, "stored": len(mine), "weights wanted": 0, "missing": 0, "to_run": 0}
+    assert report.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: {len(mine)} "
+                                         "stored.** Nothing is left for `vixnb batch` to make.")
+    assert report.page_counts("smoke", "vix_table1", compute="never", store=store) is None  # a CPU profile
+    assert report.counts_sentence(None).startswith("This page made the runs it reads as it ran")
+    monkeypatch.setattr(report.provenance, "missing_line", lambda counted: f"[{counted['chapter']}]")
+    assert report.banner("budget", compute="never", counted=counted).endswith("\n>\n> [vix_table1]")
+    assert "[" not in report.banner("smoke", compute="missing")  # a CPU profile: nothing missing

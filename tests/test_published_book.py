@@ -10,6 +10,7 @@ import yaml
 
 from vixnb.book import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
 from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
+from vixnb.plan import STATUSES
 
 ROOT = repo_root()
 PROFILE = "budget"
@@ -120,29 +121,85 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
            f"</book/executed/{PROFILE}/vix_table1>`" in text
 
 
+#: the chapters whose page ends with a count of its entries (a footer); every chapter with a plan entry has a banner
+FOOTERS = ("vix_table1", "vix_families", "vix_rope", "cxv_table1", "cxv_ablations", "cxv_dualopt", "linattn",
+           "simplified")
+
+
+def _plain(text):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)).replace("&#8220;", "")
+
+
+def _statuses(entries, text):
+    """``(entries, (n of each of the plan's STATUSES))`` of "5 stored, 5 weights wanted, 66 missing" (a status
+    not named: 0)."""
+    found = {s: int(n) for n, s in re.findall(r"(\d+) (" + "|".join(STATUSES) + ")", text)}
+    return entries, tuple(found.get(s, 0) for s in STATUSES)
+
+
+def page_counts(text):
+    """``[(entries, stored, missing, stale)]`` of each count a page's text prints: "Of the N entries this page reads
+    in budget: S stored, …" (the words of ``report.counts_sentence``), and the wordings the footers used before it,
+    "Of the N … runs this page asks for, S are done" and "Runs done here: S of N" (their other counts unknown:
+    None), so that a footer in other words is still compared."""
+    found = []
+    for n, stored, rest in re.findall(r"Of the (\d+) entries this page reads in budget : (\d+) stored([^.]*)\.", text):
+        others = {s: int(k) for k, s in re.findall(r"(\d+) (missing|stale|damaged|unverified|weights wanted)", rest)}
+        found.append((int(n), int(stored), others.get("missing", 0), others.get("stale", 0)))
+    found += [(int(n), int(done), None, None) for n, done in
+              re.findall(r"Of the (\d+) [^.]*?runs this page asks for[^,.]*, (\d+) are done", text)]
+    found += [(int(n), int(done), None, None) for done, n in re.findall(r"Runs done here: (\d+) of (\d+)", text)]
+    return found
+
+
 def html_counts(html):
     """The counts the built book prints, parsed from its HTML: the intro's totals and per-profile counts, each
-    dashboard row, each chapter banner, the plan page's table and the provenance page's totals."""
-    def plain(path):
-        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8"))).replace("&#8220;", "")
+    dashboard row, each chapter's banner (its block quote) and footers (the counts on the rest of its page), the plan
+    page's table and the provenance page's totals."""
+    from bs4 import BeautifulSoup
 
-    intro = plain(html / "book" / "intro.html")
+    intro = _plain((html / "book" / "intro.html").read_text(encoding="utf-8"))
     out = {"intro": tuple(map(int, re.search(r"What the results store holds .*?: (\d+) runs and measurements stored, "
                                              r"(\d+) missing, (\d+) stale", intro).groups())),
            "intro per profile": {p: tuple(map(int, (a, b, c))) for p, a, b, c in re.findall(
                r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
-           "banners": {}}
+           "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {},
+           "intro chapters": sorted(_statuses(int(n), rest) for n, rest in re.findall(
+               r"\(of its (\d+) entries: ([^)]*)\)", intro.partition("Results of ours are in the store for ")[2]))}
     for page in sorted((html / EXECUTED_DIR / PROFILE).glob("*.html")):
-        found = re.search(r"Of the (\d+) entries this page reads in budget : (\d+) stored, ([^.]*)\.", plain(page))
-        if found:
-            rest = dict((s, int(n)) for n, s in re.findall(r"(\d+) (missing|stale|damaged)", found.group(3)))
-            out["banners"][page.stem] = (int(found.group(1)), int(found.group(2)), rest.get("missing", 0),
-                                         rest.get("stale", 0))
-    provenance = plain(html / EXECUTED_DIR / PROFILE / "provenance.html")
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        main = soup.find("main") or soup
+        banners = [c for q in main.find_all("blockquote") for c in page_counts(_plain(str(q)))]
+        for q in main.find_all("blockquote"):
+            q.decompose()
+        footers = page_counts(_plain(str(main)))
+        if banners:
+            assert len(banners) == 1, (page.stem, banners)
+            out["banners"][page.stem] = banners[0]
+        if footers:
+            out["footers"][page.stem] = footers
+    provenance = _plain((html / EXECUTED_DIR / PROFILE / "provenance.html").read_text(encoding="utf-8"))
     out["provenance"] = tuple(map(int, re.search(r"The store holds (\d+) of the runs .*?; (\d+) are missing and (\d+) "
                                                  r"are stale", provenance).groups()))
     out["plan page"] = plan_totals(html / EXECUTED_DIR / PROFILE / "plan.html")
     return out
+
+
+def dashboard_rows(page):
+    """``{document title: (stored, stale, asked)}`` of the intro dashboard's "budget results stored / stale / asked"
+    column."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    column = f"{PROFILE} results stored / stale / asked"
+    table = next(t for t in soup.find_all("table")
+                 if column in [" ".join(th.get_text().split()) for th in t.find_all("th")])
+    head = [" ".join(th.get_text().split()) for th in table.find("thead").find_all("th")]
+    rows = {}
+    for tr in table.find("tbody").find_all("tr"):
+        cells = [" ".join(c.get_text().split()) for c in tr.find_all(["th", "td"])]
+        rows[cells[0]] = tuple(int(n) for n in cells[head.index(column)].split(" / "))
+    return rows
 
 
 def plan_totals(page):
@@ -166,23 +223,60 @@ def plan_totals(page):
 
 
 def check_counts(html, plans):
-    """Every count the built book prints equals ``plan.counts`` of ``plans`` (``{profile: vixnb plan --json}``)."""
+    """Every count the built book prints equals ``plan.counts`` of ``plans`` (``{profile: vixnb plan --json}``): the
+    intro, its dashboard, each chapter's banner and footers (one denominator, the chapter's plan entries), the plan
+    and provenance pages."""
     from collections import Counter
+
+    from vixnb import papers
 
     by = {p: Counter(e["status"] for e in entries) for p, entries in plans.items()}
     got = html_counts(html)
     total = tuple(sum(by[p][s] for p in by) for s in ("stored", "missing", "stale"))
     assert got["intro"] == total and got["provenance"] == total
     assert got["intro per profile"] == {p: (c["stored"], c["missing"], c["stale"]) for p, c in by.items()}
-    for chapter, (entries, stored, missing, stale) in got["banners"].items():
-        mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
-        assert (entries, stored, missing, stale) == (sum(mine.values()), mine["stored"], mine["missing"],
-                                                     mine["stale"]), chapter
+    titles = {papers.load(key).get("title", key): key for key in papers.DOCUMENTS}
+    assert set(got["dashboard"]) == set(titles), "a dashboard row per document"
+    for title, row in got["dashboard"].items():
+        mine = Counter(e["status"] for e in plans[PROFILE] if e["paper"] == titles[title])
+        assert row == (mine["stored"], mine["stale"], sum(mine.values())), title
+    chapters = {}
+    for e in plans[PROFILE]:
+        chapters.setdefault(e["chapter"], Counter())[e["status"]] += 1
+    assert got["intro chapters"] == sorted((sum(c.values()), tuple(c[s] for s in STATUSES))
+                                           for c in chapters.values() if c["missing"] < sum(c.values()))
+    for chapter in FOOTERS:
+        assert chapter in got["banners"] and len(got["footers"].get(chapter, [])) == 1, \
+            f"{chapter}: one banner and one footer with counts ({got['footers'].get(chapter)})"
+    for where in ("banners", "footers"):
+        for chapter, found in got[where].items():
+            mine = Counter(e["status"] for e in plans[PROFILE] if e["chapter"] == chapter)
+            want = (sum(mine.values()), mine["stored"], mine["missing"], mine["stale"])
+            for counted in (found if where == "footers" else [found]):
+                assert counted == tuple(w if c is not None else None for w, c in zip(want, counted)), \
+                    (where, chapter, counted, want)
     assert got["banners"], "no banner with counts found"
     assert got["plan page"], "no totals table on the plan page"
     for profile, chapter, entries, stored in got["plan page"]:
         mine = [e for e in plans[profile] if chapter == "book" or e["chapter"] == chapter]
         assert (entries, stored) == (len(mine), sum(e["status"] == "stored" for e in mine)), (profile, chapter)
+
+
+def test_the_results_page_links_each_claim_to_its_row_on_its_chapter(published):
+    from bs4 import BeautifulSoup
+
+    pages = published["html"] / EXECUTED_DIR / PROFILE
+    soup = BeautifulSoup((pages / "results.html").read_text(encoding="utf-8"), "html.parser")
+    links = [a["href"] for table in soup.find_all("table") for a in table.find_all("a", href=True)]
+    rows = sum(len(table.find("tbody").find_all("tr")) for table in soup.find_all("table")
+               if "chapter" in [th.get_text(strip=True) for th in table.find_all("th")])
+    assert links and len(links) == rows  # every row of the per-document tables links its claim
+    targets = {}
+    for href in links:
+        page, _, anchor = href.partition("#")
+        if page not in targets:
+            targets[page] = BeautifulSoup((pages / page).read_text(encoding="utf-8"), "html.parser")
+        assert anchor.startswith("claim-") and targets[page].find(id=anchor), href
 
 
 def test_every_count_in_the_built_book_agrees_with_the_plan(published):

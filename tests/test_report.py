@@ -395,6 +395,9 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
     assert hybrid.iloc[0]["against"] == "ViL"
     summary = synthesis.mechanism_summary(rows, synthesis.mechanism_claims("budget"))
     assert {"Performer", "Linformer", "Nyströmformer", synthesis.CONV_EMBEDDING} <= set(summary.index)
+    # three tables on the page (one is too wide for the text column); without costs, the fused part is absent
+    assert list(dict.fromkeys(summary.columns.get_level_values(0))) == [synthesis.PRINTED, synthesis.OURS]
+    assert summary.at["Linformer", (synthesis.PRINTED, "rows (documents)")].endswith("(2)")
 
 
 def test_every_registered_models_token_mixer_declares_its_mechanism():

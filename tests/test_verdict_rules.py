@@ -114,3 +114,36 @@ def test_the_practitioners_answer_reads_the_fused_costs():
                            "Performer 5.85 ms. 1 of them also need more memory: Performer 826 MB. Cheaper on both "
                            "counts: FNet (Fourier mixing) 0.66 ms, 256 MB")
     assert S.practitioners_answer(pd.DataFrame()) == ""
+
+
+def test_each_reason_for_not_deciding_is_explained_once_and_summaries_name_the_ones_present():
+    lines = V.why_not_decided().splitlines()
+    assert [line.split("*")[1] for line in lines] == list(V.NOT_DECIDED)  # one line per reason, in the rules' order
+    assert lines[0] == ("- *not decided: run failed*: a run behind the figure failed: its last training accuracy and "
+                        "test top-1 ended within 2 points of chance (100 / classes), or its gradients were all zero; "
+                        "the verdict names the run.")
+    assert "(1 point where it reports none)" in V.WHY_NOT_DECIDED[V.ONE_SEED]  # the rule's own DEFAULT_SPREAD
+    frame = C.claims("vix", figures({"vit": [record(40.0)], "fnet": [record(30.0)]}), profile="budget",
+                     sections=["5.1"])
+    verdicts = set(frame["our verdict"])
+    summary = C.claims_summary(frame)
+    present = [v for v in V.NOT_DECIDED if v in verdicts]
+    assert V.PROTOCOL in present and summary.endswith("\n\n" + V.why_not_decided(present))
+    assert all(f"*{v}*" not in summary for v in V.NOT_DECIDED if v not in verdicts)
+    assert "*" not in C.claims_summary(frame[~frame["our verdict"].isin(V.NOT_DECIDED)])  # nothing undecided: no list
+
+
+def test_the_results_page_links_each_claim_to_its_row_on_its_chapter():
+    from vixnb.report import findings
+
+    frame = C.claims("vix", figures({"vit": [record(40.0)], "fnet": [record(30.0)]}), profile="budget",
+                     sections=["5.1"])
+    html = C.claims_page(frame).to_html()
+    assert all(f'<span id="claim-{cid}">{n}</span>' in html for n, cid in enumerate(frame.index, 1))
+    rows = findings.results_frame({"vix": frame})
+    assert list(rows["claim id"]) == list(frame.index)
+    assert set(rows["chapter"]) == {"vix_table1"}  # the chapter whose claims_section shows §5.1 (its notebook)
+    page = findings.results_table(rows).to_html()
+    for cid in frame.index:
+        assert f'<a href="vix_table1.html#claim-{cid}">vix_table1</a>' in page
+    assert "claim id" not in page and ">vix<" not in page  # the page drops the id and the document columns

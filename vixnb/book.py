@@ -31,7 +31,8 @@ from . import RELEASE_TAG, REPOSITORY_URL, papers
 from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
-from .report import book_plans, book_totals, dashboard, ledger
+from .plan import counts
+from .report import book_plans, book_totals, dashboard, ledger, status_counts
 from .report.findings import findings
 from .validate import checked
 
@@ -391,17 +392,17 @@ def markdown_table(frame) -> str:
 
 
 def _stands(entries) -> str:
-    """One sentence from a plan: the chapters with results of ours in the store, current or stale (how many of how
-    many entries), and those without any."""
+    """One sentence from a plan: the chapters with results of ours in the store, each with ``plan.counts`` of its
+    entries in the words every page prints (``report.status_counts``), and those with none."""
     by = {}
     for e in entries:
-        by.setdefault(e.chapter, [0, 0])
-        by[e.chapter][0] += e.status in ("stored", "unverified", "weights wanted", "stale")  # a stored number
-        by[e.chapter][1] += 1
-    some = [f"{_chapter_title(c)} ({n} of {t})" for c, (n, t) in by.items() if n]
-    none = [_chapter_title(c) for c, (n, t) in by.items() if not n]
-    return ("Results of ours exist, current or stale, for " + ("; ".join(some) if some else "no chapter yet") + ". "
-            + ("Nothing of ours is run yet for " + "; ".join(none) + "." if none else ""))
+        by.setdefault(e.chapter, []).append(e)
+    counted = {chapter: counts(mine) for chapter, mine in by.items()}
+    some = [f"{_chapter_title(c)} (of its {n['entries']} entries: {status_counts(n)})"
+            for c, n in counted.items() if n["missing"] < n["entries"]]
+    none = [_chapter_title(c) for c, n in counted.items() if n["missing"] == n["entries"]]
+    return ("Results of ours are in the store for " + ("; ".join(some) if some else "no chapter yet") + ". "
+            + ("Nothing of ours is stored yet for " + "; ".join(none) + "." if none else ""))
 
 
 def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:

@@ -16,8 +16,8 @@ from .map_figures import attention_map_panels, map_grid, prominence_figures
 from .dashboard import dashboard
 from .plans import plan_todo_frame, plan_totals_frame, study_frame
 from .protocol import protocol_table
-from .provenance import (banner, book_plans, book_totals, gpu_profiles, measured_runs_frame, missing_line,
-                         missing_runs_frame, provenance_line, stored_results_frame)
+from .provenance import (banner, book_plans, book_totals, counts_sentence, gpu_profiles, measured_runs_frame, missing_line,
+                         missing_runs_frame, page_counts, provenance_line, status_counts, stored_results_frame)
 from .tables import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_paper, cell_text, differences, glue, label, page_table,
                      paper_frame)
 
@@ -26,6 +26,6 @@ __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", 
            "beside_paper", "cell_text", "claim_list", "claims", "claims_section", "claims_page", "claims_readings", "claims_summary", "collect_runs", "current_counts", "runs_at_chance", "attention_maps", "predictions", "compare_pairs", "seed_comparison", "seed_statistic", "table_results", "map_grid", "per_layer_lines", "attention_map_panels", "identity_share_trajectories", "prominence_figures", "training_panels", "differences", "glue", "gpu_memory",
            "label", "ledger", "ours_from_store", "page_table", "paper_frame", "plan_todo_frame", "plan_totals_frame", "protocol_table", "provenance_line", "results_beside_paper", "rows_beside_paper",
            "record", "records_section", "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
-           "book_plans", "book_totals", "gpu_profiles", "missing_line", "missing_runs_frame",
+           "book_plans", "book_totals", "counts_sentence", "gpu_profiles", "missing_line", "missing_runs_frame", "page_counts", "status_counts",
            "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
            "model_color", "palette", "runs_done", "MissingPanel", "claims_overview", "collapsible"]

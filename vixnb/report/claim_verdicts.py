@@ -347,7 +347,8 @@ VERDICT_PLURALS = {HOLDS: "hold", FAILS: "do not hold", **{v: v for v in rules.N
 
 
 def claims_summary(frame):
-    """One line of Markdown counting the verdicts of a ``claims`` frame."""
+    """One line of Markdown counting the verdicts of a ``claims`` frame; then, where some of ours decide nothing,
+    why, one line per reason present (``verdict_rules.why_not_decided``)."""
     paper = frame["paper bears it out"].value_counts()
     ours = frame["our verdict"].value_counts()
     checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))
@@ -355,13 +356,10 @@ def claims_summary(frame):
              f"{checked} they can check."]
     counts = [f"{int(ours[v])} {v if ours[v] == 1 else VERDICT_PLURALS[v]}" for v in VERDICT_PLURALS if ours.get(v)]
     parts.append("Ours: " + ", ".join(counts) + ".")
-    if any(ours.get(v) for v in (*rules.NOT_DECIDED, UNDECIDED)):
-        parts.append("A figure of ours is shown but decides nothing where its run failed (ended at chance or with "
-                     "all gradients zero), where it states a magnitude from fewer epochs than the paper's protocol, "
-                     "where times come from different devices or precisions, or where one seed's noise would turn "
-                     "it. A sign or an ordering of two of our runs under one shorter protocol is judged, and the "
-                     "verdict gives each side's epochs.")
-    return " ".join(parts)
+    undecided = [v for v in rules.NOT_DECIDED if ours.get(v)]
+    line = " ".join(parts)
+    return line + ("\n\nWhy a figure of ours decides nothing here:\n\n" + rules.why_not_decided(undecided)
+                   if undecided else "")
 
 
 def verdict_text(row):
@@ -392,11 +390,16 @@ def _figure_text(figure):
 MARKS = {HOLDS: "✓ ", PAPER_YES: "✓ ", FAILS: "✗ ", PAPER_NO: "✗ "}
 
 
+def claim_anchor(claim_id):
+    """The HTML id of a claim's row in ``claims_page`` ("claim-vix-5.1-vin-vs-vit"): the results page links to it."""
+    return f"claim-{claim_id}"
+
+
 def claims_page(frame, *, caption=None):
     """A ``claims`` frame as a table that fits the text column: one numbered row per claim with the claim
     (and its section), the claimed figure, the paper's own figure and whether it bears the claim out, and
-    ours with our verdict (and what is missing, if anything). ``claims_readings`` gives, under the same
-    numbers, how each claim was read."""
+    ours with our verdict (and what is missing, if anything); each row's number carries the claim's anchor
+    (``claim_anchor``). ``claims_readings`` gives, under the same numbers, how each claim was read."""
     rows = {}
     for number, (_, row) in enumerate(frame.iterrows(), 1):
         ours = verdict_text(row)
@@ -408,6 +411,9 @@ def claims_page(frame, *, caption=None):
     styler = page_table(pd.DataFrame.from_dict(rows, orient="index", columns=list(PAGE_COLUMNS)), caption=caption)
     if not hasattr(styler, "set_table_styles"):
         return styler
+    ids = dict(enumerate(frame.index, 1))
+    styler = styler.format_index(lambda n: f'<span id="{html_text(claim_anchor(ids[n]))}">{n}</span>', axis=0,
+                                 escape=None)
     return styler.set_table_styles(
         {c: [{"selector": "td", "props": f"white-space: normal; text-align: left; width: {w};"}]
          for c, w in PAGE_COLUMNS.items()}, overwrite=False)

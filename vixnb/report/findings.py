@@ -9,14 +9,16 @@ import re
 import pandas as pd
 
 from .. import papers
+from ..escape import html_text
 from ..notebooks import repo_root
 from ..profiles import table_runs
 from ..results import ResultsStore, made_on, read_json
 from ..runspec import RunSpec
 from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
-from .claim_verdicts import claims, verdict_text
+from .claim_verdicts import claim_anchor, claims, verdict_text
 from .dashboard import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
+from .tables import page_table
 from .verdict_rules import NOT_DECIDED
 
 
@@ -137,8 +139,8 @@ def _chapters_of_sections(root):
 def results_frame(frames, *, root=None):
     """One row per claim of ``frames`` (``{paper: claims frame}``): document, claim, the paper's value (as claimed,
     and its own tables' figure), ours (figure, seeds and what it rests on: ``claim_verdicts.verdict_text``), a status
-    (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable) and the
-    chapter that shows it."""
+    (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable), the
+    chapter that shows it and the claim's id (its anchor there: ``claim_anchor``)."""
     where = _chapters_of_sections(root or repo_root())
     rows = []
     for key, frame in frames.items():
@@ -148,8 +150,24 @@ def results_frame(frames, *, root=None):
                                            if isinstance(row["paper figure"], float) else "")
             rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
                          "ours": verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else "—",
-                         "status": row["our verdict"], "chapter": chapter})
-    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter"])
+                         "status": row["our verdict"], "chapter": chapter, "claim id": cid})
+    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id"])
+
+
+def results_table(rows):
+    """The results page's table of ``results_frame`` ``rows`` (one document's): numbered, without the document and
+    the claim id, its chapter column a link to the claim's row on that chapter's page (``claim_anchor``)."""
+    shown = rows.drop(columns=["document", "claim id"]).reset_index(drop=True).rename(index=lambda i: i + 1)
+    shown["chapter"] = [f"{stem}#{claim_anchor(cid)}" for stem, cid in zip(rows["chapter"], rows["claim id"])]
+    styler = page_table(shown, wrap=["claim", "paper", "ours"])
+
+    def link(target):
+        stem, _, anchor = target.partition("#")
+        return f'<a href="{html_text(stem)}.html#{html_text(anchor)}">{html_text(stem)}</a>'
+
+    # three wrapped columns at page_table's 12em each and the rest were 685 px, in a 676 px column at 1280 px
+    return styler.format(link, subset=["chapter"], escape=None).set_properties(
+        subset=["claim", "paper", "ours"], **{"min-width": "10em"})
 
 
 def runs_table(profile, *, store=None):

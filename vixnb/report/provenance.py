@@ -11,12 +11,12 @@ from ..results import ResultsStore, StoreError, made_on, read_json
 from ..results.policy import cannot_make_here, code_changed
 
 
-def banner(profile, *, compute="missing", chapter=None):
+def banner(profile, *, compute="missing", counted=None):
     """A markdown banner that says what kind of numbers the page shows; with ``compute="never"``, also that
     the page was rendered from the results store, and whether the store holds any result of ``profile``. With
-    ``chapter`` (a notebook of the plan), where this machine cannot make the GPU profile's runs (``compute="never"``
-    or no GPU here), also how many of the chapter's runs and measurements are not yet run, the ``vixnb batch``
-    line that makes them and the plan's estimate of their GPU time (``missing_line``)."""
+    ``counted`` (``page_counts`` of a chapter, where the page reads its GPU runs from the store), also how many of
+    the chapter's runs and measurements are stored, missing and stale, the ``vixnb batch`` line that makes the rest
+    and the plan's estimate of their GPU time (``missing_line``)."""
     prof = get_profile(profile)
     if profile == "smoke":
         text = ("> **Smoke profile: pipeline check on synthetic data — not the paper's numbers.** "
@@ -29,27 +29,49 @@ def banner(profile, *, compute="missing", chapter=None):
         if not ResultsStore().holds_profile(profile):
             text += (f" **The store holds no `{profile}` result yet:** these runs have not been made, and the page "
                      "shows them as \"not yet run\".")
-    if chapter and gpu_profile(profile) and (compute == "never" or cannot_make_here(profile)):
-        text += "\n>\n> " + missing_line(profile, chapter)
+    if counted is not None:
+        text += "\n>\n> " + missing_line(counted)
     return text
 
 
-def missing_line(profile, chapter, *, store=None):
-    """One Markdown line: how many of ``chapter``'s plan entries in ``profile`` are stored, missing and stale
-    (``plan.counts``, the count every page prints), the ``vixnb batch`` line that makes the rest and the plan's
-    estimate of their GPU time; or that all are stored."""
-    # the chapter's own entries, as the plan page counts them (``--chapter`` also makes the runs whose weights its
-    # measurements read, which other chapters count)
+def page_counts(profile, chapter, *, compute="missing", store=None):
+    """``plan.counts`` of ``chapter``'s own plan entries in ``profile`` (as the plan page counts them: ``--chapter``
+    also makes the runs whose weights its measurements read, which other chapters count), with ``profile``,
+    ``chapter`` and ``unestimated`` (entries left without a GPU-time estimate) added: the one count that the
+    chapter's banner and footer print (``missing_line``, ``counts_sentence``). None where the page makes its runs as
+    it runs: a CPU profile, or a GPU profile on a machine that can make it unless ``compute="never"``."""
+    if not (gpu_profile(profile) and (compute == "never" or cannot_make_here(profile))):
+        return None
     entries = [e for e in build(profile, store=store, chapter=[chapter]) if e.chapter == chapter]
-    n = counts(entries)
-    if not n["to_run"]:
-        return f"Every run and measurement of this chapter is stored for `{profile}` ({n['entries']} entries)."
-    unknown = sum(e.est_gpu_minutes != e.est_gpu_minutes for e in todo(entries))
-    others = ", ".join(f"{n[s]} {s}" for s in STATUSES[1:] if n[s])
-    return (f"**Of the {n['entries']} entries this page reads in `{profile}`:** {n['stored']} stored, {others}. "
-            f"`vixnb batch --profile {profile} --chapter {chapter}` makes the {n['to_run']} left on a GPU: about "
-            f"{n['gpu_hours_left']:.1f} GPU-hours by the plan's estimate" +
-            (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
+    unestimated = sum(e.est_gpu_minutes != e.est_gpu_minutes for e in todo(entries))
+    return {**counts(entries), "profile": profile, "chapter": chapter, "unestimated": unestimated}
+
+
+def counts_sentence(counted):
+    """The words every banner and footer print for ``page_counts``: "Of the N entries this page reads in
+    `budget`: S stored, M missing, …" (each of the plan's ``STATUSES`` that has entries); or, where the page
+    made its runs as it ran (``counted`` None), that it did."""
+    if counted is None:
+        return "This page made the runs it reads as it ran: the tables above show each one's status."
+    return f"Of the {counted['entries']} entries this page reads in `{counted['profile']}`: {status_counts(counted)}."
+
+
+def status_counts(counted):
+    """"5 stored, 5 weights wanted, 66 missing": of ``counted`` (``plan.counts``), the stored entries and each other
+    status of the plan that has some, in the words every page prints."""
+    return ", ".join([f"{counted['stored']} stored", *(f"{counted[s]} {s}" for s in STATUSES[1:] if counted[s])])
+
+
+def missing_line(counted):
+    """One Markdown line for a banner: ``counts_sentence`` of ``counted`` (``page_counts``), the ``vixnb batch``
+    line that makes the entries left and the plan's estimate of their GPU time, or that nothing is left."""
+    profile, chapter = counted["profile"], counted["chapter"]
+    if not counted["to_run"]:
+        return f"**{counts_sentence(counted)}** Nothing is left for `vixnb batch` to make."
+    unknown = counted["unestimated"]
+    return (f"**{counts_sentence(counted)}** `vixnb batch --profile {profile} --chapter {chapter}` makes the "
+            f"{counted['to_run']} left on a GPU: about {counted['gpu_hours_left']:.1f} GPU-hours by the plan's "
+            "estimate" + (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
 
 
 def provenance_line(records, *, profile=None):

@@ -244,11 +244,16 @@ def _spread(values):
     return f"{values[0]:+.1f} / {middle:+.1f} / {values[-1]:+.1f}" if len(values) > 1 else f"{values[0]:+.1f}"
 
 
+#: the parts of ``mechanism_summary``, one table each on the page (together they are too wide for the text column)
+PRINTED, OURS, FUSED = "as the papers print it", "our runs", "one layer on the fused path, measured by us"
+
+
 def mechanism_summary(rows, claimed, costs=None):
-    """One row per mechanism from ``comparisons`` and ``mechanism_claims``: how many printed rows and documents,
-    the printed Δ top-1 against softmax (least … median … most), the median printed GPU-memory ratio, our Δ top-1,
-    the claims the paper's own tables bear out / do not, our verdicts (hold / do not hold / not decided, from the
-    ledger), and the fused-path step time and peak memory of one layer (``costs``: ``fused_costs``)."""
+    """One row per mechanism from ``comparisons`` and ``mechanism_claims``, its columns in three parts (the first
+    level of its column index): ``PRINTED``, how many printed rows and documents, the printed Δ top-1 against softmax
+    (least … median … most), the median printed GPU-memory ratio and the claims the paper's own tables bear out / do
+    not; ``OURS``, our Δ top-1 and our verdicts (hold / do not hold / not decided, from the ledger); ``FUSED``, the
+    fused-path step time and peak memory of one layer (``costs``: ``fused_costs``)."""
     out = {}
     costs = costs if costs is not None else pd.DataFrame()
     for mech in [*dict.fromkeys([*rows.get("mechanism", []), *claimed.get("mechanism", [])])]:
@@ -259,15 +264,19 @@ def mechanism_summary(rows, claimed, costs=None):
         documents = mine["document"].str.split().str[0].nunique() if len(mine) else 0
         undecided = sum(int(n) for v, n in dict(verdicts).items() if v not in (HOLDS, FAILS, NOT_RUN, NOT_TESTABLE, "—"))
         out[mech] = {
-            "rows (documents)": f"{len(mine)} ({documents})" if len(mine) else "—",
-            "Δ top-1 vs softmax, printed: least / median / most": _spread(mine.get("Δ top-1", [])),
-            "GPU memory vs softmax, printed (median)": f"{ratios[len(ratios) // 2]:.2f}×" if ratios else "—",
-            "Δ top-1 ours": _spread(mine["Δ top-1 ours"]) if len(mine) else "—",
-            "claims the paper bears out / not": (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
-                                                 f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
-            "ours: hold / do not / not decided": (f"{int(verdicts.get(HOLDS, 0))} / {int(verdicts.get(FAILS, 0))} / "
-                                                  f"{undecided}" if len(said) else "—"),
-            **{c: (costs.at[mech, c] if mech in costs.index and costs.at[mech, c] == costs.at[mech, c] else "—")
+            (PRINTED, "rows (documents)"): f"{len(mine)} ({documents})" if len(mine) else "—",
+            (PRINTED, "Δ top-1 vs softmax: least / median / most"): _spread(mine.get("Δ top-1", [])),
+            (PRINTED, "GPU memory vs softmax (median)"): f"{ratios[len(ratios) // 2]:.2f}×" if ratios else "—",
+            (PRINTED, "claims the paper bears out / not"): (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
+                                                           f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
+            (OURS, "Δ top-1 vs softmax: least / median / most"): _spread(mine["Δ top-1 ours"]) if len(mine) else "—",
+            (OURS, "claims: hold / do not / not decided"): (f"{int(verdicts.get(HOLDS, 0))} / "
+                                                            f"{int(verdicts.get(FAILS, 0))} / {undecided}"
+                                                            if len(said) else "—"),
+            **{(FUSED, c): (costs.at[mech, c] if mech in costs.index and costs.at[mech, c] == costs.at[mech, c] else "—")
                for c in costs.columns},
         }
-    return pd.DataFrame.from_dict(out, orient="index")
+    frame = pd.DataFrame.from_dict(out, orient="index")
+    if len(frame.columns):
+        frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame

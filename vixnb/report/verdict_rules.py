@@ -47,6 +47,26 @@ TIME_UNITS = ("s", "ms")
 _NEUTRAL = {"point_gain": 0.0, "relative_gain": 0.0, "ratio": 1.0}
 
 
+#: why each verdict of ``NOT_DECIDED`` decides nothing, one line each (the ledger's "How to read" and each chapter's
+#: claims summary print these: ``why_not_decided``)
+WHY_NOT_DECIDED = {
+    FAILED: (f"a run behind the figure failed: its last training accuracy and test top-1 ended within {CHANCE_MARGIN:g} "
+             "points of chance (100 / classes), or its gradients were all zero; the verdict names the run."),
+    PROTOCOL: ("the claim states a magnitude (\"about 16 %\", \"at least twice\") of a figure that grows with training, "
+               "and our runs are shorter than the paper's protocol; a sign or an ordering is judged under a shorter "
+               "one, and the verdict gives each side's epochs of the paper's."),
+    ONE_SEED: (f"one seed, and a difference of the paper's reported spread ({DEFAULT_SPREAD:g} point where it reports "
+               "none) would turn the verdict."),
+    DEVICE: ("the times come from different devices or precisions, or a time's size is set against the paper's at "
+             "another precision."),
+}
+
+
+def why_not_decided(verdicts=NOT_DECIDED):
+    """Markdown, one line per verdict of ``verdicts`` (of ``NOT_DECIDED``): "- *not decided: one seed*: why"."""
+    return "\n".join(f"- *{v}*: {WHY_NOT_DECIDED[v]}" for v in verdicts)
+
+
 class Facts(NamedTuple):
     """What one model's figures rest on: ``seeds`` done, ``epochs`` trained (None: not a training run),
     ``devices`` and ``precisions`` (sets), ``failed`` (why the run decides nothing, else "") and ``name`` (the
