@@ -36,6 +36,7 @@ from .bench.fill import fill_winner
 from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
+from .groups import group_jobs, settle, train_group
 from .profiles import gpu_profile, run_config
 from .record_kinds import Request, obtain
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
@@ -112,6 +113,8 @@ def _interrupt_once(signum, frame):
 def _run_job(spec, deadline):
     if spec["kind"] == "rehearsal":
         return _run_rehearsal(spec)
+    if spec["kind"] == "group":  # small runs trained at once in this process (``vixnb.groups``)
+        return train_group(spec, deadline)
     store = ResultsStore(spec["store"])
     if spec["kind"] == "train":
         return _run_training(spec, store, deadline)
@@ -285,14 +288,15 @@ def cannot_run_here(job, executor):
 
 # ----- running them --------------------------------------------------------------------------------------
 
-def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None):
+def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None,
+              together="auto"):
     """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
     ``pack_limit_mb`` (the largest checkpoint that travels back), a run whose checkpoint is larger starts only if
     the whole run fits in the time left: a paused run's epochs would be lost.
 
     ``executor="inline"`` runs every job in this process (one CUDA context, each dataset loaded once): what a lent
-    GPU's call uses. One process, and one job at a time on a device: here is where several runs would be packed
-    into one process on CUDA streams (the engine's ``train_concurrently``), each recording ``concurrent_jobs``.
+    GPU's call uses. One job at a time on a device, but on a GPU a job may be a group of small runs trained at once
+    (``together``: ``groups.group_jobs``; each run keeps its own result and records how many shared the device).
 
     Stopped (SIGTERM, SIGINT, ``timeout``): no job is started after that; running jobs are signalled and given
     ``STOP_GRACE_S`` to end (a training run keeps its last epoch's checkpoint), then killed; the jobs are marked
@@ -304,6 +308,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             job.outcome, job.note = "skipped", why
         else:
             runnable.append(job)
+    runnable = group_jobs(runnable, together, executor=executor)
     slots = [None] if executor == "inline" else _gpu_slots(runnable)
     queue, lock, stop, running = list(runnable), threading.Lock(), threading.Event(), {}
 
@@ -325,6 +330,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             try:
                 result = _execute(job, slot, deadline, executor, folder, running)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
+                settle(job, result)
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
                 job.outcome, job.note = ("stopped", _STOPPED) if stop.is_set() else ("failed", one_line(e))
             except KeyboardInterrupt as e:  # inline: the run itself was interrupted (its checkpoint is kept)

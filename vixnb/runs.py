@@ -7,6 +7,7 @@ to the store: ``"no"``; ``"store"``, float16 beside the result in the store (com
 ``.weights-local/`` folder on this machine only (never committed nor packed, no cap: a warm start's large source).
 """
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -70,7 +71,60 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
     keeping them) and starts from its weights; a run that some row of its paper file starts from
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
-    them."""
+    them. Several runs trained at once in one process: ``pending`` for each, then ``Pending.train_options`` and
+    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.groups``)."""
+    todo = pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                   progress=progress, download=download, deadline=deadline, keep_weights=keep_weights, **overrides)
+    if not isinstance(todo, Pending):
+        return todo
+    with todo.store.lock(todo.config) as waited:
+        if (done := todo.done_meanwhile(waited)) is not None:
+            return done
+        return todo.keep(train(todo.config, progress=progress, download=download, deadline=deadline,
+                               **todo.train_options()))
+
+
+@dataclass
+class Pending:
+    """A run that ``run`` trains (``pending`` decided it): its ``config``, ``store``, ``compute``, what it keeps of
+    its weights, and a warm start's source weights."""
+    config: dict
+    store: object
+    compute: str
+    keep_weights: str
+    init_state: dict | None = None
+    init_sha256: str | None = None
+
+    def done_meanwhile(self, waited):
+        """The result another process stored while this one waited for the run's lock (``waited``), where it
+        serves (not under ``compute="always"``, its weights kept where asked); else None."""
+        if not waited or self.compute == "always" or (done := self.store.get(self.config)) is None:
+            return None
+        return None if self.keep_weights != "no" and self.store.weights_missing(self.config, done) else done
+
+    def train_options(self):
+        """``train``'s keyword arguments for the run beyond ``config``, ``progress``, ``download`` and ``deadline``
+        (under the run's lock: ``compute="always"`` removes its checkpoint here, to train anew)."""
+        checkpoint = self.store.checkpoint_path(self.config)
+        if self.compute == "always":
+            remove_checkpoints(checkpoint)
+        return {"checkpoint": checkpoint, "with_weights": self.keep_weights != "no", "init_state": self.init_state,
+                "init_sha256": self.init_sha256}
+
+    def keep(self, result):
+        """Store a finished run's ``result`` (its weights first, where kept) and remove its checkpoint; the
+        result with its config, as ``run`` returns it."""
+        if self.keep_weights != "no":  # the weights first: a stored result's weights record always names a written file
+            result["weights"] = self.store.save_weights(self.config, result.pop("best_state"),
+                                                        local=self.keep_weights == "local")
+        self.store.put(self.config, result)
+        remove_checkpoints(self.store.checkpoint_path(self.config))
+        return {**result, "config": self.config}
+
+
+def pending(model, *, dataset, profile, seed, compute, store, progress, download, deadline, keep_weights, **overrides):
+    """What ``run`` decides before training: the result it returns without training (stored, stale, ``not yet
+    run``), or a ``Pending`` run to train (a warm start's source trained and loaded first)."""
     check_keep_weights(keep_weights)
     config = run_config(model, dataset=dataset, profile=profile, seed=seed, **overrides)
     store = store if store is not None else ResultsStore()
@@ -87,8 +141,9 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     if (precision := machine_precision(config["precision"])) != config["precision"]:  # this GPU's own run of it
         print(f"vixnb: {config['model']}: this GPU has no native bfloat16; training the {precision} run instead "
               f"(another run than the {config['precision']} one)", file=sys.stderr, flush=True)
-        return run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, progress=progress,
-                   download=download, deadline=deadline, keep_weights=keep_weights, **{**overrides, "precision": precision})
+        return pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                       progress=progress, download=download, deadline=deadline, keep_weights=keep_weights,
+                       **{**overrides, "precision": precision})
     if decision.reason:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
@@ -104,20 +159,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
             return {"status": "not yet run", "config": config, "reason": why}
     if keep_weights == "no" and warm_start_source(config):
         keep_weights = "local"
-    with store.lock(config) as waited:
-        if waited and compute != "always" and (done := store.get(config)) is not None and \
-                not (keep_weights != "no" and store.weights_missing(config, done)):
-            return done
-        checkpoint = store.checkpoint_path(config)
-        if compute == "always":
-            remove_checkpoints(checkpoint)
-        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       with_weights=keep_weights != "no", init_state=init_state, init_sha256=init_sha256)
-        if keep_weights != "no":  # the weights first: a stored result's weights record always names a written file
-            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == "local")
-        store.put(config, result)
-        remove_checkpoints(checkpoint)
-    return {**result, "config": config}
+    return Pending(config, store, compute, keep_weights, init_state, init_sha256)
 
 
 def warm_start_source(config):
