@@ -43,9 +43,9 @@ from .results import ResultsStore, default_root, previous_path, remove_checkpoin
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
 from .results.provenance import execution
-from .runs import run
+from .runs import kept_published, run
 from .stopping import STOP_GRACE_S, BatchStopped, stop_jobs, stopped_by_signals
-from .train import TrainingPaused, without_timings
+from .train import TrainingPaused
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -168,28 +168,7 @@ def _run_training(spec, store, deadline):
             except OSError:  # a read-only store: the job's own error says so, not the cleanup's
                 pass
         raise
-    return {"outcome": "resumed" if resumed else "done", "note": _kept_published(store, configs, published)}
-
-
-def _kept_published(store, configs, published):
-    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
-    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
-    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
-    changed = []
-    for config in configs:
-        old, new = published.get(store.path(config)), store.get(config)
-        if not old or not new:
-            continue
-        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
-        if not same:
-            prov = old.get("provenance") or {}
-            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
-                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
-                                             "published numbers", "top1": old["top1"], "history": old["history"],
-                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
-            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
-    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
-            f"'retrained'): {'; '.join(changed)}") if changed else ""
+    return {"outcome": "resumed" if resumed else "done", "note": kept_published(store, configs, published)}
 
 
 def _run_measure(spec, compute):

@@ -36,7 +36,7 @@ from .estimates import step_gflop
 from .profiles import gpu_profile
 from .results import ResultsStore, previous_path, remove_checkpoints
 from .results.provenance import execution
-from .runs import Pending, pending
+from .runs import Pending, kept_published, pending
 from .train import TrainingPaused, splits, training_device
 
 MAX_TOGETHER = 8  # the most runs a group trains at once
@@ -156,8 +156,6 @@ def train_group(spec, deadline=None):
     """Train a ``JobGroup``'s runs at once (its ``spec``): ``{"outcome", "note", "runs": [{"outcome", "note"}]}``, a
     run's outcome ``done``, ``resumed``, ``paused`` or ``failed``; the group's outcome the worst of them. A signal
     (``KeyboardInterrupt``) stops every run with its last whole epoch's checkpoint kept, and is raised."""
-    from .batch import _kept_published  # batch imports this module
-
     store, specs = ResultsStore(spec["store"]), spec["specs"]
     with execution(concurrent_jobs=len(specs), executor=spec["executor"]):
         todos, earlier, resumed, published = [], [], [], []
@@ -187,7 +185,7 @@ def train_group(spec, deadline=None):
             runs.append({"outcome": "failed", "note": why})
         else:
             runs.append({"outcome": "resumed" if again else "done",
-                         "note": _kept_published(store, [outcome["config"]], old)})
+                         "note": kept_published(store, [outcome["config"]], old)})
     worst = next((o for o in ("failed", "paused", "resumed") if any(r["outcome"] == o for r in runs)), "done")
     counts = {o: sum(r["outcome"] == o for r in runs) for o in ("done", "resumed", "paused", "failed")}
     return {"outcome": worst, "note": ", ".join(f"{n} {o}" for o, n in counts.items() if n), "runs": runs}

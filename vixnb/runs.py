@@ -17,7 +17,7 @@ from .profiles import run_model_settings, run_config
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
 from .runtime import machine_precision
-from .train import build_model, train
+from .train import build_model, train, without_timings
 from .validate import checked
 
 KEEP_WEIGHTS = ("no", "store", "local")
@@ -160,6 +160,27 @@ def pending(model, *, dataset, profile, seed, compute, store, progress, download
     if keep_weights == "no" and warm_start_source(config):
         keep_weights = "local"
     return Pending(config, store, compute, keep_weights, init_state, init_sha256)
+
+
+def kept_published(store, configs, published):
+    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
+    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
+    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
+    changed = []
+    for config in configs:
+        old, new = published.get(store.path(config)), store.get(config)
+        if not old or not new:
+            continue
+        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
+        if not same:
+            prov = old.get("provenance") or {}
+            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
+                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
+                                             "published numbers", "top1": old["top1"], "history": old["history"],
+                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
+            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
+    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
+            f"'retrained'): {'; '.join(changed)}") if changed else ""
 
 
 def warm_start_source(config):
