@@ -11,6 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vixnb import train as engine
+from vixnb.bench.equivalence import execution_equivalence
 from vixnb.concurrent import sync_checked, train_concurrently
 from vixnb.profiles import run_config
 
@@ -61,7 +62,8 @@ def _check_pinned(name, graphs):
         pytest.skip(f"the digests were computed on torch {PINNED_TORCH}")
     result = engine.train(_pinned_config(name), progress=False, with_weights=True, graphs=graphs)
     assert digest(result) == PINNED[name][2]
-    assert result["provenance"]["execution"] == {"cuda_graphs": [], "concurrent_runs": 1, "compile": False}
+    assert result["provenance"]["execution"] == {"cuda_graphs": [], "concurrent_runs": 1, "compile": False,
+                                                 "attention": "auto"}
 
 
 class HostReads(TorchDispatchMode):
@@ -133,3 +135,25 @@ def test_sync_checked_trains_the_run_as_train_does():
     config = run_config("vit_small_simplified", profile="smoke", epochs=2, batch_size=8, augment=False, **TINY)
     assert engine.without_timings(sync_checked(config)["history"]) == engine.without_timings(
         engine.train(config, progress=False)["history"])
+
+
+def test_the_attention_kernels_train_as_the_explicit_softmax_path_over_100_steps_and_3_seeds():
+    """The attention kernel is an execution choice (not in the key): torch's pick (the CPU's flash kernel) and SDPA's
+    math kernel against the materialising path the authors' code takes, per step and in the final top-1."""
+    configs = []
+    for seed in range(3):
+        config = run_config("vit_small_simplified", profile="smoke", epochs=4, batch_size=8, augment=False, seed=seed,
+                            **TINY)
+        config["train_size"] = 8 * 25  # 25 steps an epoch: 100 steps
+        configs.append(config)
+    rows = execution_equivalence(configs, {"explicit": {"attention": "explicit"}, "math": {"attention": "math"}})
+    assert [r["choice"] for r in rows] == ["explicit", "math"]
+    for row in rows:
+        assert row["max_loss_diff"] <= 1e-4 and row["within_spread"], row
+
+
+@pytest.mark.parametrize("attention, why", [("cudnn", "is a CUDA kernel"), ("fast", "use one of auto, math, flash")])
+def test_an_attention_kernel_that_cannot_run_is_named(attention, why):
+    config = run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=8, augment=False, **TINY)
+    with pytest.raises(ValueError, match=rf"^attention={attention!r}.*{why}"):
+        engine.train(config, progress=False, attention=attention)

@@ -34,14 +34,16 @@ from .ensemble import can_ensemble, checkpoint_path, run_ensemble
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
 from .entries import BenchEntry, TrainEntry
+from .groups import group_jobs, settle, train_group
 from .profiles import gpu_profile
 from .record_kinds import missing_script
 from .results import ResultsStore, default_root, previous_path, remove_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
 from .results.provenance import execution
+from .runs import kept_published
 from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
-from .train import TrainingPaused, without_timings
+from .train import TrainingPaused
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -59,6 +61,7 @@ class Job:
     log: str = ""
     download: bool = False
     call: tuple | None = None  # (function, *arguments) a job runs instead of ``run_job`` (the rehearsal's one job)
+    together = False  # a group of small runs trained at once (``groups.JobGroup``)
 
     @property
     def label(self):
@@ -85,14 +88,19 @@ def _store_root():
 
 # ----- what a job does (in the job's process) ----------------------------------------------------------
 
-def run_job(entries, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False):
-    """Run one job, ``entries`` (one plan entry, or the seeds of one configuration as an ensemble) into the store at
-    ``store`` (default: the results store); returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}``. A
-    failure raises (the executor marks the job failed); a training run's checkpoint that the job itself made is
-    removed then, one kept from an earlier run (an interrupted one) stays. ``stop_on_sigterm``: a local job's
-    process, which SIGTERM stops as Ctrl-C does; ``executor``: recorded in each result's provenance."""
+def run_job(entries, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False,
+            together=False):
+    """Run one job, ``entries`` (one plan entry, or the seeds of one configuration as an ensemble, or with
+    ``together`` a group of small runs trained at once: ``groups.train_group``) into the store at ``store`` (default:
+    the results store); returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}`` (a group's with each run's
+    under ``"runs"``). A failure raises (the executor marks the job failed); a training run's checkpoint that the job
+    itself made is removed then, one kept from an earlier run (an interrupted one) stays. ``stop_on_sigterm``: a local
+    job's process, which SIGTERM stops as Ctrl-C does; ``executor``: recorded in each result's provenance."""
     if stop_on_sigterm:
         signal.signal(signal.SIGTERM, _interrupt_once)
+    store = ResultsStore(store) if store is not None else ResultsStore()
+    if together:
+        return train_group(entries, store, deadline, download, executor=executor or "inline")
     if executor:
         with execution(concurrent_jobs=1, executor=executor):
             return _run_job(entries, deadline, store, download)
@@ -105,7 +113,6 @@ def _interrupt_once(signum, frame):
 
 
 def _run_job(entries, deadline, store, download):
-    store = ResultsStore(store) if store is not None else ResultsStore()
     if isinstance(entries[0], TrainEntry):
         return _run_training(entries, store, deadline, download)
     entries[0].run(store, deadline=deadline, download=download)
@@ -155,28 +162,7 @@ def _run_training(entries, store, deadline, download):
             except OSError:  # a read-only store: the job's own error says so, not the cleanup's
                 pass
         raise
-    return {"outcome": "resumed" if resumed else "done", "note": _kept_published(store, configs, published)}
-
-
-def _kept_published(store, configs, published):
-    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
-    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
-    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
-    changed = []
-    for config in configs:
-        old, new = published.get(store.path(config)), store.get(config)
-        if not old or not new:
-            continue
-        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
-        if not same:
-            prov = old.get("provenance") or {}
-            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
-                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
-                                             "published numbers", "top1": old["top1"], "history": old["history"],
-                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
-            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
-    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
-            f"'retrained'): {'; '.join(changed)}") if changed else ""
+    return {"outcome": "resumed" if resumed else "done", "note": kept_published(store, configs, published)}
 
 
 try:  # submitit's requeue hook (Slurm preemption or time limit): resubmit the same job; the engine resumes
@@ -256,14 +242,15 @@ def cannot_run_here(job, executor):
 
 # ----- running them --------------------------------------------------------------------------------------
 
-def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None):
+def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None,
+              together="auto"):
     """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
     ``pack_limit_mb`` (the largest checkpoint that travels back), a run whose checkpoint is larger starts only if
     the whole run fits in the time left: a paused run's epochs would be lost.
 
     ``executor="inline"`` runs every job in this process (one CUDA context, each dataset loaded once): what a lent
-    GPU's call uses. One process, and one job at a time on a device: here is where several runs would be packed
-    into one process on CUDA streams (the engine's ``train_concurrently``), each recording ``concurrent_jobs``.
+    GPU's call uses. One job at a time on a device, but on a GPU a job may be a group of small runs trained at once
+    (``together``: ``groups.group_jobs``; each run keeps its own result and records how many shared the device).
 
     Stopped (SIGTERM, SIGINT, ``timeout``): no job is started after that; running jobs are signalled and given
     ``STOP_GRACE_S`` to end (a training run keeps its last epoch's checkpoint), then killed; the jobs are marked
@@ -275,6 +262,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             job.outcome, job.note = "skipped", why
         else:
             runnable.append(job)
+    runnable = group_jobs(runnable, together, executor=executor)
     slots = [None] if executor == "inline" else _gpu_slots(runnable)
     queue, lock, stop, running = list(runnable), threading.Lock(), threading.Event(), {}
 
@@ -296,6 +284,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             try:
                 result = _execute(job, slot, deadline, executor, folder, running)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
+                settle(job, result)
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
                 job.outcome, job.note = ("stopped", _STOPPED) if stop.is_set() else ("failed", one_line(e))
             except KeyboardInterrupt as e:  # inline: the run itself was interrupted (its checkpoint is kept)
@@ -371,6 +360,9 @@ def _gpu_slots(jobs):
 
 def _execute(job, slot, deadline, executor, folder, running=None):
     if executor == "inline":
+        if job.together:
+            return run_job(job.entries, deadline, store=str(_store_root()), download=job.download,
+                           executor="inline", together=True)
         with execution(concurrent_jobs=1, executor="inline"):
             return run_job(job.entries, deadline, store=str(_store_root()), download=job.download)
     ex = local_executor(str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
@@ -380,7 +372,8 @@ def _execute(job, slot, deadline, executor, folder, running=None):
                          visible_gpus=() if slot is None else (slot,))
     # a plain function: a local job is never requeued; SIGTERM stops it (submitit's own handler ignores it)
     handle = ex.submit(*(job.call or (run_job, job.entries, deadline)), store=str(_store_root()),
-                       download=job.download, executor="local", stop_on_sigterm=True)
+                       download=job.download, executor="local", stop_on_sigterm=True,
+                       **({"together": True} if job.together else {}))
     job.log = str(handle.paths.stderr)
     if running is not None:
         running[job.label] = handle

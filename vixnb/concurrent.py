@@ -14,6 +14,8 @@ gives one outcome per job, in order: the result dict ``train`` would give, or th
 result as ``runs.run`` does. ``sync_checked`` trains one run with ``torch.cuda.set_sync_debug_mode("error")`` over
 every epoch's steps after the first (the GPU check of "no host synchronisation inside an epoch").
 """
+import contextlib
+
 import torch
 
 from .train import EPOCH_START, STEPS_DONE, _run, training_device
@@ -36,7 +38,7 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
         runs.append({"run": _run(config, device=device, interleave=True, concurrent_runs=len(jobs), **options),
                      "stream": torch.cuda.Stream(device) if cuda else None, "rng": None, "done": False})
     outcomes = [None] * len(runs)
-    with torch.random.fork_rng(devices=[device] if cuda else []):
+    with torch.random.fork_rng(devices=[device] if cuda else []), _closing_on_interrupt(runs):
         while not all(r["done"] for r in runs):
             for i, r in enumerate(runs):
                 if r["done"]:
@@ -50,16 +52,24 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
                         next(r["run"])
                 except StopIteration as done:
                     outcomes[i], r["done"] = done.value, True
-                except KeyboardInterrupt:
-                    for other in runs:
-                        other["run"].close()
-                    raise
                 except Exception as error:  # this run's end; the others go on
                     outcomes[i], r["done"] = error, True
                 r["rng"] = (torch.random.get_rng_state(), torch.cuda.get_rng_state(device) if cuda else None)
         if cuda:
             torch.cuda.synchronize(device)
     return outcomes
+
+
+@contextlib.contextmanager
+def _closing_on_interrupt(runs):
+    """A ``KeyboardInterrupt`` (Ctrl-C, a batch's SIGTERM) anywhere in the loop closes every run, each with the
+    checkpoint of its last whole epoch kept, and goes on up."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for r in runs:
+            r["run"].close()
+        raise
 
 
 class _nothing:

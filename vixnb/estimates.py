@@ -106,6 +106,11 @@ def _overrides(config):
     return json.dumps(run_model_settings(config), sort_keys=True)
 
 
+def step_gflop(config):
+    """The training GFLOP of one step of ``config``'s run: its model's per image (``training_gflop``) times its batch."""
+    return training_gflop(config["model"], config["dataset"], _overrides(config)) * config["batch_size"]
+
+
 #: the commits whose stored runs shared their GPU with other training runs, from before provenance recorded
 #: ``concurrent_jobs``: ``tools/gpu_session.sh`` at those commits trained the Table 1 models several at a time
 #: (``PARALLEL``) on one H100, which stretched each run's epochs (``vit``: 186 s there, about 82-95 s alone)
@@ -207,7 +212,7 @@ def estimate_run(config, *, rates, device, timings, rate, gpu=None):
         return seconds / 60, f"bench train: {bench:,.0f} img/s ({precision}, {device}){note}{on}"
     if rate is not None:
         gflop = training_gflop(config["model"], config["dataset"], _overrides(config))
-        tflops = rate(gflop * config["batch_size"])
+        tflops = rate(step_gflop(config))
         seconds = images * gflop / (tflops * 1e3) * factor + STARTUP_SECONDS
         return seconds / 60, (f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s, the rate fitted to measured runs "
                               f"at {gflop * config['batch_size']:,.0f} GFLOP a step{note}{on}")

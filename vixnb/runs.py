@@ -8,6 +8,7 @@ training: ``weights_too_large``); ``"local"``, in the profile's ``.weights-local
 (never committed nor packed, no cap: a warm start's large source).
 """
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -18,7 +19,7 @@ from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
 from .runspec import Keep, RunSpec
 from .runtime import machine_precision
-from .train import build_model, train
+from .train import build_model, train, without_timings
 from .validate import checked
 
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
@@ -64,7 +65,60 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
     keeping them) and starts from its weights; a run that some row of its paper file starts from
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
-    them."""
+    them. Several runs trained at once in one process: ``pending`` for each, then ``Pending.train_options`` and
+    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.groups``)."""
+    todo = pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                   progress=progress, download=download, deadline=deadline, keep_weights=keep_weights, **overrides)
+    if not isinstance(todo, Pending):
+        return todo
+    with todo.store.lock(todo.config) as waited:
+        if (done := todo.done_meanwhile(waited)) is not None:
+            return done
+        return todo.keep(train(todo.config, progress=progress, download=download, deadline=deadline,
+                               **todo.train_options()))
+
+
+@dataclass
+class Pending:
+    """A run that ``run`` trains (``pending`` decided it): its ``config``, ``store``, ``compute``, what it keeps of
+    its weights, and a warm start's source weights."""
+    config: dict
+    store: object
+    compute: str
+    keep_weights: Keep
+    init_state: dict | None = None
+    init_sha256: str | None = None
+
+    def done_meanwhile(self, waited):
+        """The result another process stored while this one waited for the run's lock (``waited``), where it
+        serves (not under ``compute="always"``, its weights kept where asked); else None."""
+        if not waited or self.compute == "always" or (done := self.store.get(self.config)) is None:
+            return None
+        return None if self.keep_weights != Keep.NONE and self.store.weights_missing(self.config, done) else done
+
+    def train_options(self):
+        """``train``'s keyword arguments for the run beyond ``config``, ``progress``, ``download`` and ``deadline``
+        (under the run's lock: ``compute="always"`` removes its checkpoint here, to train anew)."""
+        checkpoint = self.store.checkpoint_path(self.config)
+        if self.compute == "always":
+            remove_checkpoints(checkpoint)
+        return {"checkpoint": checkpoint, "with_weights": self.keep_weights != Keep.NONE, "init_state": self.init_state,
+                "init_sha256": self.init_sha256}
+
+    def keep(self, result):
+        """Store a finished run's ``result`` (its weights first, where kept) and remove its checkpoint; the
+        result with its config, as ``run`` returns it."""
+        if self.keep_weights != Keep.NONE:  # the weights first: a stored result's weights record always names a written file
+            result["weights"] = self.store.save_weights(self.config, result.pop("best_state"),
+                                                        local=self.keep_weights == Keep.LOCAL)
+        self.store.put(self.config, result)
+        remove_checkpoints(self.store.checkpoint_path(self.config))
+        return {**result, "config": self.config}
+
+
+def pending(model, *, dataset, profile, seed, compute, store, progress, download, deadline, keep_weights, **overrides):
+    """What ``run`` decides before training: the result it returns without training (stored, stale, ``not yet
+    run``), or a ``Pending`` run to train (a warm start's source trained and loaded first)."""
     keep_weights = Keep.of(keep_weights)
     config = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **overrides).config
     store = store if store is not None else ResultsStore()
@@ -81,8 +135,9 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     if (precision := machine_precision(config["precision"])) != config["precision"]:  # this GPU's own run of it
         print(f"vixnb: {config['model']}: this GPU has no native bfloat16; training the {precision} run instead "
               f"(another run than the {config['precision']} one)", file=sys.stderr, flush=True)
-        return run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store, progress=progress,
-                   download=download, deadline=deadline, keep_weights=keep_weights, **{**overrides, "precision": precision})
+        return pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
+                       progress=progress, download=download, deadline=deadline, keep_weights=keep_weights,
+                       **{**overrides, "precision": precision})
     if decision.reason:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
@@ -98,20 +153,28 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
             return {"status": "not yet run", "config": config, "reason": why}
     if keep_weights == Keep.NONE and warm_start_source(config):
         keep_weights = Keep.LOCAL
-    with store.lock(config) as waited:
-        if waited and compute != "always" and (done := store.get(config)) is not None and \
-                not (keep_weights != Keep.NONE and store.weights_missing(config, done)):
-            return done
-        checkpoint = store.checkpoint_path(config)
-        if compute == "always":
-            remove_checkpoints(checkpoint)
-        result = train(config, progress=progress, checkpoint=checkpoint, download=download, deadline=deadline,
-                       with_weights=keep_weights != Keep.NONE, init_state=init_state, init_sha256=init_sha256)
-        if keep_weights != Keep.NONE:  # the weights first: a stored result's weights record always names a written file
-            result["weights"] = store.save_weights(config, result.pop("best_state"), local=keep_weights == Keep.LOCAL)
-        store.put(config, result)
-        remove_checkpoints(checkpoint)
-    return {**result, "config": config}
+    return Pending(config, store, compute, keep_weights, init_state, init_sha256)
+
+
+def kept_published(store, configs, published):
+    """After a run trained again for its weights (status ``weights wanted``): where it repeated its published
+    numbers exactly, nothing to say; where not, its new result records the published one under ``"retrained"``
+    (top-1 and history, date, commit) so the pages can flag it, and the note says so."""
+    changed = []
+    for config in configs:
+        old, new = published.get(store.path(config)), store.get(config)
+        if not old or not new:
+            continue
+        same = old["top1"] == new["top1"] and without_timings(old["history"]) == without_timings(new["history"])
+        if not same:
+            prov = old.get("provenance") or {}
+            store.put(config, {**{k: v for k, v in new.items() if k != "config"},
+                               "retrained": {"reason": "trained again for its weights; not an exact repeat of the "
+                                             "published numbers", "top1": old["top1"], "history": old["history"],
+                                             "finished": prov.get("finished"), "commit": prov.get("commit")}})
+            changed.append(f"seed {config['seed']}: top-1 {old['top1']:.2f} published, {new['top1']:.2f} now")
+    return ("trained again for its weights, not an exact repeat (the published numbers are kept under "
+            f"'retrained'): {'; '.join(changed)}") if changed else ""
 
 
 def warm_start_source(config):

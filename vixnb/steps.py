@@ -13,12 +13,19 @@ libraries' handles are made there), the next is captured (forward, loss, backwar
 (``set_lr`` fills it), so a schedule needs no new capture. A short final batch runs eagerly. On a CPU the same
 code runs eagerly, which is what the tests compare bitwise with the eager step. ``graph_blocker`` says why a run
 cannot be graphed (a gradient scaler, ``torch.compile``, per-layer gradient norms, SGD).
+
+The attention kernel is an execution choice (``ATTENTION``, ``with_attention``): none changes what a run is meant
+to give, so none enters its key; ``execution`` records it with ``torch.compile`` in the result's provenance.
 """
+from contextlib import ExitStack
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.optim import AdamW
 
 from .data import normalize
+from .layers import has_both_paths
 
 WARMUP_STEPS = 3  # eager full-batch steps before a CUDA graph captures the step
 
@@ -55,13 +62,55 @@ def evaluate(model, images, labels, *, batch_size, autocast, with_loss=False):
     return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
 
 
-def graph_blocker(config, optimizer, scaler, *, grad_norms=False):
+#: the attention kernels a run may be executed with: ``auto``, ``scaled_dot_product_attention`` on the kernel torch
+#: picks among those enabled (every stored run's); one SDPA kernel (``math``, ``flash``, ``efficient``, ``cudnn``:
+#: the last two on a CUDA GPU only); ``explicit``, the materialising path (softmax(QK^T/sqrt(d)) formed, as the
+#: authors' code does: ``layers.fused_attn``) of every mixer that has both
+SDPA_KERNELS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+ATTENTION = ("auto", *SDPA_KERNELS, "explicit")
+
+
+def check_attention(attention, device):
+    """``attention`` (None: ``auto``) as one of ``ATTENTION``; a one-line error naming the parameter where it is
+    not one, or is a GPU kernel asked for on a CPU."""
+    attention = "auto" if attention is None else attention
+    if attention not in ATTENTION:
+        raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION)}")
+    if attention in ("efficient", "cudnn") and torch.device(device).type != "cuda":
+        raise ValueError(f"attention={attention!r} is a CUDA kernel: use auto, math, flash or explicit on a CPU")
+    return attention
+
+
+def with_attention(autocast, attention, model):
+    """``autocast`` (a callable giving the forward's context) that also restricts ``scaled_dot_product_attention`` to
+    the kernel ``attention`` names (``SDPA_KERNELS``), only around each forward (runs interleaved in one process
+    each keep their own); ``autocast`` itself for ``auto`` and ``explicit`` (which sets ``model``'s mixers on their
+    materialising path)."""
+    if attention == "explicit":
+        for module in model.modules():
+            if has_both_paths(module):
+                module.fused = False
+    kernel = SDPA_KERNELS.get(attention)
+    if kernel is None:
+        return autocast
+
+    def both():
+        stack = ExitStack()
+        stack.enter_context(autocast())
+        stack.enter_context(sdpa_kernel(kernel))
+        return stack
+
+    return both
+
+
+def graph_blocker(config, optimizer, scaler, *, grad_norms=False, compiled=False):
     """Why a run's step cannot be one CUDA graph, or None: a gradient scaler (fp16, the authors' AMP) reads the
-    host to skip a step, ``torch.compile`` brings its own graphs, per-layer gradient norms are sampled on some steps
-    only, and SGD (DualOpT's second phase, post-training) is not captured here."""
+    host to skip a step, ``torch.compile`` (``compiled``) brings its own graphs, per-layer gradient norms are
+    sampled on some steps only, and SGD (DualOpT's second phase, post-training) is not captured here."""
     if scaler.is_enabled():
         return "a gradient scaler (fp16 or amp_loss_only)"
-    if config.get("compile"):
+    if compiled:
         return "torch.compile"
     if grad_norms:
         return "grad_norm_every"
@@ -195,13 +244,14 @@ def drain(run):
             return done.value
 
 
-def execution(config, device, graphed_phases, concurrent_runs, fallbacks=()):
-    """How a run was executed, which changes no number it is meant to give (``provenance["execution"]``): the
-    optimizers whose steps ran as CUDA graphs, runs sharing the process (their GPU memory figures are the
-    process's), torch.compile, and the attention kernels torch may pick on a GPU."""
+def execution(device, graphed_phases, concurrent_runs, fallbacks=(), *, compiled=False, attention="auto"):
+    """How a run was executed, which changes no number it is meant to give beyond rounding (``provenance["execution"]``):
+    the optimizers whose steps ran as CUDA graphs, runs sharing the process (their GPU memory figures are the
+    process's), torch.compile, the attention path (``ATTENTION``) and, on a GPU, the SDPA kernels torch may pick."""
     out = {"cuda_graphs": sorted(graphed_phases) if device.type == "cuda" else [], "concurrent_runs": concurrent_runs,
-           "compile": bool(config["compile"]), **({"cuda_graph_fallbacks": list(fallbacks)} if fallbacks else {})}
-    if device.type == "cuda":
+           "compile": bool(compiled), "attention": attention,
+           **({"cuda_graph_fallbacks": list(fallbacks)} if fallbacks else {})}
+    if device.type == "cuda" and attention == "auto":
         b = torch.backends.cuda
         out["sdpa_backends"] = [name for name, on in (("flash", b.flash_sdp_enabled()), ("cudnn", b.cudnn_sdp_enabled()),
                                 ("mem_efficient", b.mem_efficient_sdp_enabled()), ("math", b.math_sdp_enabled())) if on]

@@ -47,8 +47,8 @@ from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
 from .results.checkpoints import other_architecture
 from .results.provenance import source_hashes
-from .steps import (TrainStep, drain, evaluate, execution, graph_blocker, layer_grad_norms, portable_state,  # noqa: F401
-                    set_lr, topk_fraction)
+from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker, layer_grad_norms,  # noqa: F401
+                    portable_state, set_lr, topk_fraction, with_attention)
 
 
 _now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -304,7 +304,7 @@ def out_of_time(deadline, history, last_epoch=None):
 
 
 def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, with_weights=False,
-          init_state=None, init_sha256=None, graphs=None):
+          init_state=None, init_sha256=None, graphs=None, attention=None, compile=None):
     """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
@@ -320,23 +320,26 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
 
     ``graphs``: the step as one CUDA graph (``steps.TrainStep``) where nothing blocks it (``steps.graph_blocker``);
     None (the default) means on a GPU, True on a CPU runs the graphed path eagerly. An execution choice, not part
-    of the run's identity: the result records it under ``provenance["execution"]``. Several runs at once in one
-    process: ``concurrent.train_concurrently``."""
+    of the run's identity: the result records it under ``provenance["execution"]``, as it does ``attention``
+    (``steps.ATTENTION``; None: torch's pick) and ``compile`` (None: the config's, False in every stored run).
+    Several runs at once in one process: ``concurrent.train_concurrently``."""
     device = training_device(config, device)
     data = splits(config, device, download)  # before the RNG is forked: a missing data set is named first
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         return drain(_run(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
                           deadline=deadline, with_weights=with_weights, init_state=init_state, init_sha256=init_sha256,
-                          graphs=graphs, data=data))
+                          graphs=graphs, data=data, attention=attention, compile=compile))
 
 
 def _run(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
-         interleave=False, concurrent_runs=1, data=None):
+         interleave=False, concurrent_runs=1, data=None, attention=None, compile=None):
     """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
     ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
     result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
+    attention = check_attention(attention, device)
+    compiled = bool(config["compile"] if compile is None else compile)
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = data or splits(config, device, download)
     seed, bs = config["seed"], config["batch_size"]
     torch.manual_seed(seed)
@@ -346,6 +349,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
     optimizer = _optimizer(model, config, _first_phase(config))
     want_graphs = device.type == "cuda" if graphs is None else bool(graphs)
     autocast, loss_autocast, scaler = autocasts(config, device, cache=not want_graphs)
+    autocast = with_attention(autocast, attention, model)
     shuffle = torch.Generator(device=device).manual_seed(seed)
     augmenter = augment_generator(seed, device)
     layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
@@ -376,11 +380,12 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
         transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)
-    forward = torch.compile(model) if config["compile"] else model  # shares parameters and modes with model
+    forward = torch.compile(model) if compiled else model  # shares parameters and modes with model
     graphed_phases, fallbacks, made = set(), [], []
 
     def make_step(optimizer):
-        blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None) if want_graphs else None
+        blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None,
+                                compiled=compiled) if want_graphs else None
         if want_graphs and blocker is None:
             graphed_phases.add(type(optimizer).__name__)
         made.append(TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
@@ -464,8 +469,9 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
         model.eval()
         test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
     result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test,
-                        execution=execution(config, device, graphed_phases, concurrent_runs,
-                                            [m.fallback for m in made if m.fallback]))
+                        execution=execution(device, graphed_phases, concurrent_runs,
+                                            [m.fallback for m in made if m.fallback], compiled=compiled,
+                                            attention=attention))
     if transferred is not None:
         result["transfer"] = transferred
     return {**result, "best_state": best_state} if with_weights else result

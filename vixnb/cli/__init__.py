@@ -29,6 +29,11 @@ def whole_number(least):
 positive_float = option(POSITIVE)  # an argparse type: a number > 0
 
 
+def _together(text):
+    """An argparse type: ``auto`` or a whole number >= 1 (``vixnb batch --together``)."""
+    return text if text == "auto" else whole_number(1)(text)
+
+
 def _models_arguments(sub):
     s = sub.add_parser("models", help="list registered models with their label, paper and parameter counts")
     s.add_argument("pattern", nargs="?", default="*", help="glob over model names, e.g. 'hybrid_*'")
@@ -194,6 +199,10 @@ def _plan_arguments(sub):
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
                    help="seeds of one configuration as one vectorised ensemble job (auto: where `bench fill` says it wins)")
     s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
+    s.add_argument("--together", type=_together, default="auto", metavar="auto|N",
+                   help="small runs (a step of at most 128 GFLOP) trained at once in one process, each its solo run: "
+                        "auto, up to 8 on a CUDA GPU with the inline or local executor; N, at most N anywhere (1: "
+                        "one at a time)")
     s.add_argument("--pack", metavar="FILE.tar.gz", help="afterwards, pack results and paused checkpoints into one "
                    "archive, in parts of at most 16 MiB (FILE.tar.gz.part1of3, ...) where it is larger; `vixnb unpack` "
                    "takes it in")

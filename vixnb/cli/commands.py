@@ -307,7 +307,7 @@ def batch(args):
             print(runner.stamp("batch"), flush=True)
             runner.run_local(jobs, budget=budget, executor=args.executor, folder=args.folder,
                              progress=lambda line: print(runner.stamp(line), flush=True),
-                             pack_limit_mb=args.pack_limit_mb if args.pack else None)
+                             pack_limit_mb=args.pack_limit_mb if args.pack else None, together=args.together)
         finally:  # stopped too: the table says what each job reached, and what was made is packed
             _batch_end(args, runner, jobs, started)
         return jobs
