@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -181,10 +182,19 @@ def test_the_engine_version_is_compared_not_keyed(monkeypatch):
 
 
 def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_was_executed():
-    from vixnb.estimates import made_alone
-    from vixnb.results.provenance import execution, provenance
+    from vixnb.estimates import stored_timings
+    from vixnb.results.provenance import execution, made_alone, provenance
 
     assert made_alone({"provenance": {"commit": "d5fec8a4"}})
+    # a run of today's engine records how it executed (``execution``: the attention kernel, the CUDA graph): alone
+    assert made_alone({"provenance": {"concurrent_jobs": 1, "execution": {"attention": "auto"}}})
+    assert not made_alone({"provenance": {"concurrent_jobs": 1, "execution": "ensemble of 3 seeds"}})
+    history = [{"seconds": 9.0, "eval_seconds": 1.0}, {"seconds": 4.0, "eval_seconds": 0.5}]
+    today = {"config": profiles.run_config("vit", profile="budget"), "history": history,
+             "provenance": {"concurrent_jobs": 1, "device": "NVIDIA H100", "execution": {"attention": "auto"}}}
+    shared = {**today, "provenance": {**today["provenance"], "concurrent_jobs": 4}}
+    assert stored_timings(SimpleNamespace(results=lambda profile: [today]), "budget")[1]["vit"]["epoch_s"] == 4.0
+    assert stored_timings(SimpleNamespace(results=lambda profile: [shared]), "budget") == ({}, {})
     assert not made_alone({"provenance": {"commit": "2a2d461b"}})  # Table 1, several runs at a time on one H100
     assert not made_alone({"provenance": {"concurrent_jobs": 3}})
     assert made_alone({"provenance": {"concurrent_jobs": 1, "commit": "2a2d461b"}})

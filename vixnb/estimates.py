@@ -35,6 +35,7 @@ from .files import atomic_write
 from .measure.flops import flops
 from .models import architecture_signature, create_model, model_cfg
 from .profiles import gpu_profile, run_model_settings
+from .results.provenance import made_alone
 from .results.store import default_root
 
 STARTUP_SECONDS = 25  # measured on an H100: a batch job's process, CUDA context and data (2026-11-25, vit_small)
@@ -111,21 +112,6 @@ def step_gflop(config):
     return training_gflop(config["model"], config["dataset"], _overrides(config)) * config["batch_size"]
 
 
-#: the commits whose stored runs shared their GPU with other training runs, from before provenance recorded
-#: ``concurrent_jobs``: ``tools/gpu_session.sh`` at those commits trained the Table 1 models several at a time
-#: (``PARALLEL``) on one H100, which stretched each run's epochs (``vit``: 186 s there, about 82-95 s alone)
-SHARED_GPU_COMMITS = ("2a2d461", "3b79c466")
-
-
-def made_alone(result):
-    """Whether a stored run had its device to itself: its provenance's ``concurrent_jobs`` is 1, or, for a run
-    from before that record, it was not made at one of ``SHARED_GPU_COMMITS``. The estimates read only these."""
-    prov = result.get("provenance") or {}
-    if "concurrent_jobs" in prov:
-        return prov["concurrent_jobs"] == 1
-    return not str(prov.get("commit", "")).startswith(SHARED_GPU_COMMITS)
-
-
 def stored_timings(store, profile):
     """``{(model, overrides JSON): timing}`` and ``{model: timing}`` of the profile's stored runs, a timing being
     ``{"epoch_s", "test_s", "device", "images"}``: the mean training seconds per epoch and per test pass (epoch 1
@@ -134,7 +120,7 @@ def stored_timings(store, profile):
     by_config, by_model = {}, {}
     for result in store.results(profile):
         history, config = result.get("history"), result.get("config") or {}
-        if not history or not made_alone(result) or "execution" in (result.get("provenance") or {}):
+        if not history or not made_alone(result):
             continue  # a shared device's seconds are not a run's own; an ensemble's are all its members'
         steady = history[1:] or history
         spec = dataset_spec(config["dataset"])

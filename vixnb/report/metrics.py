@@ -9,6 +9,7 @@ import statistics
 from typing import Callable, NamedTuple
 
 from ..record_kinds import KINDS
+from ..results.provenance import made_alone
 
 #: ``Metric.kind``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the first
 #: epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
@@ -81,9 +82,9 @@ def _adamw_top1(run):
 
 def _seconds_after_first(run, key):
     """Mean of the history's ``key`` seconds (epoch 1 left out: start-up; all of them for a one-epoch run); None
-    where an entry lacks it (runs stored before it was recorded) or for a member of an ensemble, whose seconds are
-    the whole ensemble's."""
-    if str(run.get("provenance", {}).get("execution", "")).startswith("ensemble"):
+    where an entry lacks it (runs stored before it was recorded) or for a run that shared its device
+    (``made_alone``: a member of an ensemble or of a group trained at once), whose seconds are not its own."""
+    if not made_alone(run):
         return None
     times = [h.get(key) for h in run["history"]]
     later = times[1:] or times
@@ -149,7 +150,7 @@ METRICS = {
                                   "stored seeds of the last epoch's training accuracy", EPOCHS, "runs",
                                   per_seed=_final_train_acc, over_seeds="std"),
     "epoch_s": Metric("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the "
-                      "stored seeds trained as separate runs (an ensemble's seconds are all its members')", STEP,
+                      "stored seeds trained alone on their device (an ensemble's or a group's seconds are shared)", STEP,
                       "runs", per_seed=_epoch_seconds, over_seeds="mean"),
     "grad_norm_first_last": Metric("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm "
                                    "over the last layer's in epoch 1 (sampled steps), mean over the stored seeds",
@@ -168,7 +169,7 @@ METRICS = {
                          "(DualOpT's first optimizer), best over the stored seeds", EPOCHS, "runs",
                          per_seed=_adamw_top1, over_seeds="max", heading="best test top-1 of the AdamW phase (%)"),
     "test_s": Metric("test-pass time", "s", "seconds of one evaluation pass over the test set (epoch 1 left out), "
-                     "mean over the stored seeds trained as separate runs", STEP, "runs", per_seed=_test_seconds,
+                     "mean over the stored seeds trained alone on their device", STEP, "runs", per_seed=_test_seconds,
                      over_seeds="mean"),
     "test_loss": Metric("test loss", "loss", "cross-entropy on the test set at the reported (best) epoch, mean over "
                         "the stored seeds", EPOCHS, "runs", per_seed=_best_epoch_loss, over_seeds="mean"),

@@ -67,6 +67,25 @@ def execution(*, concurrent_jobs, executor):
         _EXECUTION.reset(token)
 
 
+#: the commits whose stored runs shared their GPU with other training runs, from before provenance recorded
+#: ``concurrent_jobs``: ``tools/gpu_session.sh`` at those commits trained the Table 1 models several at a time
+#: (``PARALLEL``) on one H100, which stretched each run's epochs (``vit``: 186 s there, about 82-95 s alone)
+SHARED_GPU_COMMITS = ("2a2d461", "3b79c466")
+
+
+def made_alone(result):
+    """Whether a stored run had its device to itself, so that its seconds are its own: not a member of an ensemble
+    (``execution`` "ensemble of N seeds": its seconds are all its members'), its ``concurrent_jobs`` 1 (a group of
+    runs trained at once records how many), or, for a run from before that record, not made at one of
+    ``SHARED_GPU_COMMITS``. The time estimates and the pages' seconds read only these."""
+    prov = result.get("provenance") or {}
+    if str(prov.get("execution", "")).startswith("ensemble"):
+        return False
+    if "concurrent_jobs" in prov:
+        return prov["concurrent_jobs"] == 1
+    return not str(prov.get("commit", "")).startswith(SHARED_GPU_COMMITS)
+
+
 def provenance(device=None, *, stamp="date", **fields):
     """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
     the commit, the engine's version (``profiles.ENGINE_VERSION``), how it was executed (``execution``, where a
