@@ -25,6 +25,7 @@ from .cost import not_yet_run
 from .metrics import METRICS, PER_SEED
 from .provenance import provenance_line
 from .tables import page_table
+from .verdict_rules import _short_device
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -312,15 +313,16 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
 def runs_overview(runs):
     """``(frame, caption)``: the training runs behind a page, for ``page_table``, one row per entry of ``runs``
     (``{row: [records]}``): model, settings, seeds done of those asked, epochs and device. What every row shares
-    (a model, settings, the epochs, a device) is said once in ``caption`` instead of in every row, and models that
-    share a prefix ("vit_small_") are shown without it: the table fits the text column."""
+    (a model, settings, the epochs, a device) is said once in ``caption`` instead of in every row, models that
+    share a prefix ("vit_small_") are shown without it and a device by its short name ("H100"; the provenance line
+    names it in full): the table fits the text column."""
     rows, settings = {}, {}
     for row, results in runs.items():
         done = [r for r in results if r.get("status") == "done"]
         config = results[0]["config"]
         settings[row] = {(k, f"{v}") for k, v in (config.get("model_overrides") or {}).items()}
         rows[row] = {"model": config["model"], "settings": "", "seeds done": f"{len(done)} of {len(results)}",
-                     "epochs": config["epochs"], "device": done[0]["provenance"]["device"] if done else "not yet run"}
+                     "epochs": config["epochs"], "device": _short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=["model", "settings", "seeds done", "epochs", "device"])
     if frame.empty:
         return frame, None
