@@ -63,9 +63,12 @@ WHY_NOT_DECIDED = {
 }
 
 
-def why_not_decided(verdicts=NOT_DECIDED):
-    """Markdown, one line per verdict of ``verdicts`` (of ``NOT_DECIDED``): "- *not decided: one seed*: why"."""
-    return "\n".join(f"- *{v}*: {WHY_NOT_DECIDED[v]}" for v in verdicts)
+def why_not_decided(verdicts=NOT_DECIDED, *, counts=None, indent=""):
+    """Markdown, one line per verdict of ``verdicts`` (of ``NOT_DECIDED``): "- *not decided: one seed*: why".
+    ``counts`` (``{verdict: n}``): each line starts with its number ("- 3 *not decided: ...*") and a verdict counted
+    0 is left out; ``indent`` starts each line (a list nested in another: the intro's findings)."""
+    shown = [v for v in verdicts if counts is None or counts.get(v)]
+    return "\n".join(f"{indent}- {'' if counts is None else f'{counts[v]} '}*{v}*: {WHY_NOT_DECIDED[v]}" for v in shown)
 
 
 class Facts(NamedTuple):
