@@ -290,7 +290,7 @@ def test_book_sources_leave_executed_copies_behind(tmp_path):
 
 
 def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tmp_path):
-    from vixnb.notebooks import WIDGET_MIME, _mark_executed_copy
+    from vixnb.notebooks import WIDGET_MIME, mark_executed_copy
 
     path = write_nb(tmp_path / "page.ipynb", [(["parameters"], 'profile = "budget"'), ([], "x = 1"),
                                               (["remove-input"], "import vixnb"), ([], "progress()")])
@@ -300,7 +300,7 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
                            nbformat.v4.new_output("display_data", data={"text/html": "<b>5</b>", WIDGET_MIME: {}})]
     nb.metadata["widgets"] = {"state": {}}
     nbformat.write(nb, str(path))
-    _mark_executed_copy(path, "budget")
+    mark_executed_copy(path, "budget")
     nb = nbformat.read(str(path), as_version=4)
     assert [c.metadata.get("tags") for c in nb.cells] == [["parameters"], ["hide-input"], ["remove-input"],
                                                          ["hide-input"]]
@@ -309,7 +309,7 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
 
 
 def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_rendering_machine(tmp_path):
-    from vixnb.notebooks import _mark_executed_copy
+    from vixnb.notebooks import mark_executed_copy
 
     for profile, stored_only in (("budget", True), ("smoke", False)):
         path = write_nb(tmp_path / f"{profile}.ipynb", [(["remove-input"], "env()")])
@@ -318,7 +318,7 @@ def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_renderi
         nb.cells[1].outputs = [nbformat.v4.new_output(
             "stream", name="stdout", text="vixnb 0.1 on local: this machine's device cpu, torch 2\nResults shown: x.\n")]
         nbformat.write(nb, str(path))
-        _mark_executed_copy(path, profile, stored_only=stored_only)
+        mark_executed_copy(path, profile, stored_only=stored_only)
         nb = nbformat.read(str(path), as_version=4)
         heading, text = nb.cells[0].source.partition("\n")[0], nb.cells[1].outputs[0]["text"]
         if stored_only:  # the navigation caption names the GPU profile; the device line is the results' own

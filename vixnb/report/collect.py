@@ -54,7 +54,8 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     return results
 
 
-def _mean_std(values):
+def mean_std(values):
+    """The mean and sample standard deviation of ``values`` (0 for one value; (None, None) for none)."""
     if not values:
         return None, None
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
@@ -92,7 +93,7 @@ def summarize_runs(results):
             best = max(done, key=lambda r: r["top1"])
             for metric in ("top1", "top5"):
                 values = [r[metric] for r in done]
-                mean, std = _mean_std(values)
+                mean, std = mean_std(values)
                 row.update({f"{metric} best": best[metric], f"{metric} mean": mean, f"{metric} std": std})
             prov = best["provenance"]
             row.update({"epochs": best["config"]["epochs"], "batch": best["config"]["batch_size"],

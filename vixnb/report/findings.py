@@ -47,7 +47,7 @@ def _counts(link):
             f"behind them ({link('vix_table1', 'ViX Tables 1-2')}, {link('vix_families', 'the families')}).")
 
 
-def _earlier_reading(store, profile="budget"):
+def earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
     the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
     store = store if store is not None else ResultsStore()
@@ -64,7 +64,7 @@ def _earlier_reading(store, profile="budget"):
 def _shaped(frame, link, store=None):
     if frame is None:
         return None
-    dead, made = _earlier_reading(store)
+    dead, made = earlier_reading(store)
     accuracy = frame[frame.index.str.endswith("-accuracy")]
     holding = accuracy[accuracy["our verdict"] == HOLDS]
     if not dead and holding.empty:

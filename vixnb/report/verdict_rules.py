@@ -137,7 +137,8 @@ def _metrics(claim):
         list(dict.fromkeys([claim["metric"], claim.get("metric_b", claim["metric"])]))
 
 
-def _models(claim):
+def claim_models(claim):
+    """The models a claim names: its ``models``, else those of its ``pair_list`` (in order, once each)."""
     if claim.get("models"):
         return list(claim["models"])
     return list(dict.fromkeys(m for pair in claim.get("pair_list") or [] for m in pair if m is not None))
@@ -179,7 +180,7 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
     or why it decides nothing; ``seeds`` is the fewest seeds behind a figure of the claim (None: no training run).
     ``get(model, metric)``: our figure; ``facts``: ``{model: {origin: Facts}}``; ``label``: a model's name on the
     page."""
-    metrics, models = _metrics(claim), _models(claim)
+    metrics, models = _metrics(claim), claim_models(claim)
     from_runs = [m for m in metrics if METRICS[m].origin == "runs"]
     origin = METRICS[metrics[0]].origin
     involved = {m: facts[m][origin] for m in models if origin in facts.get(m, {})}

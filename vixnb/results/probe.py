@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..files import atomic_write
 from ..paths import checkout_root
-from .policy import LEDGER, _overrides_json, code_changed, ledger_key, read_ledger, source_today
+from .policy import LEDGER, config_overrides_json, code_changed, ledger_key, read_ledger, source_today
 from .provenance import now
 from .store import read_json
 
@@ -147,7 +147,7 @@ def probe(store, results, *, head_root=None):
                 why = "" if equal else (f"the behavioural probe differs from {str(commit)[:8]}'s code ({STEPS} CPU "
                                         "fp32 steps on fixed input): today's code makes other numbers")
             entries[ledger_key(config)] = {
-                          "file": p, "code": source_today(config["model"], config["dataset"], _overrides_json(config)),
+                          "file": p, "code": source_today(config["model"], config["dataset"], config_overrides_json(config)),
                           "equal": equal, "why": why, "commit": commit, "probed": now()}
     return entries
 
