@@ -2,12 +2,11 @@
 checkpointed after each (``train``). Whether a run is read from the store or trained, and what is kept of it, is
 ``vixnb.runs``.
 
-Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no
-DataLoader workers on the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no
-augmentation, the test set evaluated every epoch, the reported number is the best test epoch, and top-1 /
-top-5 are means of per-batch accuracies. Their two quirks are flags in the profile:
-``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the forward stays fp32) and
-``eval_mode=False`` (never switching to eval mode for evaluation).
+Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no DataLoader workers on
+the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no augmentation, the test set evaluated
+every epoch, the reported number is the best test epoch, and top-1 / top-5 are means of per-batch accuracies. Their
+two quirks are flags in the profile: ``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the
+forward stays fp32) and ``eval_mode=False`` (never switching to eval mode for evaluation).
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
 optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
