@@ -38,8 +38,8 @@ STEPS = 3
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
 #: ``registry``; ``train.make_optimizer``, earlier ``train._optimizer``; ``data.dataset_spec`` and
-#: ``data.normalize``), and ``models.settings_from_key`` where the code has it (the settings a key means, ``register_model(changed_defaults=...)``); a rename of one of
-#: them renames it here too
+#: ``data.normalize``), and ``models.settings_from_key`` where the code has it (the settings a key means,
+#: ``register_model(changed_defaults=...)``); a rename of one of them renames it here too
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
