@@ -43,7 +43,7 @@ def paper_dir(tmp_path, monkeypatch):
 
     folder = tmp_path / "papers"
     shutil.copytree(resources.files("vixnb").joinpath("papers"), folder)
-    monkeypatch.setattr(papers, "_file", lambda key: folder / f"{key}.yaml")
+    monkeypatch.setattr(papers, "paper_file", lambda key: folder / f"{key}.yaml")
     papers.load.cache_clear()
     yield folder
     papers.load.cache_clear()

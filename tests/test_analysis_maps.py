@@ -255,7 +255,7 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
     assert maps and all(key in modules for key in maps)
     for key, a in maps.items():
         assert a.dim() == 4 and a.shape[0] == 1 and a.shape[-1] == a.shape[-2]
-        mechanism, declared = maps_module._mechanism(modules[key])
+        mechanism, declared = maps_module.mechanism(modules[key])
         assert f"of {mechanism} ({declared})" in kind  # the mixer's own map_kind
         if rows is not None:
             torch.testing.assert_close(a.sum(dim=-1), torch.ones(a.shape[:-1]), atol=rows, rtol=0)
@@ -339,8 +339,8 @@ def test_every_mixer_class_declares_its_map(registered):
 def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registered):
     for name, model in registered.items():
         kind = M.map_kind(model)
-        mappers = maps_module._outermost_mappers(model)
-        declared = [maps_module._mechanism(m)[1] for _, m in mappers]
+        mappers = maps_module.outermost_mappers(model)
+        declared = [maps_module.mechanism(m)[1] for _, m in mappers]
         assert all(declared), name
         if not mappers:
             assert kind.startswith(f"no attention map: {name} has no attention layer (it mixes by "), kind
@@ -519,6 +519,6 @@ def test_randomisation_check_sees_the_map_change():
 
 def test_spearman_helper():
     a = torch.randn(3, 20)
-    torch.testing.assert_close(sanity_checks._spearman(a, a), torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(sanity_checks._spearman(a, -a), -torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(sanity_checks._spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only
+    torch.testing.assert_close(sanity_checks.spearman(a, a), torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks.spearman(a, -a), -torch.ones(3, dtype=torch.float64))
+    torch.testing.assert_close(sanity_checks.spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only

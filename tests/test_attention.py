@@ -532,11 +532,11 @@ def test_nystrom_rope_over_padding_is_the_authors_form():
     authors = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=m, rope=rope, rope_over_padding=True)
     authors.load_state_dict(ours.state_dict())
     x = x_input(n)
-    q_ours, k_ours = ours._qkv_landmarks(x)[:2]
-    q_auth, k_auth = authors._qkv_landmarks(x)[:2]
+    q_ours, k_ours = ours.qkv_landmarks(x)[:2]
+    q_auth, k_auth = authors.qkv_landmarks(x)[:2]
     unrotated = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=m)
     unrotated.load_state_dict(ours.state_dict())
-    q_plain, k_plain = unrotated._qkv_landmarks(x)[:2]
+    q_plain, k_plain = unrotated.qkv_landmarks(x)[:2]
     torch.testing.assert_close(q_auth, A.apply_rope(q_plain, rope))  # every padded row rotated from 0
     torch.testing.assert_close(q_ours[:, :, 4:], A.apply_rope(q_plain[:, :, 4:], rope))  # real tokens from 0
     assert not torch.allclose(authors(x), ours(x))

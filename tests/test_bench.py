@@ -153,11 +153,11 @@ def test_bench_fill_measures_one_seed_and_an_ensemble_in_one_run_and_names_the_w
 
 
 def test_fill_winner_is_the_ensemble_only_where_it_beats_every_single_seed_approach():
-    from vixnb.bench.fill import _ratios
+    from vixnb.bench.fill import ratios
 
     def row(**speeds):
         r = {f"{k}_images_per_s": v for k, v in speeds.items()}
-        _ratios(r)
+        ratios(r)
         return r
 
     faster = row(one_seed=100.0, ensemble=250.0, compiled=200.0, cuda_graphs=None)

@@ -97,13 +97,13 @@ def test_grad_norms_need_blocks():
 
 def test_cosine_learning_rates_per_epoch_are_exact(monkeypatch):
     config = run_config("vit_small_simplified", profile="smoke", epochs=3, **TINY)
-    used, real = [], engine._train_epoch
+    used, real = [], engine.train_epoch
 
     def spy(model, optimizer, *args, **kwargs):
         used.append([g["lr"] for g in optimizer.param_groups])
         return real(model, optimizer, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "_train_epoch", spy)
+    monkeypatch.setattr(engine, "train_epoch", spy)
     result = engine.train(config, progress=False)
     expected = [3e-3 * 0.5 * (1 + math.cos(math.pi * e / 3)) for e in range(3)]  # epochs 1, 2, 3
     assert [h["lr"] for h in result["history"]] == expected and used == [[lr] for lr in expected]

@@ -31,8 +31,8 @@ def top1(model, table=T1):
 def paper_file(tmp_path, monkeypatch):
     """``write(claims, tables=...)`` writes a paper file for FIXTURE_KEY and makes ``papers`` read it."""
     path = tmp_path / f"{FIXTURE_KEY}.yaml"
-    real = papers._file
-    monkeypatch.setattr(papers, "_file", lambda key: path if key == FIXTURE_KEY else real(key))
+    real = papers.paper_file
+    monkeypatch.setattr(papers, "paper_file", lambda key: path if key == FIXTURE_KEY else real(key))
     papers.load.cache_clear()
 
     def write(claim_list, tables=None):

@@ -407,6 +407,6 @@ def test_smoke_pages_leave_out_cells_tagged_remove_in_smoke(tmp_path):
                                              nbformat.v4.new_code_cell("1", metadata={"tags": ["remove-in-smoke"]})])
         path = tmp_path / f"{profile}.ipynb"
         nbformat.write(nb, path)
-        notebooks._mark_executed_copy(path, profile)
+        notebooks.mark_executed_copy(path, profile)
         tags = nbformat.read(path, as_version=4).cells[1].metadata["tags"]
         assert ("remove-cell" in tags) == removed

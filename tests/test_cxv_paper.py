@@ -102,7 +102,7 @@ def test_sgd_alone_trains_with_dualopts_sgd_settings_for_adamw_alones_length():
     assert [h["phase"] for h in result["history"]] == ["sgd", "sgd"]
     assert not any(h.get("switched_to_sgd") for h in result["history"])
     model, _ = engine.build_model(config)
-    optimizer = engine._optimizer(model, config, engine._first_phase(config))
+    optimizer = engine.make_optimizer(model, config, engine.first_phase(config))
     assert isinstance(optimizer, torch.optim.SGD)
     assert optimizer.defaults["lr"] == config["dualopt"]["sgd_lr"] and optimizer.defaults["weight_decay"] == 0
     with pytest.raises(ValueError, match="sgd"):

@@ -242,7 +242,7 @@ def test_decoded_images_are_cached_beside_the_data_and_renewed_when_a_file_chang
     def no_decoding(*args, **kwargs):
         raise AssertionError("decoded again")
 
-    monkeypatch.setattr(data, "_decode_image_files", no_decoding)
+    monkeypatch.setattr(data, "decode_image_files", no_decoding)
     cached, cached_labels = load_split("cifar10", "train", root=tmp_path, size=20)
     assert torch.equal(cached, images) and torch.equal(cached_labels, labels)
     changed = torch.full((3, 32, 32), 7, dtype=torch.uint8)

@@ -72,11 +72,11 @@ def test_every_image_mode_decodes_to_its_true_values_or_is_refused_by_name(mode,
         assert opened.mode == mode  # the file really is in that mode
     if expected is None:
         with pytest.raises(DataError) as e:
-            data._decode_image_files([path], SIZE, "test")
+            data.decode_image_files([path], SIZE, "test")
         assert str(e.value).startswith(f"{path}: image mode {mode} (")
         assert "has no one 8-bit RGB reading; save it as 8-bit RGB or grayscale" in str(e.value)
         return
-    decoded = data._decode_image_files([path], SIZE, "test")
+    decoded = data.decode_image_files([path], SIZE, "test")
     assert decoded.dtype == torch.uint8 and decoded.shape == (1, 3, SIZE, SIZE)
     assert np.array_equal(decoded[0].permute(1, 2, 0).numpy(), expected), mode
 

@@ -136,8 +136,8 @@ def toy_bn(*, image_size, num_classes, channels, **config):
 @pytest.fixture
 def batchnorm_model(monkeypatch):
     """``toy_bn`` registered for this test only."""
-    monkeypatch.setitem(registry._MODELS, "toy_bn", toy_bn)
-    monkeypatch.setitem(registry._CFGS, "toy_bn", {"paper": "vix", "label": "Toy BN"})
+    monkeypatch.setitem(registry.MODELS, "toy_bn", toy_bn)
+    monkeypatch.setitem(registry.CFGS, "toy_bn", {"paper": "vix", "label": "Toy BN"})
     return "toy_bn"
 
 
@@ -235,7 +235,7 @@ def test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes(tmp_pa
     configs = _configs("fnet", seeds=[0, 1])
     reference = train_ensemble(configs, progress=False)
     clock = iter([0.0, 1000.0])  # before epoch 1: time left; before epoch 2: past the deadline
-    monkeypatch.setattr(engine, "_now", lambda: next(clock))
+    monkeypatch.setattr(engine, "now", lambda: next(clock))
     ckpt = tmp_path / "ensemble.pt"
     with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
         train_ensemble(configs, progress=False, checkpoint=ckpt, deadline=10.0)
@@ -312,7 +312,7 @@ def test_an_augmented_ensemble_resumes_exactly(tmp_path, monkeypatch):
     configs = _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)
     reference = train_ensemble(configs, progress=False)
     clock = iter([0.0, 1000.0])
-    monkeypatch.setattr(engine, "_now", lambda: next(clock))
+    monkeypatch.setattr(engine, "now", lambda: next(clock))
     ckpt = tmp_path / "ensemble.pt"
     with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
         train_ensemble(configs, progress=False, checkpoint=ckpt, deadline=10.0)

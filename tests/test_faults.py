@@ -50,8 +50,8 @@ def cpu_data(tmp_path, monkeypatch):
                 _jpeg(root / "cifar10" / split / name / f"{i:04d}.jpg", 20 * c + 7 * i)
     monkeypatch.setenv("VIXNB_DATA", str(root))
     monkeypatch.setitem(data.DATASETS, "cifar10", DatasetSpec("cifar10", 32, 10, train_images=20, test_images=10))
-    table = profiles._profiles_file()
-    monkeypatch.setattr(profiles, "_profiles_file", lambda: {**table, "profiles": {**table["profiles"], "cpu": CPU_PROFILE}})
+    table = profiles.profiles_file()
+    monkeypatch.setattr(profiles, "profiles_file", lambda: {**table, "profiles": {**table["profiles"], "cpu": CPU_PROFILE}})
     return root / "cifar10"
 
 
@@ -182,7 +182,7 @@ def test_a_run_records_its_data_and_a_result_from_other_data_is_not_reused_silen
     assert first["provenance"]["data_fingerprint"] == data.source_fingerprint("cifar10")
     _jpeg(cpu_data / "train" / "bird" / "0000.jpg", 3)  # other pixels, other file size
     (cpu_data / "train").touch()
-    data._fingerprint.cache_clear()
+    data.fingerprint.cache_clear()
     stale = report.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
                                 progress=False, store=None)
     assert stale[0]["stale"].startswith("made from other data than the copy here")
@@ -248,7 +248,7 @@ def test_a_damaged_checkpoint_is_set_aside_and_the_previous_one_resumed(cpu_data
 def test_ctrl_c_says_after_which_epoch_and_the_same_command_resumes(cpu_data, capsys, monkeypatch):
     config = _config(epochs=3)
     reference = engine.train(config, progress=False)
-    real, calls = engine._train_epoch, []
+    real, calls = engine.train_epoch, []
 
     def interrupted(*a, **k):
         calls.append(1)
@@ -256,10 +256,10 @@ def test_ctrl_c_says_after_which_epoch_and_the_same_command_resumes(cpu_data, ca
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(engine, "_train_epoch", interrupted)
+    monkeypatch.setattr(engine, "train_epoch", interrupted)
     err = cli(capsys, "train", "vit", "--profile", "cpu", "--epochs", "3", "--quiet", code=130)
     assert "vixnb train: vit: interrupted after epoch 1 of 3; run the same command again to resume" in err
-    monkeypatch.setattr(engine, "_train_epoch", real)
+    monkeypatch.setattr(engine, "train_epoch", real)
     cli(capsys, "train", "vit", "--profile", "cpu", "--epochs", "3", "--quiet", code=0)
     assert _metrics(ResultsStore().get(config)) == _metrics(reference)
 
@@ -513,14 +513,14 @@ def test_a_full_disk_names_the_path_the_bytes_needed_and_free(cpu_data, capsys, 
     store = ResultsStore()
     store.put(_config(seed=5), {"status": "done", "top1": 50.0})  # stored earlier: must stay whole
     before = _files(store.root)
-    real = files._flush
+    real = files.flush
 
     def full(f):
         if (what == "checkpoint") == (".pt." in os.readlink(f"/proc/self/fd/{f.fileno()}")):
             raise OSError(errno.ENOSPC, "No space left on device")
         real(f)
 
-    monkeypatch.setattr(files, "_flush", full)
+    monkeypatch.setattr(files, "flush", full)
     monkeypatch.setattr(files.shutil, "disk_usage", lambda p: namedtuple("usage", "total used free")(10, 10, 4096))
     err = cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", code=1)
     path = store.checkpoint_path(_config()) if what == "checkpoint" else store.path(_config())

@@ -97,7 +97,7 @@ def test_a_batch_stopped_mid_group_keeps_every_runs_checkpoint(monkeypatch):
 
 
 def test_a_failing_run_of_a_group_fails_alone_and_removes_only_its_own_checkpoint(monkeypatch):
-    real = concurrent._run
+    real = concurrent.training_steps
 
     def vil_fails_in_epoch_2(config, **kwargs):
         run = real(config, **kwargs)
@@ -113,7 +113,7 @@ def test_a_failing_run_of_a_group_fails_alone_and_removes_only_its_own_checkpoin
                 yield what
         return failing()
 
-    monkeypatch.setattr(concurrent, "_run", vil_fails_in_epoch_2)
+    monkeypatch.setattr(concurrent, "training_steps", vil_fails_in_epoch_2)
     jobs = batch.run_local(_jobs(), executor="inline", together=2, progress=lambda _: None)
     outcomes = {j.entries[0].model: (j.outcome, j.note) for j in jobs}
     assert outcomes["vil"] == ("failed", "vil: loss became nan at epoch 2, step 1; no result stored.")

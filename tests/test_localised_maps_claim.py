@@ -9,7 +9,7 @@ import torch
 from vixnb import papers
 from vixnb.analysis import class_token_entropy
 from vixnb.notebooks import repo_root
-from vixnb.record_kinds import _kept_runs, all_requests, record_name
+from vixnb.record_kinds import kept_runs, all_requests, record_name
 from vixnb.report import claim_figures
 from vixnb.report import verdict_rules as rules
 from vixnb.report.claim_verdicts import FAILS, HOLDS, NOT_RUN, claims, protocol_note
@@ -62,13 +62,13 @@ def test_the_claim_reads_not_yet_run_on_the_committed_store():
 
 def _configs(profile="budget"):
     return {row: RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config
-            for row, (model, settings, seed) in _kept_runs(REQUEST, profile).items()}
+            for row, (model, settings, seed) in kept_runs(REQUEST, profile).items()}
 
 
 def _planted(store, maps, *, profile="budget", dataset="cifar10", made_in="budget"):
     """An attention-map record as ``analysis.attention_record`` stores it (five panel images, twelve layers, 64
     patches; a GPU's provenance), of the chapter's Experiment 3 runs, whose class token's rows are ``maps``."""
-    configs, kept = _configs(made_in), _kept_runs(REQUEST, made_in)
+    configs, kept = _configs(made_in), kept_runs(REQUEST, made_in)
     runs = {row: {"status": "done", "model": config["model"], "settings": kept[row][1], "seed": 0, "config": config,
                   "weights_sha256": "0" * 64, "class_token": maps[row], "prominence": [[1.0] * 4] * 12,
                   "prominence_softmax": [[1.0] * 4] * 12, "identity_share": [],

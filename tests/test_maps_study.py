@@ -138,8 +138,8 @@ def test_after_needs_moves_a_measurement_behind_the_runs_it_reads():
                           spec=RunSpec.of("vit", profile="budget", depth=depth)) for name, depth in zip("abc", (1, 2, 3)))
     m = MeasureEntry(chapter="c", paper="p", name="m", profile="budget", path="budget/measure/m.json",
                      request=Request("maps-attention"), needs=frozenset({a.key, c.key}))
-    assert [e.name for e in plan._after_needs([m, a, b, c])] == ["a", "b", "c", "m"]
-    assert [e.name for e in plan._after_needs([a, c, b, m])] == ["a", "c", "b", "m"]  # already after: unmoved
+    assert [e.name for e in plan.after_needs([m, a, b, c])] == ["a", "b", "c", "m"]
+    assert [e.name for e in plan.after_needs([a, c, b, m])] == ["a", "c", "b", "m"]  # already after: unmoved
 
 
 def test_pack_since_brings_back_only_what_this_call_wrote(tmp_path):
@@ -209,7 +209,7 @@ def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):
     from vixnb.runs import WEIGHTS_LIMIT_MB
 
     _small_study(monkeypatch)
-    module, run, _ = records._trained("ResNet-18", "budget", "never", ResultsStore())
+    module, run, _ = records.trained("ResNet-18", "budget", "never", ResultsStore())
     assert module is None and run["status"] == "not kept"
     assert f"over the {WEIGHTS_LIMIT_MB} MiB cap" in run["reason"]
 

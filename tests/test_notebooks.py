@@ -290,7 +290,7 @@ def test_book_sources_leave_executed_copies_behind(tmp_path):
 
 
 def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tmp_path):
-    from vixnb.notebooks import WIDGET_MIME, _mark_executed_copy
+    from vixnb.notebooks import WIDGET_MIME, mark_executed_copy
 
     path = write_nb(tmp_path / "page.ipynb", [(["parameters"], 'profile = "budget"'), ([], "x = 1"),
                                               (["remove-input"], "import vixnb"), ([], "progress()")])
@@ -300,7 +300,7 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
                            nbformat.v4.new_output("display_data", data={"text/html": "<b>5</b>", WIDGET_MIME: {}})]
     nb.metadata["widgets"] = {"state": {}}
     nbformat.write(nb, str(path))
-    _mark_executed_copy(path, "budget")
+    mark_executed_copy(path, "budget")
     nb = nbformat.read(str(path), as_version=4)
     # a cell that binds a name keeps its code behind a toggle; one that only displays (progress()) shows no code
     assert [c.metadata.get("tags") for c in nb.cells] == [["parameters"], ["hide-input"], ["remove-input"],
@@ -310,7 +310,7 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
 
 
 def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_rendering_machine(tmp_path):
-    from vixnb.notebooks import _mark_executed_copy
+    from vixnb.notebooks import mark_executed_copy
 
     for profile, stored_only in (("budget", True), ("smoke", False)):
         path = write_nb(tmp_path / f"{profile}.ipynb", [(["remove-input"], "env()")])
@@ -319,7 +319,7 @@ def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_renderi
         nb.cells[1].outputs = [nbformat.v4.new_output(
             "stream", name="stdout", text="vixnb 0.1 on local: this machine's device cpu, torch 2\nResults shown: x.\n")]
         nbformat.write(nb, str(path))
-        _mark_executed_copy(path, profile, stored_only=stored_only)
+        mark_executed_copy(path, profile, stored_only=stored_only)
         nb = nbformat.read(str(path), as_version=4)
         heading, text = nb.cells[0].source.partition("\n")[0], nb.cells[1].outputs[0]["text"]
         if stored_only:  # the navigation caption names the GPU profile; the device line is the results' own
@@ -360,7 +360,7 @@ def test_only_the_parameters_cell_shows_code_and_display_cells_show_no_toggle(pa
     "never"``: the results, synthesis, ledger, plan and provenance pages) tags every other code cell
     ``remove-input`` in its source; on a chapter, a cell that only displays gets ``remove-input`` when the book is
     built, and one that computes keeps its code behind a toggle (``hide-input``)."""
-    from vixnb.notebooks import _mark_executed_copy, display_only
+    from vixnb.notebooks import mark_executed_copy, display_only
 
     nb = nbformat.read(str(path), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -371,7 +371,7 @@ def test_only_the_parameters_cell_shows_code_and_display_cells_show_no_toggle(pa
         assert not bare, f"{path.name}: code cells without remove-input: {bare}"
     copy = tmp_path / path.name
     nbformat.write(nb, str(copy))
-    _mark_executed_copy(copy, "budget", stored_only=True)
+    mark_executed_copy(copy, "budget", stored_only=True)
     for cell in nbformat.read(str(copy), as_version=4).cells:
         tags = set(cell.metadata.get("tags", [])) if cell.cell_type == "code" else {"markdown"}
         assert tags & {"parameters", "remove-input", "hide-input", "remove-cell", "markdown"}, cell.source[:60]

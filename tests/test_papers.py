@@ -100,7 +100,7 @@ def test_book_chapters_one_or_several_per_paper(paper_dir):
 def test_every_paper_file_validates_and_its_book_is_a_list():
     assert papers.list_papers() == sorted(papers.DOCUMENTS)
     for key in papers.list_papers():
-        raw = yaml.safe_load(papers._file(key).read_text(encoding="utf-8"))
+        raw = yaml.safe_load(papers.paper_file(key).read_text(encoding="utf-8"))
         schema.check(raw, key)
         assert isinstance(raw["book"], list) and raw["book"], key
         assert papers.book_chapters(key) == raw["book"], key

@@ -182,14 +182,14 @@ def _spec_jobs(models, profile="smoke", **kwargs):
 
 def test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics(monkeypatch, tmp_path):
     clock = iter([0.0] + [1e9] * 100)  # the second epoch's check finds the budget spent
-    real_now = train._now
-    monkeypatch.setattr(train, "_now", lambda: real_now() + next(clock))
+    real_now = train.now
+    monkeypatch.setattr(train, "now", lambda: real_now() + next(clock))
     jobs = batch.run_local(_spec_jobs(["fnet"]), budget=3600, executor="inline", progress=lambda _: None)
     assert [j.outcome for j in jobs] == ["paused"] and "paused after epoch 1 of 2" in jobs[0].note
     config = profiles.run_config("fnet", profile="smoke")
     store = ResultsStore()
     assert store.get(config) is None and store.checkpoint_path(config).exists()
-    monkeypatch.setattr(train, "_now", real_now)
+    monkeypatch.setattr(train, "now", real_now)
     jobs = batch.run_local(_spec_jobs(["fnet"]), budget=3600, executor="inline", progress=lambda _: None)
     assert [j.outcome for j in jobs] == ["resumed"]
     resumed = store.get(config)
@@ -220,14 +220,14 @@ def test_local_executor_runs_two_smoke_jobs_end_to_end(tmp_path, capsys):
 
 
 def test_a_failed_job_is_marked_failed_and_leaves_the_store_clean(monkeypatch, capsys):
-    real = train._train_epoch
+    real = train.train_epoch
 
     def fail_second(*args, epoch, **kwargs):
         if epoch == 2 and kwargs["config"]["model"] == "fnet":
             raise FloatingPointError("fnet: loss became nan at epoch 2, step 1; no result stored.")
         return real(*args, epoch=epoch, **kwargs)
 
-    monkeypatch.setattr(train, "_train_epoch", fail_second)
+    monkeypatch.setattr(train, "train_epoch", fail_second)
     code = main(["batch", "--profile", "smoke", "--executor", "inline", "--only", "fnet", "vil"])
     captured = capsys.readouterr()
     assert code == 1 and "1 of 2 jobs failed: fnet synthetic seed 0" in captured.err
@@ -321,9 +321,9 @@ def test_seeds_share_one_ensemble_job_only_where_it_is_exact():
 
 
 def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, capsys):
-    table = profiles._profiles_file()
+    table = profiles.profiles_file()
     two_seeds = {**table["profiles"], "smoke": {**table["profiles"]["smoke"], "seeds": [0, 1]}}
-    monkeypatch.setattr(profiles, "_profiles_file", lambda: {**table, "profiles": two_seeds})
+    monkeypatch.setattr(profiles, "profiles_file", lambda: {**table, "profiles": two_seeds})
     assert main(["batch", "--profile", "smoke", "--executor", "inline", "--ensemble", "always", "--only", "fnet"]) == 0
     assert "fnet synthetic seed 0,1  done" in capsys.readouterr().out
     store = ResultsStore()
@@ -358,14 +358,14 @@ def test_plan_names_unknown_only_names_and_writes_valid_json(capsys):
 
 
 def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
-    real = train._train_epoch
+    real = train.train_epoch
 
     def interrupt_second(*args, epoch, **kwargs):
         if epoch == 2:
             raise SystemExit(-1)  # what submitit's timeout and preemption handler does
         return real(*args, epoch=epoch, **kwargs)
 
-    monkeypatch.setattr(train, "_train_epoch", interrupt_second)
+    monkeypatch.setattr(train, "train_epoch", interrupt_second)
     job = _spec_jobs(["fnet"])[0]
     with pytest.raises(SystemExit):
         batch.run_job(job.entries)
@@ -452,6 +452,6 @@ def test_a_job_stopped_by_the_time_budget_is_paused_not_failed(monkeypatch, tmp_
 
     monkeypatch.setattr(batch, "local_executor", lambda folder, **_: Stopped())
     job = _spec_jobs(["fnet"])[0]
-    assert batch._execute(job, None, time.time() - 1, "local", tmp_path)["outcome"] == "paused"
+    assert batch.execute(job, None, time.time() - 1, "local", tmp_path)["outcome"] == "paused"
     with pytest.raises(RuntimeError, match="timed-out too many times"):
-        batch._execute(job, None, time.time() + 3600, "local", tmp_path)
+        batch.execute(job, None, time.time() + 3600, "local", tmp_path)

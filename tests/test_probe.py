@@ -69,9 +69,9 @@ def test_the_ledger_decides_a_changed_results_status(monkeypatch):
     stored = {"config": config, "source_hash": {"model": "000000000000", "engine": "000000000000"}}
     assert code_changed(stored, store.root).startswith("unverified: its model and engine code changed")
     rel = f"smoke/{profiles.config_key(config)}"
-    from vixnb.results.policy import _overrides_json, source_today
+    from vixnb.results.policy import config_overrides_json, source_today
 
-    entry = {"code": source_today("fnet", config["dataset"], _overrides_json(config)), "equal": True, "why": ""}
+    entry = {"code": source_today("fnet", config["dataset"], config_overrides_json(config)), "equal": True, "why": ""}
     store.root.mkdir(parents=True, exist_ok=True)
     probing.ledger_path(store).write_text(json.dumps({rel: entry}))
     assert code_changed(stored, store.root) is None

@@ -19,12 +19,12 @@ def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
     vit, cpv = policy.source_today("vit", "cifar10", "{}"), policy.source_today("cpv_5_4", "cifar10", "{}")
     assert vit["engine"] == cpv["engine"] and vit["model"] != cpv["model"]
     assert all(len(h) == 12 for h in (*vit.values(), *cpv.values()))
-    original = prov._module_source
+    original = prov.module_source
 
     def edited(name):  # an edit of the Performer's file: only the models that use it see it
         return original(name) + ("\n# edited" if name == "vixnb.layers.performer" else "")
 
-    monkeypatch.setattr(prov, "_module_source", edited)
+    monkeypatch.setattr(prov, "module_source", edited)
     policy.source_today.cache_clear()
     try:
         assert policy.source_today("vit", "cifar10", "{}") == vit

@@ -44,7 +44,7 @@ def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
     rehearsed = {j.entries[0].name for j in jobs if j.entries[0].kind != "train"}
     assert rehearsed | {what.removeprefix("bench ") for what, _ in skipped} >= records
     # a measurement that reads weights comes after the runs it reads
-    needed = set().union(*(getattr(e, "_needs", set()) for j in jobs for e in j.entries if e.kind != "train"))
+    needed = set().union(*(e.needs for j in jobs for e in j.entries if e.kind != "train"))
     assert needed <= {e.key for e in runs}
 
 
@@ -91,7 +91,7 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
                     train("vip", 4), record(BenchEntry, "fill", 1)]
     asked = {}
     monkeypatch.setattr(rehearsal.planning, "build", lambda profile, **kw: asked.update(kw) or plan_entries)
-    monkeypatch.setattr(rehearsal.planning, "_data_here", lambda dataset: dataset == "cifar10")
+    monkeypatch.setattr(rehearsal.planning, "data_here", lambda dataset: dataset == "cifar10")
     monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [runner.Job([e]) for e in entries])
     # a measurement or benchmark needs its whole estimate; a training run a tenth of it (its first epoch)
     monkeypatch.setattr(runner, "least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
@@ -105,7 +105,7 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
 
     pit = train("pit")
     rehearsal_plan = [train("vit"), pit, record(MeasureEntry, "maps", needs={pit.key}), train("vip")]
-    assert [e.name for e in rehearsal._selected(rehearsal_plan, {"vit", "maps"})] == ["vit", "pit", "maps"]
+    assert [e.name for e in rehearsal.selected(rehearsal_plan, {"vit", "maps"})] == ["vit", "pit", "maps"]
 
 
 def test_the_rehearsal_ensembles_two_seeds_of_the_configuration_with_the_smallest_checkpoint(monkeypatch):
@@ -126,7 +126,7 @@ def test_the_rehearsal_ensembles_two_seeds_of_the_configuration_with_the_smalles
     monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (True, ""))
     runnable = [*big, alone, *small, *rehearsed]
     # fnet has one seed only; pit's seed 0 is rehearsed alone already
-    assert rehearsal._ensemble_pair(runnable, chosen={"p0": rehearsed[0]}) == small
+    assert rehearsal.ensemble_pair(runnable, chosen={"p0": rehearsed[0]}) == small
     monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (config["model"] == "vit_b16_224", "why"))
-    assert rehearsal._ensemble_pair(runnable, chosen={}) == big
-    assert rehearsal._ensemble_pair([alone], chosen={}) is None
+    assert rehearsal.ensemble_pair(runnable, chosen={}) == big
+    assert rehearsal.ensemble_pair([alone], chosen={}) is None

@@ -73,9 +73,9 @@ def test_the_smoke_profile_shrinks_the_models_but_keeps_the_rest():
 def test_the_plans_command_parses_back_to_the_same_run():
     args = parser().parse_args(["train", "vit_small_vanilla", "--override", "skips=false", "--override", "width=96",
                                 "--keep-weights"])
-    from vixnb.cli.commands import _overrides
+    from vixnb.cli.commands import parse_overrides
 
-    assert _overrides(args.override) == {"skips": False, "width": 96} and args.keep_weights
+    assert parse_overrides(args.override) == {"skips": False, "width": 96} and args.keep_weights
 
 
 def test_the_blogs_claims_read_our_counts_exactly():
@@ -232,11 +232,11 @@ def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_
     from vixnb.report import findings
     from vixnb.results import ResultsStore
 
-    assert findings._earlier_reading(ResultsStore(tmp_path)) == (0, 0)  # an empty store: nothing to say
+    assert findings.earlier_reading(ResultsStore(tmp_path)) == (0, 0)  # an empty store: nothing to say
     from vixnb.notebooks import repo_root
 
     committed = ResultsStore(repo_root() / "results")  # the committed store: 9 runs, kept as they were made
-    dead, made = findings._earlier_reading(committed)
+    dead, made = findings.earlier_reading(committed)
     assert made == 9 and 0 < dead <= made
 
 

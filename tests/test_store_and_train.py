@@ -180,7 +180,7 @@ def test_dualopt_run_reloads_best_and_continues_with_sgd(monkeypatch):
         snapshots.append({n: p.detach().clone() for n, p in model.state_dict().items()})
         return next(scores), 90.0
 
-    real_optimizer = engine._optimizer
+    real_optimizer = engine.make_optimizer
 
     def spy_optimizer(model, config, phase):
         optimizers.append(phase)
@@ -191,7 +191,7 @@ def test_dualopt_run_reloads_best_and_continues_with_sgd(monkeypatch):
         return opt
 
     monkeypatch.setattr(engine, "evaluate", fake_evaluate)
-    monkeypatch.setattr(engine, "_optimizer", spy_optimizer)
+    monkeypatch.setattr(engine, "make_optimizer", spy_optimizer)
     result = engine.train(config, progress=False)
     assert optimizers == ["adamw", "sgd"]
     phases = [h["phase"] for h in result["history"]]

@@ -1,6 +1,7 @@
 """The package's shape: no import circle between its modules, no module over 500 lines, the training engine apart
 from the run policy, and the layers that must not reach up (the plan and the batch never import the page pieces)."""
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,162 @@ def test_the_import_check_finds_an_import_inside_a_function(tmp_path):
     path.write_text("import os\n\n\ndef f():\n    from . import x\n    import yaml\n\n    class C:\n"
                     "        def g(self):\n            from ..data import y\n            import json, timm\n")
     assert function_level_imports(path) == [(5, "."), (6, "yaml"), (10, "..data"), (11, "json"), (11, "timm")]
+
+
+TESTS = Path(__file__).resolve().parent
+PRIVATE_PROBES = ("setattr", "getattr", "delattr", "hasattr")  # calls that name an attribute by a string
+
+
+def is_private(name):
+    """A leading underscore, neither a dunder (``__init__``) nor the throwaway ``_``."""
+    return name.startswith("_") and name.strip("_") != "" and not (name.startswith("__") and name.endswith("__"))
+
+
+def package_sources():
+    """``{module: source}`` of every module of the package."""
+    return {_module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+
+
+def _private_definitions(nodes):
+    """The private names a module (its ``nodes``) defines: functions, classes, assigned names and attributes,
+    arguments, imports."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            names.add(node.id if isinstance(node, ast.Name) else node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+    return {n for n in names if is_private(n)}
+
+
+def _module_aliases(module, nodes, modules):
+    """``{name: vixnb module}`` of the names a file (its ``nodes``) binds to a module of the package (``import vixnb.x as y``,
+    ``from . import x``, ``y = importlib.import_module("vixnb.x")``); ``module``: None for a file outside it."""
+    bound = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    bound[alias.asname or "vixnb"] = alias.name if alias.asname else "vixnb"
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node) if module else (node.module or "")
+            bound |= {a.asname or a.name: f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules}
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and isinstance(node.value, ast.Call) and node.value.args
+              and isinstance(node.value.args[0], ast.Constant) and node.value.args[0].value in modules):
+            bound[node.targets[0].id] = node.value.args[0].value
+    return bound
+
+
+class _Sources:
+    """The package's modules parsed once: their nodes, the private names each defines, the module names each binds."""
+
+    def __init__(self, sources):
+        self.nodes = {m: list(ast.walk(ast.parse(s))) for m, s in sources.items()}
+        self.private = {m: _private_definitions(n) for m, n in self.nodes.items()}
+        self.aliases = {m: _module_aliases(m, n, self.nodes) for m, n in self.nodes.items()}
+        self.defined = set().union(*self.private.values())
+
+    def module_of(self, node, aliases):
+        """The vixnb module an expression names (``plan``, ``vixnb.plan``, ``rehearsal.planning``), else None."""
+        if isinstance(node, ast.Name):
+            return aliases.get(node.id)
+        if isinstance(node, ast.Attribute) and (base := self.module_of(node.value, aliases)):
+            name = f"{base}.{node.attr}"
+            return name if name in self.nodes else self.aliases.get(base, {}).get(node.attr)
+        return None
+
+
+def _private_reaches(nodes, module, known, own):
+    """``[(line, what)]``: the private names of the package's modules other than ``module`` that a file imports,
+    reads through a module (``plan._finite``), names as a string to ``setattr`` and the like (or as ``"vixnb.x._y"``),
+    or reads off an object where no module but another defines the name (``entry._needs``); ``own``: the private
+    names the file may read off an object or name as a string."""
+    aliases = known.aliases[module] if module else _module_aliases(module, nodes, known.nodes)
+    others = known.defined - own
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node) if module else (node.module or "")
+            if target in known.nodes and target != module:
+                found += [(node.lineno, f"from {target} import {a.name}") for a in node.names if is_private(a.name)]
+        elif isinstance(node, ast.Attribute) and is_private(node.attr):
+            base = known.module_of(node.value, aliases)
+            if (base and base != module) or (not base and node.attr in others):
+                found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in PRIVATE_PROBES:
+            for arg in node.args:
+                text = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
+                if text in others or text.startswith("vixnb.") and any(map(is_private, text.split("."))):
+                    found.append((node.lineno, f"{ast.unparse(node.func)}(..., {text!r})"))
+    return sorted(found)
+
+
+@functools.cache
+def package_parsed():
+    """The package's ``_Sources``, parsed once for the checks that read them."""
+    return _Sources(package_sources())
+
+
+def private_crossings(known):
+    """``["module:line what"]``: each private name of one module of the package (``known``: its ``_Sources``) that
+    another module reaches."""
+    return [f"{m}:{line} {what}" for m, nodes in known.nodes.items()
+            for line, what in _private_reaches(nodes, m, known, known.private[m])]
+
+
+def private_test_reads(tests, known):
+    """``["file:line what"]``: each private name of the package (``known``: its ``_Sources``) that a test
+    (``{file: source}``) imports, reads, calls or patches; a test's own classes (``self._x``) aside."""
+    found = []
+    for name, source in tests.items():
+        nodes = list(ast.walk(ast.parse(source)))
+        own = {n.attr for n in nodes if isinstance(n, ast.Attribute)
+               and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
+        found += [f"{name}:{line} {what}" for line, what in _private_reaches(nodes, None, known, own)]
+    return found
+
+
+def test_no_private_name_crosses_modules():
+    """A name with a leading underscore is its module's own: another module that needs it needs a public name (with
+    a docstring that says what it is), or the code that uses it belongs in its module."""
+    crossing = private_crossings(package_parsed())
+    assert not crossing, "make these names public, or use them in their own module only:\n" + "\n".join(crossing)
+
+
+def test_no_test_reads_a_private_name_of_the_package():
+    """The tests use the package as another module would: no private attribute read, no private function called or
+    imported, none patched (``monkeypatch.setattr(module, "_name", ...)``). There is no exception: a seam a test
+    patches (a clock, a file, an epoch) is public, with a docstring that says what it is."""
+    tests = {p.name: p.read_text(encoding="utf-8") for p in sorted(TESTS.glob("*.py"))}
+    reads = private_test_reads(tests, package_parsed())
+    assert not reads, "make these names public, or test through a public one:\n" + "\n".join(reads)
+
+
+PLANTED_PACKAGE = {
+    "vixnb.planted_a": "_CACHE = {}\n\n\ndef _helper():\n    return 1\n\n\nclass Thing:\n"
+                       "    def __init__(self):\n        self._state = 0\n",
+    "vixnb.planted_b": "from . import planted_a\nfrom .planted_a import Thing, _helper\n\n\n"
+                       "def f(thing):\n    return _helper() + planted_a._CACHE.get(1, 0) + thing._state + thing.__dict__\n",
+}
+
+
+def test_the_crossing_check_finds_a_private_name_imported_or_reached_from_another_module():
+    assert private_crossings(_Sources(PLANTED_PACKAGE)) == [
+        "vixnb.planted_b:2 from vixnb.planted_a import _helper", "vixnb.planted_b:6 planted_a._CACHE",
+        "vixnb.planted_b:6 thing._state"]
+
+
+def test_the_test_check_finds_a_private_name_read_called_imported_or_patched():
+    test = ("import importlib\n\nfrom vixnb import planted_a\nfrom vixnb.planted_a import _helper\n"
+            "b = importlib.import_module('vixnb.planted_b')\n\n\n"
+            "def test_it(monkeypatch):\n    monkeypatch.setattr(planted_a, '_helper', lambda: 2)\n"
+            "    monkeypatch.setattr('vixnb.planted_a._CACHE', {})\n    assert b.planted_a.Thing()._state == 0\n"
+            "    for _ in range(2):\n        assert self._own == planted_a.Thing.__name__\n")
+    assert private_test_reads({"test_x.py": test}, _Sources(PLANTED_PACKAGE)) == [
+        "test_x.py:4 from vixnb.planted_a import _helper", "test_x.py:9 monkeypatch.setattr(..., '_helper')",
+        "test_x.py:10 monkeypatch.setattr(..., 'vixnb.planted_a._CACHE')", "test_x.py:11 b.planted_a.Thing()._state"]

@@ -74,7 +74,7 @@ class Job:
 
     @property
     def est_minutes(self):
-        return sum(planning._finite(e.est_gpu_minutes) for e in self.entries)
+        return sum(planning.finite(e.est_gpu_minutes) for e in self.entries)
 
     @property
     def trains(self):
@@ -223,7 +223,7 @@ def _ensemble_ok(entry, mode, fill):
 def lacks_data(job):
     """Whether a training job's dataset has no copy here (the synthetic set is always here)."""
     e = job.entries[0]
-    return job.trains and e.dataset != "synthetic" and not planning._data_here(e.dataset)
+    return job.trains and e.dataset != "synthetic" and not planning.data_here(e.dataset)
 
 
 def cannot_run_here(job, executor):
@@ -282,7 +282,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             t0 = time.time()
             job.outcome = "running"
             try:
-                result = _execute(job, slot, deadline, executor, folder, running)
+                result = execute(job, slot, deadline, executor, folder, running)
                 job.outcome, job.note = result["outcome"], result.get("note", "")
                 settle(job, result)
             except Exception as e:  # noqa: BLE001  (a failed job is reported, the batch goes on)
@@ -322,7 +322,7 @@ _STOPPED = "stopped by a signal; a training run keeps its last epoch's checkpoin
 
 def estimated_seconds(job):
     """The plan's estimate of a whole job, in seconds (every member of an ensemble; inf where unknown)."""
-    return sum(planning._finite(x.est_gpu_minutes) for x in job.entries) * 60
+    return sum(planning.finite(x.est_gpu_minutes) for x in job.entries) * 60
 
 
 def least_seconds(job, pack_limit_mb=None):
@@ -358,7 +358,10 @@ def _gpu_slots(jobs):
     return list(range(torch.cuda.device_count())) or [None]
 
 
-def _execute(job, slot, deadline, executor, folder, running=None):
+def execute(job, slot, deadline, executor, folder, running=None):
+    """Run ``job`` on GPU ``slot`` (None: the CPU) until ``deadline``: inline in this process, else as a local
+    submitit job (its handle kept in ``running`` while it runs); returns its result, a paused outcome where the
+    time budget stopped it."""
     if executor == "inline":
         if job.together:
             return run_job(job.entries, deadline, store=str(_store_root()), download=job.download,

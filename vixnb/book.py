@@ -28,7 +28,7 @@ import nbformat
 import yaml
 
 from . import RELEASE_TAG, REPOSITORY_URL, papers
-from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, _error_outputs, _rel, _say, repo_root,
+from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, error_outputs, relative_path, say, repo_root,
                         run_notebook)
 from .profiles import get_profile, gpu_profile, list_profiles
 from .plan import counts
@@ -222,7 +222,7 @@ def build_book(
             f"not chapters of the book (_toc.yml): {', '.join(extra)}; chapters: {', '.join(chapters)}"
         )
     t0 = time.monotonic()
-    _say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run (plain chapters in profile {profile!r})")
+    say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run (plain chapters in profile {profile!r})")
     def run(name):
         stem, chapter_profile, chapter_parameters = chapter_run(name, profile)
         return run_notebook(
@@ -245,7 +245,7 @@ def build_book(
             "no executed copy for chapter(s) " + ", ".join(missing) + f" in {EXECUTED_DIR}/; run them first"
         )
     for name in chapters:  # copies made earlier (notebooks=[...]) get the same check
-        errors = _error_outputs(root / EXECUTED_DIR / f"{name}.ipynb")
+        errors = error_outputs(root / EXECUTED_DIR / f"{name}.ipynb")
         if errors:
             raise RuntimeError(f"executed copy of {name} holds an error (cell {errors[0][0]}: {errors[0][1]})")
 
@@ -255,7 +255,7 @@ def build_book(
         shutil.rmtree(build_dir)
     cmd = _jupyter_book_cmd() + ["build", str(root), "--builder", "html", "--warningiserror", "--keep-going",
                                  "--toc", str(toc_path)]
-    _say("book: jupyter-book build --warningiserror --keep-going" + (" (clean)" if clean else ""))
+    say("book: jupyter-book build --warningiserror --keep-going" + (" (clean)" if clean else ""))
     t1 = time.monotonic()
     proc = subprocess.Popen(
         cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -274,10 +274,10 @@ def build_book(
         raise RuntimeError(f"jupyter-book build failed (exit {rc}, {len(warnings)} warning/error line(s)):\n  {detail}")
     html = build_dir / "html"
     if not (html / "index.html").is_file():
-        raise RuntimeError(f"jupyter-book exited 0 but {_rel(html / 'index.html')} is missing")
-    _say(
-        f"book: built {_rel(html)} in {time.monotonic() - t1:.1f} s "
-        f"(total {time.monotonic() - t0:.1f} s); open {_rel(html / 'index.html')}"
+        raise RuntimeError(f"jupyter-book exited 0 but {relative_path(html / 'index.html')} is missing")
+    say(
+        f"book: built {relative_path(html)} in {time.monotonic() - t1:.1f} s "
+        f"(total {time.monotonic() - t0:.1f} s); open {relative_path(html / 'index.html')}"
     )
     return html
 

@@ -18,7 +18,7 @@ import contextlib
 
 import torch
 
-from .train import EPOCH_START, STEPS_DONE, _run, training_device
+from .train import EPOCH_START, STEPS_DONE, training_device, training_steps
 
 
 def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
@@ -35,7 +35,7 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
         config = job.pop("config")
         options = {**dict(progress=progress, checkpoint=None, download=False, deadline=None, with_weights=False,
                           init_state=None, init_sha256=None, graphs=graphs), **job}
-        runs.append({"run": _run(config, device=device, interleave=True, concurrent_runs=len(jobs), **options),
+        runs.append({"run": training_steps(config, device=device, interleave=True, concurrent_runs=len(jobs), **options),
                      "stream": torch.cuda.Stream(device) if cuda else None, "rng": None, "done": False})
     outcomes = [None] * len(runs)
     with torch.random.fork_rng(devices=[device] if cuda else []), _closing_on_interrupt(runs):
@@ -87,7 +87,7 @@ def sync_checked(config, *, device=None, graphs=None):
     CPU it trains the run unchecked."""
     device = training_device(config, device)
     cuda = device.type == "cuda"
-    run = _run(config, progress=False, device=device, checkpoint=None, download=False, deadline=None,
+    run = training_steps(config, progress=False, device=device, checkpoint=None, download=False, deadline=None,
                with_weights=False, init_state=None, init_sha256=None, graphs=graphs, interleave=True)
     before, started = torch.cuda.get_sync_debug_mode() if cuda else 0, 0
     with torch.random.fork_rng(devices=[device] if cuda else []):

@@ -125,12 +125,12 @@ def describe_source(name, split="train", *, root=None):
         return "synthetic (embedded, generated from a seed)"
     root = Path(root).expanduser() if root is not None else data_root()
     if name == "tiny-imagenet":
-        return f"tiny-imagenet-200 folder under {_shown(root)}"
+        return f"tiny-imagenet-200 folder under {shown_root(root)}"
     folder = root / name / split
     if folder.is_dir():
         suffixes = sorted({p.suffix.lower() for p in next((d for d in folder.iterdir() if d.is_dir()), folder).iterdir()})
-        return f"{name} image-folder copy ({', '.join(suffixes) or 'empty'}) under {_shown(root)}"
-    return f"{name} torchvision files under {_shown(root)}"
+        return f"{name} image-folder copy ({', '.join(suffixes) or 'empty'}) under {shown_root(root)}"
+    return f"{name} torchvision files under {shown_root(root)}"
 
 
 def source_fingerprint(name, *, root=None):
@@ -144,11 +144,11 @@ def source_fingerprint(name, *, root=None):
     folder = root / ("tiny-imagenet-200" if name == "tiny-imagenet" else name)
     if not folder.is_dir():
         return None
-    return _fingerprint(name, str(folder), folder_times(folder))
+    return fingerprint(name, str(folder), folder_times(folder))
 
 
 @lru_cache(maxsize=16)
-def _fingerprint(name, folder, times):
+def fingerprint(name, folder, times):
     """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``data_files.folder_times``: every folder's
     modification time, so a file added, removed or renamed in a class folder is seen)."""
     folder = Path(folder)
@@ -164,7 +164,7 @@ def _fingerprint(name, folder, times):
     return listing_digest(folder, files)
 
 
-def _shown(root):
+def shown_root(root):
     """$VIXNB_DATA or ~ instead of this machine's absolute path."""
     env = env_text("VIXNB_DATA")
     if env and Path(env).expanduser() == root:
@@ -284,7 +284,7 @@ def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None
                 return torch.from_numpy(array)
         except (OSError, ValueError):
             pass  # a damaged cache is decoded again and rewritten
-    images = _decode_image_files(paths, image_size, desc, allow_resize=allow_resize)
+    images = decode_image_files(paths, image_size, desc, allow_resize=allow_resize)
     if cache is not None:
         try:
             atomic_write(cache, lambda f: np.save(f, images.numpy(), allow_pickle=False), binary=True)
@@ -293,7 +293,9 @@ def _decode_files(paths, image_size, desc, *, allow_resize=False, cache_dir=None
     return images
 
 
-def _decode_image_files(paths, image_size, desc, *, allow_resize=False):
+def decode_image_files(paths, image_size, desc, *, allow_resize=False):
+    """The image files ``paths`` decoded into one (n, 3, image_size, image_size) uint8 tensor (``desc`` labels
+    the progress bar); an image of another size is a ``DataError`` unless ``allow_resize``."""
     images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
     for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
         try:

@@ -208,7 +208,7 @@ def ensemble_step(ensemble, optimizer, *, autocast=nullcontext, layers=None):
 
 
 def _epoch(step, images, labels, *, generators, config, seeds, epoch, augmenters=None):
-    """One pass of every member over the training tensors in its own seeded order (as ``train._train_epoch``
+    """One pass of every member over the training tensors in its own seeded order (as ``train.train_epoch``
     draws it), each member's batch augmented from its own generator (``augmenters``) where the config says;
     returns each member's history entry."""
     t0, bs, every = time.perf_counter(), config["batch_size"], config.get("grad_norm_every")

@@ -21,7 +21,7 @@ def atomic_write(path, write, *, binary=False, size=None):
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from the other users of a store
         with os.fdopen(fd, "wb" if binary else "w") as f:
             write(f)
-            _flush(f)
+            flush(f)
         os.replace(tmp, path)
     except BaseException as e:
         written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
@@ -47,7 +47,8 @@ def check_writable_file(path, option):
                          "folder") from None
 
 
-def _flush(f):
+def flush(f):
+    """Flush the open file ``f`` to the disk (``fsync``)."""
     f.flush()
     os.fsync(f.fileno())
 

@@ -62,11 +62,12 @@ STORED_ONLY = {"compute": "never"}
 REMOVE_IN_SMOKE = "remove-in-smoke"
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
+    """Print a progress message of the book commands (``[vixnb] msg``)."""
     print(f"[vixnb] {msg}", flush=True)
 
 
-def _rel(path: Path) -> str:
+def relative_path(path: Path) -> str:
     """Path relative to the repository (or cwd) for messages; absolute otherwise."""
     path = Path(path).resolve()
     for base in (checkout_root(), Path.cwd()):
@@ -198,7 +199,7 @@ def stamp_head_cells(path: str | os.PathLike) -> bool:
     cells = [c for c in nb.cells if c.get("metadata", {}).get("vixnb") not in ("install", "runtime")]
     at = next((i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
     if at is None:
-        raise ValueError(f"{_rel(path)}: no cell tagged `parameters`; add one (profile, compute) first")
+        raise ValueError(f"{relative_path(path)}: no cell tagged `parameters`; add one (profile, compute) first")
     made = {role: nbformat.v4.new_code_cell(src, id=f"vixnb-{role}",
                                             metadata={"tags": list(HEAD_CELL_TAGS), "vixnb": role})
             for src, role in heads.items()}
@@ -324,7 +325,7 @@ def ensure_kernel() -> str:
 # --------------------------------------------------------------------------
 # Running one notebook
 # --------------------------------------------------------------------------
-def _error_outputs(path: Path) -> list[tuple[int, str]]:
+def error_outputs(path: Path) -> list[tuple[int, str]]:
     """(cell index, 'ename: evalue') for every error output in a notebook."""
     nb = nbformat.read(str(path), as_version=4)
     found = []
@@ -368,14 +369,14 @@ def run_notebook(
 
     if not _has_parameters_cell(src):
         raise ValueError(
-            f"{_rel(src)} has no cell tagged 'parameters'; papermill would ignore every "
+            f"{relative_path(src)} has no cell tagged 'parameters'; papermill would ignore every "
             "parameter (tag the cell that defines `profile = \"smoke\"` with 'parameters')"
         )
     declared = notebook_parameters(src)
     unknown = sorted(set(params) - set(declared))
     if unknown:
         raise ValueError(
-            f"unknown parameter(s) for {_rel(src)}: {', '.join(unknown)}; "
+            f"unknown parameter(s) for {relative_path(src)}: {', '.join(unknown)}; "
             f"declared in its parameters cell: {', '.join(sorted(declared)) or '(none)'}"
         )
     params = coerce_parameters(params, declared)
@@ -396,7 +397,7 @@ def run_notebook(
     kernel = kernel_name or ensure_kernel()
 
     shown = " ".join(f"{k}={v!r}" for k, v in params.items())
-    _say(f"run {_rel(src)} [{shown}] -> {_rel(out)}")
+    say(f"run {relative_path(src)} [{shown}] -> {relative_path(out)}")
     t0 = time.monotonic()
     try:
         papermill.execute_notebook(
@@ -416,26 +417,26 @@ def run_notebook(
         first = (exc.source or "").strip().splitlines()
         os.replace(running, failed)
         raise RuntimeError(
-            f"notebook {_rel(src)} failed in {where}: {exc.ename}: {exc.evalue}\n"
+            f"notebook {relative_path(src)} failed in {where}: {exc.ename}: {exc.evalue}\n"
             f"  cell starts: {first[0] if first else ''}\n"
-            f"  executed copy kept for inspection: {_rel(failed)}"
+            f"  executed copy kept for inspection: {relative_path(failed)}"
         ) from exc
     except BaseException:
         running.unlink(missing_ok=True)
         raise
 
-    errors = _error_outputs(running)
+    errors = error_outputs(running)
     if errors:
         idx, msg = errors[0]
         os.replace(running, failed)
         raise RuntimeError(
-            f"notebook {_rel(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
-            f"  executed copy kept for inspection: {_rel(failed)}"
+            f"notebook {relative_path(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
+            f"  executed copy kept for inspection: {relative_path(failed)}"
         )
     os.replace(running, out)
     failed.unlink(missing_ok=True)
-    _mark_executed_copy(out, profile, stored_only=params.get("compute") == "never")
-    _say(f"done {_rel(src)} in {time.monotonic() - t0:.1f} s")
+    mark_executed_copy(out, profile, stored_only=params.get("compute") == "never")
+    say(f"done {relative_path(src)} in {time.monotonic() - t0:.1f} s")
     return out
 
 
@@ -461,7 +462,7 @@ def display_only(source: str) -> bool:
 ENV_LINE = re.compile(r"^vixnb \S+ on \S+: this machine's device .*\n?", re.M)
 
 
-def _mark_executed_copy(path: Path, profile: str, *, stored_only: bool = False) -> None:
+def mark_executed_copy(path: Path, profile: str, *, stored_only: bool = False) -> None:
     """Make the executed copy say which profile it ran in: in the smoke profile its first heading gets the
     profile's page title (a pipeline check's pages are marked as such; a GPU profile is named once, in the book's
     navigation caption), and papermill's injected-parameters cell

@@ -196,15 +196,15 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
         e.est_gpu_minutes, e.basis = e.estimate(rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
         if not isinstance(e, TrainEntry):
             continue
-        if e.dataset != "synthetic" and not _data_here(e.dataset):
+        if e.dataset != "synthetic" and not data_here(e.dataset):
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
         if machine and e.status in TO_MAKE and (mb := checkpoint_mb(e.config)) > TRAVEL_MB:
             minutes = math.ceil(e.est_gpu_minutes) if e.est_gpu_minutes == e.est_gpu_minutes else "unknown"
             e.basis += f"; needs one window of {minutes} minutes (its {mb:.0f} MiB checkpoint cannot travel back)"
     book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
-    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), _finite(e.est_gpu_minutes),
+    entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), finite(e.est_gpu_minutes),
                                 book_order.get(e.chapter, len(book_order)), e.seed or 0))
-    entries = _after_needs(entries)
+    entries = after_needs(entries)
     if order == "chapters":
         entries = _chapters_cheapest_first(entries)
     for rank, e in enumerate(entries, 1):
@@ -222,19 +222,19 @@ def _chapters_cheapest_first(entries):
     """``entries`` (in the rows order) regrouped by chapter, the chapter with the fewest estimated GPU minutes left
     first, so that a short GPU window completes whole chapters; each chapter's entries keep their order. A
     measurement that reads runs of other chapters (the maps study reads the tables' runs) waits for them
-    (``_after_needs``): a cheap chapter never pulls a costly chapter's runs forward."""
+    (``after_needs``): a cheap chapter never pulls a costly chapter's runs forward."""
     groups = {}
     for e in entries:
         groups.setdefault(e.chapter, []).append(e)
 
     def left(chapter):
-        return sum(_finite(e.est_gpu_minutes) for e in groups[chapter] if e.status in TO_MAKE)
+        return sum(finite(e.est_gpu_minutes) for e in groups[chapter] if e.status in TO_MAKE)
 
     ordered = sorted(groups, key=lambda c: (left(c), list(groups).index(c)))
-    return _after_needs([e for chapter in ordered for e in groups[chapter]])
+    return after_needs([e for chapter in ordered for e in groups[chapter]])
 
 
-def _after_needs(entries):
+def after_needs(entries):
     """``entries`` with each entry that reads trained weights (``needs``: run keys; a measurement, a warm start) moved
     just after the last of those runs where it stood before it; the order otherwise kept."""
     out = list(entries)
@@ -260,11 +260,13 @@ def _shown(path):
     return path if relative.startswith("..") else relative
 
 
-def _finite(x):
+def finite(x):
+    """``x``, or infinity where it is NaN (an estimate that cannot be made sorts last)."""
     return x if x == x else float("inf")
 
 
-def _data_here(dataset):
+def data_here(dataset):
+    """Whether ``dataset``'s files are on this machine (its source fingerprint can be read)."""
     return source_fingerprint(dataset) is not None
 
 

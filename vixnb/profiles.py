@@ -17,13 +17,14 @@ from .validate import Choice, checked
 
 
 @cache
-def _profiles_file():
+def profiles_file():
+    """``profiles.yaml`` as read (every profile's settings)."""
     return yaml.safe_load(resources.files("vixnb").joinpath("profiles.yaml").read_text())
 
 
 def list_profiles():
     """Names of the run profiles (profiles.yaml), sorted."""
-    return sorted(_profiles_file()["profiles"])
+    return sorted(profiles_file()["profiles"])
 
 
 #: the suffix of a profile's dress rehearsal (``rehearsal_profile``): ``budget-rehearsal``
@@ -36,7 +37,7 @@ def get_profile(name):
     if base not in list_profiles():
         raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())} (and each with "
                          f"{REHEARSAL}, its dress rehearsal)")
-    profile = dict(_profiles_file()["profiles"][base], name=name)
+    profile = dict(profiles_file()["profiles"][base], name=name)
     return rehearsal_profile(profile) if base != name else profile
 
 

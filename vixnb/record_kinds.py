@@ -132,7 +132,7 @@ def _make_speed(request, *, profile, **_):
 
 def _kept_weights_read(request, profile):
     """The runs whose kept weights a chapter's record reads: its ``keep_weights`` tables' first seeds."""
-    return [(model, settings, seed, request.dataset) for model, settings, seed in _kept_runs(request, profile).values()]
+    return [(model, settings, seed, request.dataset) for model, settings, seed in kept_runs(request, profile).values()]
 
 
 def _study_weights_read(request, profile):
@@ -140,7 +140,7 @@ def _study_weights_read(request, profile):
     return [study_run(label, profile) for label in study_labels(request.kind.removeprefix("maps-"), profile)]
 
 
-def _kept_runs(request, profile):
+def kept_runs(request, profile):
     """``{row: (model, settings, seed)}``: the runs whose weights the chapter keeps (its ``keep_weights`` tables,
     first seed)."""
     book = papers.book_chapter(request.paper, request.chapter)
@@ -153,7 +153,7 @@ def _of_kept_weights(measure):
     (``analysis.attention_record``, ``analysis.prediction_record``); a record some of whose runs have no weights
     here is a ``PartialRecord``."""
     def make(request, *, profile, train, store, **_):
-        record = measure(_kept_runs(request, profile), dataset=request.dataset, profile=profile, compute=train,
+        record = measure(kept_runs(request, profile), dataset=request.dataset, profile=profile, compute=train,
                          store=store)
         missing = [f"{name} ({run['reason']})" for name, run in record["runs"].items() if run["status"] != "done"]
         if missing:

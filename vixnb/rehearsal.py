@@ -37,7 +37,7 @@ from .profiles import REHEARSAL, get_profile
 from .results import ResultsStore
 from .results.pack import unpack
 from .runspec import Keep
-from .train import _first_phase, _optimizer, autocasts, build_model, training_device
+from .train import first_phase, make_optimizer, autocasts, build_model, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -81,7 +81,7 @@ def rehearsal_jobs(entries):
             chosen.setdefault(e.key, e)
     runs = sorted(chosen.values(), key=lambda e: e.priority)
     jobs = [runner.Job([e]) for e in runs]
-    pair = _ensemble_pair(runnable, chosen)
+    pair = ensemble_pair(runnable, chosen)
     if pair:
         jobs.append(runner.Job(pair))
     for e in records:
@@ -94,7 +94,7 @@ def rehearsal_jobs(entries):
     return jobs, skipped
 
 
-def _ensemble_pair(runnable, chosen):
+def ensemble_pair(runnable, chosen):
     """Two seeds of one configuration that trains exactly as an ensemble, not already rehearsed alone: of the
     configuration with the smallest checkpoint (``plan.checkpoint_mb``: its parameters, counted when the plan was
     built; the rehearsal profile's GPU minutes are all 0 on a CPU, which chose two ViT-B/16 runs at 224 px), since
@@ -176,7 +176,7 @@ def why_nothing(profile, *, budget=None, only=None, chapter=None, order="chapter
     return f"the cheapest job needs {least:.0f} s, more than --budget {budget:.0f}; give a larger --budget"
 
 
-def _selected(entries, names):
+def selected(entries, names):
     """The rehearsal plan's ``entries`` of the models and records ``names``, with the runs whose weights their
     measurements read."""
     keep = {id(e) for e in entries if _name(e) in names}
@@ -201,7 +201,7 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
     with scratch_store() as store:
         entries = planning.build(name, store=store, machine=True, order="rows")
         if names is not None:
-            entries = _selected(entries, names)
+            entries = selected(entries, names)
             if not entries:
                 progress("vixnb batch --rehearse: the batch with these options would start nothing "
                          f"({why_nothing(profile, **selection)}); nothing to rehearse")
@@ -215,7 +215,7 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         running = {}
         try:
             with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
-                result = runner._execute(whole, None, None, executor, folder, running) if executor != "inline" \
+                result = runner.execute(whole, None, None, executor, folder, running) if executor != "inline" \
                     else runner.run_rehearsal(*call[1:], store=str(store.root))
             rows = [tuple(r) for r in result["rows"]]
         except KeyboardInterrupt:
@@ -291,7 +291,7 @@ def gpu_check(jobs, *, limit_s=GPU_CHECK_SECONDS, device=None):
                 torch.manual_seed(0)
                 model, _ = build_model(config)
                 model.to(here).train()
-                optimizer = _optimizer(model, config, _first_phase(config))
+                optimizer = make_optimizer(model, config, first_phase(config))
                 autocast, loss_autocast, scaler = autocasts(config, here)
                 images = torch.randn(8, 3, spec.image_size, spec.image_size, device=here)
                 labels = torch.randint(0, spec.num_classes, (8,), device=here)

@@ -21,7 +21,7 @@ import torch
 
 from . import __version__
 from .results import ResultsStore
-from .data import CIFAR100_CLASSES, CIFAR10_CLASSES, _shown, data_root
+from .data import CIFAR100_CLASSES, CIFAR10_CLASSES, shown_root, data_root
 from .parameters import check_injected
 
 PLACES = ("colab", "kaggle", "local")
@@ -163,7 +163,7 @@ def env(*, environ=None, modules=None, input_root=KAGGLE_INPUT, working=None, ve
                     (root / link).symlink_to(folder, target_is_directory=True)
             reason += f", with the attached {', '.join(attached)} linked in"
     else:
-        data, reason = _shown(data_root()), "vixnb's default; set VIXNB_DATA to change it"
+        data, reason = shown_root(data_root()), "vixnb's default; set VIXNB_DATA to change it"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     runtime = Runtime(where, device, data, reason, torch.__version__, __version__)
     if verbose:

@@ -2,12 +2,11 @@
 checkpointed after each (``train``). Whether a run is read from the store or trained, and what is kept of it, is
 ``vixnb.runs``.
 
-Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no
-DataLoader workers on the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no
-augmentation, the test set evaluated every epoch, the reported number is the best test epoch, and top-1 /
-top-5 are means of per-batch accuracies. Their two quirks are flags in the profile:
-``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the forward stays fp32) and
-``eval_mode=False`` (never switching to eval mode for evaluation).
+Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no DataLoader workers on
+the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no augmentation, the test set evaluated
+every epoch, the reported number is the best test epoch, and top-1 / top-5 are means of per-batch accuracies. Their
+two quirks are flags in the profile: ``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the
+forward stays fp32) and ``eval_mode=False`` (never switching to eval mode for evaluation).
 
 Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
 optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
@@ -51,7 +50,7 @@ from .steps import (TrainStep, check_attention, drain, evaluate, execution, grap
                     portable_state, set_lr, topk_fraction, with_attention)
 
 
-_now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
+now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
 #: the keys of a history entry that are wall-clock times (they differ between otherwise identical runs)
 TIMING_KEYS = ("seconds", "eval_seconds")
 
@@ -110,12 +109,13 @@ def adamw(params, config):
                              weight_decay=config["weight_decay"], fused=params[0].is_cuda)
 
 
-def _first_phase(config):
+def first_phase(config):
     """The optimizer a run starts with: SGD for optimizer ``sgd`` (SGD alone), else AdamW (DualOpT's first phase)."""
     return "sgd" if config["optimizer"] == "sgd" else "adamw"
 
 
-def _optimizer(model, config, phase):
+def make_optimizer(model, config, phase):
+    """The optimizer of a training ``phase``: SGD for the DualOpt switch's ``"sgd"`` phase, else ``adamw``."""
     if phase == "sgd":
         d = config["dualopt"]
         return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
@@ -172,7 +172,7 @@ def splits(config, device, download=False):
     return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
-#: what a run yields while it trains (``_run`` with ``interleave``): at an epoch's start, after each training step,
+#: what a run yields while it trains (``training_steps`` with ``interleave``): at an epoch's start, after each training step,
 #: and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
 EPOCH_START, STEP, STEPS_DONE = "epoch start", "step", "steps done"
 
@@ -223,7 +223,7 @@ def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, c
     return {**entry, "seconds": time.perf_counter() - t0}
 
 
-def _train_epoch(*args, **kwargs):
+def train_epoch(*args, **kwargs):
     """``_epoch_steps`` run to its end: the epoch's history entry."""
     return drain(_epoch_steps(*args, **kwargs))
 
@@ -300,7 +300,7 @@ def out_of_time(deadline, history, last_epoch=None):
     if deadline is None:
         return False
     last = last_epoch if last_epoch is not None else (1.5 * history[-1]["seconds"] if history else 0.0)
-    return _now() + last > deadline
+    return now() + last > deadline
 
 
 def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, with_weights=False,
@@ -326,12 +326,12 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     device = training_device(config, device)
     data = splits(config, device, download)  # before the RNG is forked: a missing data set is named first
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        return drain(_run(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
+        return drain(training_steps(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
                           deadline=deadline, with_weights=with_weights, init_state=init_state, init_sha256=init_sha256,
                           graphs=graphs, data=data, attention=attention, compile=compile))
 
 
-def _run(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
+def training_steps(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
          interleave=False, concurrent_runs=1, data=None, attention=None, compile=None):
     """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
     ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
@@ -346,7 +346,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
     model, facts = build_model(config)
     model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
     switch = dualopt_switch(config)
-    optimizer = _optimizer(model, config, _first_phase(config))
+    optimizer = make_optimizer(model, config, first_phase(config))
     want_graphs = device.type == "cuda" if graphs is None else bool(graphs)
     autocast, loss_autocast, scaler = autocasts(config, device, cache=not want_graphs)
     autocast = with_attention(autocast, attention, model)
@@ -362,7 +362,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
             switch = dualopt_switch(config)
             switch.load_state_dict(state["switch"])
         model.load_state_dict(state["model"])
-        optimizer = _optimizer(model, config, switch.phase if switch else _first_phase(config))
+        optimizer = make_optimizer(model, config, switch.phase if switch else first_phase(config))
         optimizer.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
         shuffle.set_state(state["shuffle"])
@@ -411,13 +411,13 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
             model.load_state_dict(best_state)
             switch = DualOptSwitch(config["dualopt"]["patience"], phase="sgd",
                                    best=max(h["select_top1"] for h in history))
-            optimizer = _optimizer(model, config, "sgd")
+            optimizer = make_optimizer(model, config, "sgd")
             step = make_step(optimizer)
             continue
         if out_of_time(deadline, history, last_epoch):
             raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
                                  f"{sum(limits.values())} (time budget); run it again to resume")
-        epoch_start = _now()
+        epoch_start = now()
         scheduled = set_epoch_lr(optimizer, config, len(history) + 1)
         try:
             epoch = dict(order_generator=shuffle, config=config, augment=stage == "main", autocast=autocast,
@@ -426,7 +426,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
             if interleave:
                 entry = yield from _epoch_steps(forward, optimizer, scaler, train_x, train_y, **epoch)
             else:
-                entry = _train_epoch(forward, optimizer, scaler, train_x, train_y, **epoch)
+                entry = train_epoch(forward, optimizer, scaler, train_x, train_y, **epoch)
             entry.update(scheduled)
             if (shaped := alpha_beta(model)) is not None:
                 entry["alpha_beta"] = shaped
@@ -439,7 +439,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
             saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
             raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
                                       f"{sum(limits.values())}; {saved}") from None
-        entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else _first_phase(config))
+        entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else first_phase(config))
         if not history or top1 >= max(h["select_top1"] for h in history):
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         history.append(entry)
@@ -448,7 +448,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
         action = switch.update(top1) if switch else "continue"
         if action == "switch":
             model.load_state_dict(best_state)
-            optimizer = _optimizer(model, config, "sgd")
+            optimizer = make_optimizer(model, config, "sgd")
             step = make_step(optimizer)
             entry["switched_to_sgd"] = switch.reason
         entry["stop"] = action == "stop"
@@ -460,7 +460,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                 "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
                 "switch": switch.state_dict() if switch else None, "transfer": transferred})
-        last_epoch = _now() - epoch_start
+        last_epoch = now() - epoch_start
     bar.close()
 
     test = None

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..layers import SoftmaxAttention, moore_penrose_pinv
 from ..layers.performer import FastAttention, orthogonal_gaussian
-from .maps import _evaluating, _recorded_inputs, has_attention_map
+from .maps import evaluating, recorded_inputs, has_attention_map
 from ..validate import checked
 
 
@@ -107,8 +107,8 @@ def approximation_errors(model, x, *, features=(16, 32, 64, 110, 256), landmarks
     mixers = [m for m in model.modules() if isinstance(m, SoftmaxAttention)]
     if not mixers:
         raise ValueError(f"{type(model).__name__} has no SoftmaxAttention to compare approximations with")
-    with _evaluating(model):
-        qks = [mixer.qkv(inp)[:2] for mixer, inp in _recorded_inputs(model, x, mixers)]
+    with evaluating(model):
+        qks = [mixer.qkv(inp)[:2] for mixer, inp in recorded_inputs(model, x, mixers)]
     tokens = [q.shape[-2] for q, _ in qks]
     kept = [m for m in landmarks if m <= min(tokens)]
     errors = {"performer": {m: [] for m in features}, "nystrom": {m: [] for m in kept}}

@@ -32,8 +32,8 @@ from torch import nn
 
 from ..data import normalize
 from .map_measures import rounded
-from .maps import _mappers
-from .sanity_checks import _spearman
+from .maps import mappers
+from .sanity_checks import spearman
 from ..validate import checked
 
 METHODS = ("integrated_gradients", "occlusion", "grad_cam")
@@ -74,7 +74,7 @@ class TokensToGrid(nn.Module):
 def _last_mixer(model):
     """The name of ``model``'s last attention mixer (ViX: ``transformer.layers.<last>.0.fn``; the `shaped` paper's:
     ``blocks.<last>.mixer``), or None."""
-    mixers = [name for name, _ in _mappers(model)]
+    mixers = [name for name, _ in mappers(model)]
     return mixers[-1] if mixers else None
 
 
@@ -198,7 +198,7 @@ def rank_agreement(maps):
     (``{method: (b, h, w)}``) of the same image, averaged over the images (ranks by sorting: ties, rare in real
     attributions, broken by position)."""
     names = list(maps)
-    matrix = [[float(_spearman(maps[a].double(), maps[b].double()).mean()) for b in names] for a in names]
+    matrix = [[float(spearman(maps[a].double(), maps[b].double()).mean()) for b in names] for a in names]
     return {"methods": names, "matrix": matrix}
 
 

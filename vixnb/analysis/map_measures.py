@@ -87,7 +87,7 @@ def diagonal_prominence(maps):
     returns, or the dict of ``attention_maps``), the mean over samples and tokens of the attention a token pays to itself, times n: 1 where
     attention is uniform, n where each token attends only to itself, below 1 where tokens avoid themselves.
     Layers must have the same number of heads (their token counts may differ)."""
-    return torch.stack([m.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)) * m.shape[-1] for m in _layers(maps)])
+    return torch.stack([m.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)) * m.shape[-1] for m in layer_maps(maps)])
 
 
 def rounded(t, digits=5):
@@ -95,14 +95,14 @@ def rounded(t, digits=5):
     return np.round(t.detach().to("cpu", torch.float64).numpy(), digits).tolist()
 
 
-def _layers(maps):
+def layer_maps(maps):
     """The per-layer maps of a dict (in its order) or of a sequence."""
     return list(maps.values()) if isinstance(maps, dict) else list(maps)
 
 
 def _trailing(maps):
     """The trailing run of layers with the last layer's token count (the last stage of CvT / PiT / LeViT)."""
-    maps = _layers(maps)
+    maps = layer_maps(maps)
     if not maps:
         raise ValueError("no maps given")
     n = maps[-1].shape[-1]
@@ -121,7 +121,7 @@ def _side(patches):
     return side
 
 
-def _cls_tokens(n, cls_tokens=None):
+def class_token_count(n, cls_tokens=None):
     """How many class tokens lead an n-token sequence: ``cls_tokens`` if given, else 0 when n is a square and
     1 when n - 1 is (the only two layouts of the families)."""
     if cls_tokens is not None:
@@ -167,7 +167,7 @@ def row_entropy(maps):
     absolute values divided by their sum (Linformer's lifted map can be negative, Nystrom's a little; for the
     row-stochastic maps this changes nothing). Layers must have the same number of heads."""
     out = []
-    for m in _layers(maps):
+    for m in layer_maps(maps):
         p = _distribution(m)
         h = -torch.special.xlogy(p, p).sum(dim=-1)
         out.append(h.mean(dim=(0, -1)) / max(math.log(m.shape[-1]), torch.finfo(h.dtype).tiny))
@@ -203,8 +203,8 @@ def attention_distance(maps, *, image_size, cls_tokens=None):
     square, 0 when N is) and each row is then made a distribution (absolute values over their sum, as in
     ``row_entropy``). Layers may differ in N (each gets its own grid); they must have the same heads."""
     out = []
-    for m in _layers(maps):
-        c = _cls_tokens(m.shape[-1], cls_tokens)
+    for m in layer_maps(maps):
+        c = class_token_count(m.shape[-1], cls_tokens)
         side = _side(m.shape[-1] - c)
         dist = _grid_distances(side, image_size, m.device).to(m.dtype)
         p = _distribution(m[..., c:, c:])
@@ -218,7 +218,7 @@ def centre_query(maps, *, cls_tokens=None):
     grid: one query pixel followed through the layers. Only the trailing run of layers that share the last layer's
     N is shown (as in ``rollout``). ``cls_tokens`` as in ``attention_distance``."""
     run = _trailing(maps)
-    c = _cls_tokens(run[-1].shape[-1], cls_tokens)
+    c = class_token_count(run[-1].shape[-1], cls_tokens)
     side = _side(run[-1].shape[-1] - c)
     query = c + (side // 2) * side + side // 2
     rows = [(m.mean(dim=1) if m.dim() == 4 else m)[:, query, c:] for m in run]

@@ -21,7 +21,7 @@ def has_attention_map(module):
     return callable(getattr(type(module), "attention_map", None))
 
 
-def _outermost_mappers(model):
+def outermost_mappers(model):
     """(name, module) of the outermost submodules whose class defines ``attention_map``, in module order (a
     Performer's inner ``FastAttention`` and a ``TokenMixer2d``'s inner mixer are inside their wrapper's map)."""
     named = [(n, m) for n, m in model.named_modules() if m is not model and has_attention_map(m)]
@@ -30,7 +30,7 @@ def _outermost_mappers(model):
 
 
 @contextmanager
-def _evaluating(model):
+def evaluating(model):
     """``model`` in eval mode for the block, its mode restored after (also on an error)."""
     was_training = model.training
     model.eval()
@@ -40,7 +40,7 @@ def _evaluating(model):
         model.train(was_training)
 
 
-def _recorded_inputs(model, images, mixers):
+def recorded_inputs(model, images, mixers):
     """[(mixer, input)]: every call of a module of ``mixers`` in one forward pass of ``model`` on ``images``, in
     call order, each with the input it received (recorded by a forward pre-hook; the caller sets the mode)."""
     calls = []
@@ -67,7 +67,7 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
     ``NotImplementedError``; a model with no mixer gives ``ValueError``.
     """
     if types is None:
-        mixers = [m for _, m in _outermost_mappers(model)]
+        mixers = [m for _, m in outermost_mappers(model)]
         wanted = "type with an attention_map"
     else:
         types = (types,) if isinstance(types, type) else tuple(types)
@@ -75,8 +75,8 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
         wanted = f"type {', '.join(t.__name__ for t in types)}"
     if not mixers:
         raise ValueError(f"{type(model).__name__} has no module of {wanted}")
-    with _evaluating(model):  # the maps too are made in eval mode (LeViT's and CvT's BatchNorms)
-        calls = _recorded_inputs(model, images, mixers)
+    with evaluating(model):  # the maps too are made in eval mode (LeViT's and CvT's BatchNorms)
+        calls = recorded_inputs(model, images, mixers)
         return [getattr(mixer, method, mixer.attention_map)(x) for mixer, x in calls]
 
 
@@ -85,16 +85,16 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
 NO_MAP = "no attention map"  # how a declared map_kind starts where the mixer has none
 
 
-def _mechanism(module):
+def mechanism(module):
     """(class name, ``map_kind``) of the module whose map ``module``'s is: itself, or the first module inside a wrapper
     (a ``TokenMixer2d``'s mixer) that declares ``map_kind``; ``module``'s class name and None where none does."""
     declared = next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
     return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_kind)
 
 
-def _mappers(model):
+def mappers(model):
     """(name, module) of the outermost modules with a map that can be made (those declaring ``NO_MAP`` left out)."""
-    return [(n, m) for n, m in _outermost_mappers(model) if not (_mechanism(m)[1] or "").startswith(NO_MAP)]
+    return [(n, m) for n, m in outermost_mappers(model) if not (mechanism(m)[1] or "").startswith(NO_MAP)]
 
 
 def map_kind(model):
@@ -107,14 +107,14 @@ def map_kind(model):
     try:
         name = (getattr(model, "default_cfg", None) or {}).get("name", name)
         counts, sentences = {}, {}
-        for _, module in _mappers(model):
-            kind, sentence = _mechanism(module)
+        for _, module in mappers(model):
+            kind, sentence = mechanism(module)
             counts[kind] = counts.get(kind, 0) + 1
             sentences.setdefault(kind, sentence or "its own attention_map")
         if counts:
             return f"{name}: " + "; ".join(
                 f"{c} layer{'s' * (c > 1)} of {k} ({sentences[k]})" for k, c in counts.items())
-        missing = [_mechanism(m)[1] for _, m in _outermost_mappers(model)]
+        missing = [mechanism(m)[1] for _, m in outermost_mappers(model)]
         if missing:
             return f"{missing[0]} ({name})"
         how = getattr(model, "mixes_by", "convolutions only")
@@ -132,12 +132,12 @@ def attention_maps(model, x, *, method="attention_map"):
     repeated calls of one module. What each map is: ``map_kind(model)``. A model without a map raises
     ``ValueError`` whose message is ``map_kind``'s sentence. ``method``: the mixer method that makes each map, as in
     ``collect_attention_maps`` (``softmax_map``: shaped attention's learned part alone)."""
-    named = _mappers(model)
+    named = mappers(model)
     if not named:
         raise ValueError(map_kind(model))
     names = {id(m): n for n, m in named}
-    with _evaluating(model):
-        calls = _recorded_inputs(model, x, [m for _, m in named])
+    with evaluating(model):
+        calls = recorded_inputs(model, x, [m for _, m in named])
         out, seen = {}, {}
         for mixer, inp in calls:
             n = names[id(mixer)]

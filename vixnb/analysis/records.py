@@ -283,7 +283,7 @@ def _overrides(profile):
     return dict(get_profile(profile).get("model_overrides") or {})
 
 
-def _trained(label, profile, compute, store):
+def trained(label, profile, compute, store):
     """``(module, result, run)`` of a study run: its trained model (``runs.trained_model``; measuring again never
     trains again) or ``(None, {"status", "reason"}, run)``."""
     model, settings, seed, dataset = study_run(label, profile)
@@ -361,7 +361,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
             if not has_attention(meta):
                 out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
                 continue
-        module, run, _ = _trained(label, profile, compute if train is None else train, store)
+        module, run, _ = trained(label, profile, compute if train is None else train, store)
         if module is None:
             out[label] = {**run, "model": model}
             continue

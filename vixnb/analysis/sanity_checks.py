@@ -5,12 +5,12 @@ from copy import deepcopy
 import torch
 from torch import nn
 
-from .map_measures import _cls_tokens, _layers, rollout
-from .maps import _evaluating, _mappers, attention_maps, has_skip, map_kind
+from .map_measures import class_token_count, layer_maps, rollout
+from .maps import evaluating, mappers, attention_maps, has_skip, map_kind
 from ..validate import checked
 
 
-def _spearman(a, b):
+def spearman(a, b):
     """(B,): Spearman's rank correlation of the rows of two (B, P) tensors (ranks by sorting; ties broken by
     position)."""
     ra, rb = (t.flatten(1).argsort(dim=-1).argsort(dim=-1).to(torch.float64) for t in (a, b))
@@ -65,7 +65,7 @@ def _model_rollout(model, x, method="attention_map"):
     """The rollout of ``model``'s maps on ``x`` (``method``: ``attention_maps``') read out as the model reads: from the
     class token where the last layers' grid has one, else the mean row; residual as ``has_skip``."""
     maps = attention_maps(model, x, method=method)
-    start = "cls" if _cls_tokens(_layers(maps)[-1].shape[-1]) else "mean"
+    start = "cls" if class_token_count(layer_maps(maps)[-1].shape[-1]) else "mean"
     return rollout(maps, start=start, residual=has_skip(model))
 
 
@@ -91,7 +91,7 @@ def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
     whole map's rollout barely moves whatever the weights, and only the learned part can show that it follows them."""
     if layers < 1:
         raise ValueError(f"layers must be at least 1, got {layers}")
-    named = _mappers(model)
+    named = mappers(model)
     if not named:
         raise ValueError(map_kind(model))
     copy = deepcopy(model)
@@ -108,7 +108,7 @@ def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
 
     handles = [m.register_forward_pre_hook(first_call) for m in copy.modules()]
     try:
-        with _evaluating(copy):
+        with evaluating(copy):
             copy(x)
     finally:
         for h in handles:
@@ -122,5 +122,5 @@ def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
         if n and (n in inside or order.get(n, -1) >= start):
             _reinitialise(module, generator)
     before, after = _model_rollout(model, x, method), _model_rollout(copy, x, method)
-    rho = float(_spearman(before, after).mean())
+    rho = float(spearman(before, after).mean())
     return {"rank_correlation": rho, "changed": rho < 0.9}

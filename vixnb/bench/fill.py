@@ -27,7 +27,7 @@ from ..ensemble import Ensemble, can_ensemble, ensemble_step
 from ..measure import as_dtype, local_rng
 from ..models import create_model
 from ..runspec import RunSpec
-from .training import _adamw, _ours_step, _time_steps
+from .training import bench_adamw, ours_step, time_steps
 from ..validate import Whole, checked
 
 APPROACHES = ("one_seed", "ensemble", "compiled", "cuda_graphs")
@@ -38,7 +38,7 @@ def _ensemble_step(models, images, labels, *, bs, dtype):
     """The ensemble's training step as ``train_ensemble`` runs it, on a random batch per member."""
     ensemble = Ensemble(models, randomness="different")  # dropout models too: the speed is the same
     cast = (lambda: torch.autocast(images.device.type, dtype=dtype)) if dtype != torch.float32 else nullcontext
-    step = ensemble_step(ensemble, _adamw(ensemble.params.values(), images.device), autocast=cast)
+    step = ensemble_step(ensemble, bench_adamw(ensemble.params.values(), images.device), autocast=cast)
     k = len(models)
 
     def run():
@@ -51,7 +51,7 @@ def _ensemble_step(models, images, labels, *, bs, dtype):
 def _time_approach(row, approach, make_step, *, images_per_step, device, steps, warmup):
     """Time ``make_step()`` into ``row[<approach>_images_per_s]`` (None and a status on OOM or an error)."""
     try:
-        seconds = _time_steps(make_step(), steps, warmup, device)
+        seconds = time_steps(make_step(), steps, warmup, device)
         row[f"{approach}_images_per_s"] = images_per_step / seconds
     except torch.OutOfMemoryError:
         row[f"{approach}_images_per_s"], row[f"{approach}_status"] = None, "oom"
@@ -62,7 +62,9 @@ def _time_approach(row, approach, make_step, *, images_per_step, device, steps, 
         torch.cuda.empty_cache()
 
 
-def _ratios(row):
+def ratios(row):
+    """Add to a fill ``row``, in place, each approach's speed over one seed's (``<approach>_vs_one_seed``) and
+    its time over separate runs' (``<approach>_time_vs_separate``)."""
     one = row.get("one_seed_images_per_s")
     for approach in APPROACHES:
         speed = row.get(f"{approach}_images_per_s")
@@ -99,7 +101,7 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
                "dtype": str(dt).removeprefix("torch."), "steps": steps, "torch": torch.__version__,
                "can_ensemble": exact, "can_ensemble_reason": reason}
         approaches = {
-            "one_seed": (lambda: _ours_step(create_model(name).to(device), images, labels, bs=bs, dtype=dt), bs),
+            "one_seed": (lambda: ours_step(create_model(name).to(device), images, labels, bs=bs, dtype=dt), bs),
             "ensemble": (lambda: _ensemble_step([create_model(name).to(device) for _ in range(seeds)], images, labels,
                                                 bs=bs, dtype=dt), seeds * bs)}
         if compile:
@@ -111,14 +113,14 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
             with local_rng(device):  # weights and batches from seed 0; the caller's RNG state kept
                 _time_approach(row, approach, make_step, images_per_step=images_per_step, device=device,
                                steps=steps, warmup=warmup)
-        _ratios(row)
+        ratios(row)
         rows.append(row)
     return rows
 
 
 def _compiled_step(name, images, labels, *, bs, dtype, mode):
     model = create_model(name).to(images.device)
-    return _ours_step(model, images, labels, bs=bs, dtype=dtype, forward=torch.compile(model, mode=mode))
+    return ours_step(model, images, labels, bs=bs, dtype=dtype, forward=torch.compile(model, mode=mode))
 
 
 def fill_winner(record, model):

@@ -37,7 +37,7 @@ def _reference_loader(images, labels, batch_size, workers):
                                        drop_last=True, persistent_workers=workers > 0)
 
 
-def _time_steps(step, steps, warmup, device):
+def time_steps(step, steps, warmup, device):
     """Seconds per call of ``step``: ``steps`` calls after ``warmup``, synchronised on a GPU."""
     for _ in range(warmup):
         step()
@@ -51,17 +51,17 @@ def _time_steps(step, steps, warmup, device):
     return (time.perf_counter() - t0) / steps
 
 
-def _adamw(params, device, *, fused=True):
+def bench_adamw(params, device, *, fused=True):
     """The benchmarks' AdamW (lr 1e-3, weight decay 0.01), fused on a GPU unless ``fused=False``."""
     return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, fused=fused and device.type == "cuda")
 
 
-def _ours_step(model, images, labels, *, bs, dtype, forward=None):
+def ours_step(model, images, labels, *, bs, dtype, forward=None):
     """Our engine's training step as timed here: a random batch of the uint8 ``images`` / ``labels`` resident on
     the device, normalised there, ``dtype`` autocast, fused AdamW on a GPU; ``forward`` (default ``model``)
     makes the logits, e.g. ``torch.compile(model)``."""
     forward, device = model if forward is None else forward, images.device
-    opt = _adamw(model.parameters(), device)
+    opt = bench_adamw(model.parameters(), device)
     cast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
 
     def step():
@@ -79,9 +79,9 @@ def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, w
     """Time one path of ``bench_train`` (``"reference"``, or ours in ``path_dt``) into ``row``."""
     model = create_model(name).to(device)
     if path != "reference":
-        step = _ours_step(model, images.to(device), labels.to(device), bs=bs, dtype=path_dt)
+        step = ours_step(model, images.to(device), labels.to(device), bs=bs, dtype=path_dt)
     else:
-        opt = _adamw(model.parameters(), device, fused=False)
+        opt = bench_adamw(model.parameters(), device, fused=False)
         loader = _reference_loader(images, labels, bs, workers)
         batches = iter(())
 
@@ -98,7 +98,7 @@ def _time_path(row, path, path_dt, *, name, images, labels, bs, device, steps, w
             loss.backward()
             opt.step()
     try:
-        seconds = _time_steps(step, steps, warmup, device)
+        seconds = time_steps(step, steps, warmup, device)
         row[f"{path}_images_per_s"] = bs / seconds
     except torch.OutOfMemoryError:
         row[f"{path}_images_per_s"] = None
@@ -170,7 +170,7 @@ def _engine_run(name, overrides, device, dt, bs, *, graphed, seed=0):
     with local_rng(device):
         torch.manual_seed(seed)
         model = create_model(name, **overrides).to(device)
-    opt = _adamw(model.parameters(), device)
+    opt = bench_adamw(model.parameters(), device)
     cast = (lambda: torch.autocast(device.type, dtype=dt, cache_enabled=False)) if dt != torch.float32 else nullcontext
     return model, TrainStep(model, opt, torch.amp.GradScaler(device.type, enabled=False), capacity=1, autocast=cast,
                             loss_autocast=nullcontext, device=device, graphed=graphed)

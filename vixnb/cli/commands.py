@@ -31,7 +31,7 @@ def train(args):
                if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
     keep = {"keep_weights": {True: "store", "local": "local"}[args.keep_weights]} if args.keep_weights else {}
-    settings = _overrides(args.override)
+    settings = parse_overrides(args.override)
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
                          f"--{clash[0].replace('_', '-')} instead")
@@ -77,7 +77,7 @@ def _check_overrides(model, settings):
         check_settings(model, settings, option="--override", build=True)
 
 
-def _overrides(items):
+def parse_overrides(items):
     """``--override KEY=VALUE`` options as {key: value parsed as YAML}."""
     pairs = []
     for item in items or []:
@@ -117,9 +117,9 @@ def measure(args):
     if unknown:
         raise ValueError(f"unknown model(s) {', '.join(unknown)}; valid names: {', '.join(list_models())}")
     for name in args.models:
-        _check_overrides(name, _overrides(args.override))
+        _check_overrides(name, parse_overrides(args.override))
     records = measure_many(args.models, dataset=args.dataset, device=args.device, batch_size=args.batch_size,
-                           dtype=args.dtype, iters=args.iters, **_overrides(args.override))
+                           dtype=args.dtype, iters=args.iters, **parse_overrides(args.override))
     if args.json:
         for rec in records:
             print(json.dumps(rec))

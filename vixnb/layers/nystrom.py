@@ -213,7 +213,7 @@ class NystromAttention(nn.Module):
         if residual:
             self.res_conv = TokenConv(heads, residual_conv_kernel, impl=res_conv_impl)
 
-    def _qkv_landmarks(self, x):
+    def qkv_landmarks(self, x):
         """Pad at the front, project; return q (scaled), k, v (b, h, N, d) and the landmarks (b, h, m, d)."""
         n, m = x.shape[1], self.num_landmarks
         pad = -n % m
@@ -235,7 +235,7 @@ class NystromAttention(nn.Module):
 
     def factors(self, x):
         """(attn1, pinv(attn2), attn3, v) for the front-padded sequence."""
-        q, k, v, q_land, k_land = self._qkv_landmarks(x)
+        q, k, v, q_land, k_land = self.qkv_landmarks(x)
         attn1 = (q @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
         attn3 = (q_land @ k.transpose(-1, -2)).softmax(dim=-1)
@@ -253,13 +253,13 @@ class NystromAttention(nn.Module):
         """(b, h, n, n): softmax(Q K^T / sqrt(d)) of the real tokens' queries (scaled already) and keys, the map
         ``attention_map`` approximates."""
         n = x.shape[1]
-        q, k, *_ = self._qkv_landmarks(x)
+        q, k, *_ = self.qkv_landmarks(x)
         return (q[..., -n:, :] @ k[..., -n:, :].transpose(-1, -2)).softmax(dim=-1)
 
     def forward(self, x):
         n = x.shape[1]
         if self.fused:
-            q, k, v, q_land, k_land = self._qkv_landmarks(x)
+            q, k, v, q_land, k_land = self.qkv_landmarks(x)
             attn2 = (q_land @ k_land.transpose(-1, -2)).softmax(dim=-1)
             attn2_inv = self._pinv(attn2)
             context = F.scaled_dot_product_attention(q_land, k, v, scale=1.0)  # softmax(Lq K^T) V: (b, h, m, d)

@@ -20,8 +20,8 @@ import torch
 from .. import papers
 from ..data import dataset_spec
 
-_MODELS = {}
-_CFGS = {}
+MODELS = {}  # every registered model: {name: its builder function}
+CFGS = {}  # every registered model's {"paper", "label"}
 _CHANGED_DEFAULTS = {}
 
 
@@ -33,8 +33,8 @@ def register_model(fn=None, *, paper, label, changed_defaults=None):
     default changed after runs were stored; a run's key leaves that earlier value out, so a stored config without
     the setting still means it (``settings_in_key``, ``settings_from_key``)."""
     def register(f):
-        _MODELS[f.__name__] = f
-        _CFGS[f.__name__] = {"paper": paper, "label": label}
+        MODELS[f.__name__] = f
+        CFGS[f.__name__] = {"paper": paper, "label": label}
         _CHANGED_DEFAULTS[f.__name__] = dict(changed_defaults or {})
         return f
 
@@ -75,7 +75,7 @@ def architecture_signature(model):
 
 
 def _default_of(name, setting):
-    default = inspect.signature(_MODELS[name]).parameters[setting].default
+    default = inspect.signature(MODELS[name]).parameters[setting].default
     if default is inspect.Parameter.empty:
         raise TypeError(f"model {name!r}: a changed default ({setting!r}) must be a keyword of its function")
     return default
@@ -100,32 +100,32 @@ def settings_from_key(name, keyed):
 
 
 def list_models(pattern="*"):
-    return sorted(n for n in _MODELS if fnmatch.fnmatch(n, pattern))
+    return sorted(n for n in MODELS if fnmatch.fnmatch(n, pattern))
 
 
 def _check(name):
-    if name not in _MODELS:
+    if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(list_models())}")
 
 
 def model_entrypoint(name):
     """The registered function of model ``name`` (as timm names it)."""
     _check(name)
-    return _MODELS[name]
+    return MODELS[name]
 
 
 def model_family(name):
     """The family file model ``name`` is registered in (``"vix"``, ``"levit"``, ...): what its tables and
     figures group it by."""
     _check(name)
-    return _MODELS[name].__module__.rsplit(".", 1)[-1]
+    return MODELS[name].__module__.rsplit(".", 1)[-1]
 
 
 def model_cfg(name):
     """The model's ``default_cfg``: ``name``, ``paper`` key, display ``label``, and the paper protocol's
     ``batch_size`` and ``epochs`` for it (read from the paper file)."""
     _check(name)
-    cfg = dict(_CFGS[name], name=name)
+    cfg = dict(CFGS[name], name=name)
     protocol = papers.protocol(cfg["paper"])
     cfg["batch_size"] = papers.per_model(protocol["batch_size"], name)
     cfg["epochs"] = papers.per_model(protocol["epochs"], name)
@@ -174,7 +174,7 @@ def create_model(name, *, dataset="cifar10", **overrides):
                            f"{spec.num_classes} classes, {spec.channels} channels); choose another dataset= instead")
     check_settings(name, overrides)
     try:
-        model = _MODELS[name](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
+        model = MODELS[name](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
                               **overrides)
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
@@ -198,13 +198,13 @@ def settings_of(name):
     None where that build fails or the class takes any keyword (then nothing is checked before the real build)."""
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
-            model = _MODELS[name](image_size=32, num_classes=10, channels=3)
+            model = MODELS[name](image_size=32, num_classes=10, channels=3)
     except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device is checked when built)
         return None
     parameters = inspect.signature(type(model).__init__).parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
         return None
-    own = [p for p in inspect.signature(_MODELS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    own = [p for p in inspect.signature(MODELS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
     return {p.name: p.default for p in [*parameters, *own]  # the function's own keywords (``kernel=``) too
             if p.name not in ("self", "image_size", "num_classes", "channels") and p.kind is not p.VAR_POSITIONAL}
 
@@ -237,7 +237,7 @@ def check_settings(name, settings, *, option=None, build=False):
     if build:
         try:
             with torch.random.fork_rng(devices=[]), torch.device("meta"):
-                _MODELS[name](image_size=32, num_classes=10, channels=3, **settings)
+                MODELS[name](image_size=32, num_classes=10, channels=3, **settings)
         except TypeError as e:
             if "unexpected keyword argument" not in str(e):
                 raise

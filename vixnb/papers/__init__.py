@@ -37,13 +37,14 @@ DOCUMENTS = {
 }
 
 
-def _file(key):
+def paper_file(key):
+    """The path of paper file ``key`` (``papers/<key>.yaml`` in the package)."""
     return resources.files("vixnb").joinpath("papers", f"{key}.yaml")
 
 
 def list_papers():
     """Keys of the papers that have a paper file, sorted."""
-    return sorted(k for k in DOCUMENTS if _file(k).is_file())
+    return sorted(k for k in DOCUMENTS if paper_file(k).is_file())
 
 
 def parse(key):
@@ -51,7 +52,7 @@ def parse(key):
     ``PaperFileError`` naming the file (and the line and column)."""
     if key not in DOCUMENTS:
         raise PaperFileError(f"unknown paper {key!r}; valid keys: {', '.join(sorted(DOCUMENTS))}")
-    path = _file(key)
+    path = paper_file(key)
     where = f"vixnb/papers/{key}.yaml"
     if not path.is_file():
         raise PaperFileError(f"paper {key!r} has no paper file yet ({where}); add one to give it tables and claims")

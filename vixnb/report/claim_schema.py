@@ -96,7 +96,7 @@ class ClaimError(papers.PaperFileError):
     """A claim of a paper file that cannot be evaluated as written."""
 
 
-class _Missing(Exception):
+class MissingFigures(Exception):
     """Our figures lack what a claim needs (the figures named in ``args[0]``)."""
 
 
@@ -219,7 +219,7 @@ def parse_claim(key, claim):
     elif method not in METHODS:
         _fail(key, claim, f"`method` must be one of {', '.join(METHODS)}, not {method!r}")
     if "printed" in claim:
-        _printed(key, claim)  # checked now: a bad cell is an error of the file, not of the evaluation
+        printed_figure(key, claim)  # checked now: a bad cell is an error of the file, not of the evaluation
     if claim.get("table") is not None:
         table = claim_table(key, claim)
         out["dataset"] = out["dataset"] or table.get("dataset")
@@ -286,7 +286,7 @@ def parse_claim(key, claim):
     return out
 
 
-def _printed(key, claim):
+def printed_figure(key, claim):
     """The paper's printed figure of a claim with ``printed``."""
     spec = claim["printed"]
     if isinstance(spec, dict) and set(spec) == {"path"} and isinstance(spec["path"], list) and spec["path"]:
@@ -322,7 +322,8 @@ def _fraction_text(raw):
     return raw.replace(" ", "") if isinstance(raw, str) else f"{raw:g}"
 
 
-def _unit(claim, value=None):
+def claim_unit(claim, value=None):
+    """The unit a claim's figure is printed with (" %", " points", " point" for a ``value`` of one), or ""."""
     method = claim.get("method")
     if method == "relative_gain":
         return " %"
@@ -338,7 +339,7 @@ def _claimed(claim):
     """The claimed figure as text: "≈ 16 % (± 4)", "ratio < 1/3", "r ≈ 0.85 (± 0.1)"."""
     prefix = {"ratio": "ratio ", "correlation": "r "}.get(claim.get("method"), "")
     raw = claim["raw"]
-    text = f"{prefix}{OPS[claim['op']]} {_fraction_text(raw['value'])}{_unit(claim, claim['value'])}"
+    text = f"{prefix}{OPS[claim['op']]} {_fraction_text(raw['value'])}{claim_unit(claim, claim['value'])}"
     if claim["op"] == "approx":
         text += f" (± {_fraction_text(raw['tolerance'])})"
     return text

@@ -14,7 +14,7 @@ from ..escape import html_text
 from ..models import list_models
 from ..profiles import get_profile
 from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
-                           UNDECIDED, _Missing, _printed, _unit, claim_table, in_sections, paper_claims, parse_claim)
+                           UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections, paper_claims, parse_claim)
 from .metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
 from .tables import label as _model_label
 from .tables import page_table
@@ -49,7 +49,7 @@ def _evaluate(claim, get):
     def value(model, metric):
         try:
             return get(model, metric)
-        except _Missing as e:
+        except MissingFigures as e:
             missing.extend(e.args[0])
             return None
 
@@ -57,7 +57,7 @@ def _evaluate(claim, get):
         xs = [value(m, claim["x"]) for m in claim["models"]]
         ys = [value(m, claim["y"]) for m in claim["models"]]
         if missing:
-            raise _Missing(missing)
+            raise MissingFigures(missing)
         try:
             figure = statistics.correlation(xs, ys)
         except statistics.StatisticsError:  # a constant metric: no correlation
@@ -74,7 +74,7 @@ def _evaluate(claim, get):
             continue
         figures.append(((a, b), rules.pair_figure(claim["method"], va, vb)))
     if missing:
-        raise _Missing(missing)
+        raise MissingFigures(missing)
     if any(math.isnan(f) for _, f in figures):
         pair = next(p for p, f in figures if math.isnan(f))
         return math.nan, False, pair
@@ -109,7 +109,7 @@ def _ours_getter(figures):
     def get(model, metric):
         value = (figures.get(model) or {}).get(metric)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-            raise _Missing([(metric, model)])
+            raise MissingFigures([(metric, model)])
         return float(value)
     return get
 
@@ -174,7 +174,7 @@ def _reading(key, claim, paper_pair, our_pair):
         if claim.get("metric_b"):
             label = f"{label} (a) and {metric_label(claim['metric_b'])} (b)"
         what = {"relative_gain": f"relative gain (a − b) / b of {label}, in %",
-                "point_gain": f"difference a − b of {label}" + _unit(claim).replace(" ", ", in ", 1),
+                "point_gain": f"difference a − b of {label}" + claim_unit(claim).replace(" ", ", in ", 1),
                 "ratio": f"ratio a / b of {label}", "value": label}[method]
         pairs = claim["pair_list"]
         if len(pairs) == 1:
@@ -255,7 +255,7 @@ def protocol_note(key, claim, profile):
     ours = get_profile(profile).get("epochs")
     if ours is None:
         return True, ""
-    models = rules._models(claim) if claim.get("method") else []
+    models = rules.claim_models(claim) if claim.get("method") else []
     facts = {m: rules.Facts(epochs=ours) for m in models}
     fractions = rules.protocol_label(key, models, facts, lambda m: run_label(m, key))
     if not fractions:
@@ -284,7 +284,7 @@ def evaluate(key, claim, ours=None, *, profile=None):
     # (a) the paper's printed numbers
     paper_figure, paper_verdict, paper_pair = None, PAPER_NONE, None
     if "printed" in claim:
-        paper_figure = _printed(key, claim)
+        paper_figure = printed_figure(key, claim)
         paper_verdict = PAPER_YES if _satisfies(claim, paper_figure) else PAPER_NO
     elif claim.get("method") and claim.get("table"):
         paper_figure, holds, paper_pair = _evaluate(claim, _paper_getter(key, claim))
@@ -308,7 +308,7 @@ def evaluate(key, claim, ours=None, *, profile=None):
                 our_verdict, why, seeds = rules.judge(key, claim, our_verdict, get, facts,
                                                       label=lambda m: run_label(m, key),
                                                       seed_spread=claim.get("spread"))
-        except _Missing as e:
+        except MissingFigures as e:
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,

@@ -25,7 +25,7 @@ from .cost import not_yet_run
 from .metrics import METRICS, PER_SEED
 from .provenance import provenance_line
 from .tables import page_table
-from .verdict_rules import _short_device
+from .verdict_rules import short_device
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -56,7 +56,8 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     return results
 
 
-def _mean_std(values):
+def mean_std(values):
+    """The mean and sample standard deviation of ``values`` (0 for one value; (None, None) for none)."""
     if not values:
         return None, None
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
@@ -94,7 +95,7 @@ def summarize_runs(results):
             best = max(done, key=lambda r: r["top1"])
             for metric in ("top1", "top5"):
                 values = [r[metric] for r in done]
-                mean, std = _mean_std(values)
+                mean, std = mean_std(values)
                 row.update({f"{metric} best": best[metric], f"{metric} mean": mean, f"{metric} std": std})
             prov = best["provenance"]
             row.update({"epochs": best["config"]["epochs"], "batch": best["config"]["batch_size"],
@@ -322,7 +323,7 @@ def runs_overview(runs):
         config = results[0]["config"]
         settings[row] = {(k, f"{v}") for k, v in (config.get("model_overrides") or {}).items()}
         rows[row] = {"model": config["model"], "settings": "", "seeds done": f"{len(done)} of {len(results)}",
-                     "epochs": config["epochs"], "device": _short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
+                     "epochs": config["epochs"], "device": short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=["model", "settings", "seeds done", "epochs", "device"])
     if frame.empty:
         return frame, None

@@ -47,7 +47,7 @@ def _counts(link):
             f"behind them ({link('vix_table1', 'ViX Tables 1-2')}, {link('vix_families', 'the families')}).")
 
 
-def _earlier_reading(store, profile="budget"):
+def earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
     the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
     store = store if store is not None else ResultsStore()
@@ -64,7 +64,7 @@ def _earlier_reading(store, profile="budget"):
 def _shaped(frame, link, store=None):
     if frame is None:
         return None
-    dead, made = _earlier_reading(store)
+    dead, made = earlier_reading(store)
     accuracy = frame[frame.index.str.endswith("-accuracy")]
     holding = accuracy[accuracy["our verdict"] == HOLDS]
     if not dead and holding.empty:
@@ -80,7 +80,7 @@ def _shaped(frame, link, store=None):
     return text + f"({link('simplified', 'the simplified chapter')})."
 
 
-def _verdicts(frames, link):
+def verdicts_finding(frames, link):
     counts = {HOLDS: 0, FAILS: 0, NOT_RUN: 0, **{v: 0 for v in NOT_DECIDED}}
     for frame in frames.values():
         for verdict, n in frame["our verdict"].value_counts().items():
@@ -112,7 +112,7 @@ def findings(frames, link, *, store=None):
     and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``claim_figures.ledger``);
     ``link(stem, text)``: a link to the chapter ``stem`` (or plain ``text`` where the book has no such page)."""
     found = [_fused(fused_costs(store=store), link), _counts(link), _shaped(frames.get("shaped"), link, store),
-             _verdicts(frames, link), _paper_side(link)]
+             verdicts_finding(frames, link), _paper_side(link)]
     return "\n".join(f"- {text}" for text in found if text)
 
 

@@ -7,7 +7,7 @@ from ..entries import TrainEntry
 from ..plan import shown_settings, todo, totals
 from ..profiles import get_profile
 from ..runs import run
-from .collect import _mean_std
+from .collect import mean_std
 
 
 def plan_totals_frame(plans):
@@ -54,8 +54,8 @@ def study_frame(paper, study, profile):
         label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
         row = {f"{profile} profile": _mean_sd(got["profile"], len(seeds)), label: _mean_sd(got["study"], len(seeds))}
         if min(len(got["profile"]), len(got["study"])) >= 2:
-            diff = _mean_std(got["study"])[0] - _mean_std(got["profile"])[0]
-            spread = max(_mean_std(got["profile"])[1], _mean_std(got["study"])[1])
+            diff = mean_std(got["study"])[0] - mean_std(got["profile"])[0]
+            spread = max(mean_std(got["profile"])[1], mean_std(got["study"])[1])
             row.update({"Δ top-1": f"{diff:+.2f}", "seed spread": f"{spread:.2f}",
                         "answer": "within the spread" if abs(diff) <= spread else "beyond the spread"})
         else:
@@ -67,5 +67,5 @@ def study_frame(paper, study, profile):
 def _mean_sd(values, asked):
     if not values:
         return f"not yet run ({asked} seeds)"
-    mean, std = _mean_std(values)
+    mean, std = mean_std(values)
     return f"{mean:.2f}" + (f" ± {std:.2f}" if len(values) > 1 else "") + f" ({len(values)} of {asked})"

@@ -135,7 +135,7 @@ def record_facts(provenance, precision="fp32", name="", *, config=None, run=None
                  failed=failed_reason(run, num_classes) if run else "", name=name)
 
 
-def _short_device(device):
+def short_device(device):
     return str(device).replace("NVIDIA ", "").split(" ")[0]
 
 
@@ -144,7 +144,8 @@ def _metrics(claim):
         list(dict.fromkeys([claim["metric"], claim.get("metric_b", claim["metric"])]))
 
 
-def _models(claim):
+def claim_models(claim):
+    """The models a claim names: its ``models``, else those of its ``pair_list`` (in order, once each)."""
     if claim.get("models"):
         return list(claim["models"])
     return list(dict.fromkeys(m for pair in claim.get("pair_list") or [] for m in pair if m is not None))
@@ -186,7 +187,7 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
     or why it decides nothing; ``seeds`` is the fewest seeds behind a figure of the claim (None: no training run).
     ``get(model, metric)``: our figure; ``facts``: ``{model: {origin: Facts}}``; ``label``: a model's name on the
     page."""
-    metrics, models = _metrics(claim), _models(claim)
+    metrics, models = _metrics(claim), claim_models(claim)
     from_runs = [m for m in metrics if METRICS[m].origin == "runs"]
     origin = METRICS[metrics[0]].origin
     involved = {m: facts[m][origin] for m in models if origin in facts.get(m, {})}
@@ -201,12 +202,12 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
         precisions = set().union(*(f.precisions for f in involved.values())) if involved else set()
         if len(devices) > 1 or len(precisions) > 1:
             return DEVICE, ("times from " + " against ".join(
-                f"{label(m)} on {'/'.join(map(_short_device, sorted(f.devices)))} {'/'.join(sorted(f.precisions))}"
+                f"{label(m)} on {'/'.join(map(short_device, sorted(f.devices)))} {'/'.join(sorted(f.precisions))}"
                 for m, f in involved.items())), seeds
         paper_precision = (papers.load(key).get("protocol") or {}).get("precision", "fp32")
         if is_magnitude(claim) and precisions and precisions != {paper_precision}:
             return DEVICE, (f"a time's size is compared only at the paper's precision ({paper_precision}); ours: "
-                            f"{'/'.join(sorted(precisions))} on {'/'.join(map(_short_device, sorted(devices)))}"), seeds
+                            f"{'/'.join(sorted(precisions))} on {'/'.join(map(short_device, sorted(devices)))}"), seeds
     # 2. the protocol: a magnitude of an epoch-dependent figure needs the paper's epochs
     epoch_bound = [m for m in metrics if METRICS[m].kind == "epochs"]
     fractions = protocol_label(key, models, involved, label) if epoch_bound else ""

@@ -86,7 +86,9 @@ def training_policy(compute):
 
 # ----- why a stored training result is stale ------------------------------------------------------------------
 
-def _overrides_json(config):
+def config_overrides_json(config):
+    """A run config's model settings as sorted JSON (the ``overrides_json`` that ``built_today`` and
+    ``source_today`` cache on)."""
     return json.dumps(run_model_settings(config), sort_keys=True)
 
 
@@ -104,7 +106,7 @@ def other_code(stored):
     signature differs from today's model in the same configuration; for a result older than signatures, its
     parameter counts differ."""
     config = stored["config"]
-    signature, counts = built_today(config["model"], config["dataset"], _overrides_json(config))
+    signature, counts = built_today(config["model"], config["dataset"], config_overrides_json(config))
     if "architecture" in stored:
         return None if stored["architecture"] == signature else \
             f"made by other model code (architecture {stored['architecture']}, today {signature})"
@@ -196,7 +198,7 @@ def code_changed(stored, root=None):
     if not recorded:
         return None
     config = stored["config"]
-    today = source_today(config["model"], config["dataset"], _overrides_json(config))
+    today = source_today(config["model"], config["dataset"], config_overrides_json(config))
     if all(recorded.get(part) == today[part] for part in ("model", "engine")):
         return None
     entry = read_ledger(root).get(ledger_key(config))

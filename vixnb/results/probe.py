@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..files import atomic_write
 from ..paths import checkout_root
-from .policy import LEDGER, _overrides_json, code_changed, ledger_key, read_ledger, source_today
+from .policy import LEDGER, config_overrides_json, code_changed, ledger_key, read_ledger, source_today
 from .provenance import now
 from .store import read_json
 
@@ -38,9 +38,9 @@ STEPS = 3
 
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
-#: ``registry``; ``train._optimizer``; ``data.dataset_spec`` and ``data.normalize``), and ``models.settings_from_key``
-#: where the code has it (the settings a key means, ``register_model(changed_defaults=...)``); a rename of one of
-#: them renames it here too
+#: ``registry``; ``train.make_optimizer``, earlier ``train._optimizer``; ``data.dataset_spec`` and
+#: ``data.normalize``), and ``models.settings_from_key`` where the code has it (the settings a key means,
+#: ``register_model(changed_defaults=...)``); a rename of one of them renames it here too
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
@@ -56,6 +56,7 @@ except ImportError:  # code from before any default changed: the key's settings 
         return keyed
 from vixnb import train
 from vixnb.data import dataset_spec, normalize
+make_optimizer = getattr(train, "make_optimizer", None) or getattr(train, "_optimizer")  # its name before issue 40
 
 torch.set_num_threads(1)
 out = []
@@ -65,7 +66,7 @@ for config in json.load(sys.stdin):
             torch.manual_seed(config["seed"])
             settings = settings_from_key(config["model"], config["model_overrides"])
             model = create_model(config["model"], dataset=config["dataset"], **settings).train()
-            optimizer = train._optimizer(model, config, "sgd" if config["optimizer"] == "sgd" else "adamw")
+            optimizer = make_optimizer(model, config, "sgd" if config["optimizer"] == "sgd" else "adamw")
             spec = dataset_spec(config["dataset"])
             fixed = torch.Generator().manual_seed(0)
             images = torch.randint(0, 256, (4, 3, spec.image_size, spec.image_size), generator=fixed, dtype=torch.uint8)
@@ -167,7 +168,7 @@ def probe(store, results, *, head_root=None):
                 why = "" if equal else (f"the behavioural probe differs from {str(commit)[:8]}'s code ({STEPS} CPU "
                                         "fp32 steps on fixed input): today's code makes other numbers")
             entries[ledger_key(config)] = {
-                          "file": p, "code": source_today(config["model"], config["dataset"], _overrides_json(config)),
+                          "file": p, "code": source_today(config["model"], config["dataset"], config_overrides_json(config)),
                           "equal": equal, "why": why, "commit": commit, "probed": now()}
     return entries
 

@@ -112,7 +112,8 @@ ENGINE_MODULES = ("vixnb.train", "vixnb.augment", "vixnb.ensemble", "vixnb.data"
 
 
 @cache
-def _module_source(name):
+def module_source(name):
+    """The source text of module ``name`` (what the source hashes digest)."""
     return inspect.getsource(importlib.import_module(name))
 
 
@@ -137,7 +138,7 @@ def _imports(name):
     module = importlib.import_module(name)
     package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(_module_source(name))):
+    for node in ast.walk(ast.parse(module_source(name))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "vixnb")
         elif isinstance(node, ast.ImportFrom):
@@ -171,7 +172,7 @@ def imported_modules(names):
 def _digest(names):
     digest = hashlib.sha256()
     for name in sorted(set(names)):
-        digest.update(f"{name}\n{_module_source(name)}\n".encode())
+        digest.update(f"{name}\n{module_source(name)}\n".encode())
     return digest.hexdigest()[:12]
 
 
