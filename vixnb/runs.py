@@ -116,6 +116,7 @@ class Pending:
         return {**result, "config": self.config}
 
 
+@checked("seed")
 def pending(model, *, dataset, profile, seed, compute, store, progress, download, deadline, keep_weights, **overrides):
     """What ``run`` decides before training: the result it returns without training (stored, stale, ``not yet
     run``), or a ``Pending`` run to train (a warm start's source trained and loaded first)."""
