@@ -72,3 +72,93 @@ def test_median_memory_ratio_and_conv_gain_from_the_comparison_rows():
     assert synthesis.median_memory_ratio(rows, "Performer") == "0.38"
     assert synthesis.median_memory_ratio(rows, "Linformer") == "not printed"
     assert synthesis.conv_embedding_gain(rows) == ("+1.50", "-0.25")
+
+
+def test_the_maps_grids_put_a_status_where_a_run_is_not_done():
+    from vixnb.report import map_tables
+
+    runs = {"A": _run(rollout=["r0", "r1"], centre_query=[["c0", "c1", "c2"]], layers=[1, 2, 3],
+                      methods={m: {"maps": [f"{m}0", f"{m}1"]} for m in map_tables.ATTRIBUTION_METHODS}),
+            "B": _run("missing")}
+    assert map_tables.rollout_rows(runs, 2) == {"A": ["r0", "r1"], "B": ["missing", "missing"]}
+    assert map_tables.centre_query_rows(runs, ["A", "B"]) == {"A": ["c0", "c1", "c2"], "B": ["missing"] * 3}
+    assert map_tables.centre_query_rows(runs, ["B"]) == {}
+    assert map_tables.attribution_rows(runs, 2) == {
+        "A, image 1": ["integrated_gradients0", "occlusion0", "grad_cam0"],
+        "A, image 2": ["integrated_gradients1", "occlusion1", "grad_cam1"],
+        "B, image 1": ["missing"] * 3, "B, image 2": ["missing"] * 3}
+
+
+def test_map_groups_adds_the_other_mapped_runs_by_their_paper_table():
+    from vixnb.report import map_tables
+
+    study = {"X": {"paper": "vix", "table": "table1"}, "Y": {"paper": "cxv", "table": "table2"},
+             "Z": {"paper": "cxv", "table": "table2"}, "W": {"paper": "vix", "table": "table1"}}
+    kinds = {"X": {"map": "softmax"}, "Y": {"map": "a kernel map"}, "Z": {"map": "no attention map: mixing"},
+             "W": {"map": "softmax"}}
+    groups = {"first": ["X"]}
+    assert map_tables.map_groups(groups, study, kinds) == {"first": ["X"], "vix table1": ["W"], "cxv table2": ["Y"]}
+    assert groups == {"first": ["X"]}
+
+
+def test_per_layer_groups_average_over_heads_and_leave_out_an_unmeasured_group():
+    from vixnb.report import map_tables
+
+    runs = {"A": _run(entropy=[[1.0, 3.0], [2.0, 2.0]]), "B": _run("failed")}
+    assert map_tables.over_heads(runs["A"], "entropy") == [2.0, 2.0] and map_tables.over_heads(runs["B"], "x") == []
+    panels = map_tables.per_layer_groups(runs, {"g": ["A", "B", "C"], "none": ["C"]}, {"entropy": "entropy"})
+    assert panels == {"g": {"entropy": {"A": [2.0, 2.0], "B": []}}}
+
+
+def test_approximation_panels_give_each_layers_error_per_count():
+    from vixnb.report import map_tables
+
+    per = lambda tv, fro: {"per_layer": {"tv": tv, "frobenius": fro}}  # noqa: E731
+    errors = {"layers": 2, "performer": {"8": per([0.5, 0.4], [1.0, 0.9]), "16": per([0.3, 0.2], [0.7, 0.6])},
+              "nystrom": {"4": per([0.1, 0.2], [0.2, 0.3])}}
+    assert map_tables.approximation_panels(errors) == {
+        "row total variation": {"performer (features)": ([8, 16], [[0.5, 0.3], [0.4, 0.2]]),
+                                "nystrom (landmarks)": ([4], [[0.1], [0.2]])},
+        "relative Frobenius error": {"performer (features)": ([8, 16], [[1.0, 0.7], [0.9, 0.6]]),
+                                     "nystrom (landmarks)": ([4], [[0.2], [0.3]])}}
+
+
+def test_randomisation_checks_one_row_per_done_run_with_the_learned_part_where_measured():
+    from vixnb.report import map_tables
+
+    runs = {"A": _run(randomised_layers=2, layers=[0, 1, 2], randomisation={"rank_correlation": 0.25, "changed": True}),
+            "S": _run(randomised_layers=1, layers=[0], randomisation={"rank_correlation": 0.9, "changed": False},
+                      randomisation_learned={"rank_correlation": 0.1, "changed": True}),
+            "N": _run("missing")}
+    frame = map_tables.randomisation_checks(runs)
+    assert list(frame.index) == ["A", "S"]
+    assert frame.loc["S"].to_dict() == {"layers re-drawn": "1 of 1", "rank correlation": 0.9, "changed": "no",
+                                        "rank correlation, βA": 0.1, "changed, βA": "yes"}
+    assert frame.loc["A", ["layers re-drawn", "rank correlation", "changed"]].to_dict() == {
+        "layers re-drawn": "2 of 3", "rank correlation": 0.25, "changed": "yes"}
+
+
+def test_attribution_agreement_curves_and_areas():
+    from vixnb.report import map_tables
+
+    methods = {"integrated_gradients": "IG", "occlusion": "Occlusion"}
+    done = _run(agreement={"methods": ["integrated_gradients", "occlusion"], "matrix": [[1.0, 0.5], [0.5, 1.0]]},
+                methods={"integrated_gradients": {"delta": [-0.5, 0.25], "fractions": [0, 1], "deletion": [1, 0],
+                                                  "deletion_auc": [0.5, 0.25]},
+                         "occlusion": {"fractions": [0, 1], "deletion": [1, 0.5], "deletion_auc": [0.75]}})
+    runs = {"A": done, "B": _run("failed")}
+    agreement = map_tables.attribution_agreement(runs, methods)
+    assert agreement.loc["A", ["IG / Occlusion", "IG error"]].to_dict() == {"IG / Occlusion": 0.5, "IG error": 0.375}
+    assert agreement.at["B", "status"] == "failed"
+    assert map_tables.attribution_curves(runs, "deletion", methods) == {
+        "deletion, IG": {"A": ([0, 1], [1, 0])}, "deletion, Occlusion": {"A": ([0, 1], [1, 0.5])}}
+    assert map_tables.attribution_areas(runs, "deletion", methods).to_dict(orient="index") == {
+        "A": {"IG": "0.375 ± 0.177", "Occlusion": "0.750 ± 0.000"}, "B": {"IG": "failed", "Occlusion": "failed"}}
+
+
+def test_not_measured_names_the_studys_command():
+    from vixnb.report import map_tables
+
+    text = map_tables.not_measured("attention", "budget").data
+    assert text.startswith("**Not yet run.** `vixnb batch --profile budget --only maps-attention-")
+    assert "`vixnb plan --profile budget` gives the GPU time" in text
