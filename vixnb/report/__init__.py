@@ -2,8 +2,8 @@
 the compute policy, figures (accuracy against cost, training curves with seed bands), provenance lines.
 No module here belongs to one chapter: a chapter is a notebook plus its paper file."""
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
-from .compare import (PAPER_COMPARABLE_GPU, cost_changes, labelled_runs, relative_change, results_beside_paper, rows_beside_paper,
-                      runs_overview)
+from .compare import (PAPER_COMPARABLE_GPU, cost_changes, labelled_runs, relative_change, results_beside_paper, row_labels,
+                      rows_beside_paper, runs_overview)
 from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, seed_comparison,
                       predictions, record, records_section, speed, speed_name, speed_table, study_measurement,
                       summarize_runs, table_results)
@@ -30,4 +30,4 @@ __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", 
            "book_plans", "book_totals", "counts_sentence", "gpu_profiles", "missing_line", "missing_runs_frame", "page_counts", "status_counts",
            "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
            "model_color", "palette", "runs_done", "MissingPanel", "claims_overview", "collapsible", "cost_changes", "labelled_runs",
-           "relative_change", "runs_overview", "mean_per_layer", "stale_note"]
+           "relative_change", "runs_overview", "mean_per_layer", "stale_note", "row_labels"]

@@ -8,10 +8,13 @@ import pandas as pd
 import torch
 
 from .. import papers
+from ..analysis.records import panel_images
+from ..data import CIFAR10_CLASSES
 from ..measure.flops import flops, paper_macs
 from ..models import create_model, model_family
 from ..models.counting import count_params
 from ..models.warm_start import transfer
+from .collect import compare_pairs
 from .metrics import seed_statistic
 
 
@@ -150,3 +153,67 @@ def same_model_rows(paper, table, other):
     others = papers.table(paper, other)["rows"]
     return {row: next(p for p, x in others.items() if x["model"] == e["model"])
             for row, e in papers.table(paper, table)["rows"].items()}
+
+
+def transfer_counts(found):
+    """What a transfer report (``transfer``) moved: tensors loaded, new and unused, and the names (last part) of
+    the new ones ("none" where there are none)."""
+    new = sorted({name.rsplit(".", 1)[-1] for name in found.new})
+    return {"loaded": len(found.loaded), "new": len(found.new), "unused": len(found.unused),
+            "new tensors": ", ".join(new) or "none"}
+
+
+def chosen_predictions(predicted, selection="first"):
+    """A predictions record (None stays None) on the panel ``selection`` names: "first", the first test images as
+    measured; "per_class", one test image of each class (the record's ``per_class`` part)."""
+    if predicted is None or selection == "first":
+        return predicted
+    if selection != "per_class":
+        raise ValueError(f"selection={selection!r}: use 'first' or 'per_class'")
+    per_class = predicted["per_class"]
+    return {**predicted, "panel": per_class["panel"], "labels": per_class["labels"],
+            "runs": {n: {**r, "predicted": per_class["predicted"].get(n)} for n, r in predicted["runs"].items()}}
+
+
+def prediction_grid(predicted, labels):
+    """``(rows, columns)`` for ``map_grid``: the panel's test images ("not on this machine" where its dataset is
+    not here), then per done run (labelled by ``labels``) its prediction of each image, ✓ where right, ✗ where
+    wrong; the columns are the true labels (CIFAR-10's class names, "class k" otherwise)."""
+    names = CIFAR10_CLASSES if predicted["dataset"] == "cifar10" else [f"class {k}" for k in range(10)]
+    truth = predicted["labels"]
+    rows = {"test image": panel_images(predicted) or ["not on this machine"] * len(truth)}
+    rows.update({labels[n]: [f"{names[p]} {'✓' if p == t else '✗'}" for p, t in zip(r["predicted"], truth)]
+                 for n, r in predicted["runs"].items() if r["status"] == "done"})
+    return rows, [names[t] for t in truth]
+
+
+def table_compute(paper, table, profile, compute):
+    """The compute policy for ``paper``'s ``table``: ``compute``, but "never" for a table not on CIFAR-10 in the
+    smoke profile (a pipeline check takes the same path on CIFAR-10; the other data sets cannot be had on the
+    machines the book is built on)."""
+    return compute if profile != "smoke" or papers.table(paper, table)["dataset"] == "cifar10" else "never"
+
+
+def printed_change(printed, pairs, column="top1", change="increase_pct"):
+    """Per ``(label, row, other)`` of ``pairs``: the printed ``other`` → ``row`` value and the printed change, as
+    the page writes it ("a → b (c %)", two decimals)."""
+    return [f"{printed.at[b, column]:.2f} → {printed.at[a, column]:.2f} ({printed.at[a, change]:.2f} %)"
+            for _, a, b in pairs]
+
+
+def alone_frame(paper, table, alone, patience, runs):
+    """The method of ``paper``'s ``table`` (DualOpT) against one optimizer alone (table ``alone``, SGD) at the
+    method's budget and to patience (table ``patience``), with the other optimizer alone (AdamW) and the printed
+    values beside: top-1, mean ± std over seeds, from ``runs`` (``{row: training records}`` of the three tables)."""
+    rows = papers.table(paper, table)["rows"]
+    trios = model_trios(paper, table, alone)
+    to_patience = same_model_rows(paper, alone, patience)
+    frame = compare_pairs([(l, d, s) for l, d, s, _ in trios], runs, metrics=("top1",), names=("DualOpT", "SGD alone"))
+    equal = compare_pairs([(l, d, to_patience[s]) for l, d, s, _ in trios], runs, metrics=("top1",),
+                          names=("DualOpT", "SGD to patience"))
+    frame = frame.join(equal.drop(columns="DualOpT").rename(columns={"beyond 2 SE": "beyond 2 SE (to patience)"}))
+    frame.insert(0, "AdamW alone", compare_pairs([(l, a, s) for l, _, s, a in trios], runs, metrics=("top1",),
+                                                 names=("AdamW alone", "SGD alone"))["AdamW alone"])
+    frame.insert(0, "paper: AdamW, DualOpT, SGD alone", [f"{rows[a]['top1']:.2f}, {rows[d]['top1']:.2f}, —"
+                                                         for _, d, _, a in trios])
+    return frame

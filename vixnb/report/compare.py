@@ -179,3 +179,13 @@ def labelled_runs(paper, table, runs):
     (its row name where it has no label), from ``runs`` (``{row: training records}``)."""
     rows = papers.table(paper, table)["rows"]
     return {rows[r].get("label", r): runs[r] for r in rows}
+
+
+def row_labels(paper, tables):
+    """``{row: label}`` of the rows of ``paper``'s ``tables``, each labelled as the first of them that shows it
+    labels it (its row name where it has no label)."""
+    labels = {}
+    for name in tables:
+        for row, entry in papers.table(paper, name)["rows"].items():
+            labels.setdefault(row, entry.get("label", row))
+    return labels
