@@ -1,4 +1,6 @@
 """The arithmetic the pages show, moved out of the notebooks into ``vixnb/report``: exact values on small inputs."""
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
@@ -264,8 +266,6 @@ def test_the_predictions_grid_marks_each_prediction_and_the_per_class_panel_repl
 
 
 def test_transfer_counts_name_the_new_tensors():
-    from types import SimpleNamespace
-
     from vixnb.report import chapter_tables as ct
 
     found = SimpleNamespace(loaded=["a.w", "b.w"], new=["blocks.0.attn.proj", "blocks.1.attn.proj", "x.gate"],
@@ -296,3 +296,21 @@ def test_alone_frame_sets_the_method_against_one_optimizer_alone_at_its_budget_a
         "paper: AdamW, DualOpT, SGD alone": "78.00, 80.00, —", "AdamW alone": "cnv_adamw", "DualOpT": "cnv",
         "SGD alone": "cnv_sgd", "beyond 2 SE": "cnv>cnv_sgd", "SGD to patience": "cnv_sgd_p",
         "beyond 2 SE (to patience)": "cnv>cnv_sgd_p"}
+
+
+def test_transfer_preview_builds_both_models_on_the_meta_device_as_the_profile_shrinks_them(monkeypatch):
+    import torch
+
+    from vixnb.report import chapter_tables as ct
+
+    built = []
+
+    def create(name, dataset, **settings):
+        built.append((name, dataset, settings, torch.empty(1).device.type))
+        return SimpleNamespace(state_dict=lambda: {"from": name})
+    monkeypatch.setattr(ct.papers, "row_run", lambda paper, table, row: ("vil", {"init_from": "vit_scratch", "lr": 1}))
+    monkeypatch.setattr(ct, "create_model", create)
+    monkeypatch.setattr(ct, "transfer", lambda state, target: (state, target))
+    state, _ = ct.transfer_preview("linattn", "test", "vil_checkpoint", {"depth": 2})
+    assert state == {"from": "vit_b16_224"}
+    assert built == [("vit_b16_224", "cifar10", {"depth": 2}, "meta"), ("vil", "cifar10", {"lr": 1, "depth": 2}, "meta")]
