@@ -546,13 +546,6 @@ def test_which_profile_decides_which_claim():
         "a magnitude is judged only at the paper's epochs (Vanilla (exp1_vanilla) 10 of 50 epochs)"
 
 
-def test_the_blogs_attention_map_claim_is_listed_with_the_proxy_that_would_decide_it():
-    row = C.claims("shaped", {}).loc["shaped-fig8-localised-maps"]
-    assert row["our verdict"] == "not testable here" and "attention-map record" in row["why no verdict"]
-    claim = next(c for c in papers.claims("shaped") if c["id"] == "shaped-fig8-localised-maps")
-    assert "entropy of the class token's attention" in claim["reading"] and "exp3_simplified" in claim["reading"]
-
-
 def test_the_ledger_summary_counts_each_papers_verdicts_and_its_tables_fold():
     import pandas as pd
 

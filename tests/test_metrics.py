@@ -4,6 +4,7 @@ import math
 
 from vixnb import papers, report
 from vixnb.report import metrics as M
+from vixnb.record_kinds import KINDS
 from vixnb.report.metrics import RUN_STATISTICS
 
 # two hand-made training records (seeds) of one configuration; the second has no stage, phase or transfer
@@ -46,11 +47,13 @@ def test_each_metric_says_what_decides_it_and_where_it_comes_from():
         assert metric.kind in (M.MODEL, M.STEP, M.EPOCHS), key
         from_runs = metric.origin == "runs"
         assert from_runs == (metric.per_seed is not None) == (metric.over_seeds is not None), key
-        assert (metric.column is not None) == (metric.origin in ("counted", "gpu_memory", "efficiency")), key
+        assert (metric.column is not None) == (metric.origin == "counted" or metric.origin in KINDS), key
     assert M.MODEL_METRICS == ("params", "size_mb", "gflops")
     assert set(M.STEP_METRICS) == {"gpu_gb", "gpu_gb_fused", "train_gb", "train_gb_fused", "epoch_s",
                                    "grad_norm_first_last", "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb",
-                                   "test_s"}
+                                   "test_s", "latency_ms"}
+    # a measure of trained weights depends on the epochs they were trained
+    assert M.METRICS["class_token_entropy"].kind == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
     assert M.metric_label("top1") == "top-1" and M.metric_label("macs_g") == "macs_g"
     assert M.metric_unit("epoch_s") == "s" and M.metric_unit("macs_g") == ""
 

@@ -302,8 +302,9 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
     nbformat.write(nb, str(path))
     _mark_executed_copy(path, "budget")
     nb = nbformat.read(str(path), as_version=4)
+    # a cell that binds a name keeps its code behind a toggle; one that only displays (progress()) shows no code
     assert [c.metadata.get("tags") for c in nb.cells] == [["parameters"], ["hide-input"], ["remove-input"],
-                                                         ["hide-input"]]
+                                                         ["remove-input"]]
     assert [dict(o["data"]) for o in nb.cells[3].outputs] == [{"text/html": "<b>5</b>"}]  # the bar alone is gone
     assert "widgets" not in nb.metadata
 
@@ -350,3 +351,28 @@ def test_chapters_side_by_side_share_the_cores_and_leave_the_environment_as_it_w
     seen.clear()
     bookmod.build_book("smoke", book_root=root, jobs=1)
     assert seen == [None, None]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_only_the_parameters_cell_shows_code_and_display_cells_show_no_toggle(path, tmp_path):
+    """A page shows the code of its ``parameters`` cell alone: a page that only reads the store (``compute =
+    "never"``: the results, synthesis, ledger, plan and provenance pages) tags every other code cell
+    ``remove-input`` in its source; on a chapter, a cell that only displays gets ``remove-input`` when the book is
+    built, and one that computes keeps its code behind a toggle (``hide-input``)."""
+    from vixnb.notebooks import _mark_executed_copy, display_only
+
+    nb = nbformat.read(str(path), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    [parameters] = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    if 'compute = "never"' in parameters.source:
+        bare = [c.source.split("\n")[0] for c in code if c is not parameters
+                and "remove-input" not in c.metadata.get("tags", [])]
+        assert not bare, f"{path.name}: code cells without remove-input: {bare}"
+    copy = tmp_path / path.name
+    nbformat.write(nb, str(copy))
+    _mark_executed_copy(copy, "budget", stored_only=True)
+    for cell in nbformat.read(str(copy), as_version=4).cells:
+        tags = set(cell.metadata.get("tags", [])) if cell.cell_type == "code" else {"markdown"}
+        assert tags & {"parameters", "remove-input", "hide-input", "remove-cell", "markdown"}, cell.source[:60]
+        assert not (display_only(cell.source) and "hide-input" in tags), f"{path.name}: {cell.source[:60]}"

@@ -36,16 +36,6 @@ def test_cost_changes_puts_ours_beside_the_blog_and_changes_the_second_row_again
         ("epoch time, Δ %", "ours"): None, ("epoch time, Δ %", "blog"): -20.0}
 
 
-def test_runs_overview_counts_the_seeds_done_and_names_the_first_done_device():
-    config = {"model": "vit", "model_overrides": {"width": 96, "depth": 8}, "epochs": 3}
-    runs = {"a": [_run("failed", config=config), _run(config=config, provenance={"device": "H100"})],
-            "b": [_run("missing", config={**config, "model_overrides": {}})]}
-    frame = compare.runs_overview(runs, missing="not yet run")
-    assert frame.to_dict(orient="index") == {
-        "a": {"model": "vit", "settings": "width 96, depth 8", "seeds done": "1 of 2", "epochs": 3, "device": "H100"},
-        "b": {"model": "vit", "settings": "", "seeds done": "0 of 1", "epochs": 3, "device": "not yet run"}}
-
-
 def test_labelled_runs_labels_each_row_as_its_table_does(monkeypatch):
     monkeypatch.setattr(compare.papers, "table", lambda paper, name: {"rows": {"r1": {"label": "one"}, "r2": {}}})
     assert compare.labelled_runs("p", "t", {"r1": [1], "r2": [2], "r3": [3]}) == {"one": [1], "r2": [2]}

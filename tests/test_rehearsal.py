@@ -106,3 +106,27 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
     pit = train("pit")
     rehearsal_plan = [train("vit"), pit, record(MeasureEntry, "maps", needs={pit.key}), train("vip")]
     assert [e.name for e in rehearsal._selected(rehearsal_plan, {"vit", "maps"})] == ["vit", "pit", "maps"]
+
+
+def test_the_rehearsal_ensembles_two_seeds_of_the_configuration_with_the_smallest_checkpoint(monkeypatch):
+    from types import SimpleNamespace
+
+    from vixnb import rehearsal
+
+    def run(model, seed, key, **settings):
+        return SimpleNamespace(model=model, dataset="cifar10", seed=seed, key=key, settings=settings,
+                               config={"model": model})
+
+    # in plan order the B/16 pair comes first; the rehearsal profile's GPU minutes say nothing (all 0 on a CPU)
+    big = [run("vit_b16_224", 0, "b0"), run("vit_b16_224", 1, "b1")]
+    small = [run("vit", 0, "s0", depth=2), run("vit", 1, "s1", depth=2)]
+    alone, rehearsed = run("fnet", 0, "f0"), [run("pit", 0, "p0"), run("pit", 1, "p1")]
+    sizes = {"vit_b16_224": 1300.0, "vit": 20.0, "fnet": 1.0, "pit": 2.0}
+    monkeypatch.setattr(rehearsal.planning, "checkpoint_mb", lambda config, members=1: sizes[config["model"]])
+    monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (True, ""))
+    runnable = [*big, alone, *small, *rehearsed]
+    # fnet has one seed only; pit's seed 0 is rehearsed alone already
+    assert rehearsal._ensemble_pair(runnable, chosen={"p0": rehearsed[0]}) == small
+    monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (config["model"] == "vit_b16_224", "why"))
+    assert rehearsal._ensemble_pair(runnable, chosen={}) == big
+    assert rehearsal._ensemble_pair([alone], chosen={}) is None

@@ -238,3 +238,25 @@ def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_
     committed = ResultsStore(repo_root() / "results")  # the committed store: 9 runs, kept as they were made
     dead, made = findings._earlier_reading(committed)
     assert made == 9 and 0 < dead <= made
+
+
+def test_the_runs_overview_says_once_what_every_run_shares():
+    """The chapter's "The training runs" table was 706 px wide in a 676 px column: what every row shares (settings,
+    epochs, a device, the models' common prefix) is said once, in the caption."""
+    from vixnb.report import runs_overview
+
+    def rec(model, status="done", device="H100", **overrides):
+        return {"status": status, "provenance": {"device": device},
+                "config": {"model": model, "epochs": 10, "model_overrides": {"heads": 4, "patch": 4, **overrides}}}
+
+    runs = {"exp1_vanilla": [rec("vit_small_vanilla", depth=8), rec("vit_small_vanilla", "failed", depth=8)],
+            "exp1_simplified": [rec("vit_small_simplified", depth=8, block="parallel")],
+            "exp3_simplified": [rec("vit_small_simplified", device="NVIDIA H200", depth=12, block="parallel")]}
+    frame, caption = runs_overview(runs)
+    assert caption == "Every run: models vit_small_simplified, vit_small_vanilla; heads 4, patch 4; 10 epochs."
+    assert list(frame.columns) == ["model", "settings", "seeds done", "device"]
+    assert frame.loc["exp1_vanilla"].tolist() == ["vanilla", "depth 8", "1 of 2", "H100"]
+    assert frame.loc["exp3_simplified"].tolist() == ["simplified", "block parallel, depth 12", "1 of 1", "H200"]
+    one, caption = runs_overview({"a": [rec("vit_small_vanilla")], "b": [rec("vit_small_vanilla", "failed")]})
+    assert caption == "Every run: heads 4, patch 4; model vit_small_vanilla; 10 epochs." and "model" not in one
+    assert one["settings"].tolist() == ["—", "—"] and one["device"].tolist() == ["H100", "not yet run"]

@@ -147,3 +147,20 @@ def test_the_results_page_links_each_claim_to_its_row_on_its_chapter():
     for cid in frame.index:
         assert f'<a href="vix_table1.html#claim-{cid}">vix_table1</a>' in page
     assert "claim id" not in page and ">vix<" not in page  # the page drops the id and the document columns
+
+
+def test_the_intros_verdict_finding_gives_the_rules_own_reasons():
+    import pandas as pd
+
+    from vixnb.report import findings
+
+    verdicts = [C.HOLDS, C.FAILS, V.ONE_SEED, V.ONE_SEED, V.FAILED, C.NOT_RUN, C.NOT_TESTABLE]
+    text = findings._verdicts({"vix": pd.DataFrame({"our verdict": verdicts})}, lambda stem, text: text)
+    head, *reasons = text.split("\n")
+    assert head.startswith("**Our verdicts so far:** of 6 claims testable here, 1 hold and 1 do not on our runs, "
+                           "1 are not yet run, and 3 have figures that decide nothing")
+    # one text: the ledger's reasons (verdict_rules.WHY_NOT_DECIDED), nested under the finding, with their counts
+    assert reasons == [f"  - 1 *{V.FAILED}*: {V.WHY_NOT_DECIDED[V.FAILED]}",
+                       f"  - 2 *{V.ONE_SEED}*: {V.WHY_NOT_DECIDED[V.ONE_SEED]}"]
+    decided = findings._verdicts({"vix": pd.DataFrame({"our verdict": [C.HOLDS]})}, lambda stem, text: text)
+    assert decided.endswith("0 have figures that decide nothing (the results page, the claims ledger).") and "\n" not in decided

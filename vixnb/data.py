@@ -6,6 +6,7 @@ on the CPU. The training engine moves the whole tensors to the device and calls 
 import errno
 import hashlib
 import numbers
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -310,14 +311,19 @@ def _decode_image_files(paths, image_size, desc, *, allow_resize=False):
     return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
 
 
-def _interleaved_files(folders_by_label):
-    """``{label: folder}`` -> (paths, labels): each folder's images sorted by name, interleaved across
-    labels (rank 0 of every label in label order, then rank 1, ...)."""
-    entries = [(rank, label, path)
+def _interleaved_files(folders_by_label, size=None):
+    """``{label: folder}`` -> (paths, labels) of the first ``size`` images (all with None): each folder's images
+    sorted by name, interleaved across labels (rank 0 of every label in label order, then rank 1, ...). The folders
+    are listed by name and a path made only for the images taken (a run of two images of CIFAR-10 no longer builds
+    60,000 paths)."""
+    entries = [(rank, label, name)
                for label, folder in folders_by_label.items()
-               for rank, path in enumerate(sorted(p for p in folder.iterdir() if is_image(p)))]
+               for rank, name in enumerate(sorted(n for n in os.listdir(folder) if is_image(n)))]
     entries.sort(key=lambda entry: entry[:2])
-    return [path for _, _, path in entries], [label for _, label, _ in entries]
+    if size is not None:
+        del entries[size:]
+    return ([Path(folders_by_label[label]) / name for _, label, name in entries],
+            [label for _, label, _ in entries])
 
 
 def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=None, allow_resize=False):
@@ -332,15 +338,15 @@ def _load_image_folder(split_dir, class_names, image_size, size, *, per_class=No
     if missing:
         raise DataError(f"{split_dir}: class folder(s) {', '.join(missing)} missing ({len(class_names)} expected); "
                         "restore them from the data set's archive")
-    paths, labels = _interleaved_files({index[d.name]: d for d in folders})
+    paths, labels = _interleaved_files({index[d.name]: d for d in folders}, size)
     if per_class is not None:
         counts = {c: 0 for c in class_names}
         for label in labels:
             counts[class_names[label]] += 1
         _check_counts(split_dir, counts, per_class)
-    images = _decode_files(paths[:size], image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize,
+    images = _decode_files(paths, image_size, desc=f"decoding {split_dir}", allow_resize=allow_resize,
                            cache_dir=split_dir.parent.parent / DECODED_DIR)
-    return images, torch.tensor(labels[:size], dtype=torch.int64)
+    return images, torch.tensor(labels, dtype=torch.int64)
 
 
 def _check_counts(split_dir, counts, per_class):

@@ -50,6 +50,7 @@ the members' data-order and augmentation generator states, ``history`` the list 
 A result's ``seconds`` and GPU memory are those of the whole ensemble.
 """
 import copy
+import json
 import math
 import time
 from contextlib import ExitStack, nullcontext
@@ -64,7 +65,7 @@ from .augment import augment_generator, flip_rotate
 from .data import normalize
 from .layers import ShapedAttention
 from .layers.blocks import DropPath
-from .models import create_model, settings_from_key
+from .models import meta_model, settings_from_key
 from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
 from .results.policy import stale_reason
 from .runs import warm_start_source, weights_too_large
@@ -112,8 +113,8 @@ def can_ensemble(config, *, exact=True):
     for bad, reason in refused:
         if bad:
             return False, reason
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):  # the structure only: no weights, no RNG draws
-        model = create_model(config["model"], dataset=config["dataset"], **settings_from_key(config["model"], config["model_overrides"]))
+    model = meta_model(config["model"], config["dataset"],  # the structure only: no weights, no RNG draws
+                       json.dumps(settings_from_key(config["model"], config["model_overrides"]), sort_keys=True))
     dropout = _active_dropout(model)
     if exact and dropout:
         where = f"p={dropout[0][1]} in {len(dropout)} modules, e.g. {dropout[0][0]}"

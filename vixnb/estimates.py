@@ -28,12 +28,11 @@ import sys
 from functools import cache
 from pathlib import Path
 
-import torch
 
 from .data import dataset_spec
 from .files import atomic_write
 from .measure.flops import flops
-from .models import architecture_signature, create_model, model_cfg
+from .models import architecture_signature, meta_model, model_cfg
 from .profiles import gpu_profile, run_model_settings
 from .results.provenance import made_alone
 from .results.store import default_root
@@ -84,8 +83,7 @@ def training_gflop(model, dataset, overrides_json="{}"):
     provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
     model's architecture signature and the counting code's hash: another architecture or counting rule is
     another key, never a stale count."""
-    with torch.random.fork_rng(), torch.device("meta"):  # shapes only: no weights drawn or copied
-        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    built = meta_model(model, dataset, overrides_json)  # shapes only: no weights drawn or copied
     signature = architecture_signature(built)
     rule = hashlib.sha256(inspect.getsource(sys.modules[flops.__module__]).encode()).hexdigest()[:12]
     key = f"{model}|{dataset}|{overrides_json}|{signature}|{rule}"

@@ -1,17 +1,14 @@
 """Run the study's notebooks with papermill (``vixnb.book`` builds the Jupyter Book from them).
 
-Papermill is the only executor: Jupyter Book is configured with
-``execute_notebooks: off`` and renders the copies papermill writes to
-``book/executed/<stem>.ipynb`` (run in the book's profile) and
-``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with
-``compute="never"``: rendered from the results store, nothing trained or
-measured).  This module adds the checks papermill itself does not make:
+Papermill is the only executor: Jupyter Book is configured with ``execute_notebooks: off`` and renders the copies
+papermill writes to ``book/executed/<stem>.ipynb`` (run in the book's profile) and
+``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with ``compute="never"``: rendered from the
+results store, nothing trained or measured).  This module adds the checks papermill itself does not make:
 
-* a notebook must have a cell tagged ``parameters`` and every parameter passed
-  in must be declared there (papermill only warns about unknown names);
-* a failing cell, or any error output left in the executed notebook, is an
-  error naming the notebook and the cell (the executed copy is kept so it can
-  be inspected);
+* a notebook must have a cell tagged ``parameters`` and every parameter passed in must be declared there (papermill
+  only warns about unknown names);
+* a failing cell, or any error output left in the executed notebook, is an error naming the notebook and the cell
+  (the executed copy is kept so it can be inspected);
 * the kernel runs the same Python interpreter as the caller;
 
 The command line is ``vixnb run`` / ``vixnb book`` (``vixnb.cli``).
@@ -48,9 +45,8 @@ __all__ = [
     "run_notebook",
 ]
 
-#: Kernel spec name used when papermill runs a notebook (falls back to a
-#: dedicated spec installed into ``sys.prefix`` if ``python3`` would not run
-#: ``sys.executable``; see :func:`ensure_kernel`).
+#: Kernel spec name used when papermill runs a notebook (falls back to a dedicated spec installed into
+#: ``sys.prefix`` if ``python3`` would not run ``sys.executable``; see :func:`ensure_kernel`).
 DEFAULT_KERNEL = "python3"
 FALLBACK_KERNEL = "vixnb-python"
 
@@ -86,11 +82,8 @@ def _rel(path: Path) -> str:
 # Repository layout
 # --------------------------------------------------------------------------
 def repo_root() -> Path:
-    """The checkout holding ``_toc.yml`` (found from this package's location).
-
-    Works for an editable install or when running from the checkout.  A
-    regular (non-editable) install has no notebooks or book next to it.
-    """
+    """The checkout holding ``_toc.yml`` (found from this package's location): an editable install or the
+    checkout itself; a regular (non-editable) install has no notebooks or book next to it."""
     root = checkout_root()
     if root is None:
         raise RuntimeError(
@@ -141,12 +134,9 @@ def _has_parameters_cell(path: Path) -> bool:
 
 
 def notebook_parameters(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """Parameters declared in the notebook's ``parameters`` cell.
-
-    Returns ``{name: {"name", "inferred_type_name", "default", "help"}}`` as
-    :func:`papermill.inspect_notebook` does (``default`` is the source text).
-    Empty when the notebook has no ``parameters`` cell.
-    """
+    """Parameters declared in the notebook's ``parameters`` cell: ``{name: {"name", "inferred_type_name",
+    "default", "help"}}`` as :func:`papermill.inspect_notebook` gives them (``default`` is the source text); empty
+    when the notebook has no ``parameters`` cell."""
     path = Path(path)
     try:
         return papermill.inspect_notebook(str(path))
@@ -459,6 +449,14 @@ def _without_widgets(output):
     return output
 
 
+def display_only(source: str) -> bool:
+    """Whether a code cell only displays: every statement an expression (a call, a table), no name bound."""
+    try:
+        return bool(source.strip()) and all(isinstance(s, ast.Expr) for s in ast.parse(source).body)
+    except SyntaxError:  # a magic or a shell line: not plain Python
+        return False
+
+
 #: the first words of ``Runtime.line`` (``vixnb.env``): where a notebook runs, which a page read from the store omits
 ENV_LINE = re.compile(r"^vixnb \S+ on \S+: this machine's device .*\n?", re.M)
 
@@ -469,8 +467,9 @@ def _mark_executed_copy(path: Path, profile: str, *, stored_only: bool = False) 
     navigation caption), and papermill's injected-parameters cell
     is tagged ``remove-cell`` (the page's banner says which profile ran), as is, in the smoke profile, every
     cell tagged ``REMOVE_IN_SMOKE`` (stored GPU results, shown once: on the GPU results page). Every other code
-    cell but the ``parameters`` cell is tagged ``hide-input`` (the page shows its output and a toggle for its
-    code), and widget outputs (a progress bar's) are dropped: the page keeps their text form, if any.
+    cell but the ``parameters`` cell is tagged ``remove-input`` where it only displays (``display_only``: the page
+    shows its output alone), else ``hide-input`` (its output and a toggle for its code), and widget outputs (a
+    progress bar's) are dropped: the page keeps their text form, if any.
     ``stored_only`` (a page rendered from the store): the line of ``vixnb.env`` about the machine that rendered it
     is dropped; the page names the devices that made its results (``Runtime.resolve``)."""
     nb = nbformat.read(path, as_version=4)
@@ -482,7 +481,7 @@ def _mark_executed_copy(path: Path, profile: str, *, stored_only: bool = False) 
         if hidden and "remove-cell" not in tags:
             cell.metadata["tags"] = tags = [*tags, "remove-cell"]
         if cell.cell_type == "code" and not {"parameters", "remove-cell", "remove-input", "hide-input"} & set(tags):
-            cell.metadata["tags"] = [*tags, "hide-input"]
+            cell.metadata["tags"] = [*tags, "remove-input" if display_only(cell.source) else "hide-input"]
         if cell.cell_type == "code":
             cell.outputs = [_without_widgets(out) for out in cell.get("outputs", [])
                             if not (out.get("data") and set(out["data"]) <= {WIDGET_MIME, "text/plain"}

@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from . import measure, papers
-from .analysis import attention_record, prediction_record, record_stale
+from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
@@ -56,11 +56,13 @@ class Request:
 class ClaimMetric(NamedTuple):
     """A figure the claims ledger reads from a kind's record: its label in the ledger, the unit of a difference of
     it, where our figure comes from, and the ``column`` of a model's values (``RecordKind.per_model``) holding it.
-    A measured figure is a step's (``report.metrics``: a run of any length decides it)."""
+    ``kind`` (``report.metrics``): a step's ("step", the default: a run of any length decides it), or a figure of
+    trained weights that depends on how many epochs were trained ("epochs": judged as the runs' epochs allow)."""
     label: str
     unit: str
     source: str
     column: str
+    kind: str = "step"
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,9 @@ class RecordKind:
     (``runs_read(request, profile) -> [(model, settings, seed, dataset)]``; None: it reads none), its page table
     (``show(record) -> DataFrame``; None: its pages draw it otherwise), and what the claims ledger reads of it
     (``metrics``: ``{metric: ClaimMetric}``, from ``per_model(record, dataset, models) -> ({model: (values, provenance,
-    precision)}, records shown)``; default: a record ``{"rows": {model: values}, "provenance"}``)."""
+    precision)}, records shown)``; default: a record ``{"rows": {model: values}, "provenance"}``; a measurement of
+    trained weights adds a fourth item, the config of the training run it measured: the ledger reads that run's
+    epochs and whether it failed)."""
     record_name: Callable
     make: Callable | None = None
     group: str = "measure"
@@ -184,6 +188,24 @@ def _efficiency_per_model(record, dataset, models):
     return found, [{"provenance": r["provenance"]} for r in used]
 
 
+#: the column of the class token's attention entropy in the ledger's reading of an attention-map record
+_ENTROPY_COLUMN = "class token entropy (nats)"
+
+
+def _attention_per_model(record, dataset, models):
+    """The ledger's reading of an attention-map record (``analysis.attention_record``): each measured run's entropy
+    of the class token's attention over the patches (``analysis.class_token_entropy``), mean over the panel's images
+    and the layers, with the config of the training run whose weights it measured. Only a record measured on
+    ``dataset`` itself is read: never the smoke profile's, made on its synthetic images."""
+    if record.get("dataset") != dataset or (record.get("provenance") or {}).get("profile") == "smoke":
+        return {}, []
+    found = {name: ({_ENTROPY_COLUMN: float(class_token_entropy(run["class_token"]).mean())}, record.get("provenance"),
+                    "fp32", run.get("config"))
+             for name, run in (record.get("runs") or {}).items()
+             if name in models and run.get("status") == "done" and run.get("class_token")}
+    return found, [record] if found else []
+
+
 def _rows_per_model(record, dataset, models):
     """The ledger's reading of a record ``{"rows": {model: values}, "provenance"}`` (of one dataset, fp32 unless its
     provenance says otherwise)."""
@@ -253,6 +275,12 @@ KINDS = {
                         description="training memory and step time, inference images/s"),
     "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _of_kept_weights(attention_record),
                                  minutes=5, stale=record_stale, runs_read=_kept_weights_read,
+                                 metrics={"class_token_entropy": ClaimMetric(
+                                     "class token's attention entropy", "nats", "the entropy of the class token's "
+                                     "attention over the patches, per layer, mean over the panel's images and the "
+                                     "layers, of the stored attention-map record of the chapter's kept weights",
+                                     _ENTROPY_COLUMN, kind="epochs")},
+                                 per_model=_attention_per_model,
                                  description="attention maps and diagonal prominence of kept weights"),
     # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.keep_where)
     "predictions": RecordKind(lambda r: f"{r.paper}-predictions-{r.dataset}", _of_kept_weights(prediction_record),

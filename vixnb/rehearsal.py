@@ -96,16 +96,17 @@ def rehearsal_jobs(entries):
 
 def _ensemble_pair(runnable, chosen):
     """Two seeds of one configuration that trains exactly as an ensemble, not already rehearsed alone: of the
-    cheapest such configuration (GPU minutes), since the ensemble's code path is one for every model."""
+    configuration with the smallest checkpoint (``plan.checkpoint_mb``: its parameters, counted when the plan was
+    built; the rehearsal profile's GPU minutes are all 0 on a CPU, which chose two ViT-B/16 runs at 224 px), since
+    the ensemble's code path is one for every model."""
     by_config = {}
-    for e in sorted(runnable, key=lambda e: planning._finite(e.est_gpu_minutes)):
+    for e in runnable:
         if e.key in chosen or not can_ensemble(e.config)[0]:
             continue
         ident = (e.model, e.dataset, tuple(sorted((k, str(v)) for k, v in e.settings.items())))
         by_config.setdefault(ident, []).append(e)
-        if len(by_config[ident]) == 2:
-            return by_config[ident]
-    return None
+    pairs = [members[:2] for members in by_config.values() if len(members) >= 2]
+    return min(pairs, key=lambda pair: planning.checkpoint_mb(pair[0].config), default=None)
 
 
 #: a rehearsal's store goes to memory (/dev/shm) where this much is free there: its checkpoints are rewritten every

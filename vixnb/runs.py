@@ -7,13 +7,14 @@ float16 beside the result in the store (committed with it; at most ``WEIGHTS_LIM
 training: ``weights_too_large``); ``"local"``, in the profile's ``.weights-local/`` folder on this machine only
 (never committed nor packed, no cap: a warm start's large source).
 """
+import json
 import sys
 from dataclasses import dataclass
 
 import torch
 
 from . import papers
-from .models import create_model, model_cfg
+from .models import meta_model, model_cfg
 from .profiles import run_model_settings
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
@@ -28,8 +29,7 @@ WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) ma
 def weights_bytes(config):
     """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
     they are), from a build on the meta device (no memory, no random numbers)."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        model = create_model(config["model"], dataset=config["dataset"], **run_model_settings(config))
+    model = meta_model(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
     return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
 
 

@@ -381,7 +381,7 @@ def _run(config, *, progress, device, checkpoint, download, deadline, with_weigh
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)
     forward = torch.compile(model) if compiled else model  # shares parameters and modes with model
-    graphed_phases, fallbacks, made = set(), [], []
+    graphed_phases, made = set(), []
 
     def make_step(optimizer):
         blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None,

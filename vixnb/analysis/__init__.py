@@ -3,7 +3,7 @@
 - ``maps``: attention maps of any model, collected by mixer type (``attention_maps``), and what each mechanism's map
   is (``map_kind``, from the ``map_kind`` every mixer declares).
 - ``map_measures``: attention rollout and the measures of maps (row entropy, diagonal prominence, attention
-  distance).
+  distance, the class token's entropy over the patches).
 - ``approximations``: the exact softmax map of a mixer's queries and keys, the Performer's and Nystromformer's maps
   from given ones, and their distance to it.
 - ``sanity_checks``: the model-randomisation check of a map.
@@ -14,8 +14,8 @@
 from .approximations import approximation_errors, exact_softmax_map, map_distance, nystrom_map, performer_map
 from .attribution import (TokensToGrid, attribute, attribution_measures, deletion_insertion, gradcam_layer,
                           rank_agreement)
-from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_map, diagonal_prominence,
-                           rollout, row_entropy)
+from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_entropy, class_token_map,
+                           diagonal_prominence, rollout, row_entropy)
 from .maps import attention_maps, collect_attention_maps, has_attention_map, has_skip, map_kind
 from .records import (attention_record, model_maps, panel, panel_images, prediction_record, record_stale, study_runs, study, study_map_kinds, study_record,
                       study_record_name, study_settings)
@@ -23,7 +23,8 @@ from .sanity_checks import randomisation_check
 
 __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insertion", "gradcam_layer", "rank_agreement",
            "approximation_errors", "attention_distance", "attention_maps", "attention_record",
-           "attention_rollout", "centre_query", "class_token_map", "collect_attention_maps", "diagonal_prominence",
+           "attention_rollout", "centre_query", "class_token_entropy", "class_token_map", "collect_attention_maps",
+           "diagonal_prominence",
            "exact_softmax_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_maps",
            "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale", "rollout", "row_entropy",
            "study", "study_map_kinds", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

@@ -6,7 +6,9 @@
   patch grid (the class token's row, or the mean row), ``class_token_map`` does so for one map.
 - Measures, (layers, heads) each: ``row_entropy``, ``diagonal_prominence`` (how much each token attends to
   itself: the `shaped` paper's Fig. 11 question), ``attention_distance`` (pixels); ``centre_query`` shows one
-  query patch through the layers. ``rounded``: a tensor as a stored record keeps it.
+  query patch through the layers. ``class_token_entropy``, per layer: how spread the class token's attention over
+  the patches is (the `shaped` paper's Fig. 8 question, localised or chaotic). ``rounded``: a tensor as a stored
+  record keeps it.
 """
 import math
 
@@ -171,6 +173,19 @@ def row_entropy(maps):
         out.append(h.mean(dim=(0, -1)) / max(math.log(m.shape[-1]), torch.finfo(h.dtype).tiny))
     return torch.stack(out)
 
+
+
+def class_token_entropy(class_token):
+    """(layers,): the entropy in nats of the class token's attention over the patches, per layer, mean over the
+    images. ``class_token`` is (images, layers, patches): the class token's row of each layer's map without its own
+    column, heads averaged (what ``records.model_maps`` stores), each row first made a distribution (absolute values
+    over their sum, as in ``row_entropy``). 0 where the class token attends to one patch, log n where it spreads
+    evenly over n patches: the lower, the more localised its attention."""
+    a = torch.as_tensor(class_token, dtype=torch.float64)
+    if a.dim() != 3 or not a.numel():
+        raise ValueError(f"class_token must be (images, layers, patches), got shape {tuple(a.shape)}")
+    p = _distribution(a)
+    return -torch.special.xlogy(p, p).sum(dim=-1).mean(dim=0)
 
 def _grid_distances(side, image_size, device=None):
     """(side^2, side^2): Euclidean distances in pixels between the centres of the patches of a side x side grid

@@ -17,6 +17,7 @@ of the book's panel, one image of each class (``per_class``).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from functools import cache
@@ -27,7 +28,7 @@ import yaml
 
 from .. import layers, papers
 from ..data import DatasetNotFoundError, load_split, normalize
-from ..models import create_model
+from ..models import meta_model
 from ..profiles import get_profile, small_sizes, table_runs
 from ..results import provenance
 from ..results.policy import training_policy, weights_changed
@@ -210,12 +211,6 @@ def study_run(label, profile):
                      f"{spec['table']!r} of vixnb/papers/{spec['paper']}.yaml does not have")
 
 
-def _meta_model(model, dataset, settings):
-    """The model built on the meta device (no memory, the caller's RNG untouched): enough to see its mixers."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        return create_model(model, dataset=dataset, **settings)
-
-
 def _weights_over_cap(model, settings, seed, dataset, profile):
     """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
     return weights_too_large(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).config)
@@ -230,7 +225,7 @@ def study_kept_rows(key, table, profile):
         if (spec["paper"], spec["table"]) != (key, table):
             continue
         model, settings, seed, dataset = study_run(label, profile)
-        mapped = has_attention(_meta_model(model, dataset, {**_overrides(profile), **settings}))
+        mapped = has_attention(meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True)))
         if (mapped or label in s["attribution"]) and not _weights_over_cap(model, settings, seed, dataset, profile):
             rows.add(spec["row"])
     return rows
@@ -242,7 +237,7 @@ def study_map_kinds(profile):
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
-        kind = map_kind(_meta_model(model, dataset, {**_overrides(profile), **settings}))
+        kind = map_kind(meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True)))
         out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
                       "map": kind.removeprefix(f"{model}: ")}
     return out
@@ -362,7 +357,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     for label in study_labels(kind, profile):
         model, settings, _, dataset = study_run(label, profile)
         if kind == "attention":
-            meta = _meta_model(model, dataset, {**_overrides(profile), **settings})
+            meta = meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
             if not has_attention(meta):
                 out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
                 continue

@@ -11,8 +11,9 @@ registry through ``vixnb.models`` (or ``vixnb.create_model``). This module impor
 import fnmatch
 import hashlib
 import inspect
+import json
 import numbers
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import torch
 
@@ -150,6 +151,15 @@ class InputSize:
                              f"{self.shape[0]} channels ({self.dataset}), got {h}x{w} with {c}; resize the images to "
                              f"{self.shape[1]}x{self.shape[2]} (--allow-resize) or build the model for their data set "
                              "(create_model(name, dataset=...))")
+
+
+@cache
+def meta_model(name, dataset="cifar10", settings_json="{}"):
+    """Model ``name`` as ``create_model`` builds it for ``dataset`` with the model settings ``settings_json`` (JSON),
+    on the meta device: shapes only, no memory, no random numbers drawn (the caller's generators untouched). Built
+    once per process and shared by the plan's counts (parameters, weights' bytes, FLOPs): read it, never change it."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return create_model(name, dataset=dataset, **json.loads(settings_json))
 
 
 def create_model(name, *, dataset="cifar10", **overrides):

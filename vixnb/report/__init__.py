@@ -3,8 +3,8 @@ the compute policy, figures (accuracy against cost, training curves with seed ba
 No module here belongs to one chapter: a chapter is a notebook plus its paper file."""
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
 from .compare import (PAPER_COMPARABLE_GPU, cost_changes, labelled_runs, relative_change, results_beside_paper, row_labels,
-                      rows_beside_paper, runs_overview)
-from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, seed_comparison,
+                      rows_beside_paper)
+from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, runs_overview, seed_comparison,
                       predictions, record, records_section, speed, speed_name, speed_table, study_measurement,
                       summarize_runs, table_results)
 from .claim_figures import claim_list, claims_overview, claims_section, collapsible, ledger, ours_from_store
@@ -29,5 +29,5 @@ __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", 
            "record", "records_section", "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
            "book_plans", "book_totals", "counts_sentence", "gpu_profiles", "missing_line", "missing_runs_frame", "page_counts", "status_counts",
            "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
-           "model_color", "palette", "runs_done", "MissingPanel", "claims_overview", "collapsible", "cost_changes", "labelled_runs",
-           "relative_change", "runs_overview", "mean_per_layer", "stale_note", "row_labels"]
+           "model_color", "palette", "runs_done", "runs_overview", "MissingPanel", "claims_overview", "collapsible", "cost_changes",
+           "labelled_runs", "relative_change", "mean_per_layer", "stale_note", "row_labels"]

@@ -112,7 +112,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     the figures each record kind declares (``RecordKind.metrics``) from its stored records on the dataset, those of
     the paper the models belong to first (``record_kinds.stored_figures``: the GPU-memory measurements at the paper's
     GPU batch, whose "GPU GB reserved, authors (fp32)" column is ``gpu_gb``, the paper-comparable figure; the
-    efficiency measurement for times and GFLOPs); and GFLOPs counted from the model definition (``count_flops``;
+    efficiency measurement for times and GFLOPs; the attention-map record of kept weights, with the training run it
+    measured); and GFLOPs counted from the model definition (``count_flops``;
     only where a stored measurement gives them a partner metric). Measurements are only
     read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
     ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``).
@@ -166,8 +167,11 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             for record in used:
                 keep(record)
             measured |= bool(found)
-            for model, (values, provenance, precision) in found.items():
-                facts[model][name] = rules.record_facts(provenance, precision, name=model)
+            for model, (values, provenance, precision, *trained) in found.items():
+                config = trained[0] if trained else None  # the training run whose weights it measured
+                facts[model][name] = rules.record_facts(
+                    provenance, precision, name=model, config=config, run=store.get(config) if config else None,
+                    num_classes=dataset_spec(dataset).num_classes)
                 figures[model].update({metric: _number_or_none(values.get(m.column)) for metric, m in kind.metrics.items()})
         if "gflops" in metrics and count_flops and measured:
             for model in models:

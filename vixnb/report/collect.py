@@ -1,6 +1,7 @@
 """Training runs for a page: collect them under the compute policy and summarise them per model."""
 from __future__ import annotations
 
+import os
 import statistics
 
 import pandas as pd
@@ -24,6 +25,7 @@ from .cost import not_yet_run
 from .metrics import METRICS, PER_SEED
 from .provenance import provenance_line
 from .tables import page_table
+from .verdict_rules import _short_device
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -306,3 +308,36 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
             "last training accuracy (%)": round(statistics.fmean(train_acc(r) for r in stuck), 2),
             "gradients all zero from epoch": ", ".join(str(e) for e in dead if e is not None) or "—"}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def runs_overview(runs):
+    """``(frame, caption)``: the training runs behind a page, for ``page_table``, one row per entry of ``runs``
+    (``{row: [records]}``): model, settings, seeds done of those asked, epochs and device. What every row shares
+    (a model, settings, the epochs, a device) is said once in ``caption`` instead of in every row, models that
+    share a prefix ("vit_small_") are shown without it and a device by its short name ("H100"; the provenance line
+    names it in full): the table fits the text column."""
+    rows, settings = {}, {}
+    for row, results in runs.items():
+        done = [r for r in results if r.get("status") == "done"]
+        config = results[0]["config"]
+        settings[row] = {(k, f"{v}") for k, v in (config.get("model_overrides") or {}).items()}
+        rows[row] = {"model": config["model"], "settings": "", "seeds done": f"{len(done)} of {len(results)}",
+                     "epochs": config["epochs"], "device": _short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=["model", "settings", "seeds done", "epochs", "device"])
+    if frame.empty:
+        return frame, None
+    shared = set.intersection(*settings.values())
+    frame["settings"] = [", ".join(f"{k} {v}" for k, v in sorted(settings[row] - shared)) or "—" for row in frame.index]
+    said = []
+    models = sorted(set(frame["model"]))
+    prefix = os.path.commonprefix(models).rpartition("_")[0] + "_" if len(models) > 1 else ""
+    if len(models) > 1 and len(prefix) > 1:
+        said.append("models " + ", ".join(models))
+        frame["model"] = frame["model"].str[len(prefix):]
+    said += [", ".join(f"{k} {v}" for k, v in sorted(shared))] if shared else []
+    for column, name in (("model", "model {}"), ("epochs", "{} epochs"), ("device", "device {}")):
+        values = set(frame[column])
+        if len(frame) > 1 and len(values) == 1:
+            said.append(name.format(values.pop()))
+            frame = frame.drop(columns=column)
+    return frame, ("Every run: " + "; ".join(said) + ".") if said else None

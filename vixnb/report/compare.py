@@ -160,20 +160,6 @@ def cost_changes(paper, tables, runs, labels):
     return pd.DataFrame.from_dict(counts, orient="index"), pd.DataFrame.from_dict(changes, orient="index")
 
 
-def runs_overview(runs, *, missing="—"):
-    """One row per configuration of ``runs`` (``{row: training records, one per seed}``): its model, its model
-    settings, the seeds done of all, its epochs and the device of its first done seed (``missing`` where none)."""
-    overview = {}
-    for row, results in runs.items():
-        done = [r for r in results if r["status"] == "done"]
-        config = results[0]["config"]
-        overview[row] = {"model": config["model"],
-                         "settings": ", ".join(f"{k} {v}" for k, v in config["model_overrides"].items()),
-                         "seeds done": f"{len(done)} of {len(results)}", "epochs": config["epochs"],
-                         "device": done[0]["provenance"]["device"] if done else missing}
-    return pd.DataFrame.from_dict(overview, orient="index")
-
-
 def labelled_runs(paper, table, runs):
     """``{label: training records}`` of the rows of ``paper``'s ``table``, each labelled as that table labels it
     (its row name where it has no label), from ``runs`` (``{row: training records}``)."""

@@ -19,7 +19,7 @@ from .claim_verdicts import claim_anchor, claims, verdict_text
 from .dashboard import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
 from .tables import page_table
-from .verdict_rules import NOT_DECIDED
+from .verdict_rules import NOT_DECIDED, why_not_decided
 
 
 def _fused(costs, link):
@@ -81,20 +81,19 @@ def _shaped(frame, link, store=None):
 
 
 def _verdicts(frames, link):
-    counts = {HOLDS: 0, FAILS: 0, "not decided": 0, NOT_RUN: 0}
+    counts = {HOLDS: 0, FAILS: 0, NOT_RUN: 0, **{v: 0 for v in NOT_DECIDED}}
     for frame in frames.values():
         for verdict, n in frame["our verdict"].value_counts().items():
-            if verdict in (HOLDS, FAILS, NOT_RUN):
+            if verdict in counts:
                 counts[verdict] += int(n)
-            elif verdict in NOT_DECIDED:
-                counts["not decided"] += int(n)
+    undecided = sum(counts[v] for v in NOT_DECIDED)
     total = sum(len(f) for f in frames.values())
     testable = total - sum(int((f["our verdict"] == NOT_TESTABLE).sum()) for f in frames.values())
-    return (f"**Our verdicts so far:** of {testable} claims testable here, {counts[HOLDS]} hold and {counts[FAILS]} do "
-            f"not on our runs; {counts['not decided']} have figures that decide nothing (a failed run, a magnitude "
-            f"from fewer epochs than the paper's, one seed inside the noise, times from different devices), and "
-            f"{counts[NOT_RUN]} are not yet run ({link('results', 'the results page')}, "
-            f"{link('claims', 'the claims ledger')}).")
+    text = (f"**Our verdicts so far:** of {testable} claims testable here, {counts[HOLDS]} hold and {counts[FAILS]} do "
+            f"not on our runs, {counts[NOT_RUN]} are not yet run, and {undecided} have figures that decide nothing "
+            f"({link('results', 'the results page')}, {link('claims', 'the claims ledger')})")
+    # why each decides nothing: the rules' own words (verdict_rules.WHY_NOT_DECIDED), as the ledger prints them
+    return text + (":\n" + why_not_decided(counts=counts, indent="  ") if undecided else ".")
 
 
 def _paper_side(link):

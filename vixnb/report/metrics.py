@@ -183,8 +183,9 @@ METRICS = {
                             per_seed=_transfer_top1, over_seeds="mean"),
 }
 
-# a measured figure: what a record kind declares the ledger reads of its record (``RecordKind.metrics``)
-METRICS |= {key: Metric(m.label, m.unit, m.source, STEP, name, column=m.column)
+# a measured figure: what a record kind declares the ledger reads of its record (``RecordKind.metrics``), a step's
+# unless the kind says it depends on the epochs trained (a measure of trained weights)
+METRICS |= {key: Metric(m.label, m.unit, m.source, m.kind, name, column=m.column)
             for name, kind in KINDS.items() for key, m in kind.metrics.items() if key not in METRICS}
 
 

@@ -2,7 +2,8 @@
 to every verdict of ours, so the ledger, the chapter pages, the results page and the synthesis agree.
 
 1. A run that ended at chance (last training accuracy and test top-1 within ``CHANCE_MARGIN`` points of 100 / classes)
-   or whose gradients were all zero decides nothing: "not decided: run failed", naming the run.
+   or whose gradients were all zero decides nothing, nor does a measurement of its trained weights: "not decided:
+   run failed", naming the run.
 2. A magnitude ("about 16 %", "at least twice") of a figure that depends on the number of epochs is judged only
    under the paper's protocol; a sign or an ordering (a gain against 0, a ratio against 1) may be judged under a
    shorter one, and the verdict gives each side's real fraction ("FNet 10 of 100 epochs, ViT 10 of 40").
@@ -62,9 +63,12 @@ WHY_NOT_DECIDED = {
 }
 
 
-def why_not_decided(verdicts=NOT_DECIDED):
-    """Markdown, one line per verdict of ``verdicts`` (of ``NOT_DECIDED``): "- *not decided: one seed*: why"."""
-    return "\n".join(f"- *{v}*: {WHY_NOT_DECIDED[v]}" for v in verdicts)
+def why_not_decided(verdicts=NOT_DECIDED, *, counts=None, indent=""):
+    """Markdown, one line per verdict of ``verdicts`` (of ``NOT_DECIDED``): "- *not decided: one seed*: why".
+    ``counts`` (``{verdict: n}``): each line starts with its number ("- 3 *not decided: ...*") and a verdict counted
+    0 is left out; ``indent`` starts each line (a list nested in another: the intro's findings)."""
+    shown = [v for v in verdicts if counts is None or counts.get(v)]
+    return "\n".join(f"{indent}- {'' if counts is None else f'{counts[v]} '}*{v}*: {WHY_NOT_DECIDED[v]}" for v in shown)
 
 
 class Facts(NamedTuple):
@@ -122,10 +126,13 @@ def run_facts(records, num_classes, name=""):
                  failed=failed_reason(failed[0], num_classes) if failed else "", name=name)
 
 
-def record_facts(provenance, precision="fp32", name=""):
-    """``Facts`` of one measurement record (its provenance's device; ``precision`` of what it timed)."""
-    return Facts(seeds=1, devices=frozenset({str((provenance or {}).get("device", "?"))}),
-                 precisions=frozenset({precision}), name=name)
+def record_facts(provenance, precision="fp32", name="", *, config=None, run=None, num_classes=10):
+    """``Facts`` of one measurement record (its provenance's device; ``precision`` of what it timed); of a measure of
+    trained weights, also the training run it measured: its ``config``'s epochs, and why the run decides nothing
+    (``failed_reason`` of its stored record ``run``, on ``num_classes`` classes; rule 1)."""
+    return Facts(seeds=1, epochs=(config or {}).get("epochs"),
+                 devices=frozenset({str((provenance or {}).get("device", "?"))}), precisions=frozenset({precision}),
+                 failed=failed_reason(run, num_classes) if run else "", name=name)
 
 
 def _short_device(device):
@@ -184,11 +191,10 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
     origin = METRICS[metrics[0]].origin
     involved = {m: facts[m][origin] for m in models if origin in facts.get(m, {})}
     seeds = min((f.seeds for m, f in involved.items() if f.epochs is not None), default=None) if from_runs else None
-    # 1. a failed run
-    if from_runs:
-        failed = [(m, f) for m, f in involved.items() if f.failed]
-        if failed:
-            return FAILED, "; ".join(f"{label(m)}: {f.failed}" for m, f in failed), seeds
+    # 1. a failed run: one of the figures' training runs, or the run whose weights a measurement read
+    failed = [(m, f) for m, f in involved.items() if f.failed]
+    if failed:
+        return FAILED, "; ".join(f"{label(m)}: {f.failed}" for m, f in failed), seeds
     # 3. times: one device, one precision; a magnitude only at the paper's precision
     if any(METRICS[m].unit in TIME_UNITS for m in metrics):
         devices = set().union(*(f.devices for f in involved.values())) if involved else set()

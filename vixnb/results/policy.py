@@ -24,7 +24,7 @@ import torch
 
 from ..data import source_fingerprint
 from ..errors import StoreError
-from ..models import architecture_signature, create_model
+from ..models import architecture_signature, meta_model
 from ..models.counting import count_params
 from ..paths import results_root
 from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_model_settings
@@ -94,8 +94,7 @@ def _overrides_json(config):
 def built_today(model, dataset, overrides_json="{}"):
     """``(architecture signature, {"params_paper", "params_true"})`` of a configured model as today's code builds
     it (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        built = create_model(model, dataset=dataset, **json.loads(overrides_json))
+    built = meta_model(model, dataset, overrides_json)
     return architecture_signature(built), {"params_paper": count_params(built, "paper"),
                                            "params_true": count_params(built, "true")}
 
@@ -167,8 +166,7 @@ def stale_reason(stored, store=None):
 @cache
 def source_today(model, dataset, overrides_json="{}"):
     """``results.provenance.source_hashes`` of today's model in that configuration (built on the meta device)."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        return source_hashes(model, create_model(model, dataset=dataset, **json.loads(overrides_json)))
+    return source_hashes(model, meta_model(model, dataset, overrides_json))
 
 
 #: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -86,8 +87,27 @@ print(json.dumps(out))
 """.replace("STEPS", str(STEPS))
 
 
-def digests(configs, code_root):
-    """The probe's ``[{"digest"} | {"error"}]`` of each of ``configs`` with the package at ``code_root``."""
+def digests(configs, code_root, *, processes=None):
+    """The probe's ``[{"digest"} | {"error"}]`` of each of ``configs`` with the package at ``code_root``. The probe
+    runs on one thread per process (each config seeded on its own, so a digest does not depend on its neighbours):
+    ``configs`` are shared out, in order, among ``processes`` processes at once (default: one per CPU core this
+    process may use)."""
+    processes = max(1, min(processes or _cores(), len(configs)))
+    size = -(-len(configs) // processes)
+    chunks = [configs[i:i + size] for i in range(0, len(configs), size)]
+    if len(chunks) == 1:
+        return _digests(chunks[0], code_root)
+    with ThreadPoolExecutor(len(chunks)) as pool:  # each thread waits on its own process
+        return [d for part in pool.map(lambda chunk: _digests(chunk, code_root), chunks) for d in part]
+
+
+def _cores():
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _digests(configs, code_root):
+    """``digests`` of ``configs`` in one process."""
     env = {**os.environ, "PYTHONPATH": str(code_root), "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run([sys.executable, "-c", SCRIPT], input=json.dumps(configs), capture_output=True, text=True,
                           env=env, cwd=tempfile.gettempdir())
