@@ -2,12 +2,13 @@
 the compute policy, figures (accuracy against cost, training curves with seed bands), provenance lines.
 No module here belongs to one chapter: a chapter is a notebook plus its paper file."""
 from .claim_verdicts import claims, claims_page, claims_readings, claims_summary
-from .compare import PAPER_COMPARABLE_GPU, results_beside_paper, rows_beside_paper
+from .compare import (PAPER_COMPARABLE_GPU, cost_changes, labelled_runs, relative_change, results_beside_paper, row_labels,
+                      rows_beside_paper)
 from .collect import (accuracy_text, attention_maps, collect_runs, compare_pairs, current_counts, gpu_memory, runs_at_chance, runs_done, runs_overview, seed_comparison,
                       predictions, record, records_section, speed, speed_name, speed_table, study_measurement,
                       summarize_runs, table_results)
 from .claim_figures import claim_list, claims_overview, claims_section, collapsible, ledger, ours_from_store
-from .metrics import seed_statistic
+from .metrics import mean_per_layer, seed_statistic
 from .cost import not_yet_run
 from .figures import (MissingPanel, accuracy_against_cost, band_curves, bars_beside_paper, curves_beside_paper,
                       identity_share_trajectories, model_color, palette, per_layer_lines, per_layer_panels,
@@ -17,7 +18,7 @@ from .dashboard import dashboard
 from .plans import plan_todo_frame, plan_totals_frame, study_frame
 from .protocol import protocol_table
 from .provenance import (banner, book_plans, book_totals, counts_sentence, gpu_profiles, measured_runs_frame, missing_line,
-                         missing_runs_frame, page_counts, provenance_line, status_counts, stored_results_frame)
+                         missing_runs_frame, page_counts, provenance_line, stale_note, status_counts, stored_results_frame)
 from .tables import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_paper, cell_text, differences, glue, label, page_table,
                      paper_frame)
 
@@ -28,4 +29,5 @@ __all__ = ["NOT_YET_RUN", "NOT_YET_RUN_SHORT", "dashboard", "PAGE_TABLE_STYLE", 
            "record", "records_section", "study_frame", "study_measurement", "summarize_runs", "training_curves", "band_curves", "per_layer_panels", "measured_runs_frame", "not_yet_run",
            "book_plans", "book_totals", "counts_sentence", "gpu_profiles", "missing_line", "missing_runs_frame", "page_counts", "status_counts",
            "stored_results_frame", "speed", "speed_name", "speed_table", "curves_beside_paper", "bars_beside_paper",
-           "model_color", "palette", "runs_done", "runs_overview", "MissingPanel", "claims_overview", "collapsible"]
+           "model_color", "palette", "runs_done", "runs_overview", "MissingPanel", "claims_overview", "collapsible", "cost_changes",
+           "labelled_runs", "relative_change", "mean_per_layer", "stale_note", "row_labels"]

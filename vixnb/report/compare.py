@@ -9,7 +9,7 @@ import pandas as pd
 from .. import papers
 from ..models import model_cfg
 from .collect import accuracy_text, current_counts, summarize_runs
-from .metrics import PER_SEED
+from .metrics import PER_SEED, seed_statistic
 from .tables import DELTA, beside_paper, paper_frame
 
 #: the stored GPU-memory column that stands beside a paper's "GPU (GB)": one training step at the paper's batch
@@ -127,3 +127,51 @@ def rows_beside_paper(paper, table, results, *, metrics=("top1",), deltas=True):
             frame = frame.drop(columns=column)
     frame.index = [labels.get(r, r) for r in frame.index]
     return {"accuracy": accuracy, "runs": frame, "summary": ours}
+
+
+def relative_change(a, b):
+    """The change of ``a`` against ``b`` in %, or None where either is missing."""
+    return None if a is None or b is None else 100 * (a - b) / b
+
+
+def cost_changes(paper, tables, runs, labels):
+    """Parameters and epoch time of each row of ``tables`` (``{table: heading}``, each table a pair of rows: the
+    vanilla model first, then the changed one), ours beside the printed ones, and the change of the second row
+    against the first. ``runs``: ``{row: training records}``; ``labels``: ``{row: label}``. Returns
+    ``(counts, changes)``: DataFrames with ("parameters" | "epoch (s)", "ours" | "blog") columns, one row per
+    table row, and ("parameters, Δ %" | "epoch time, Δ %", "ours" | "blog") columns, one row per table. Our
+    parameters are the true count of the model as built today, our epoch time the mean over the done seeds."""
+    counts, changes = {}, {}
+    for name, heading in tables.items():
+        printed = papers.table(paper, name)["rows"]
+        ours = {}
+        for row in printed:
+            model, settings = papers.row_run(paper, name, row)
+            ours[row] = {"params": current_counts(model, "cifar10", **settings)["params_true"],
+                         "epoch_s": seed_statistic("epoch_s", runs[row])}
+            counts[f"{heading}, {labels[row]}"] = {
+                ("parameters", "ours"): ours[row]["params"], ("parameters", "blog"): printed[row]["params"],
+                ("epoch (s)", "ours"): ours[row]["epoch_s"], ("epoch (s)", "blog"): printed[row]["epoch_s"]}
+        vanilla, changed = list(printed)
+        changes[heading] = {
+            (column_heading, side): relative_change(values[changed][column], values[vanilla][column])
+            for column, column_heading in [("params", "parameters, Δ %"), ("epoch_s", "epoch time, Δ %")]
+            for side, values in (("ours", ours), ("blog", printed))}
+    return pd.DataFrame.from_dict(counts, orient="index"), pd.DataFrame.from_dict(changes, orient="index")
+
+
+def labelled_runs(paper, table, runs):
+    """``{label: training records}`` of the rows of ``paper``'s ``table``, each labelled as that table labels it
+    (its row name where it has no label), from ``runs`` (``{row: training records}``)."""
+    rows = papers.table(paper, table)["rows"]
+    return {rows[r].get("label", r): runs[r] for r in rows}
+
+
+def row_labels(paper, tables):
+    """``{row: label}`` of the rows of ``paper``'s ``tables``, each labelled as the first of them that shows it
+    labels it (its row name where it has no label)."""
+    labels = {}
+    for name in tables:
+        for row, entry in papers.table(paper, name)["rows"].items():
+            labels.setdefault(row, entry.get("label", row))
+    return labels

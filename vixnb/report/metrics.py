@@ -227,3 +227,10 @@ def seed_statistic(metric, runs):
         raise ValueError(f"metric={metric!r}: use one of {', '.join(RUN_STATISTICS)}")
     done = [r for r in runs if r.get("status") == "done" and r.get("history")]
     return number_or_none(RUN_STATISTICS[metric](done)) if done else None
+
+
+def mean_per_layer(runs, epoch, key):
+    """A per-layer history value (``key``, e.g. ``grad_norms``) at ``epoch`` (an index into the history: 0 the
+    first, -1 the last), the mean over the done seeds of ``runs`` that record it; ``[]`` where none does."""
+    values = [r["history"][epoch][key] for r in runs if r["status"] == "done" and r["history"][epoch].get(key)]
+    return [sum(v) / len(v) for v in zip(*values)] if values else []

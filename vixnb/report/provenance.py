@@ -249,3 +249,11 @@ def missing_runs_frame(plans=None, *, store=None):
                          "no estimate": sum(e.est_gpu_minutes != e.est_gpu_minutes for e in mine),
                          "command": f"vixnb batch --profile {profile} --chapter {chapter}"})
     return pd.DataFrame(rows, columns=["notebook", "profile", "to run", "stale", "GPU-h", "no estimate", "command"])
+
+
+def stale_note(record, again):
+    """The sentence a page adds after a measurement ``record`` measured from other weights than those stored now
+    (its ``stale`` entry), ``again`` being the command that measures it again; "" where the record is current."""
+    if not record.get("stale"):
+        return ""
+    return f" **Measured from other weights than those stored now** ({record['stale']}): {again} measures again."

@@ -280,3 +280,17 @@ def mechanism_summary(rows, claimed, costs=None):
     if len(frame.columns):
         frame.columns = pd.MultiIndex.from_tuples(frame.columns)
     return frame
+
+
+def median_memory_ratio(rows, mechanism):
+    """The median printed GPU-memory ratio against softmax of ``mechanism``'s rows of ``comparisons``, as the page
+    writes it (two decimals), or "not printed" where no row of it prints one."""
+    values = rows.loc[rows["mechanism"] == mechanism, "GPU memory ×"].dropna()
+    return f"{values.median():.2f}" if len(values) else "not printed"
+
+
+def conv_embedding_gain(rows):
+    """The printed Δ top-1 of a convolutional embedding over a linear one (``CONV_EMBEDDING`` rows of
+    ``comparisons``): ``(median, least)``, signed with two decimals."""
+    gains = rows.loc[rows["mechanism"] == CONV_EMBEDDING, "Δ top-1"].dropna()
+    return f"{gains.median():+.2f}", f"{gains.min():+.2f}"
