@@ -37,7 +37,7 @@ from .entries import BenchEntry, TrainEntry
 from .groups import group_jobs, settle, train_group
 from .profiles import gpu_profile
 from .record_kinds import missing_script
-from .results import ResultsStore, default_root, previous_path, remove_checkpoints
+from .results import ResultsStore, default_root, has_checkpoint, remove_failed_checkpoints
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
 from .results.provenance import execution
@@ -142,7 +142,7 @@ def _run_training(entries, store, deadline, download):
     checkpoints = [store.checkpoint_path(c) for c in configs]
     if len(configs) > 1:
         checkpoints.append(checkpoint_path(store, configs))
-    earlier = {p for p in checkpoints if p.exists() or previous_path(p).exists()}
+    earlier = {p for p in checkpoints if has_checkpoint(p)}
     # a checkpoint another process is training from is its run, not one this job resumes (it waits for its result)
     resumed = bool(earlier) and not any(store.lock_held(c) for c in configs)
     wanted = any(e.status == "weights wanted" for e in entries)
@@ -157,10 +157,7 @@ def _run_training(entries, store, deadline, download):
         return {"outcome": "paused", "note": str(paused)}
     except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint
         for p in set(checkpoints) - earlier:  # a failed job removes only the checkpoints it made itself
-            try:
-                remove_checkpoints(p)
-            except OSError:  # a read-only store: the job's own error says so, not the cleanup's
-                pass
+            remove_failed_checkpoints(p)
         raise
     return {"outcome": "resumed" if resumed else "done", "note": kept_published(store, configs, published)}
 

@@ -34,7 +34,7 @@ from .concurrent import train_concurrently
 from .errors import one_line
 from .estimates import step_gflop
 from .profiles import gpu_profile
-from .results import ResultsStore, previous_path, remove_checkpoints
+from .results import ResultsStore, has_checkpoint, remove_failed_checkpoints
 from .results.provenance import execution
 from .runs import Pending, kept_published, pending
 from .train import TrainingPaused, splits, training_device
@@ -173,19 +173,19 @@ def train_group(entries, store, deadline=None, download=False, *, executor="inli
                 todo = error
             config = todo.config if isinstance(todo, Pending) else None
             path = store.checkpoint_path(config) if config else None
-            earlier.append(path is not None and (path.exists() or previous_path(path).exists()))
+            earlier.append(path is not None and has_checkpoint(path))
             resumed.append(earlier[-1] and not store.lock_held(config))
             published.append({store.path(config): store.get(config)}
                              if config and e.status == "weights wanted" else {})
             todos.append(todo)
-        outcomes = _train_pending(todos, store, deadline, [download] * len(todos))
+        outcomes = _train_pending(todos, store, deadline, download)
     runs = []
     for todo, outcome, made_before, again, old in zip(todos, outcomes, earlier, resumed, published):
         if isinstance(outcome, TrainingPaused):
             runs.append({"outcome": "paused", "note": str(outcome)})
         elif isinstance(outcome, BaseException) or outcome.get("status") != "done":
             if isinstance(todo, Pending) and not made_before:  # only the checkpoint this run made itself
-                _remove_quietly(store.checkpoint_path(todo.config))
+                remove_failed_checkpoints(store.checkpoint_path(todo.config))
             why = one_line(outcome) if isinstance(outcome, BaseException) else \
                 f"{outcome['config']['model']}: {outcome['status']}: {outcome.get('reason', '')}"
             runs.append({"outcome": "failed", "note": why})
@@ -197,7 +197,7 @@ def train_group(entries, store, deadline=None, download=False, *, executor="inli
     return {"outcome": worst, "note": ", ".join(f"{n} {o}" for o, n in counts.items() if n), "runs": runs}
 
 
-def _train_pending(todos, store, deadline, downloads):
+def _train_pending(todos, store, deadline, download):
     """One outcome per item of ``todos`` (``runs.pending``'s: a result dict, a ``Pending`` run, or the error it
     raised): the result, the error, or the ``Pending`` run trained with the others at once, under their locks."""
     outcomes, trainers = list(todos), []
@@ -216,8 +216,8 @@ def _train_pending(todos, store, deadline, downloads):
             where = (config["dataset"], config["train_size"], config["test_size"], config["protocol"],
                      config["val_size"], config.get("allow_resize", False), config["device"])
             if where not in loaded:  # the runs of a group that read the same splits share one copy on the device
-                loaded[where] = splits(config, training_device(config, None), downloads[i])
-            jobs.append({"config": config, "download": downloads[i], "deadline": deadline, "data": loaded[where],
+                loaded[where] = splits(config, training_device(config, None), download)
+            jobs.append({"config": config, "download": download, "deadline": deadline, "data": loaded[where],
                          **todos[i].train_options()})
         for i, outcome in zip(trainers, train_concurrently(jobs)):
             try:
@@ -225,10 +225,3 @@ def _train_pending(todos, store, deadline, downloads):
             except Exception as e:  # noqa: BLE001  (storing one run failed; the others are stored)
                 outcomes[i] = e
     return outcomes
-
-
-def _remove_quietly(path):
-    try:
-        remove_checkpoints(path)
-    except OSError:  # a read-only store: the run's own error says so, not the cleanup's
-        pass

@@ -95,3 +95,17 @@ def remove_checkpoints(path):
     """Remove a finished run's checkpoint and its previous one."""
     for p in (Path(path), previous_path(path)):
         p.unlink(missing_ok=True)
+
+
+def has_checkpoint(path):
+    """Whether a run's checkpoint, or its previous one, is on disk (a run that already saved an epoch)."""
+    return Path(path).exists() or previous_path(path).exists()
+
+
+def remove_failed_checkpoints(path):
+    """``remove_checkpoints`` after a failed run: on a read-only store the run's own error says so, not the
+    cleanup's, so an ``OSError`` here is let pass."""
+    try:
+        remove_checkpoints(path)
+    except OSError:
+        pass
