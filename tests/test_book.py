@@ -63,7 +63,6 @@ def test_build_leaves_the_checkout_alone(book):
                                          ("simplified", "pipeline check, smoke profile")])
 def test_pages_name_their_profile_and_show_no_injected_parameters_or_raw_reprs(html, page, title):
     text = (html / "book" / "executed" / f"{page}.html").read_text(encoding="utf-8")
-    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
     heading = re.search(r"<h1>([^<]*)<a class=\"headerlink\"", text).group(1)
     assert heading.strip().endswith(f"({title})")
     assert "tag_parameters" in text and "tag_injected-parameters" not in text  # papermill's cell is removed

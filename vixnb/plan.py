@@ -49,7 +49,7 @@ from .profiles import get_profile, gpu_profile, run_model_settings
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore
 from .results.pack import TRAVEL_MB
-from .results.policy import built_today
+from .results.policy import architecture_today
 from .runspec import Keep, RunSpec
 from .runtime import machine_precision
 
@@ -273,8 +273,8 @@ def data_here(dataset):
 def checkpoint_mb(config, members=1):
     """About how large a training run's checkpoint is, in MiB: 16 bytes per parameter (weights, AdamW's two
     moments, the best weights), per member of an ensemble."""
-    _, counts = built_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
-    return 16 * counts["params_true"] * members / 2**20
+    _, params = architecture_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
+    return 16 * params * members / 2**20
 
 
 def todo(entries):

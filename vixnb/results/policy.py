@@ -93,12 +93,22 @@ def config_overrides_json(config):
 
 
 @cache
+def architecture_today(model, dataset, overrides_json="{}"):
+    """``(architecture signature, true parameter count)`` of a configured model as today's code builds it
+    (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers, and no
+    forward pass (the paper's count, ``built_today``, traces one)."""
+    built = meta_model(model, dataset, overrides_json)
+    return architecture_signature(built), count_params(built, "true")
+
+
+@cache
 def built_today(model, dataset, overrides_json="{}"):
     """``(architecture signature, {"params_paper", "params_true"})`` of a configured model as today's code builds
-    it (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers."""
-    built = meta_model(model, dataset, overrides_json)
-    return architecture_signature(built), {"params_paper": count_params(built, "paper"),
-                                           "params_true": count_params(built, "true")}
+    it: ``architecture_today`` and the paper's count (torchsummary's convention: one traced forward on the meta
+    device)."""
+    signature, true = architecture_today(model, dataset, overrides_json)
+    paper = count_params(meta_model(model, dataset, overrides_json), "paper")
+    return signature, {"params_paper": paper, "params_true": true}
 
 
 def other_code(stored):
@@ -106,10 +116,11 @@ def other_code(stored):
     signature differs from today's model in the same configuration; for a result older than signatures, its
     parameter counts differ."""
     config = stored["config"]
-    signature, counts = built_today(config["model"], config["dataset"], config_overrides_json(config))
-    if "architecture" in stored:
+    if "architecture" in stored:  # the signature alone decides: no traced forward for the paper's count
+        signature, _ = architecture_today(config["model"], config["dataset"], config_overrides_json(config))
         return None if stored["architecture"] == signature else \
             f"made by other model code (architecture {stored['architecture']}, today {signature})"
+    _, counts = built_today(config["model"], config["dataset"], config_overrides_json(config))
     changed = [f"{k} {stored[k]:,}, today {counts[k]:,}" for k in counts if k in stored and stored[k] != counts[k]]
     return f"made by other model code ({'; '.join(changed)})" if changed else None
 
