@@ -30,6 +30,9 @@ def list_profiles():
 #: the suffix of a profile's dress rehearsal (``rehearsal_profile``): ``budget-rehearsal``
 REHEARSAL = "-rehearsal"
 REHEARSAL_BATCH = {"cpu": 2, "cuda": 8}  # a rehearsal's batch, on the device at hand
+#: the blocks of each model in a rehearsal on a CPU, where the profile sets none (a GPU's rehearsal builds the models
+#: whole): every code path of a run (a loop over layers included) at a sixth of a ViT-B/16's cost
+REHEARSAL_CPU_DEPTH = 2
 
 
 def get_profile(name):
@@ -52,9 +55,12 @@ def rehearsal_profile(profile):
     """The dress rehearsal of ``profile`` (``vixnb batch --rehearse``): every run of it on the device at hand, in its
     precision there (fp32 on a CPU), for two epochs of one step each (a DualOpT run: one with AdamW, one with SGD)
     and one test batch, at a small batch, seeds 0 and 1 (an ensemble needs two), on the data here: CIFAR-10's copy
-    where there is one, else the synthetic set. Its results prove that a run works, nothing about the models."""
+    where there is one, else the synthetic set; on a CPU each model has ``REHEARSAL_CPU_DEPTH`` blocks unless the
+    profile or the run sets its depth. Its results prove that a run works, nothing about the models."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     batch = REHEARSAL_BATCH[device]
+    if device == "cpu":
+        profile = {**profile, "model_overrides": {"depth": REHEARSAL_CPU_DEPTH, **profile.get("model_overrides", {})}}
     return {**profile, "page_title": f"dress rehearsal of the {profile['name'].removesuffix(REHEARSAL)} profile",
             "description": "every run, measurement and benchmark of the profile for a couple of steps: a check that "
                            "each works on this machine, not a result",
