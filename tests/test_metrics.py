@@ -1,11 +1,11 @@
-"""vixnb.report.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and the
+"""vixnb.report.records.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and the
 per-seed comparisons."""
 import math
 
 from vixnb import papers, report
-from vixnb.report import metrics as M
+from vixnb.report.records import metrics as M
 from vixnb.record_kinds import KINDS
-from vixnb.report.metrics import RUN_STATISTICS
+from vixnb.report.records.metrics import RUN_STATISTICS
 
 # two hand-made training records (seeds) of one configuration; the second has no stage, phase or transfer
 SEED_A = {"status": "done", "top1": 60.0, "top5": 90.0, "best_epoch": 2, "gpu_gb_reserved": 1.5,
@@ -71,10 +71,10 @@ def test_each_per_seed_figure_and_statistic_on_hand_made_records():
         assert (M.METRICS[key].per_seed(SEED_A), M.METRICS[key].per_seed(SEED_B)) == (a, b), key
     for key, expected in OVER_SEEDS.items():
         assert RUN_STATISTICS[key]([SEED_A, SEED_B]) == expected, key
-        assert report.seed_statistic(key, [SEED_A, {"status": "not yet run"}, SEED_B]) == expected, key
+        assert report.records.seed_statistic(key, [SEED_A, {"status": "not yet run"}, SEED_B]) == expected, key
     assert RUN_STATISTICS["train_acc_final_std"]([SEED_A]) is None
     assert RUN_STATISTICS["top1_transfer"]([SEED_B]) is None
-    frame = report.compare_pairs([("b − a", "b", "a")], {"a": [SEED_A], "b": [SEED_B]},
+    frame = report.records.compare_pairs([("b − a", "b", "a")], {"a": [SEED_A], "b": [SEED_B]},
                                  metrics=("top1_main", "top1_adamw"))
     assert frame.loc[("b − a", "best test top-1 of the AdamW phase (%)"), "a − b"] == "+30.00"
     assert frame.loc[("b − a", "best test top-1 before post-training (%)"), "a − b"] == "+10.00"

@@ -6,8 +6,8 @@ profile), its nominal GPU minutes (what the plan counts until a stored timing sa
 one stale, and whether it reads trained weights (the plan puts it after the runs it reads). A chapter asks for
 a measurement in its paper file (``book: measure: {KIND: DATASET}``); the maps study's come from
 ``vixnb/analysis/study.yaml``; the benchmarks from ``book: bench: [NAME]``. The plan lists them (``requests``),
-the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.record``), each page
-showing a kind's record as its ``show`` makes it (``report.records_section``), and the claims ledger reads its
+the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.records.record``), each page
+showing a kind's record as its ``show`` makes it (``report.tables.records_section``), and the claims ledger reads its
 ``metrics`` (``stored_figures``): none of them knows a kind by its name. A new kind of measurement is its maker (in
 ``vixnb.measure`` or ``vixnb.analysis``), its entry in ``KINDS`` here, and its line in a paper file.
 """
@@ -56,7 +56,7 @@ class Request:
 class ClaimMetric(NamedTuple):
     """A figure the claims ledger reads from a kind's record: its label in the ledger, the unit of a difference of
     it, where our figure comes from, and the ``column`` of a model's values (``RecordKind.per_model``) holding it.
-    ``kind`` (``report.metrics``): a step's ("step", the default: a run of any length decides it), or a figure of
+    ``kind`` (``report.records.metrics``): a step's ("step", the default: a run of any length decides it), or a figure of
     trained weights that depends on how many epochs were trained ("epochs": judged as the runs' epochs allow)."""
     label: str
     unit: str

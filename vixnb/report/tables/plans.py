@@ -2,12 +2,12 @@
 a study's answer (its settings beside the profile's own runs, with the seed spread)."""
 import pandas as pd
 
-from .. import papers
-from ..entries import TrainEntry
-from ..plan import shown_settings, todo, totals
-from ..profiles import get_profile
-from ..runs import run
-from .collect import mean_std
+from ... import papers
+from ...entries import TrainEntry
+from ...plan import shown_settings, todo, totals
+from ...profiles import get_profile
+from ...runs import run
+from ..records.collect import mean_std
 
 
 def plan_totals_frame(plans):

@@ -1,4 +1,4 @@
-"""Run the study's notebooks with papermill (``vixnb.book`` builds the Jupyter Book from them).
+"""Run the study's notebooks with papermill (``vixnb.book.build`` builds the Jupyter Book from them).
 
 Papermill is the only executor: Jupyter Book is configured with ``execute_notebooks: off`` and renders the copies
 papermill writes to ``book/executed/<stem>.ipynb`` (run in the book's profile) and
@@ -30,11 +30,11 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from papermill.exceptions import PapermillExecutionError
 from papermill.translators import PythonTranslator
 
-from . import RELEASE_TAG, REPOSITORY_URL
-from .models import list_models
-from .parameters import as_list, check_parameter
-from .paths import checkout_root
-from .profiles import get_profile, gpu_profile
+from .. import RELEASE_TAG, REPOSITORY_URL
+from ..models import list_models
+from ..parameters import as_list, check_parameter
+from ..paths import checkout_root
+from ..profiles import get_profile, gpu_profile
 
 __all__ = [
     "repo_root",

@@ -1,6 +1,6 @@
 """The metrics of our results, one table (``METRICS``): each metric's label and unit on the page, where our figure
 comes from, how it is computed from one stored training record (one seed's) and over the stored seeds of one
-configuration, and what kind of run decides it. The claims ledger (``claim_figures.ours_from_store``), the
+configuration, and what kind of run decides it. The claims ledger (``ours.ours_from_store``), the
 statistics over seeds (``seed_statistic``) and the per-seed comparisons (``collect.compare_pairs``) read it."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numbers
 import statistics
 from typing import Callable, NamedTuple
 
-from ..record_kinds import KINDS
-from ..results.provenance import made_alone
+from ...record_kinds import KINDS
+from ...results.provenance import made_alone
 
 #: ``Metric.kind``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the first
 #: epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
