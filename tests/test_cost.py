@@ -82,7 +82,7 @@ def _efficiency(monkeypatch, models, *, profile, compute="missing", root=None):
     (``record_kinds.efficiency_models``) narrowed to ``models`` for the test."""
     monkeypatch.setattr(record_kinds, "efficiency_models", lambda request: list(models))
     return report.records.record("efficiency", paper="favor", notebook="efficiency", dataset="cifar10", profile=profile,
-                         compute=compute, store=ResultsStore(root))
+                                 compute=compute, store=ResultsStore(root))
 
 
 def test_settings_follow_the_profile(fake_measuring, monkeypatch, tmp_path):
@@ -172,7 +172,7 @@ def no_measuring(monkeypatch):
 def test_compute_never_measures_nothing_even_on_a_gpu(no_measuring, monkeypatch, tmp_path, profile):
     assert _efficiency(monkeypatch, ["fnet"], profile=profile, compute="never", root=tmp_path) is None
     runs = report.records.collect_runs(["fnet"], dataset="cifar10", profile=profile, seeds=[0], compute="never",
-                               progress=False)
+                                       progress=False)
     assert [r["status"] for r in runs] == ["not yet run"]  # smoke: not trained either
     # what needs no GPU is counted from shapes whatever the policy: parameters, Size MB, FLOPs
     counted = cost.shape_records(["fnet"])

@@ -23,7 +23,7 @@ def test_a_page_from_a_paper_file_and_a_result_with_markup_prints_it_as_text(pap
     paper = report.tables.paper_frame("vix", "table1")
     ours = pd.DataFrame({"top1": [f"{SCRIPT} 50.0"]}, index=["fnet"])
     frame = report.tables.beside_paper(ours, paper, {"Top-1": ("top1", "top1")}, order=["fnet", "vit"],
-                                labels={"fnet": paper.at["fnet", "label"]})
+                                       labels={"fnet": paper.at["fnet", "label"]})
     page = report.tables.page_table(frame, caption=table["caption"]).to_html()
     assert "<script" not in page and "<img" not in page  # neither the caption, the row label nor the cell
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2 and "&lt;img src=x onerror=" in page

@@ -184,7 +184,7 @@ def test_a_run_records_its_data_and_a_result_from_other_data_is_not_reused_silen
     (cpu_data / "train").touch()
     data.fingerprint.cache_clear()
     stale = report.records.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
-                                progress=False, store=None)
+                                        progress=False, store=None)
     assert stale[0]["stale"].startswith("made from other data than the copy here")
     assert main(["train", "vit", "--profile", "cpu", "--quiet"]) == 0
     assert "made from other data than the copy here" in capsys.readouterr().err
@@ -598,7 +598,7 @@ def test_a_page_shows_a_damaged_result_as_unreadable(cpu_data):
     _damage(path, _config(), "nan")
     before = _store_hash()
     results = report.records.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
-                                  progress=False)
+                                          progress=False)
     assert results[0]["status"] == "unreadable" and f"damaged result file {path}" in results[0]["reason"]
     row = report.records.summarize_runs(results).loc["vit"]
     assert row["top1 best"] == "unreadable result file" and _store_hash() == before

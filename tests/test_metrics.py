@@ -44,7 +44,7 @@ def test_every_metric_the_claims_name_is_in_the_table():
 def test_each_metric_says_what_decides_it_and_where_it_comes_from():
     for key, metric in M.METRICS.items():
         assert metric.label and metric.unit and metric.source, key
-        assert metric.kind in (M.MODEL, M.STEP, M.EPOCHS), key
+        assert metric.decided_by in (M.MODEL, M.STEP, M.EPOCHS), key
         from_runs = metric.origin == "runs"
         assert from_runs == (metric.per_seed is not None) == (metric.over_seeds is not None), key
         assert (metric.column is not None) == (metric.origin == "counted" or metric.origin in KINDS), key
@@ -53,7 +53,7 @@ def test_each_metric_says_what_decides_it_and_where_it_comes_from():
                                    "grad_norm_first_last", "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb",
                                    "test_s", "latency_ms"}
     # a measure of trained weights depends on the epochs they were trained
-    assert M.METRICS["class_token_entropy"].kind == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
+    assert M.METRICS["class_token_entropy"].decided_by == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
     assert M.metric_label("top1") == "top-1" and M.metric_label("macs_g") == "macs_g"
     assert M.metric_unit("epoch_s") == "s" and M.metric_unit("macs_g") == ""
 
@@ -75,6 +75,6 @@ def test_each_per_seed_figure_and_statistic_on_hand_made_records():
     assert RUN_STATISTICS["train_acc_final_std"]([SEED_A]) is None
     assert RUN_STATISTICS["top1_transfer"]([SEED_B]) is None
     frame = report.records.compare_pairs([("b − a", "b", "a")], {"a": [SEED_A], "b": [SEED_B]},
-                                 metrics=("top1_main", "top1_adamw"))
+                                         metrics=("top1_main", "top1_adamw"))
     assert frame.loc[("b − a", "best test top-1 of the AdamW phase (%)"), "a − b"] == "+30.00"
     assert frame.loc[("b − a", "best test top-1 before post-training (%)"), "a − b"] == "+10.00"

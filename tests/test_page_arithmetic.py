@@ -201,7 +201,7 @@ def test_accuracy_points_softmax_families_and_rope_deltas():
     table1 = pd.DataFrame({"top1": [70.0]}, index=["vin"])
     table6 = pd.DataFrame({"top1": [72.5]}, index=["vin_rope"])
     delta = compare.rope_deltas(["vin_rope"], {"vin_rope": "vin"}, pd.DataFrame({"top1 best": {"vin_rope": 60.0}}),
-                           pd.DataFrame(), table6, table1, {"vin": "ViN"})
+                                pd.DataFrame(), table6, table1, {"vin": "ViN"})
     assert delta.loc["ViN"].to_dict() == {("paper", "learned"): 70.0, ("paper", "RoPE"): 72.5, ("paper", "Δ"): 2.5,
                                           ("ours", "learned"): None, ("ours", "RoPE"): 60.0, ("ours", "Δ"): None}
 
@@ -211,7 +211,7 @@ def test_times_against_the_reference_run():
         return [_run(history=[{"seconds": 99.0, "eval_seconds": 99.0}, {"seconds": epoch, "eval_seconds": test}])]
     printed = {"vit": {"epoch_s": 10.0, "test_s": 2.0}, "vil": {"epoch_s": 5.0, "test_s": 1.0}}
     frame = compare.times_against(printed, {"vit": seeds(4.0, 1.0), "vil": seeds(2.0, 0.5)}, {"vit": "ViT", "vil": "ViL"},
-                             "vit")
+                                  "vit")
     assert frame.loc["ViL"].to_dict() == {("epoch, × ViT", "ours"): 0.5, ("epoch, × ViT", "report"): 0.5,
                                           ("test pass, × ViT", "ours"): 0.5, ("test pass, × ViT", "report"): 0.5,
                                           ("epoch (s)", "ours"): 2.0, ("epoch (s)", "report"): 5.0}

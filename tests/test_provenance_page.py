@@ -150,7 +150,7 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
                            f"{len(left)} left on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
     done = {**counted, "stored": len(mine), "weights wanted": 0, "missing": 0, "to_run": 0}
     assert report.records.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: {len(mine)} "
-                                         "stored.** Nothing is left for `vixnb batch` to make.")
+                                                 "stored.** Nothing is left for `vixnb batch` to make.")
     assert report.records.page_counts("smoke", "vix_table1", compute="never", store=store) is None  # a CPU profile
     assert report.records.counts_sentence(None).startswith("This page made the runs it reads as it ran")
     monkeypatch.setattr(report.records.provenance, "missing_line", lambda counted: f"[{counted['chapter']}]")

@@ -63,7 +63,7 @@ def two_models(monkeypatch):
 def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page(two_models, monkeypatch, tmp_path):
     store = ResultsStore(tmp_path)
     made = report.records.record("latency", paper="favor", notebook="efficiency", dataset="cifar10", profile="smoke",
-                         store=store)
+                                 store=store)
     assert made["source"] == "measured" and made["provenance"]["device_type"] == "cpu"
     assert made["provenance"]["batch_size"] == 1 and made["forwards"] == {"untimed": 1, "timed": 3}
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")] == \
@@ -77,7 +77,7 @@ def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page
     monkeypatch.setattr(measurements, "display", shown.append)
     # the chapter's page: read back, not measured again
     found = report.tables.records_section("favor", "efficiency", profile="smoke", compute="never", shown=["efficiency"],
-                                   store=store)
+                                          store=store)
     assert list(found) == ["latency"] and found["latency"]["source"] == "stored"
     assert shown[0].data == "### Batch-1 inference latency: one no-grad forward of one image (cifar10)"
     assert shown[1].data.index.tolist() == ["fnet", "resnet50"]  # the kind's table, styled for the page
@@ -88,7 +88,7 @@ def test_a_gpu_profile_without_a_stored_latency_says_how_to_make_it(two_models, 
     shown = []
     monkeypatch.setattr(measurements, "display", shown.append)
     found = report.tables.records_section("favor", "efficiency", profile="budget", compute="never", shown=["efficiency"],
-                                   store=ResultsStore(tmp_path))
+                                          store=ResultsStore(tmp_path))
     assert found == {"latency": None} and all(isinstance(m, Markdown) for m in shown)
     assert "`vixnb batch --profile budget --only favor-latency-cifar10` on a GPU" in shown[1].data
 

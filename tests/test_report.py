@@ -43,7 +43,7 @@ def test_collect_runs_with_compute_never_only_reads_the_store(fake_gpu, profile)
     _done("fnet", profile, 42.0)
     for _ in range(2):
         vit, fnet = report.records.collect_runs(["vit", "fnet"], dataset="cifar10", profile=profile, seeds=[0],
-                                        compute="never", progress=False)
+                                                compute="never", progress=False)
         assert vit["status"] == "not yet run" and "no stored result" in vit["reason"]
         assert fnet["status"] == "done" and fnet["top1"] == 42.0
 
@@ -138,7 +138,7 @@ def test_banner_of_a_page_rendered_from_the_store():
 def test_provenance_line_names_the_dates():
     _done("vit", "budget", 50.0)
     line = report.records.provenance_line(report.records.collect_runs(["vit"], dataset="cifar10", profile="budget", seeds=[0],
-                                                      compute="never", progress=False))
+                                                                      compute="never", progress=False))
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
     assert "date: 2025-03-05" in report.records.provenance_line([measured], profile="budget")
@@ -150,7 +150,7 @@ def test_beside_paper_puts_ours_the_paper_and_the_delta_side_by_side():
     ours = pd.DataFrame({"top1": [50.0, None], "params": [10, 20]}, index=["vit", "fnet"])
     paper = pd.DataFrame({"top1": [56.81, 50.87], "params": [10, 21]}, index=["vit", "fnet"])
     frame = report.tables.beside_paper(ours, paper, {"top-1": ("top1", "top1"), "params": ("params", "params"),
-                                              "true": ("params", None)}, labels={"vit": "ViT"})
+                                                     "true": ("params", None)}, labels={"vit": "ViT"})
     assert list(frame.columns) == [("top-1", "ours"), ("top-1", "paper"), ("top-1", "Δ"), ("params", "ours"),
                                    ("params", "paper"), ("params", "Δ"), ("true", "ours")]
     assert list(frame.index) == ["ViT", "fnet"]
@@ -194,11 +194,11 @@ def test_results_beside_paper_from_stored_runs_and_memory(fake_gpu):
     _done("vit", "budget", 50.0, gpu_gb_reserved=1.6)
     _saved_memory({"vit": {COMPARABLE: 9.37, "GPU GB reserved, fused (fp32)": 1.99}})
     runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never",
-                               progress=False)
+                                       progress=False)
     gpu = report.records.gpu_memory(models, paper="vix", dataset="cifar10", profile="budget", compute="never")
     labels = {m: report.tables.label(m) for m in models}
     frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10",
-                                         models=models, labels=labels, gpu=gpu)
+                                                models=models, labels=labels, gpu=gpu)
     size, acc, mem, table = frames["size"], frames["accuracy"], frames["memory"], frames["runs"]
     assert size.loc["ViT", ("parameters (paper convention)", "ours")] == 530442
     assert size.loc["FNet", ("parameters (paper convention)", "Δ")] == 0
@@ -230,7 +230,7 @@ def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():
     paper = pd.DataFrame({"GB": [14.1, 5.0, 2.2], "top-1": [56.8, 58.2, 57.5]}, index=["ViT", "ViP", "ViL"])
     ours = pd.DataFrame({"GB": [9.4, None, 2.0], "top-1": [52.4, None, 58.2]}, index=["ViT", "ViP", "ViL"])
     fig = report.figures.accuracy_against_cost(paper, ours, x="GB", y="top-1", groups={k: "linear" for k in paper.index},
-                                       x_label="GB")
+                                               x_label="GB")
     left, right = fig.axes[:2]
     assert left.get_xlim() == right.get_xlim() and left.get_ylim() == right.get_ylim()
     assert any("ViP" in t.get_text() and "Not in our panel" in t.get_text() for t in fig.texts)
@@ -262,7 +262,7 @@ def test_a_truncated_result_file_is_named_on_the_page_and_the_rest_still_renders
     path = ResultsStore().path(run_config("vit", profile="budget"))
     path.write_text(path.read_text()[:40])
     runs = report.records.collect_runs(["vit", "fnet"], dataset="cifar10", profile="budget", seeds=[0], compute="never",
-                               progress=False)
+                                       progress=False)
     assert runs[0]["status"] == "unreadable" and str(path) in runs[0]["reason"]
     assert "delete it and run again" in runs[0]["reason"] and runs[1]["top1"] == 42.0
     summary = report.records.summarize_runs(runs)
@@ -273,7 +273,7 @@ def test_results_beside_paper_with_an_empty_store_has_every_column(fake_gpu):
     models = ["vit", "hybrid_vit"]
     runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never", progress=False)
     frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10", models=models,
-                                         labels={m: report.tables.label(m) for m in models}, gpu=None)
+                                                labels={m: report.tables.label(m) for m in models}, gpu=None)
     assert frames["summary"]["top1 best"].isna().all() and frames["summary"]["seeds"].tolist() == [0, 0]
     assert frames["measured"][report.tables.PAPER_COMPARABLE_GPU].isna().all()
     assert report.tables.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}

@@ -114,7 +114,7 @@ def test_seed_comparison_and_pairs():
     assert report.records.seed_comparison([5.0, 5.5], [1.0, 1.5])["survives"] is True
     assert report.records.seed_comparison([1.0], [0.0])["survives"] is None
     frame = report.records.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
-                                                     "b": [_record([1, 1], 60)]})
+                                                             "b": [_record([1, 1], 60)]})
     train, test = frame.loc[("x", "final train acc. (%)")], frame.loc[("x", "best test top-1 (%)")]
     assert (train["a"], train["b"], train["a − b"]) == ("4.00 ± 1.41 (2)", "1.00 (1)", "+3.00")
     assert test["beyond 2 SE"] == "—" and test["a − b"] == "+11.00"

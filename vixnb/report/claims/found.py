@@ -51,9 +51,9 @@ def earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
     the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
     store = store if store is not None else ResultsStore()
-    book = papers.book_chapter("shaped", "simplified")
+    chapter = papers.book_chapter("shaped", "simplified")
     tops = []
-    for _, model, settings, seeds in table_runs("shaped", book, "earlier_reading", profile):
+    for _, model, settings, seeds in table_runs("shaped", chapter, "earlier_reading", profile):
         for seed in seeds:
             stored = store.get(RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config)
             if stored and stored.get("status") == "done":

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ... import papers
-from ..records.metrics import METRICS
+from ..records.metrics import EPOCHS, METRICS
 from ..records.provenance import short_device
 
 
@@ -206,7 +206,7 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
             return DEVICE, (f"a time's size is compared only at the paper's precision ({paper_precision}); ours: "
                             f"{'/'.join(sorted(precisions))} on {'/'.join(map(short_device, sorted(devices)))}"), seeds
     # 2. the protocol: a magnitude of an epoch-dependent figure needs the paper's epochs
-    epoch_bound = [m for m in metrics if METRICS[m].kind == "epochs"]
+    epoch_bound = [m for m in metrics if METRICS[m].decided_by == EPOCHS]
     fractions = protocol_label(key, models, involved, label) if epoch_bound else ""
     if fractions and is_magnitude(claim):
         return PROTOCOL, f"a magnitude is judged only at the paper's epochs ({fractions})", seeds

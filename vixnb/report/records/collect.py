@@ -123,8 +123,8 @@ def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
         if not found:
             raise ValueError(f"part={part!r}: no chapter of vixnb/papers/{paper}.yaml has it")
         notebook = found[0]["notebook"]
-    book = papers.book_chapter(paper, notebook)
-    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=book.get("part"))
+    chapter = papers.book_chapter(paper, notebook)
+    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=chapter.get("part"))
 
 
 def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile, compute="missing", train=None,
@@ -200,11 +200,11 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights where
     ``analysis.records.table_specs`` (the plan's own keep decision) says."""
-    book = papers.book_chapter(paper, notebook)
+    chapter = papers.book_chapter(paper, notebook)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
     out = {}
-    for row, specs in table_specs(paper, book, table, profile):
+    for row, specs in table_specs(paper, chapter, table, profile):
         model, settings = specs[0].model, dict(specs[0].settings)
         out[row] = [result for spec in specs for result in
                     collect_runs([model], seeds=[spec.seed], keep_weights=spec.keep, **options, **settings)]

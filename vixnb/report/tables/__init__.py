@@ -11,7 +11,7 @@ from .maps import (ATTRIBUTION_METHODS, MAP_MEASURES, NO_MAP, approximation_pane
 from .measurements import records_section, speed_table
 from .pages import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_paper, cell_text, differences, glue, label,
                     not_yet_run, page_table, paper_frame)
-from .plans import plan_todo_frame, plan_totals_frame, study_frame
+from .plans import plan_todo_frame, plan_totals_frame, question_frame
 from .protocol import protocol_table
 
 __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SHORT", "NO_MAP", "PAGE_TABLE_STYLE",
@@ -22,4 +22,4 @@ __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SH
            "parameter_counts", "per_layer_groups", "plan_todo_frame", "plan_totals_frame", "printed_change",
            "protocol_table", "randomisation_checks", "ratio", "records_section", "relative_change", "results_beside_paper",
            "rollout_rows", "rope_deltas", "row_labels", "rows_beside_paper", "same_model_rows", "softmax_of",
-           "speed_table", "study_frame", "times_against", "transfer_counts", "transfer_preview"]
+           "speed_table", "question_frame", "times_against", "transfer_counts", "transfer_preview"]
