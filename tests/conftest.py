@@ -18,7 +18,7 @@ def smoke_book(tmp_path_factory):
     """The smoke book built once per session (every chapter run on the CPU, papermill through ``vixnb book``), in a
     temporary book root with a temporary results store: ``{"root", "html"}``. tests/test_book.py checks the build;
     other tests read its executed chapters (``smoke_book_built``) instead of running a chapter again."""
-    from vixnb.book import build_book, copy_book_sources
+    from vixnb.book.build import build_book, copy_book_sources
 
     root = copy_book_sources(tmp_path_factory.mktemp("book"))
     with pytest.MonkeyPatch.context() as mp:  # the chapters' smoke runs go to a temporary results store too

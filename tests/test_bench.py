@@ -26,7 +26,7 @@ def test_saved_mixers_come_back_as_a_page_table_with_provenance(isolated_results
     frame = bench.stored_table("mixers-bf16")
     assert frame.loc["nystrom", "x fused softmax"] == 2.5 and frame.loc["nystrom", "x materialised softmax"] == 0.5
     assert frame.loc["softmax (fused)", "peak MiB"] == 40.0
-    line = report.provenance_line([frame.attrs])
+    line = report.records.provenance_line([frame.attrs])
     assert line.startswith("Provenance — device: cpu") and line.endswith("Note: a test run.")
 
 
@@ -41,7 +41,7 @@ def test_newest_numbered_benchmark(tmp_path):
 def test_a_missing_benchmark_reads_not_yet_run():
     frame = bench.stored_table("mixers-bf16")
     assert frame.iloc[0, 0] == "not yet run (no results/bench/mixers-bf16.json)"
-    assert report.provenance_line([frame.attrs]) == "No measurement was made for this section."
+    assert report.records.provenance_line([frame.attrs]) == "No measurement was made for this section."
 
 
 def test_bench_mixers_json_holds_rows_and_provenance(tmp_path, capsys):

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from vixnb.book import toc_notebooks
-from vixnb.notebooks import EXECUTED_DIR, repo_root
+from vixnb.book.build import toc_notebooks
+from vixnb.book.execute import EXECUTED_DIR, repo_root
 
 ROOT = repo_root()
 CHAPTER = "vix_table1"

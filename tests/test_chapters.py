@@ -6,7 +6,7 @@ import nbformat
 
 from conftest import smoke_book_built
 from vixnb import report
-from vixnb.notebooks import EXECUTED_DIR, run_notebook
+from vixnb.book.execute import EXECUTED_DIR, run_notebook
 
 
 def _glued(path):
@@ -41,7 +41,7 @@ def test_the_simplified_chapter_runs_end_to_end_in_smoke(tmp_path, request):
     counted = next(out["data"]["application/papermill.record/text/markdown"] for c in nb.cells
                    if c.cell_type == "code" for out in c.get("outputs", [])
                    if out.get("metadata", {}).get("scrapbook", {}).get("name") == "page_counts")
-    assert counted == report.counts_sentence(None)
+    assert counted == report.records.counts_sentence(None)
     # every cell that draws curves shows them: a figure helper must not stop later cells' figures from showing
     drawing = [c for c in nb.cells if c.cell_type == "code" and ("training_panels(" in c.source or
                                                                    c.source.lstrip().startswith("curves("))]

@@ -6,10 +6,10 @@ import yaml
 
 from vixnb import papers, report
 from vixnb.escape import html_text
-from vixnb.report import claim_schema as S
-from vixnb.report import claim_verdicts as C
-from vixnb.report import claim_figures as L
-from vixnb.report import verdict_rules as V
+from vixnb.report.claims import schema as S
+from vixnb.report.claims import verdicts as C
+from vixnb.report.claims import ours as L
+from vixnb.report.claims import rules as V
 from vixnb.models import model_cfg
 from vixnb.results import ResultsStore
 
@@ -439,16 +439,16 @@ def test_ledger_and_summary():
     pages = L.ledger("smoke", count_flops=False)
     assert list(pages) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
     frame = pages["vix"]["frame"]
-    line = report.claims_summary(frame)
+    line = report.claims.claims_summary(frame)
     verdicts = frame["our verdict"].value_counts()
     assert line.startswith(f"{len(frame)} claims.") and f"{verdicts['not yet run']} not yet run" in line
-    html = report.claims_page(frame, caption="vix").to_html()
+    html = report.claims.claims_page(frame, caption="vix").to_html()
     assert "white-space: normal" in html and "(§5.1)" in html
     # a claim not yet run is one mark in the page's table (the caption counts them; the plan says what to run),
     # while the frame keeps what is missing
     assert "· marks" in html or "not yet run, so not shown: ours" in html
     assert frame["why no verdict"].str.contains("missing: top-1 of").any()
-    readings = report.claims_readings(frame).splitlines()
+    readings = report.claims.claims_readings(frame).splitlines()
     assert len(readings) == len(frame) and readings[0].startswith("1. ")
 
 
@@ -465,11 +465,11 @@ def test_a_sentence_with_two_readings_shows_both_on_the_ledger(key, first, secon
     frame = L.ledger("smoke", count_flops=False)[key]["frame"]
     assert tuple(frame.loc[[first, second], "paper bears it out"]) == borne_out
     assert second in frame.loc[first, "reading"] and first in frame.loc[second, "reading"]  # each names the other
-    html = report.claims_page(frame).to_html()
+    html = report.claims.claims_page(frame).to_html()
     for claim_id in (first, second):
         # escaped (pandas writes ' as &#39;): text of a paper file is never markup
         assert html_text(frame.loc[claim_id, "claim"], quote=False).replace("'", "&#39;") in html
-    readings = report.claims_readings(frame)
+    readings = report.claims.claims_readings(frame)
     assert second in readings and first in readings
 
 
@@ -500,7 +500,7 @@ def test_the_b_side_may_read_a_metric_of_its_own(paper_file):
 def test_the_ledger_page_runs_in_the_smoke_profile(tmp_path):
     import nbformat
 
-    from vixnb.notebooks import notebook_path, run_notebook
+    from vixnb.book.execute import notebook_path, run_notebook
 
     out = run_notebook(notebook_path("claims"), profile="smoke", output=tmp_path / "claims.ipynb", progress=False)
     nb = nbformat.read(str(out), as_version=4)
@@ -549,14 +549,14 @@ def test_which_profile_decides_which_claim():
 def test_the_ledger_summary_counts_each_papers_verdicts_and_its_tables_fold():
     import pandas as pd
 
-    from vixnb.report.claim_verdicts import FAILS, HOLDS, NOT_RUN, PAPER_NO, PAPER_YES
-    from vixnb.report.verdict_rules import FAILED, ONE_SEED
+    from vixnb.report.claims.verdicts import FAILS, HOLDS, NOT_RUN, PAPER_NO, PAPER_YES
+    from vixnb.report.claims.rules import FAILED, ONE_SEED
 
     frame = pd.DataFrame({"paper bears it out": [PAPER_YES, PAPER_YES, PAPER_NO, PAPER_YES, PAPER_YES],
                           "our verdict": [HOLDS, FAILS, FAILED, ONE_SEED, NOT_RUN]})
-    overview = report.claims_overview({"vix": {"frame": frame}})
+    overview = report.claims.claims_overview({"vix": {"frame": frame}})
     row = overview.loc[papers.load("vix")["title"]]
     assert row.to_dict() == {"claims": 5, "paper's tables: bear out / do not": "4 / 1", "ours: hold": 1,
                              "do not hold": 1, "not decided": 2, "not yet run / not testable": "1 / 0"}
-    folded = report.collapsible("The 5 claims <of vix>", "<table></table>").data
+    folded = report.claims.collapsible("The 5 claims <of vix>", "<table></table>").data
     assert folded == "<details><summary>The 5 claims &lt;of vix&gt;</summary>\n<table></table>\n</details>"

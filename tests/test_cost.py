@@ -1,4 +1,4 @@
-"""vixnb.report.cost: measuring or reading back under the compute policy, the narrow views of the records,
+"""vixnb.report.cost.views: measuring or reading back under the compute policy, the narrow views of the records,
 Pareto fronts, correlations beside the favor paper's, the line fit, and the scaling sweep's tables."""
 import importlib.machinery
 import json
@@ -16,7 +16,7 @@ import vixnb.train
 from vixnb import measure as M
 from vixnb import papers, record_kinds, report
 from vixnb.measure import costs
-from vixnb.report import cost
+from vixnb.report.cost import views as cost
 from vixnb.results import ResultsStore
 
 matplotlib.use("Agg")
@@ -78,11 +78,11 @@ def fake_measuring(monkeypatch):
 # measuring, or reading back, under the compute policy
 
 def _efficiency(monkeypatch, models, *, profile, compute="missing", root=None):
-    """The favor chapter's efficiency record (``report.record``) in the store at ``root``, its one list of models
+    """The favor chapter's efficiency record (``report.records.record``) in the store at ``root``, its one list of models
     (``record_kinds.efficiency_models``) narrowed to ``models`` for the test."""
     monkeypatch.setattr(record_kinds, "efficiency_models", lambda request: list(models))
-    return report.record("efficiency", paper="favor", notebook="efficiency", dataset="cifar10", profile=profile,
-                         compute=compute, store=ResultsStore(root))
+    return report.records.record("efficiency", paper="favor", notebook="efficiency", dataset="cifar10", profile=profile,
+                                 compute=compute, store=ResultsStore(root))
 
 
 def test_settings_follow_the_profile(fake_measuring, monkeypatch, tmp_path):
@@ -118,7 +118,7 @@ def test_the_efficiency_record_is_saved_on_a_gpu_and_reads_back_on_a_cpu(fake_me
     assert len(fake_measuring) == 2 and back["source"] == "stored"
     assert back["device"] == "cuda" and sorted({r["tokens"] for r in back["sweep"]}) == [256, 1024, 4096]
     assert cost.cost_frame(back["records"]).shape[0] == 2
-    assert "device: fake GPU" in report.provenance_line(back["records"])
+    assert "device: fake GPU" in report.records.provenance_line(back["records"])
     # compute="always" on a CPU has no GPU to measure on: the store's record, nothing measured
     again = _efficiency(monkeypatch, ["vit", "fnet"], profile="budget", compute="always", root=tmp_path)
     assert again["source"] == "stored" and len(fake_measuring) == 2
@@ -132,14 +132,14 @@ def test_gpu_profile_on_a_cpu_without_measurements_is_not_yet_run(fake_measuring
     frame = cost.cost_frame(run["records"])
     assert frame.empty
     for view in ("size", "training", "inference"):
-        assert report.page_table(cost.cost_view(frame, view)).data == report.NOT_YET_RUN
+        assert report.tables.page_table(cost.cost_view(frame, view)).data == report.tables.NOT_YET_RUN
     for table in (cost.sweep_table([], "ms"), cost.crossover_table([], "softmax (fused)"),
                   cost.relative_memory([], tokens=1025)):
-        assert report.page_table(table).data == report.NOT_YET_RUN
+        assert report.tables.page_table(table).data == report.tables.NOT_YET_RUN
     pairs = cost.correlation_pairs(frame, {"FLOPS": cost.FAVOR_GFLOPS},
                                    cost.printed_correlations(papers.table("favor", "table2")))
     assert set(pairs["ours"]) == {"not yet run"} and len(pairs) == 15
-    assert report.provenance_line(run["records"]) == "No measurement was made for this section."
+    assert report.records.provenance_line(run["records"]) == "No measurement was made for this section."
     assert cost.line_fit(frame, cost.FAVOR_GFLOPS, "train GB alloc (authors)") is None
     assert cost.plot_pareto_fronts(frame, {}, {"params (true)": ("parameters", True)}) is None
     assert cost.plot_scaling(run["sweep"]) is None
@@ -171,8 +171,8 @@ def no_measuring(monkeypatch):
 @pytest.mark.parametrize("profile", ["budget", "smoke"])
 def test_compute_never_measures_nothing_even_on_a_gpu(no_measuring, monkeypatch, tmp_path, profile):
     assert _efficiency(monkeypatch, ["fnet"], profile=profile, compute="never", root=tmp_path) is None
-    runs = report.collect_runs(["fnet"], dataset="cifar10", profile=profile, seeds=[0], compute="never",
-                               progress=False)
+    runs = report.records.collect_runs(["fnet"], dataset="cifar10", profile=profile, seeds=[0], compute="never",
+                                       progress=False)
     assert [r["status"] for r in runs] == ["not yet run"]  # smoke: not trained either
     # what needs no GPU is counted from shapes whatever the policy: parameters, Size MB, FLOPs
     counted = cost.shape_records(["fnet"])
@@ -238,7 +238,7 @@ def test_smoke_measures_on_the_cpu_into_the_smoke_store(fake_measuring, monkeypa
 # --------------------------------------------------------------------------------------------------
 # the records as narrow tables
 
-LABELS = {m: report.label(m) for m in ("vit", "hybrid_vin", "fnet", "vip")}
+LABELS = {m: report.tables.label(m) for m in ("vit", "hybrid_vin", "fnet", "vip")}
 
 
 def test_cost_views_are_narrow_with_display_labels():
@@ -252,7 +252,7 @@ def test_cost_views_are_narrow_with_display_labels():
                                           ("authors", "step ms")]
     inference = cost.cost_view(frame, "inference", labels=LABELS)
     assert inference.loc["ViT", ("fused", "at batch")] == 256 and isinstance(inference.iloc[0, 2], int)
-    html = report.page_table(size).to_html()
+    html = report.tables.page_table(size).to_html()
     assert "2,345" in html and "0.0123" in html and "nan" not in html.lower()
 
 
@@ -266,8 +266,8 @@ def test_rows_follow_the_order_and_empty_cells_say_why():
 
 def test_cpu_memory_reads_na_cpu_beside_cpu_timings():
     frame = cost.cost_frame([_fake_record("vit")])
-    assert "n/a (cpu)" in report.page_table(cost.cost_view(frame, "training")).to_html()
-    assert "1,000" in report.page_table(cost.cost_view(frame, "inference")).to_html()
+    assert "n/a (cpu)" in report.tables.page_table(cost.cost_view(frame, "training")).to_html()
+    assert "1,000" in report.tables.page_table(cost.cost_view(frame, "inference")).to_html()
 
 
 def test_training_memory_comes_from_the_stored_batch64_measurement():
@@ -281,7 +281,7 @@ def test_training_memory_comes_from_the_stored_batch64_measurement():
     assert view.loc["FNet", ("fused", "GB reserved")] == "not yet run"
     assert ("authors", "step ms") not in view.columns  # another measurement's step times are not taken
     assert frame.attrs["training_memory"] == [stored]
-    assert "device: H100" in report.provenance_line(frame.attrs["training_memory"])
+    assert "device: H100" in report.records.provenance_line(frame.attrs["training_memory"])
     # the records' own training memory, where measured, is not replaced
     measured = cost.cost_frame([_fake_record("vit", gb=1.0)], training_memory=stored)
     assert measured.loc["vit", "train GB (authors)"] == 1.0 and measured.attrs["training_memory"][0]["model"] == "vit"
@@ -341,7 +341,7 @@ def test_correlation_pairs_beside_the_papers():
     assert pairs.loc["A – B", "ours"] == pytest.approx(frame["x"].corr(frame["y"]))
     assert pairs.loc["A – B", "paper"] == 0.5 and pairs.loc["A – B", "models"] == 4
     assert pairs.loc["A – C", "ours"] == "not yet run" and pairs.loc["A – C", "models"] == 2  # only a and d
-    assert "nan" not in report.page_table(pairs, decimals=2).to_html().lower()
+    assert "nan" not in report.tables.page_table(pairs, decimals=2).to_html().lower()
 
 
 def test_line_fit_and_fits_side_by_side():
@@ -353,7 +353,7 @@ def test_line_fit_and_fits_side_by_side():
     assert cost.line_fit(frame.iloc[:1], "gf", "gb") is None and cost.line_fit(frame, "gf", "absent") is None
     table = cost.fits_frame({"paper": {"slope": 25.43, "intercept": 25.5, "pearson_r": 0.85}, "ours": None})
     assert table.loc["ours", "slope"] == "not yet run" and table.loc["paper", "models"] is None
-    html = report.page_table(cost.fits_frame({"paper": {"slope": 25.43}, "ours": fit}), decimals=2).to_html()
+    html = report.tables.page_table(cost.fits_frame({"paper": {"slope": 25.43}, "ours": fit}), decimals=2).to_html()
     assert "2.00" in html and ">3<" in html  # the count of models stays whole
 
 
@@ -400,7 +400,7 @@ def test_sweep_crossover_and_relative_memory_tables():
 def test_smoke_pages_leave_out_cells_tagged_remove_in_smoke(tmp_path):
     import nbformat
 
-    from vixnb import notebooks
+    from vixnb.book import execute as notebooks
 
     for profile, removed in (("smoke", True), ("budget", False)):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title"),

@@ -228,7 +228,7 @@ def test_the_plan_lists_sgd_alone_for_table_3s_models():
 def test_the_claims_read_the_papers_tables_as_expected():
     from vixnb import report
 
-    frame = report.claims("cxv").set_index("id") if "id" in report.claims("cxv") else report.claims("cxv")
+    frame = report.claims.claims("cxv").set_index("id") if "id" in report.claims.claims("cxv") else report.claims.claims("cxv")
     verdicts = dict(zip(frame.index if "id" not in frame else frame["id"], frame["paper bears it out"]))
     assert len(verdicts) == len(papers.claims("cxv"))
     # the paper's own numbers contradict two of its sentences: ConvMixer beats every CXV on CIFAR-100, and no
@@ -274,11 +274,11 @@ def _done(row_config, top1s, *, switch_at=None, post=0):
 def test_rows_beside_paper_sets_each_run_beside_its_printed_row(monkeypatch):
     from vixnb import report
 
-    monkeypatch.setattr("vixnb.report.collect.other_code", lambda stored: None)
+    monkeypatch.setattr("vixnb.report.records.collect.other_code", lambda stored: None)
     results = {"cnv_randaugment": _done(("cnv_5_4",), [[80.0, 90.0, 92.0, 93.0]], switch_at=2, post=1),
                "cpv_randaugment": _done(("cpv_5_4",), [[70.0, 91.0, 95.0], [60.0, 89.0, 94.0]], switch_at=1, post=1),
                "cltv_randaugment": [{"status": "not yet run", "config": run_config("cltv_5_4"), "reason": "no copy"}]}
-    got = report.rows_beside_paper("cxv", "table4", results, metrics=("top1_main", "top1"))
+    got = report.tables.rows_beside_paper("cxv", "table4", results, metrics=("top1_main", "top1"))
     frame = got["accuracy"]
     main, after = "best test top-1 before post-training (%)", "best test top-1 (%)"
     assert frame.loc["CNV-5/4", (f"{main}, best seed", "ours")] == 92.0
@@ -292,7 +292,7 @@ def test_rows_beside_paper_sets_each_run_beside_its_printed_row(monkeypatch):
 
 
 def test_a_run_a_claim_names_reads_as_its_row_label():
-    from vixnb.report.claim_verdicts import run_label
+    from vixnb.report.claims.verdicts import run_label
 
     assert run_label("cnv_no_pad", "cxv") == "no padding in the embedding (cnv_no_pad)"
     assert run_label("cnv_5_4", "cxv") == "CNV-5/4"

@@ -10,7 +10,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from vixnb.notebooks import repo_root
+from vixnb.book.execute import repo_root
 
 ROOT = repo_root()
 #: conda-forge names of PyPI packages that differ

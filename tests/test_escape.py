@@ -20,18 +20,18 @@ def test_a_page_from_a_paper_file_and_a_result_with_markup_prints_it_as_text(pap
     (paper_dir / "vix.yaml").write_text(text)
     papers.load.cache_clear()
     table = papers.table("vix", "table1")
-    paper = report.paper_frame("vix", "table1")
+    paper = report.tables.paper_frame("vix", "table1")
     ours = pd.DataFrame({"top1": [f"{SCRIPT} 50.0"]}, index=["fnet"])
-    frame = report.beside_paper(ours, paper, {"Top-1": ("top1", "top1")}, order=["fnet", "vit"],
-                                labels={"fnet": paper.at["fnet", "label"]})
-    page = report.page_table(frame, caption=table["caption"]).to_html()
+    frame = report.tables.beside_paper(ours, paper, {"Top-1": ("top1", "top1")}, order=["fnet", "vit"],
+                                       labels={"fnet": paper.at["fnet", "label"]})
+    page = report.tables.page_table(frame, caption=table["caption"]).to_html()
     assert "<script" not in page and "<img" not in page  # neither the caption, the row label nor the cell
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2 and "&lt;img src=x onerror=" in page
     result = {"status": "done", "config": {"dataset": "cifar10"},
               "provenance": {"device": IMAGE, "commit": "abc", "torch": "2", "seed": 0, "note": SCRIPT}}
-    line = report.provenance_line([result], profile="budget")
+    line = report.records.provenance_line([result], profile="budget")
     assert "<" not in line and "&lt;img src=x onerror=" in line and "Note: &lt;script&gt;" in line
-    empty = report.page_table(pd.DataFrame({"a": ["not yet run"]}), caption=SCRIPT)
+    empty = report.tables.page_table(pd.DataFrame({"a": ["not yet run"]}), caption=SCRIPT)
     assert "<script" not in empty.data and "&lt;script&gt;" in empty.data
 
 
@@ -39,7 +39,7 @@ def test_a_figures_labels_are_printed_as_written_not_read_as_mathtext():
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from vixnb.report.figures import per_layer_lines
+    from vixnb.report.figures.charts import per_layer_lines
 
     before = matplotlib.rcParams["text.parse_math"]
     label = "ViT $\\alpha$ (cost: $5)"  # from a paper file or a result: a dollar sign is not math

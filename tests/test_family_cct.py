@@ -8,7 +8,7 @@ import vixnb
 from vixnb import analysis, layers
 from vixnb.models import model_cfg, model_entrypoint
 from vixnb.models.cct import CCTAttention, DropPath
-from vixnb.report import paper_frame
+from vixnb.report.tables import paper_frame
 
 TABLE3, TABLE4 = paper_frame("vix", "table3"), paper_frame("vix", "table4")
 NAMES = ["cct", "ccp", "ccl", "ccn"]

@@ -9,7 +9,7 @@ import vixnb
 from vixnb import layers
 from vixnb.models import model_cfg, paper_mixers
 from vixnb.models.cvt import ChannelNorm, ConvAttention, TokenMixer2d
-from vixnb.report import paper_frame
+from vixnb.report.tables import paper_frame
 
 TABLE1, TABLE3, TABLE4 = (paper_frame("vix", t) for t in ("table1", "table3", "table4"))
 NAMES = ["cvt", "cvp", "cvl", "cvn"]

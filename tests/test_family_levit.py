@@ -7,7 +7,7 @@ import torch
 import vixnb
 from vixnb import layers
 from vixnb.models import model_cfg, paper_mixers
-from vixnb.report import paper_frame
+from vixnb.report.tables import paper_frame
 
 TABLE3, TABLE4 = paper_frame("vix", "table3"), paper_frame("vix", "table4")
 NAMES = ["levit", "levip", "levil", "levin"]

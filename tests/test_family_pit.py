@@ -9,7 +9,7 @@ import vixnb
 from vixnb import layers
 from vixnb.models import model_cfg, model_entrypoint, paper_mixers
 from vixnb.models.pit import PiX, Pool
-from vixnb.report import paper_frame
+from vixnb.report.tables import paper_frame
 
 TABLE5 = paper_frame("vix", "table5")
 PLAIN = {"pit": "PiT", "pin": "PiN", "pip": "PiP"}

@@ -183,8 +183,8 @@ def test_a_run_records_its_data_and_a_result_from_other_data_is_not_reused_silen
     _jpeg(cpu_data / "train" / "bird" / "0000.jpg", 3)  # other pixels, other file size
     (cpu_data / "train").touch()
     data.fingerprint.cache_clear()
-    stale = report.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
-                                progress=False, store=None)
+    stale = report.records.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
+                                        progress=False, store=None)
     assert stale[0]["stale"].startswith("made from other data than the copy here")
     assert main(["train", "vit", "--profile", "cpu", "--quiet"]) == 0
     assert "made from other data than the copy here" in capsys.readouterr().err
@@ -378,7 +378,7 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
     """A notebook that stores one run and then fails: the stored run is whole and reused; nothing half-written."""
     import nbformat
 
-    from vixnb.notebooks import run_notebook
+    from vixnb.book.execute import run_notebook
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["parameters"]}),
@@ -597,10 +597,10 @@ def test_a_page_shows_a_damaged_result_as_unreadable(cpu_data):
     path = ResultsStore().path(_config())
     _damage(path, _config(), "nan")
     before = _store_hash()
-    results = report.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
-                                  progress=False)
+    results = report.records.collect_runs(["vit"], dataset="cifar10", profile="cpu", seeds=[0], compute="never",
+                                          progress=False)
     assert results[0]["status"] == "unreadable" and f"damaged result file {path}" in results[0]["reason"]
-    row = report.summarize_runs(results).loc["vit"]
+    row = report.records.summarize_runs(results).loc["vit"]
     assert row["top1 best"] == "unreadable result file" and _store_hash() == before
 
 
@@ -655,7 +655,7 @@ def test_a_notebook_run_by_hand_is_not_checked():
 
 @pytest.mark.parametrize("given, expected", [("vit,vil", ["vit", "vil"]), ('["vit", "vil"]', ["vit", "vil"])])
 def test_vixnb_run_takes_a_list_parameter_as_a_string(given, expected):
-    from vixnb.notebooks import coerce_parameters
+    from vixnb.book.execute import coerce_parameters
 
     assert coerce_parameters({"models": given}, {"models": {"default": "[]"}}) == {"models": expected}
 

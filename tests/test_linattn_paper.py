@@ -12,7 +12,7 @@ from vixnb.analysis import panel, prediction_record, record_stale
 from vixnb.data import load_split
 from vixnb.profiles import run_config
 from vixnb.record_kinds import KINDS, chapter_requests, weights_read
-from vixnb.report import claim_schema
+from vixnb.report.claims import schema as claim_schema
 from vixnb.results import ResultsStore
 from vixnb.runs import keep_where
 

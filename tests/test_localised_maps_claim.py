@@ -8,11 +8,11 @@ import torch
 
 from vixnb import papers
 from vixnb.analysis import class_token_entropy
-from vixnb.notebooks import repo_root
+from vixnb.book.execute import repo_root
 from vixnb.record_kinds import kept_runs, all_requests, record_name
-from vixnb.report import claim_figures
-from vixnb.report import verdict_rules as rules
-from vixnb.report.claim_verdicts import FAILS, HOLDS, NOT_RUN, claims, protocol_note
+from vixnb.report.claims import ours as claim_figures
+from vixnb.report.claims import rules
+from vixnb.report.claims.verdicts import FAILS, HOLDS, NOT_RUN, claims, protocol_note
 from vixnb.results import ResultsStore
 from vixnb.runspec import RunSpec
 

@@ -172,11 +172,11 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
 
     _small_study(monkeypatch)
     # nothing trained and compute="never": the record is not stored, and says which runs are missing
-    unstored = report.study_measurement("attention", profile="smoke", compute="never")
+    unstored = report.records.study_measurement("attention", profile="smoke", compute="never")
     assert unstored is None  # nothing stored, nothing measured
     with pytest.raises(RuntimeError, match="no trained weights of ViT"):  # the batch: measure, never train
-        report.study_measurement("attention", profile="smoke", compute="missing", train="never", required=True)
-    record = report.study_measurement("attention", profile="smoke", compute="missing")
+        report.records.study_measurement("attention", profile="smoke", compute="missing", train="never", required=True)
+    record = report.records.study_measurement("attention", profile="smoke", compute="missing")
     runs = record["runs"]
     assert runs["FNet"]["status"] == runs["ResNet-18"]["status"] == "no attention map"
     assert runs["FNet"]["kind"].startswith("no attention map")
@@ -195,7 +195,7 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
     assert record["provenance"]["profile"] == "smoke" and len(record["panel"]) == analysis.study_settings("smoke")["images"]
     # stored whole: read back without measuring, and stale once a run's weights change
     store = ResultsStore()
-    assert report.study_measurement("attention", profile="smoke", compute="never")["runs"]["ViT"] == \
+    assert report.records.study_measurement("attention", profile="smoke", compute="never")["runs"]["ViT"] == \
         store.load_record("measure", analysis.study_record_name("attention"), profile="smoke")["runs"]["ViT"]
     assert analysis.record_stale(record, store) is None
     # the study's sizes or runs changed in study.yaml: the stored record no longer answers
@@ -230,7 +230,7 @@ def test_the_cifar10_panel_is_the_first_image_of_each_class_in_turns():
 
 def test_the_pipeline_check_maps_one_run_per_mechanism_and_family_and_a_gpu_profile_every_run():
     from vixnb.analysis.records import study, study_labels
-    from vixnb.report import synthesis
+    from vixnb.report.claims import synthesis
 
     runs, check = study()["runs"], study()["pipeline_check"]
     assert set(check) <= set(runs) and set(study()["attribution"]) <= set(check)

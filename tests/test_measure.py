@@ -365,12 +365,12 @@ def test_page_table_formats_and_blanks():
 
     frame = pd.DataFrame({"n": [1234567, 3], "x": [0.012345, None], "y": [123.456, 1.23456], "s": ["oom", None]},
                          index=["a", "b"])
-    html = report.page_table(frame, caption="cap").to_html()
+    html = report.tables.page_table(frame, caption="cap").to_html()
     for cell in ("1,234,567", "0.0123", "123", "1.23", "oom", "—", "cap"):
         assert cell in html
     assert "nan" not in html.lower() and "None" not in html
-    assert "0.50" in report.page_table(pd.DataFrame({"r": [0.5]}), decimals=2).to_html()
-    assert report.page_table(pd.DataFrame(), empty="nothing").data == "nothing"
+    assert "0.50" in report.tables.page_table(pd.DataFrame({"r": [0.5]}), decimals=2).to_html()
+    assert report.tables.page_table(pd.DataFrame(), empty="nothing").data == "nothing"
 
 
 def test_nystrom_counts_on_the_meta_device():

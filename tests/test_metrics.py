@@ -1,11 +1,11 @@
-"""vixnb.report.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and the
+"""vixnb.report.records.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and the
 per-seed comparisons."""
 import math
 
 from vixnb import papers, report
-from vixnb.report import metrics as M
+from vixnb.report.records import metrics as M
 from vixnb.record_kinds import KINDS
-from vixnb.report.metrics import RUN_STATISTICS
+from vixnb.report.records.metrics import RUN_STATISTICS
 
 # two hand-made training records (seeds) of one configuration; the second has no stage, phase or transfer
 SEED_A = {"status": "done", "top1": 60.0, "top5": 90.0, "best_epoch": 2, "gpu_gb_reserved": 1.5,
@@ -44,7 +44,7 @@ def test_every_metric_the_claims_name_is_in_the_table():
 def test_each_metric_says_what_decides_it_and_where_it_comes_from():
     for key, metric in M.METRICS.items():
         assert metric.label and metric.unit and metric.source, key
-        assert metric.kind in (M.MODEL, M.STEP, M.EPOCHS), key
+        assert metric.decided_by in (M.MODEL, M.STEP, M.EPOCHS), key
         from_runs = metric.origin == "runs"
         assert from_runs == (metric.per_seed is not None) == (metric.over_seeds is not None), key
         assert (metric.column is not None) == (metric.origin == "counted" or metric.origin in KINDS), key
@@ -53,7 +53,7 @@ def test_each_metric_says_what_decides_it_and_where_it_comes_from():
                                    "grad_norm_first_last", "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb",
                                    "test_s", "latency_ms"}
     # a measure of trained weights depends on the epochs they were trained
-    assert M.METRICS["class_token_entropy"].kind == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
+    assert M.METRICS["class_token_entropy"].decided_by == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
     assert M.metric_label("top1") == "top-1" and M.metric_label("macs_g") == "macs_g"
     assert M.metric_unit("epoch_s") == "s" and M.metric_unit("macs_g") == ""
 
@@ -71,10 +71,10 @@ def test_each_per_seed_figure_and_statistic_on_hand_made_records():
         assert (M.METRICS[key].per_seed(SEED_A), M.METRICS[key].per_seed(SEED_B)) == (a, b), key
     for key, expected in OVER_SEEDS.items():
         assert RUN_STATISTICS[key]([SEED_A, SEED_B]) == expected, key
-        assert report.seed_statistic(key, [SEED_A, {"status": "not yet run"}, SEED_B]) == expected, key
+        assert report.records.seed_statistic(key, [SEED_A, {"status": "not yet run"}, SEED_B]) == expected, key
     assert RUN_STATISTICS["train_acc_final_std"]([SEED_A]) is None
     assert RUN_STATISTICS["top1_transfer"]([SEED_B]) is None
-    frame = report.compare_pairs([("b − a", "b", "a")], {"a": [SEED_A], "b": [SEED_B]},
-                                 metrics=("top1_main", "top1_adamw"))
+    frame = report.records.compare_pairs([("b − a", "b", "a")], {"a": [SEED_A], "b": [SEED_B]},
+                                         metrics=("top1_main", "top1_adamw"))
     assert frame.loc[("b − a", "best test top-1 of the AdamW phase (%)"), "a − b"] == "+30.00"
     assert frame.loc[("b − a", "best test top-1 before post-training (%)"), "a − b"] == "+10.00"

@@ -8,7 +8,7 @@ import torch
 import vixnb
 from vixnb import layers
 from vixnb.models import model_cfg, model_entrypoint
-from vixnb.report import paper_frame
+from vixnb.report.tables import paper_frame
 
 TABLE1, TABLE2 = paper_frame("vix", "table1"), paper_frame("vix", "table2")
 LABELS = {"vit": "ViT", "vip": "ViP", "vil": "ViL", "vin": "ViN", "fnet": "FNet", "mlp_mixer": "MLP Mixer"}

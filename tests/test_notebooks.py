@@ -1,11 +1,11 @@
-"""vixnb.notebooks.run_notebook on small throwaway notebooks (tmp_path)."""
+"""vixnb.book.execute.run_notebook on small throwaway notebooks (tmp_path)."""
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from vixnb.notebooks import notebook_parameters, run_notebook
+from vixnb.book.execute import notebook_parameters, run_notebook
 
 
 def write_nb(path: Path, cells, *, kernelspec=True) -> Path:
@@ -143,7 +143,7 @@ def test_a_failed_run_keeps_the_previous_executed_copy(tmp_path):
 
 
 def test_parameters_are_checked_against_the_declared_types_before_a_kernel_starts(tmp_path, monkeypatch):
-    import vixnb.notebooks as nbmod
+    import vixnb.book.execute as nbmod
 
     nb = write_nb(tmp_path / "typed.ipynb", [(["parameters"], 'profile = "smoke"\nseeds = [0]\nmodels = []'),
                                              ([], "print(seeds, models)")])
@@ -174,8 +174,8 @@ def test_unknown_stem_lists_available():
 # --------------------------------------------------------------------------------------------------
 # the book's chapters: _toc.yml entries in the book's profile and in a fixed profile (stored results)
 
-from vixnb import book as bookmod  # noqa: E402
-from vixnb import notebooks as nbmod  # noqa: E402
+from vixnb.book import build as bookmod  # noqa: E402
+from vixnb.book import execute as nbmod  # noqa: E402
 
 TOC = """format: jb-book
 root: book/intro
@@ -290,7 +290,7 @@ def test_book_sources_leave_executed_copies_behind(tmp_path):
 
 
 def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tmp_path):
-    from vixnb.notebooks import WIDGET_MIME, mark_executed_copy
+    from vixnb.book.execute import WIDGET_MIME, mark_executed_copy
 
     path = write_nb(tmp_path / "page.ipynb", [(["parameters"], 'profile = "budget"'), ([], "x = 1"),
                                               (["remove-input"], "import vixnb"), ([], "progress()")])
@@ -310,7 +310,7 @@ def test_an_executed_copy_hides_its_code_behind_a_toggle_and_keeps_no_widgets(tm
 
 
 def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_rendering_machine(tmp_path):
-    from vixnb.notebooks import mark_executed_copy
+    from vixnb.book.execute import mark_executed_copy
 
     for profile, stored_only in (("budget", True), ("smoke", False)):
         path = write_nb(tmp_path / f"{profile}.ipynb", [(["remove-input"], "env()")])
@@ -360,7 +360,7 @@ def test_only_the_parameters_cell_shows_code_and_display_cells_show_no_toggle(pa
     "never"``: the results, synthesis, ledger, plan and provenance pages) tags every other code cell
     ``remove-input`` in its source; on a chapter, a cell that only displays gets ``remove-input`` when the book is
     built, and one that computes keeps its code behind a toggle (``hide-input``)."""
-    from vixnb.notebooks import mark_executed_copy, display_only
+    from vixnb.book.execute import mark_executed_copy, display_only
 
     nb = nbformat.read(str(path), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

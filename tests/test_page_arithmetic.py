@@ -4,7 +4,11 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from vixnb.report import compare, metrics, provenance, synthesis
+from vixnb.report.claims import synthesis
+from vixnb.report.figures import charts
+from vixnb.report.figures import maps as map_figures
+from vixnb.report.records import collect, metrics, provenance
+from vixnb.report.tables import architecture, compare
 
 
 def _run(status="done", **fields):
@@ -68,7 +72,7 @@ def test_median_memory_ratio_and_conv_gain_from_the_comparison_rows():
 
 
 def test_the_maps_grids_put_a_status_where_a_run_is_not_done():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     runs = {"A": _run(rollout=["r0", "r1"], centre_query=[["c0", "c1", "c2"]], layers=[1, 2, 3],
                       methods={m: {"maps": [f"{m}0", f"{m}1"]} for m in map_tables.ATTRIBUTION_METHODS}),
@@ -83,7 +87,7 @@ def test_the_maps_grids_put_a_status_where_a_run_is_not_done():
 
 
 def test_map_groups_adds_the_other_mapped_runs_by_their_paper_table():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     study = {"X": {"paper": "vix", "table": "table1"}, "Y": {"paper": "cxv", "table": "table2"},
              "Z": {"paper": "cxv", "table": "table2"}, "W": {"paper": "vix", "table": "table1"}}
@@ -95,7 +99,7 @@ def test_map_groups_adds_the_other_mapped_runs_by_their_paper_table():
 
 
 def test_per_layer_groups_average_over_heads_and_leave_out_an_unmeasured_group():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     runs = {"A": _run(entropy=[[1.0, 3.0], [2.0, 2.0]]), "B": _run("failed")}
     assert map_tables.over_heads(runs["A"], "entropy") == [2.0, 2.0] and map_tables.over_heads(runs["B"], "x") == []
@@ -104,7 +108,7 @@ def test_per_layer_groups_average_over_heads_and_leave_out_an_unmeasured_group()
 
 
 def test_approximation_panels_give_each_layers_error_per_count():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     per = lambda tv, fro: {"per_layer": {"tv": tv, "frobenius": fro}}  # noqa: E731
     errors = {"layers": 2, "performer": {"8": per([0.5, 0.4], [1.0, 0.9]), "16": per([0.3, 0.2], [0.7, 0.6])},
@@ -117,7 +121,7 @@ def test_approximation_panels_give_each_layers_error_per_count():
 
 
 def test_randomisation_checks_one_row_per_done_run_with_the_learned_part_where_measured():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     runs = {"A": _run(randomised_layers=2, layers=[0, 1, 2], randomisation={"rank_correlation": 0.25, "changed": True}),
             "S": _run(randomised_layers=1, layers=[0], randomisation={"rank_correlation": 0.9, "changed": False},
@@ -132,7 +136,7 @@ def test_randomisation_checks_one_row_per_done_run_with_the_learned_part_where_m
 
 
 def test_attribution_agreement_curves_and_areas():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     methods = {"integrated_gradients": "IG", "occlusion": "Occlusion"}
     done = _run(agreement={"methods": ["integrated_gradients", "occlusion"], "matrix": [[1.0, 0.5], [0.5, 1.0]]},
@@ -150,7 +154,7 @@ def test_attribution_agreement_curves_and_areas():
 
 
 def test_not_measured_names_the_studys_command():
-    from vixnb.report import map_tables
+    from vixnb.report.tables import maps as map_tables
 
     text = map_tables.not_measured("attention", "budget").data
     assert text.startswith("**Not yet run.** `vixnb batch --profile budget --only maps-attention-")
@@ -163,105 +167,94 @@ class _Built:
 
 
 def _fake_models(monkeypatch, sizes):
-    from vixnb.report import chapter_tables
-
-    monkeypatch.setattr(chapter_tables, "create_model", lambda name, dataset, **o: _Built(name, **o))
-    monkeypatch.setattr(chapter_tables, "count_params", lambda m, convention="paper": (
+    monkeypatch.setattr(architecture, "create_model", lambda name, dataset, **o: _Built(name, **o))
+    monkeypatch.setattr(architecture, "count_params", lambda m, convention="paper": (
         sizes[m.name] + (7 if m.overrides else 0) + (1 if convention == "true" else 0)))
-    monkeypatch.setattr(chapter_tables, "paper_macs", lambda m: 2e9 * sizes[m.name])
-    monkeypatch.setattr(chapter_tables, "flops", lambda m, path: {"macs": 3e9 * sizes[m.name]})
-    return chapter_tables
+    monkeypatch.setattr(architecture, "paper_macs", lambda m: 2e9 * sizes[m.name])
+    monkeypatch.setattr(architecture, "flops", lambda m, path: {"macs": 3e9 * sizes[m.name]})
+    return architecture
 
 
 def test_model_costs_and_parameter_counts_of_the_models_as_built(monkeypatch):
-    ct = _fake_models(monkeypatch, {"a": 2_000_000, "a_rope": 2_000_010})
-    assert ct.model_costs(["a"]).loc["a"].to_dict() == {"params M (paper convention)": 2.0,
+    _fake_models(monkeypatch, {"a": 2_000_000, "a_rope": 2_000_010})
+    assert architecture.model_costs(["a"]).loc["a"].to_dict() == {"params M (paper convention)": 2.0,
                                                       "params M (true)": 2.000001, "paper MACs G": 4e6,
                                                       "all MACs G": 6e6}
-    assert ct.parameter_counts([("A", "a_rope", "a")], "cifar10").loc["A"].to_dict() == {
+    assert architecture.parameter_counts([("A", "a_rope", "a")], "cifar10").loc["A"].to_dict() == {
         "paper convention": 2_000_010, "without RoPE": 2_000_000, "true": 2_000_011, "true, without RoPE": 2_000_001}
 
 
 def test_levit_anomalies_set_the_printed_count_beside_the_architecture(monkeypatch):
-    ct = _fake_models(monkeypatch, {"levip": 100, "levin": 90, "levit": 200})
+    _fake_models(monkeypatch, {"levip": 100, "levin": 90, "levit": 200})
     table3 = pd.DataFrame({"params": [1100, 2000]}, index=["levip", "levit"])
-    assert ct.levit_anomalies(table3).to_dict(orient="index") == {
+    assert architecture.levit_anomalies(table3).to_dict(orient="index") == {
         "LeViP": {"printed": 1100, "architecture": 100, "check": "LeViN + 1,008 = 1,098", "printed − architecture": 1000},
         "LeViT": {"printed": 2000, "architecture": 200, "check": "with the bias table: 207",
                   "printed − architecture": 1800}}
 
 
 def test_accuracy_points_softmax_families_and_rope_deltas():
-    from vixnb.report import chapter_tables as ct
-
-    points = ct.accuracy_points(pd.Series({"a": 1.5}), pd.Series({"a": 80.0}), {"a": "A"})
+    points = charts.accuracy_points(pd.Series({"a": 1.5}), pd.Series({"a": 80.0}), {"a": "A"})
     assert points.to_dict(orient="index") == {"A": {"GB": 1.5, "top-1": 80.0}}
-    assert ct.softmax_of(["vit", "vip", "hybrid_vit", "hybrid_vip"], ["vil"]) == {
+    assert architecture.softmax_of(["vit", "vip", "hybrid_vit", "hybrid_vip"], ["vil"]) == {
         "vit": "vit", "vip": "vit", "hybrid_vit": "hybrid_vit", "hybrid_vip": "hybrid_vit", "vil": "vit"}
     table1 = pd.DataFrame({"top1": [70.0]}, index=["vin"])
     table6 = pd.DataFrame({"top1": [72.5]}, index=["vin_rope"])
-    delta = ct.rope_deltas(["vin_rope"], {"vin_rope": "vin"}, pd.DataFrame({"top1 best": {"vin_rope": 60.0}}),
-                           pd.DataFrame(), table6, table1, {"vin": "ViN"})
+    delta = compare.rope_deltas(["vin_rope"], {"vin_rope": "vin"}, pd.DataFrame({"top1 best": {"vin_rope": 60.0}}),
+                                pd.DataFrame(), table6, table1, {"vin": "ViN"})
     assert delta.loc["ViN"].to_dict() == {("paper", "learned"): 70.0, ("paper", "RoPE"): 72.5, ("paper", "Δ"): 2.5,
                                           ("ours", "learned"): None, ("ours", "RoPE"): 60.0, ("ours", "Δ"): None}
 
 
 def test_times_against_the_reference_run():
-    from vixnb.report import chapter_tables as ct
-
     def seeds(epoch, test):
         return [_run(history=[{"seconds": 99.0, "eval_seconds": 99.0}, {"seconds": epoch, "eval_seconds": test}])]
     printed = {"vit": {"epoch_s": 10.0, "test_s": 2.0}, "vil": {"epoch_s": 5.0, "test_s": 1.0}}
-    frame = ct.times_against(printed, {"vit": seeds(4.0, 1.0), "vil": seeds(2.0, 0.5)}, {"vit": "ViT", "vil": "ViL"},
-                             "vit")
+    frame = compare.times_against(printed, {"vit": seeds(4.0, 1.0), "vil": seeds(2.0, 0.5)}, {"vit": "ViT", "vil": "ViL"},
+                                  "vit")
     assert frame.loc["ViL"].to_dict() == {("epoch, × ViT", "ours"): 0.5, ("epoch, × ViT", "report"): 0.5,
                                           ("test pass, × ViT", "ours"): 0.5, ("test pass, × ViT", "report"): 0.5,
                                           ("epoch (s)", "ours"): 2.0, ("epoch (s)", "report"): 5.0}
-    assert ct.ratio(None, 2.0) is None and ct.ratio(1.0, 0) is None and ct.ratio(1.0, 4.0) == 0.25
+    assert compare.ratio(None, 2.0) is None and compare.ratio(1.0, 0) is None and compare.ratio(1.0, 4.0) == 0.25
 
 
 def test_the_optimizer_pairs_trios_and_patience_rows_of_a_paper_table(monkeypatch):
-    from vixnb.report import chapter_tables as ct
-
     tables = {"t3": {"dataset": "cifar100", "rows": {
                   "cnv": {"label": "CNV, DualOpT", "top1": 80.0},
                   "cnv_adamw": {"model": "cnv", "settings": {"optimizer": "adamw"}, "top1": 78.0}}},
               "alone": {"rows": {"cnv_sgd": {"model": "cnv"}}},
               "patience": {"rows": {"cnv_sgd_p": {"model": "cnv"}}}}
-    monkeypatch.setattr(ct.papers, "table", lambda paper, name: tables[name])
-    assert ct.optimizer_pairs("p", "t3") == [("CNV", "cnv", "cnv_adamw")]
-    assert ct.model_trios("p", "t3", "alone") == [("CNV", "cnv", "cnv_sgd", "cnv_adamw")]
-    assert ct.same_model_rows("p", "alone", "patience") == {"cnv_sgd": "cnv_sgd_p"}
-    assert ct.table_compute("p", "t3", "smoke", "missing") == "never"
-    assert ct.table_compute("p", "t3", "budget", "missing") == "missing"
+    monkeypatch.setattr(compare.papers, "table", lambda paper, name: tables[name])
+    assert compare.optimizer_pairs("p", "t3") == [("CNV", "cnv", "cnv_adamw")]
+    assert compare.model_trios("p", "t3", "alone") == [("CNV", "cnv", "cnv_sgd", "cnv_adamw")]
+    assert compare.same_model_rows("p", "alone", "patience") == {"cnv_sgd": "cnv_sgd_p"}
+    assert collect.table_compute("p", "t3", "smoke", "missing") == "never"
+    assert collect.table_compute("p", "t3", "budget", "missing") == "missing"
     printed = pd.DataFrame({"top1": [80.0, 78.0], "increase_pct": [2.5641, None]}, index=["cnv", "cnv_adamw"])
-    assert ct.printed_change(printed, [("CNV", "cnv", "cnv_adamw")]) == ["78.00 → 80.00 (2.56 %)"]
+    assert compare.printed_change(printed, [("CNV", "cnv", "cnv_adamw")]) == ["78.00 → 80.00 (2.56 %)"]
 
 
 def test_the_predictions_grid_marks_each_prediction_and_the_per_class_panel_replaces_the_first():
-    from vixnb.report import chapter_tables as ct
-
     predicted = {"dataset": "synthetic", "panel": [0, 1], "labels": [3, 1],
                  "runs": {"a": {"status": "done", "predicted": [3, 2]}, "b": {"status": "missing"}},
                  "per_class": {"panel": [5], "labels": [0], "predicted": {"a": [0]}}}
-    rows, columns = ct.prediction_grid(predicted, {"a": "A"})
+    rows, columns = map_figures.prediction_grid(predicted, {"a": "A"})
     assert columns == ["class 3", "class 1"]
     assert rows["A"] == ["class 3 ✓", "class 2 ✗"] and list(rows) == ["test image", "A"]
-    chosen = ct.chosen_predictions(predicted, "per_class")
+    chosen = map_figures.chosen_predictions(predicted, "per_class")
     assert (chosen["panel"], chosen["labels"], chosen["runs"]["a"]["predicted"], chosen["runs"]["b"]["predicted"]) == (
         [5], [0], [0], None)
-    assert ct.chosen_predictions(predicted, "first") is predicted and ct.chosen_predictions(None, "per_class") is None
+    assert map_figures.chosen_predictions(predicted, "first") is predicted
+    assert map_figures.chosen_predictions(None, "per_class") is None
     with pytest.raises(ValueError, match="per_class"):
-        ct.chosen_predictions(predicted, "random")
+        map_figures.chosen_predictions(predicted, "random")
 
 
 def test_transfer_counts_name_the_new_tensors():
-    from vixnb.report import chapter_tables as ct
-
     found = SimpleNamespace(loaded=["a.w", "b.w"], new=["blocks.0.attn.proj", "blocks.1.attn.proj", "x.gate"],
                             unused=[])
-    assert ct.transfer_counts(found) == {"loaded": 2, "new": 3, "unused": 0, "new tensors": "gate, proj"}
-    assert ct.transfer_counts(SimpleNamespace(loaded=[], new=[], unused=["u"]))["new tensors"] == "none"
+    assert architecture.transfer_counts(found) == {"loaded": 2, "new": 3, "unused": 0, "new tensors": "gate, proj"}
+    assert architecture.transfer_counts(SimpleNamespace(loaded=[], new=[], unused=["u"]))["new tensors"] == "none"
 
 
 def test_row_labels_keep_the_first_tables_label(monkeypatch):
@@ -272,16 +265,14 @@ def test_row_labels_keep_the_first_tables_label(monkeypatch):
 
 
 def test_alone_frame_sets_the_method_against_one_optimizer_alone_at_its_budget_and_to_patience(monkeypatch):
-    from vixnb.report import chapter_tables as ct
-
     tables = {"t3": {"rows": {"cnv": {"label": "CNV, DualOpT", "top1": 80.0},
                               "cnv_adamw": {"model": "cnv", "settings": {"optimizer": "adamw"}, "top1": 78.0}}},
               "alone": {"rows": {"cnv_sgd": {"model": "cnv"}}}, "patience": {"rows": {"cnv_sgd_p": {"model": "cnv"}}}}
-    monkeypatch.setattr(ct.papers, "table", lambda paper, name: tables[name])
-    monkeypatch.setattr(ct, "compare_pairs", lambda pairs, runs, metrics, names: pd.DataFrame(
+    monkeypatch.setattr(compare.papers, "table", lambda paper, name: tables[name])
+    monkeypatch.setattr(compare, "compare_pairs", lambda pairs, runs, metrics, names: pd.DataFrame(
         {names[0]: [f"{a}" for _, a, _ in pairs], names[1]: [f"{b}" for _, _, b in pairs],
          "beyond 2 SE": [f"{a}>{b}" for _, a, b in pairs]}, index=[label for label, _, _ in pairs]))
-    frame = ct.alone_frame("p", "t3", "alone", "patience", runs={})
+    frame = compare.alone_frame("p", "t3", "alone", "patience", runs={})
     assert frame.loc["CNV"].to_dict() == {
         "paper: AdamW, DualOpT, SGD alone": "78.00, 80.00, —", "AdamW alone": "cnv_adamw", "DualOpT": "cnv",
         "SGD alone": "cnv_sgd", "beyond 2 SE": "cnv>cnv_sgd", "SGD to patience": "cnv_sgd_p",
@@ -291,16 +282,14 @@ def test_alone_frame_sets_the_method_against_one_optimizer_alone_at_its_budget_a
 def test_transfer_preview_builds_both_models_on_the_meta_device_as_the_profile_shrinks_them(monkeypatch):
     import torch
 
-    from vixnb.report import chapter_tables as ct
-
     built = []
 
     def create(name, dataset, **settings):
         built.append((name, dataset, settings, torch.empty(1).device.type))
         return SimpleNamespace(state_dict=lambda: {"from": name})
-    monkeypatch.setattr(ct.papers, "row_run", lambda paper, table, row: ("vil", {"init_from": "vit_scratch", "lr": 1}))
-    monkeypatch.setattr(ct, "create_model", create)
-    monkeypatch.setattr(ct, "transfer", lambda state, target: (state, target))
-    state, _ = ct.transfer_preview("linattn", "test", "vil_checkpoint", {"depth": 2})
+    monkeypatch.setattr(compare.papers, "row_run", lambda paper, table, row: ("vil", {"init_from": "vit_scratch", "lr": 1}))
+    monkeypatch.setattr(architecture, "create_model", create)
+    monkeypatch.setattr(architecture, "transfer", lambda state, target: (state, target))
+    state, _ = architecture.transfer_preview("linattn", "test", "vil_checkpoint", {"depth": 2})
     assert state == {"from": "vit_b16_224"}
     assert built == [("vit_b16_224", "cifar10", {"depth": 2}, "meta"), ("vil", "cifar10", {"lr": 1, "depth": 2}, "meta")]

@@ -32,14 +32,14 @@ def _by_model(entries):
 
 def test_plan_lists_every_published_row_once_per_seed():
     entries = plan.build("budget")
-    train = [e for e in entries if e.kind == "train" and e.paper == "vix" and not e.purpose.startswith("study")]
+    train = [e for e in entries if e.kind == "train" and e.paper == "vix" and not e.purpose.startswith("question")]
     # the vix paper's three chapters: Tables 1-2 (12 models x 2 datasets), Tables 3-5 (12 x 2 + 6), Table 6 (8),
     # three seeds each (the shaped paper's studies: tests/test_shaped_chapter.py)
     assert len(train) == (12 * 2 + 12 * 2 + 6 + 8) * 3
     # one study of the vix paper in the budget profile: ViP as its text describes it, beside Table 1's ViP
-    studied = [e for e in entries if e.paper == "vix" and e.purpose.startswith("study")]
+    studied = [e for e in entries if e.paper == "vix" and e.purpose.startswith("question")]
     assert sorted((e.purpose, e.model, e.dataset, e.seed) for e in studied) == [
-        ("study: vip_text", "vip_relu_local", "cifar10", s) for s in (0, 1, 2)]
+        ("question: vip_text", "vip_relu_local", "cifar10", s) for s in (0, 1, 2)]
     tables = {"vix_table1": ("table1", "table2"), "vix_families": ("table3", "table5", "table4"), "vix_rope": ("table6",)}
     for chapter, names in tables.items():
         rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
@@ -55,7 +55,7 @@ def test_plan_lists_every_published_row_once_per_seed():
     assert [e.priority for e in entries] == list(range(1, len(entries) + 1))
     assert all(e.status == "missing" for e in entries)  # an empty store
     # the precision study is asked for in the paper profile only: bf16 beside the profile's fp32 runs
-    study = [e for e in plan.build("paper") if e.purpose == "study: precision"]
+    study = [e for e in plan.build("paper") if e.purpose == "question: precision"]
     assert sorted((e.model, e.seed) for e in study) == [(m, s) for m in ("hybrid_vin", "vit") for s in (0, 1, 2)]
     assert all(e.settings == {"precision": "bf16"} and e.level == 2 for e in study)
 

@@ -66,7 +66,7 @@ def stored_fnet(tmp_path_factory):
 
 def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
     store, plans = stored_fnet
-    frame = report.stored_results_frame(plans, store=store)
+    frame = report.records.stored_results_frame(plans, store=store)
     assert list(frame.columns) == ["notebook", "model", "settings", "dataset", "profile", "protocol", "seed", "device", "torch",
                                    "commit", "date", "wall time", "status", "note"]
     fnet = frame[frame["model"] == "fnet"].iloc[0].to_dict()
@@ -76,7 +76,7 @@ def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
     vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
     assert vit["wall time"] == "2.0 h" and vit["status"] == "weights wanted"  # its numbers stand (issue 36)
     assert list(frame["model"]) == ["fnet", "vit"]
-    page = report.stored_results_frame(plans, store=store, for_page=True)
+    page = report.records.stored_results_frame(plans, store=store, for_page=True)
     assert list(page["run"]) == ["fnet", "vit"] and list(page.columns) == ["run", "notebook: where", "made", "status"]
     assert page.loc[1, "notebook: where"] == "vix_table1: cifar10, budget, paper, seed 0"
     assert page.loc[1, "made"] == "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, 0123456789, 2026-11-22, 6 min"
@@ -85,7 +85,7 @@ def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
 
 def test_missing_runs_give_each_chapter_a_batch_line_that_parses(stored_fnet):
     store, plans = stored_fnet
-    frame = report.missing_runs_frame(plans, store=store)
+    frame = report.records.missing_runs_frame(plans, store=store)
     left = plan.todo(plans["budget"])
     assert frame["to run"].sum() == len(left)
     row = frame[frame["notebook"] == "vix_table1"].iloc[0]
@@ -100,7 +100,7 @@ def test_missing_runs_give_each_chapter_a_batch_line_that_parses(stored_fnet):
 
 def test_book_totals_add_up_the_plans(stored_fnet):
     store, plans = stored_fnet
-    totals = report.book_totals(plans, store=store)
+    totals = report.records.book_totals(plans, store=store)
     entries = plans["budget"]
     assert totals["per_profile"]["budget"] == plan.counts(entries)  # the one count every page prints
     counted = plan.counts(entries)
@@ -124,13 +124,13 @@ def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stor
 
 def test_a_code_change_is_flagged_on_the_page_and_not_counted_stale(stored_fnet, monkeypatch):
     store, plans = stored_fnet
-    monkeypatch.setattr(report.provenance, "code_changed",  # where the page looks it up
+    monkeypatch.setattr(report.records.provenance, "code_changed",  # where the page looks it up
                         lambda stored: "model code changed since it was stored (test)"
                         if stored.get("config", {}).get("model") == "fnet" else None)
-    frame = report.stored_results_frame(plans, store=store)
+    frame = report.records.stored_results_frame(plans, store=store)
     fnet = frame[frame["model"] == "fnet"].iloc[0]
     assert (fnet["status"], fnet["note"]) == ("stored", "code edited since: model code changed since it was stored (test)")
-    totals = report.book_totals(plans, store=store)  # stale means the plan's stale, on every page
+    totals = report.records.book_totals(plans, store=store)  # stale means the plan's stale, on every page
     assert totals["stored"] == 1 and totals["stale"] == 0  # vit wants its weights: its numbers stand, not stale
 
 
@@ -139,20 +139,20 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     mine = [e for e in plans["budget"] if e.chapter == "vix_table1"]
     left = plan.todo(mine)
     hours = sum(e.est_gpu_minutes for e in left if e.est_gpu_minutes == e.est_gpu_minutes) / 60
-    counted = report.page_counts("budget", "vix_table1", compute="never", store=store)
+    counted = report.records.page_counts("budget", "vix_table1", compute="never", store=store)
     assert {k: v for k, v in counted.items() if k not in ("profile", "chapter", "unestimated")} == plan.counts(mine)
     stored = len(mine) - len(left)
     sentence = (f"Of the {len(mine)} entries this page reads in `budget`: {stored} stored, 1 weights wanted, "
                 f"{len(left) - 1} missing.")
-    assert report.counts_sentence(counted) == sentence  # a chapter's footer prints the banner's words
-    line = report.missing_line(counted)
+    assert report.records.counts_sentence(counted) == sentence  # a chapter's footer prints the banner's words
+    line = report.records.missing_line(counted)
     assert line.startswith(f"**{sentence}** `vixnb batch --profile budget --chapter vix_table1` makes the "
                            f"{len(left)} left on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
     done = {**counted, "stored": len(mine), "weights wanted": 0, "missing": 0, "to_run": 0}
-    assert report.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: {len(mine)} "
-                                         "stored.** Nothing is left for `vixnb batch` to make.")
-    assert report.page_counts("smoke", "vix_table1", compute="never", store=store) is None  # a CPU profile
-    assert report.counts_sentence(None).startswith("This page made the runs it reads as it ran")
-    monkeypatch.setattr(report.provenance, "missing_line", lambda counted: f"[{counted['chapter']}]")
-    assert report.banner("budget", compute="never", counted=counted).endswith("\n>\n> [vix_table1]")
-    assert "[" not in report.banner("smoke", compute="missing")  # a CPU profile: nothing missing
+    assert report.records.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: {len(mine)} "
+                                                 "stored.** Nothing is left for `vixnb batch` to make.")
+    assert report.records.page_counts("smoke", "vix_table1", compute="never", store=store) is None  # a CPU profile
+    assert report.records.counts_sentence(None).startswith("This page made the runs it reads as it ran")
+    monkeypatch.setattr(report.records.provenance, "missing_line", lambda counted: f"[{counted['chapter']}]")
+    assert report.records.banner("budget", compute="never", counted=counted).endswith("\n>\n> [vix_table1]")
+    assert "[" not in report.records.banner("smoke", compute="missing")  # a CPU profile: nothing missing

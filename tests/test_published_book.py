@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from vixnb.book import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
-from vixnb.notebooks import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
+from vixnb.book.build import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
+from vixnb.book.execute import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
 from vixnb.plan import STATUSES
 
 ROOT = repo_root()
@@ -88,25 +88,25 @@ def test_building_again_gives_the_same_glued_numbers(published, tmp_path, monkey
         assert glued, f"{stem} glues nothing"
         assert _glued(again) == glued, stem
     contents = (root / CONTENTS).read_text(encoding="utf-8")
-    from vixnb.book import write_contents
+    from vixnb.book.build import write_contents
 
     assert write_contents(tmp_path, root / EXECUTED_DIR / f"_toc.{PROFILE}.yml").read_text(encoding="utf-8") == contents
 
 
 def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkeypatch):
-    import vixnb.book
+    import vixnb.book.build
 
-    from vixnb.book import write_contents
+    from vixnb.book.build import write_contents
 
     totals = {"stored": 7, "missing": 920, "stale": 11, "gpu_hours_left": 575.31,
               "per_profile": {"budget": {"stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
                               "paper": {"stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}}
-    monkeypatch.setattr(vixnb.book, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
-    monkeypatch.setattr(vixnb.book, "book_plans", lambda: {"budget": [], "paper": []})
+    monkeypatch.setattr(vixnb.book.build, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
+    monkeypatch.setattr(vixnb.book.build, "book_plans", lambda: {"budget": [], "paper": []})
     board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
-    monkeypatch.setattr(vixnb.book, "dashboard", lambda plans, profile, frames=None: board)  # tests/test_report.py
-    monkeypatch.setattr(vixnb.book, "ledger", lambda profile: {})  # the claims ledger: tests/test_claims.py
-    monkeypatch.setattr(vixnb.book, "findings", lambda frames, link: "")  # tests/test_verdict_rules.py
+    monkeypatch.setattr(vixnb.book.build, "dashboard", lambda plans, profile, frames=None: board)  # tests/test_report.py
+    monkeypatch.setattr(vixnb.book.build, "ledger", lambda profile: {})  # the claims ledger: tests/test_claims.py
+    monkeypatch.setattr(vixnb.book.build, "findings", lambda frames, link: "")  # tests/test_verdict_rules.py
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")

@@ -9,7 +9,8 @@ from IPython.display import Markdown
 
 from vixnb import plan, record_kinds, report
 from vixnb.record_kinds import KINDS, Request, missing_script, record_name
-from vixnb.report import claim_figures, collect
+from vixnb.report.claims import ours as claim_figures
+from vixnb.report.tables import measurements
 from vixnb.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +62,8 @@ def two_models(monkeypatch):
 
 def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page(two_models, monkeypatch, tmp_path):
     store = ResultsStore(tmp_path)
-    made = report.record("latency", paper="favor", notebook="efficiency", dataset="cifar10", profile="smoke",
-                         store=store)
+    made = report.records.record("latency", paper="favor", notebook="efficiency", dataset="cifar10", profile="smoke",
+                                 store=store)
     assert made["source"] == "measured" and made["provenance"]["device_type"] == "cpu"
     assert made["provenance"]["batch_size"] == 1 and made["forwards"] == {"untimed": 1, "timed": 3}
     assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")] == \
@@ -73,10 +74,10 @@ def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page
     assert 0 < table.at["fnet", "min ms (authors)"] <= table.at["fnet", "ms (authors)"]
     assert table.at["resnet50", "status"] == "not measured: not a vixnb model"
     shown = []
-    monkeypatch.setattr(collect, "display", shown.append)
+    monkeypatch.setattr(measurements, "display", shown.append)
     # the chapter's page: read back, not measured again
-    found = report.records_section("favor", "efficiency", profile="smoke", compute="never", shown=["efficiency"],
-                                   store=store)
+    found = report.tables.records_section("favor", "efficiency", profile="smoke", compute="never", shown=["efficiency"],
+                                          store=store)
     assert list(found) == ["latency"] and found["latency"]["source"] == "stored"
     assert shown[0].data == "### Batch-1 inference latency: one no-grad forward of one image (cifar10)"
     assert shown[1].data.index.tolist() == ["fnet", "resnet50"]  # the kind's table, styled for the page
@@ -85,9 +86,9 @@ def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page
 
 def test_a_gpu_profile_without_a_stored_latency_says_how_to_make_it(two_models, monkeypatch, tmp_path):
     shown = []
-    monkeypatch.setattr(collect, "display", shown.append)
-    found = report.records_section("favor", "efficiency", profile="budget", compute="never", shown=["efficiency"],
-                                   store=ResultsStore(tmp_path))
+    monkeypatch.setattr(measurements, "display", shown.append)
+    found = report.tables.records_section("favor", "efficiency", profile="budget", compute="never", shown=["efficiency"],
+                                          store=ResultsStore(tmp_path))
     assert found == {"latency": None} and all(isinstance(m, Markdown) for m in shown)
     assert "`vixnb batch --profile budget --only favor-latency-cifar10` on a GPU" in shown[1].data
 
@@ -105,4 +106,4 @@ def test_the_ledger_reads_the_latency_metric_with_the_device_it_was_timed_on(mon
     ours, records = claim_figures.ours_from_store("favor", "budget", store=store, count_flops=False)
     assert ours["cifar10"]["vit"]["latency_ms"] == 1.5 and ours["cifar10"]["fnet"]["latency_ms"] is None
     assert ours.facts["cifar10"]["vit"]["latency"].devices == frozenset({"NVIDIA H100 80GB HBM3"})
-    assert report.metrics.METRICS["latency_ms"].origin == "latency" and records[0]["rows"]["vit"]
+    assert report.records.metrics.METRICS["latency_ms"].origin == "latency" and records[0]["rows"]["vit"]

@@ -13,7 +13,7 @@ from vixnb.profiles import run_config
 from vixnb.results import ResultsStore
 from vixnb import runs
 
-COMPARABLE = report.PAPER_COMPARABLE_GPU
+COMPARABLE = report.tables.PAPER_COMPARABLE_GPU
 
 
 @pytest.fixture
@@ -42,8 +42,8 @@ def _saved_memory(rows, **provenance):
 def test_collect_runs_with_compute_never_only_reads_the_store(fake_gpu, profile):
     _done("fnet", profile, 42.0)
     for _ in range(2):
-        vit, fnet = report.collect_runs(["vit", "fnet"], dataset="cifar10", profile=profile, seeds=[0],
-                                        compute="never", progress=False)
+        vit, fnet = report.records.collect_runs(["vit", "fnet"], dataset="cifar10", profile=profile, seeds=[0],
+                                                compute="never", progress=False)
         assert vit["status"] == "not yet run" and "no stored result" in vit["reason"]
         assert fnet["status"] == "done" and fnet["top1"] == 42.0
 
@@ -52,7 +52,7 @@ def test_collect_runs_marks_a_missing_data_set_not_yet_run_with_the_command(monk
     monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "no-data"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    (run,) = report.collect_runs(["vit"], dataset="tiny-imagenet", profile="budget", seeds=[0], progress=False)
+    (run,) = report.records.collect_runs(["vit"], dataset="tiny-imagenet", profile="budget", seeds=[0], progress=False)
     assert run["status"] == "not yet run"
     assert "vixnb train vit --dataset tiny-imagenet --profile budget --download" in run["reason"]
 
@@ -65,15 +65,15 @@ def test_gpu_memory_with_compute_never_reads_the_saved_measurement(fake_gpu, mon
         raise Measured
 
     args = dict(paper="vix", dataset="cifar10", profile="budget")
-    assert report.gpu_memory(["vit"], compute="never", **args) is None
+    assert report.records.gpu_memory(["vit"], compute="never", **args) is None
     _saved_memory({"vit": {COMPARABLE: 1.5}})
     monkeypatch.setattr(ResultsStore, "save_record", lambda *a, **k: pytest.fail("saved although compute='never'"))
-    record = report.gpu_memory(["vit"], compute="never", **args)
+    record = report.records.gpu_memory(["vit"], compute="never", **args)
     assert record["rows"]["vit"][COMPARABLE] == 1.5 and record["provenance"]["device"] == "fake GPU"
-    assert report.gpu_memory(["vit"], compute="missing", **args) == record  # stored: not measured again
+    assert report.records.gpu_memory(["vit"], compute="missing", **args) == record  # stored: not measured again
     monkeypatch.setattr(M, "gpu_memory_column", measuring)
     with pytest.raises(Measured):
-        report.gpu_memory(["vit"], compute="always", **args)
+        report.records.gpu_memory(["vit"], compute="always", **args)
 
 
 def test_obtain_follows_the_policy(monkeypatch):
@@ -123,50 +123,50 @@ def test_decide_is_the_one_policy():
 
 
 def test_banner_of_a_page_rendered_from_the_store():
-    assert "results store" not in report.banner("budget")
-    empty = report.banner("budget", compute="never")
+    assert "results store" not in report.records.banner("budget")
+    empty = report.records.banner("budget", compute="never")
     assert empty.startswith("> **Profile `budget`.**")
     assert ("Rendered from the results store (`results/budget/`): nothing was trained or measured when this page "
             "was built; each number's provenance (device, commit, seed, date) is shown with it.") in empty
     assert "holds no `budget` result yet" in empty and all(line.startswith(">") for line in empty.splitlines())
     _done("vit", "budget", 50.0)
-    held = report.banner("budget", compute="never")
+    held = report.records.banner("budget", compute="never")
     assert "Rendered from the results store" in held and "holds no" not in held
-    assert "holds no `paper` result yet" in report.banner("paper", compute="never")
+    assert "holds no `paper` result yet" in report.records.banner("paper", compute="never")
 
 
 def test_provenance_line_names_the_dates():
     _done("vit", "budget", 50.0)
-    line = report.provenance_line(report.collect_runs(["vit"], dataset="cifar10", profile="budget", seeds=[0],
-                                                      compute="never", progress=False))
+    line = report.records.provenance_line(report.records.collect_runs(["vit"], dataset="cifar10", profile="budget", seeds=[0],
+                                                                      compute="never", progress=False))
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
-    assert "date: 2025-03-05" in report.provenance_line([measured], profile="budget")
+    assert "date: 2025-03-05" in report.records.provenance_line([measured], profile="budget")
     noted = {"provenance": {"device": "fake GPU", "commit": "abc", "note": "shared GPU."}}
-    assert report.provenance_line([noted], profile="budget").endswith("Note: shared GPU.")
+    assert report.records.provenance_line([noted], profile="budget").endswith("Note: shared GPU.")
 
 
 def test_beside_paper_puts_ours_the_paper_and_the_delta_side_by_side():
     ours = pd.DataFrame({"top1": [50.0, None], "params": [10, 20]}, index=["vit", "fnet"])
     paper = pd.DataFrame({"top1": [56.81, 50.87], "params": [10, 21]}, index=["vit", "fnet"])
-    frame = report.beside_paper(ours, paper, {"top-1": ("top1", "top1"), "params": ("params", "params"),
-                                              "true": ("params", None)}, labels={"vit": "ViT"})
+    frame = report.tables.beside_paper(ours, paper, {"top-1": ("top1", "top1"), "params": ("params", "params"),
+                                                     "true": ("params", None)}, labels={"vit": "ViT"})
     assert list(frame.columns) == [("top-1", "ours"), ("top-1", "paper"), ("top-1", "Δ"), ("params", "ours"),
                                    ("params", "paper"), ("params", "Δ"), ("true", "ours")]
     assert list(frame.index) == ["ViT", "fnet"]
     assert frame.loc["ViT", ("top-1", "Δ")] == pytest.approx(50.0 - 56.81)
     assert frame.loc["fnet", ("top-1", "ours")] == "not yet run" and frame.loc["fnet", ("top-1", "Δ")] is None
     assert frame.loc["fnet", ("params", "Δ")] == -1
-    without = report.beside_paper(ours, paper, {"top-1": ("top1", "top1")}, delta=False)
+    without = report.tables.beside_paper(ours, paper, {"top-1": ("top1", "top1")}, delta=False)
     assert list(without.columns) == [("top-1", "ours"), ("top-1", "paper")]
 
 
 def test_differences_subtract_the_first_of_each_pair_from_the_second():
     frame = pd.DataFrame({"top1": [50.0, 70.0, 40.0, None]}, index=["vit", "hybrid_vit", "fnet", "hybrid_fnet"])
-    gains = report.differences(frame, [("vit", "hybrid_vit"), ("fnet", "hybrid_fnet")], "top1")
+    gains = report.tables.differences(frame, [("vit", "hybrid_vit"), ("fnet", "hybrid_fnet")], "top1")
     assert gains == {"vit": 20.0, "fnet": None}
-    printed = report.paper_frame("vix", "table1")
-    assert report.differences(printed, [("vit", "hybrid_vit")], "top1")["vit"] == pytest.approx(73.94 - 56.81)
+    printed = report.tables.paper_frame("vix", "table1")
+    assert report.tables.differences(printed, [("vit", "hybrid_vit")], "top1")["vit"] == pytest.approx(73.94 - 56.81)
 
 
 def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
@@ -175,17 +175,17 @@ def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
              "provenance": {"commit": "0123456789abcdef", "finished": "2025-01-02T00:00:00Z", "device": "GPU"}}
             for s, t in enumerate([50.0, 52.0, 51.0])]
     runs.append({"status": "not yet run", "config": run_config("fnet", profile="budget"), "reason": "no data"})
-    summary = report.summarize_runs(runs)
+    summary = report.records.summarize_runs(runs)
     assert summary.loc["vit", "seeds"] == 3 and summary.loc["vit", "top1 best"] == 52.0
     assert summary.loc["vit", "top1 mean"] == pytest.approx(51.0) and summary.loc["vit", "top1 std"] == pytest.approx(1.0)
     assert summary.loc["vit", "commit"] == "0123456" and summary.loc["vit", "date"] == "2025-01-02"
     assert summary.loc["vit", "batch"] == 64 and summary.loc["vit", "note"] is None
     assert summary.loc["fnet", "seeds"] == 0
-    assert report.accuracy_text(summary, "vit", "top1") == "51.00 ± 1.00"
-    assert report.accuracy_text(summary, "fnet", "top1") is None
-    stale = report.summarize_runs([{**runs[0], "params_paper": 530443}])
+    assert report.records.accuracy_text(summary, "vit", "top1") == "51.00 ± 1.00"
+    assert report.records.accuracy_text(summary, "fnet", "top1") is None
+    stale = report.records.summarize_runs([{**runs[0], "params_paper": 530443}])
     assert stale.loc["vit", "note"] == "made by other model code (params_paper 530,443, today 530,442)"
-    signed = report.summarize_runs([{**runs[0], "architecture": "0" * 16}])
+    signed = report.records.summarize_runs([{**runs[0], "architecture": "0" * 16}])
     assert signed.loc["vit", "note"].startswith("made by other model code (architecture 0000000000000000, today ")
 
 
@@ -193,12 +193,12 @@ def test_results_beside_paper_from_stored_runs_and_memory(fake_gpu):
     models = ["vit", "fnet"]
     _done("vit", "budget", 50.0, gpu_gb_reserved=1.6)
     _saved_memory({"vit": {COMPARABLE: 9.37, "GPU GB reserved, fused (fp32)": 1.99}})
-    runs = report.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never",
-                               progress=False)
-    gpu = report.gpu_memory(models, paper="vix", dataset="cifar10", profile="budget", compute="never")
-    labels = {m: report.label(m) for m in models}
-    frames = report.results_beside_paper(report.paper_frame("vix", "table1"), runs, dataset="cifar10",
-                                         models=models, labels=labels, gpu=gpu)
+    runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never",
+                                       progress=False)
+    gpu = report.records.gpu_memory(models, paper="vix", dataset="cifar10", profile="budget", compute="never")
+    labels = {m: report.tables.label(m) for m in models}
+    frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10",
+                                                models=models, labels=labels, gpu=gpu)
     size, acc, mem, table = frames["size"], frames["accuracy"], frames["memory"], frames["runs"]
     assert size.loc["ViT", ("parameters (paper convention)", "ours")] == 530442
     assert size.loc["FNet", ("parameters (paper convention)", "Δ")] == 0
@@ -216,11 +216,11 @@ def test_results_beside_paper_from_stored_runs_and_memory(fake_gpu):
 
 def test_page_table_formats_and_wraps():
     frame = pd.DataFrame({"a": [1234567, 0.5], "note": ["x", None]}, index=["r1", "r2"])
-    html = report.page_table(frame, decimals=2, wrap=["note"]).to_html()
+    html = report.tables.page_table(frame, decimals=2, wrap=["note"]).to_html()
     assert "1,234,567" in html and "0.50" in html and "—" in html and "white-space: normal" in html
-    assert report.page_table(frame.iloc[0:0]).data == report.NOT_YET_RUN
+    assert report.tables.page_table(frame.iloc[0:0]).data == report.tables.NOT_YET_RUN
     # a difference that rounds to zero reads 0.00, never -0.00 (ours 213.1499 beside the paper's 213.15)
-    assert [report.cell_text(v, 2) for v in (-0.0001, -0.07, -1234.5)] == ["0.00", "-0.07", "-1,234.50"]
+    assert [report.tables.cell_text(v, 2) for v in (-0.0001, -0.07, -1234.5)] == ["0.00", "-0.07", "-1,234.50"]
 
 
 def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():
@@ -229,8 +229,8 @@ def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():
     matplotlib.use("Agg")
     paper = pd.DataFrame({"GB": [14.1, 5.0, 2.2], "top-1": [56.8, 58.2, 57.5]}, index=["ViT", "ViP", "ViL"])
     ours = pd.DataFrame({"GB": [9.4, None, 2.0], "top-1": [52.4, None, 58.2]}, index=["ViT", "ViP", "ViL"])
-    fig = report.accuracy_against_cost(paper, ours, x="GB", y="top-1", groups={k: "linear" for k in paper.index},
-                                       x_label="GB")
+    fig = report.figures.accuracy_against_cost(paper, ours, x="GB", y="top-1", groups={k: "linear" for k in paper.index},
+                                               x_label="GB")
     left, right = fig.axes[:2]
     assert left.get_xlim() == right.get_xlim() and left.get_ylim() == right.get_ylim()
     assert any("ViP" in t.get_text() and "Not in our panel" in t.get_text() for t in fig.texts)
@@ -243,7 +243,7 @@ def test_training_curves_band_over_seeds():
     matplotlib.use("Agg")
     runs = [{"status": "done", "config": {"model": "vit"}, "history": [{"select_top1": v} for v in values]}
             for values in ([10.0, 20.0], [12.0, 24.0])]
-    fig = report.training_curves(runs, labels={"vit": "ViT"})
+    fig = report.figures.training_curves(runs, labels={"vit": "ViT"})
     (line,) = fig.axes[0].get_lines()
     assert list(line.get_ydata()) == [11.0, 22.0] and line.get_label() == "ViT (2 seeds)"
     assert len(fig.axes[0].collections) == 1  # the band
@@ -261,27 +261,27 @@ def test_a_truncated_result_file_is_named_on_the_page_and_the_rest_still_renders
     _done("vit", "budget", 50.0)
     path = ResultsStore().path(run_config("vit", profile="budget"))
     path.write_text(path.read_text()[:40])
-    runs = report.collect_runs(["vit", "fnet"], dataset="cifar10", profile="budget", seeds=[0], compute="never",
-                               progress=False)
+    runs = report.records.collect_runs(["vit", "fnet"], dataset="cifar10", profile="budget", seeds=[0], compute="never",
+                                       progress=False)
     assert runs[0]["status"] == "unreadable" and str(path) in runs[0]["reason"]
     assert "delete it and run again" in runs[0]["reason"] and runs[1]["top1"] == 42.0
-    summary = report.summarize_runs(runs)
+    summary = report.records.summarize_runs(runs)
     assert summary.loc["vit", "top1 best"] == "unreadable result file" and str(path) in summary.loc["vit", "note"]
 
 
 def test_results_beside_paper_with_an_empty_store_has_every_column(fake_gpu):
     models = ["vit", "hybrid_vit"]
-    runs = report.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never", progress=False)
-    frames = report.results_beside_paper(report.paper_frame("vix", "table1"), runs, dataset="cifar10", models=models,
-                                         labels={m: report.label(m) for m in models}, gpu=None)
+    runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never", progress=False)
+    frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10", models=models,
+                                                labels={m: report.tables.label(m) for m in models}, gpu=None)
     assert frames["summary"]["top1 best"].isna().all() and frames["summary"]["seeds"].tolist() == [0, 0]
-    assert frames["measured"][report.PAPER_COMPARABLE_GPU].isna().all()
-    assert report.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}
+    assert frames["measured"][report.tables.PAPER_COMPARABLE_GPU].isna().all()
+    assert report.tables.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}
     assert frames["memory"].loc["ViT", ("GPU GB, batch 64, authors' path", "ours")] == "not yet measured"
 
 
 def test_the_protocol_of_a_run_config_in_words():
-    from vixnb.report.protocol import protocol_rows
+    from vixnb.report.tables.protocol import protocol_rows
 
     dual = protocol_rows(run_config("cnv_5_4", profile="budget"))
     assert dual["optimizer"].startswith("DualOpT: AdamW (lr 0.001, weight decay 0.01) until 20 epochs pass")
@@ -302,14 +302,14 @@ def test_the_protocol_of_a_run_config_in_words():
         "AdamW, lr 0.0001, weight decay 0 (Adam)"
     fixed = protocol_rows(run_config("vit", profile="budget", protocol="fixed"))
     assert fixed["epoch reported"].startswith("the best on 5000 held-out training images")
-    html = report.protocol_table("vit_b16_224", "smoke", rows={"input": "32 px"}, input_size=32).to_html()
+    html = report.tables.protocol_table("vit_b16_224", "smoke", rows={"input": "32 px"}, input_size=32).to_html()
     assert "smoke profile" in html and "32 px" in html and "batch size" in html
 
 
 # ----- issue 29: compact absences, no empty axes, the dashboard and the synthesis ------------------------------
 
 def test_a_column_of_ours_without_a_number_leaves_the_table_and_one_line_says_so():
-    from vixnb.report.tables import MISSING_MARK, beside_paper, compact_missing
+    from vixnb.report.tables.pages import MISSING_MARK, beside_paper, compact_missing
 
     paper = pd.DataFrame({"top1": [79.0, 78.0], "gpu_gb": [2.0, 1.0]}, index=["vit", "vin"])
     ours = pd.DataFrame({"top1": [80.5, None], "gpu_gb": [None, None]}, index=["vit", "vin"])
@@ -318,11 +318,11 @@ def test_a_column_of_ours_without_a_number_leaves_the_table_and_one_line_says_so
     assert list(kept.columns) == [("top-1", "ours"), ("top-1", "paper"), ("top-1", "Δ"), ("GPU GB", "paper")]
     assert kept.at["vin", ("top-1", "ours")] == MISSING_MARK and kept.at["vit", ("top-1", "ours")] == 80.5
     assert note == "not yet run, so not shown: GPU GB ours; · marks 1 more"
-    styler = report.page_table(frame, caption="Table 1")
+    styler = report.tables.page_table(frame, caption="Table 1")
     assert styler.caption == f"Table 1 ({note})"
-    nothing = report.page_table(pd.DataFrame({"ours": ["not yet run", "not yet run (3 seeds)"]}), caption="T")
+    nothing = report.tables.page_table(pd.DataFrame({"ours": ["not yet run", "not yet run (3 seeds)"]}), caption="T")
     assert nothing.data == "T: not yet run (2 rows)."
-    blank = report.page_table(pd.DataFrame({"a": [1.0, None]}), blank=report.NOT_YET_RUN_SHORT)
+    blank = report.tables.page_table(pd.DataFrame({"a": [1.0, None]}), blank=report.tables.NOT_YET_RUN_SHORT)
     assert blank.data["a"].tolist() == [1.0, MISSING_MARK]
 
 
@@ -330,14 +330,14 @@ def test_a_figure_without_data_of_ours_keeps_no_empty_axes():
     import matplotlib
 
     matplotlib.use("Agg")
-    from vixnb.report.figures import without_empty_panels
+    from vixnb.report.figures.charts import without_empty_panels
 
-    empty = report.training_curves([], labels={})  # an admonition on the page, not an image of text
-    assert isinstance(empty, report.MissingPanel) and "not yet run" in empty.text
+    empty = report.figures.training_curves([], labels={})  # an admonition on the page, not an image of text
+    assert isinstance(empty, report.figures.MissingPanel) and "not yet run" in empty.text
     assert '<div class="admonition note">' in empty.html() and "not yet run" in empty.html()
-    half = report.curves_beside_paper({"ViT": []}, {"ViT": [10.0, 20.0]})
+    half = report.figures.curves_beside_paper({"ViT": []}, {"ViT": [10.0, 20.0]})
     assert len(half.axes) == 1 and half.axes[0].get_title() == "paper"
-    both = report.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]}, {"ViT": [1.0]})
+    both = report.figures.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]}, {"ViT": [1.0]})
     assert len(both.axes) == 2 and without_empty_panels(both) is both
 
 
@@ -345,21 +345,21 @@ def test_one_colour_per_model_a_chance_line_and_no_legend_entry_for_an_absent_ru
     import matplotlib
 
     matplotlib.use("Agg")
-    assert report.model_color("ViP") == report.model_color("Vision Performer (ViP)") != report.model_color("ViL")
-    assert report.model_color("Hybrid ViP") != report.model_color("ViP")  # a variant: the light shade of its hue
-    colours = report.palette(["uniform", "ViT", "dynamic", "ViT, AdamW"])  # unknown names never share a colour
-    assert len(set(colours.values())) == 4 and colours["ViT"] == report.model_color("ViT")
+    assert report.figures.model_color("ViP") == report.figures.model_color("Vision Performer (ViP)") != report.figures.model_color("ViL")
+    assert report.figures.model_color("Hybrid ViP") != report.figures.model_color("ViP")  # a variant: the light shade of its hue
+    colours = report.figures.palette(["uniform", "ViT", "dynamic", "ViT, AdamW"])  # unknown names never share a colour
+    assert len(set(colours.values())) == 4 and colours["ViT"] == report.figures.model_color("ViT")
     done = {"status": "done", "config": {"model": "vit", "dataset": "cifar100"},
             "history": [{"train_acc": 1.0}, {"train_acc": 3.0}]}
-    fig = report.training_curves({"ViT": [done], "ViP": []}, metric="train_acc")
+    fig = report.figures.training_curves({"ViT": [done], "ViP": []}, metric="train_acc")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ViT (1 seed)", "chance (1 %)"]
-    assert ax.lines[0].get_color() == report.model_color("ViT") and list(ax.lines[1].get_ydata()) == [1.0, 1.0]
+    assert ax.lines[0].get_color() == report.figures.model_color("ViT") and list(ax.lines[1].get_ydata()) == [1.0, 1.0]
     assert fig.get_size_inches()[0] <= 6.9 and all(t.get_fontsize() >= 9 for t in ax.get_legend().get_texts())
 
 
 def test_a_fitted_line_prints_as_a_formula():
-    from vixnb.report.cost import line_formula
+    from vixnb.report.cost.views import line_formula
 
     assert line_formula(4.27, -0.86) == "4.27 x − 0.86" and line_formula(1, 2) == "1.00 x + 2.00"
 
@@ -367,14 +367,14 @@ def test_a_fitted_line_prints_as_a_formula():
 def test_the_dashboard_counts_what_the_papers_give_and_the_store_holds():
     from vixnb.entries import TrainEntry
     from vixnb.runspec import RunSpec
-    from vixnb.report.dashboard import count_checks, printed_numbers
+    from vixnb.report.claims.standing import count_checks, printed_numbers
 
     assert count_checks("shaped") == (6, 6)  # the blog's six counts, rebuilt exactly
     assert printed_numbers("shaped") == 12
     entries = [TrainEntry(chapter="simplified", paper="shaped", name="x", profile="budget", status=s,
                           est_gpu_minutes=30.0, spec=RunSpec.of("vit_small_vanilla", profile="budget"))
                for s in ("stored", "missing", "missing")]
-    board = report.dashboard({"budget": entries})
+    board = report.claims.dashboard({"budget": entries})
     assert len(board) == 5 and board.index[-1] == "Optimizations of Transformers for Small-scale Performance"
     row = board.iloc[-1]
     assert row["budget results stored / stale / asked"] == "1 / 0 / 3" and row["GPU-hours left"] == 1.0
@@ -382,7 +382,7 @@ def test_the_dashboard_counts_what_the_papers_give_and_the_store_holds():
 
 
 def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_its_softmax_twin():
-    from vixnb.report import synthesis
+    from vixnb.report.claims import synthesis
 
     assert synthesis.mechanism("vil") == "Linformer" and synthesis.mechanism("vit") == synthesis.SOFTMAX
     assert synthesis.mechanism("cltv_5_4") == "linear attention" and synthesis.mechanism("resnet18_cifar") is None
@@ -407,7 +407,7 @@ def test_every_registered_models_token_mixer_declares_its_mechanism():
 
     from vixnb.layers import MIXERS
     from vixnb.models import list_models
-    from vixnb.report import synthesis
+    from vixnb.report.claims import synthesis
 
     missing = {}
     for model in list_models():
@@ -427,4 +427,4 @@ def test_every_registered_models_token_mixer_declares_its_mechanism():
 
 def test_a_stale_run_is_not_counted_done():
     runs = [{"status": "done"}, {"status": "done", "stale": "made by other model code"}, {"status": "not yet run"}]
-    assert report.runs_done(runs) == 1  # as the plan counts it: stale, not stored
+    assert report.records.runs_done(runs) == 1  # as the plan counts it: stale, not stored

@@ -12,8 +12,9 @@ import yaml
 
 import vixnb
 from vixnb import runtime
-from vixnb.book import launch_links, source_notebook, toc_notebooks
-from vixnb.notebooks import (EXECUTED_DIR, install_cell_source, notebook_parameters, repo_root, runtime_cell_source,
+from vixnb.book.build import toc_notebooks
+from vixnb.book.links import launch_links, source_notebook
+from vixnb.book.execute import (EXECUTED_DIR, install_cell_source, notebook_parameters, repo_root, runtime_cell_source,
                              stamp_head_cells)
 
 ROOT = repo_root()
@@ -72,7 +73,7 @@ def test_auto_resolves_to_stored_budget_results_on_colab_and_kaggle_and_smoke_he
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_notebook_starts_with_the_install_cell_and_resolves_its_runtime(path):
     nb = nbformat.read(path, as_version=4)
-    fix = f"run vixnb.notebooks.stamp_head_cells('notebooks/{path.name}')"
+    fix = f"run vixnb.book.execute.stamp_head_cells('notebooks/{path.name}')"
     first = nb.cells[0]
     assert first.cell_type == "code" and first.source == install_cell_source(), f"{path.name}: {fix}"
     assert "remove-input" in first.metadata.get("tags", []), f"{path.name}: {fix}"
@@ -112,7 +113,7 @@ def test_config_names_the_same_repository_and_release_as_the_package():
     assert config["repository"]["url"] == vixnb.REPOSITORY_URL
     assert config["repository"]["branch"] == vixnb.RELEASE_TAG == f"v{vixnb.__version__}"
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
-    assert "vixnb.book" in config["sphinx"]["extra_extensions"]
+    assert "vixnb.book.links" in config["sphinx"]["extra_extensions"]
 
 
 def _committed():

@@ -10,7 +10,7 @@ from vixnb import create_model, papers, plan, report
 from vixnb.analysis import panel
 from vixnb.cli import parser
 from vixnb.profiles import config_key, run_model_settings, run_config, table_runs
-from vixnb.report.metrics import RUN_STATISTICS
+from vixnb.report.records.metrics import RUN_STATISTICS
 
 
 def test_a_row_name_means_one_run_in_every_table():
@@ -79,8 +79,8 @@ def test_the_plans_command_parses_back_to_the_same_run():
 
 
 def test_the_blogs_claims_read_our_counts_exactly():
-    ours, _ = report.ours_from_store("shaped", "budget")
-    frame = report.claims("shaped", ours)
+    ours, _ = report.claims.ours_from_store("shaped", "budget")
+    frame = report.claims.claims("shaped", ours)
     params = frame.loc[["shaped-exp1-params", "shaped-exp2-params", "shaped-exp3-params"]]
     assert list(params["paper bears it out"]) == ["yes"] * 3 and list(params["our verdict"]) == ["holds"] * 3
     assert ours["cifar10"]["exp3_vanilla"]["params"] == 927370
@@ -105,20 +105,20 @@ def test_statistics_over_seeds_are_exact():
     assert RUN_STATISTICS["epoch_s"](runs) == (2.0 + 5.0) / 2  # epoch 1 left out
     assert RUN_STATISTICS["grad_norm_first_last"](runs) == (0.25 + 0.5) / 2
     assert RUN_STATISTICS["identity_share_first_last"](runs) == pytest.approx((50.0 + 0.0) / 2)
-    assert report.seed_statistic("epoch_s", [{"status": "not yet run"}]) is None
+    assert report.records.seed_statistic("epoch_s", [{"status": "not yet run"}]) is None
 
 
 def test_seed_comparison_and_pairs():
-    got = report.seed_comparison([1.0, 3.0], [0.0, 0.0])
+    got = report.records.seed_comparison([1.0, 3.0], [0.0, 0.0])
     assert got == {"difference": 2.0, "standard_error": 1.0, "survives": False}
-    assert report.seed_comparison([5.0, 5.5], [1.0, 1.5])["survives"] is True
-    assert report.seed_comparison([1.0], [0.0])["survives"] is None
-    frame = report.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
-                                                     "b": [_record([1, 1], 60)]})
+    assert report.records.seed_comparison([5.0, 5.5], [1.0, 1.5])["survives"] is True
+    assert report.records.seed_comparison([1.0], [0.0])["survives"] is None
+    frame = report.records.compare_pairs([("x", "a", "b")], {"a": [_record([1, 3], 70), _record([1, 5], 72)],
+                                                             "b": [_record([1, 1], 60)]})
     train, test = frame.loc[("x", "final train acc. (%)")], frame.loc[("x", "best test top-1 (%)")]
     assert (train["a"], train["b"], train["a − b"]) == ("4.00 ± 1.41 (2)", "1.00 (1)", "+3.00")
     assert test["beyond 2 SE"] == "—" and test["a − b"] == "+11.00"
-    assert report.compare_pairs([("y", "a", "c")], {"a": []}).iloc[0]["a"] == "not yet run"
+    assert report.records.compare_pairs([("y", "a", "c")], {"a": []}).iloc[0]["a"] == "not yet run"
 
 
 def test_the_panel_takes_classes_in_turns():
@@ -130,11 +130,11 @@ def test_the_panel_takes_classes_in_turns():
 
 
 def test_training_curves_take_named_groups_and_a_std_band():
-    fig = report.training_curves({"a": [_record([1, 2], 1), _record([3, 4], 1)]}, metric="train_acc", band="std")
+    fig = report.figures.training_curves({"a": [_record([1, 2], 1), _record([3, 4], 1)]}, metric="train_acc", band="std")
     ax = fig.axes[0]
     assert list(ax.lines[0].get_ydata()) == [2.0, 3.0]
     with pytest.raises(ValueError, match="band"):
-        report.training_curves([], band="minmax")
+        report.figures.training_curves([], band="minmax")
 
 
 def test_an_ensembles_seconds_are_not_an_epoch_time():
@@ -181,9 +181,9 @@ def test_a_stored_attention_record_from_other_weights_says_so():
     name = "shaped-attention-maps-cifar10"
     store.save_record("measure", name, {"runs": {entry.name: {"config": entry.config, "weights_sha256": "then"}}},
                       profile="budget")
-    record = report.attention_maps("shaped", "simplified", "cifar10", profile="budget", compute="never")
+    record = report.records.attention_maps("shaped", "simplified", "cifar10", profile="budget", compute="never")
     assert "retrained" in record["stale"]
-    assert report.attention_maps("shaped", "simplified", "cifar10", profile="smoke", compute="never") is None
+    assert report.records.attention_maps("shaped", "simplified", "cifar10", profile="smoke", compute="never") is None
 
 
 def test_the_vanilla_block_normalises_before_the_mlp_and_the_default_simplified_block_is_parallel():
@@ -229,11 +229,11 @@ def test_runs_stored_before_the_defaults_changed_keep_their_keys():
 
 
 def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_store(tmp_path):
-    from vixnb.report import findings
+    from vixnb.report.claims import found as findings
     from vixnb.results import ResultsStore
 
     assert findings.earlier_reading(ResultsStore(tmp_path)) == (0, 0)  # an empty store: nothing to say
-    from vixnb.notebooks import repo_root
+    from vixnb.book.execute import repo_root
 
     committed = ResultsStore(repo_root() / "results")  # the committed store: 9 runs, kept as they were made
     dead, made = findings.earlier_reading(committed)
@@ -243,7 +243,7 @@ def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_
 def test_the_runs_overview_says_once_what_every_run_shares():
     """The chapter's "The training runs" table was 706 px wide in a 676 px column: what every row shares (settings,
     epochs, a device, the models' common prefix) is said once, in the caption."""
-    from vixnb.report import runs_overview
+    from vixnb.report.records import runs_overview
 
     def rec(model, status="done", device="H100", **overrides):
         return {"status": status, "provenance": {"device": device},

@@ -97,6 +97,19 @@ def test_the_plan_batch_and_engine_never_reach_the_page_pieces(low):
     assert not reached, f"{low} imports {sorted(reached)}"
 
 
+#: the page pieces' packages (``vixnb.report``), lowest first: a module of one imports only its own package and those
+#: before it. Each package's ``__init__`` imports its modules, so an import upwards would be a circle when imported.
+REPORT_LAYERS = ("figures", "cost", "records", "tables", "claims")
+
+
+def test_the_page_pieces_packages_import_downwards_only():
+    prefix = "vixnb.report."
+    layer = {m: REPORT_LAYERS.index(m[len(prefix):].split(".")[0]) for m in import_graph() if m.startswith(prefix)}
+    upward = [f"{m} imports {e}" for m, edges in import_graph().items() if m in layer
+              for e in sorted(edges) if e in layer and layer[e] > layer[m]]
+    assert not upward, "\n".join(upward)
+
+
 def test_the_engine_does_not_decide_what_is_read_or_made():
     engine = import_graph()["vixnb.train"]
     assert "vixnb.runs" not in engine and "vixnb.results.policy" not in engine
@@ -119,7 +132,7 @@ DEFERRED_IMPORTS = {
     ("vixnb/results/store.py", "fcntl"): "optional dependency (missing on Windows)",
     ("vixnb/batch.py", "submitit"): "optional dependency (the inline executor runs without it)",
     ("vixnb/stopping.py", "submitit"): "optional dependency (the inline executor runs without it)",
-    ("vixnb/report/tables.py", "myst_nb"): "optional dependency (the book's environment only)",
+    ("vixnb/report/tables/pages.py", "myst_nb"): "optional dependency (the book's environment only)",
     ("vixnb/models/wavemix.py", "ptwt"): "optional dependency (only WaveMix needs it)",
     ("vixnb/models/warm_start.py", "pandas"): "the command line stays light (`vixnb models` imports no pandas)",
     ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --debug needs it)",

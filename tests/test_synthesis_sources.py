@@ -9,7 +9,7 @@ from importlib import resources
 import nbformat
 import yaml
 
-from vixnb.notebooks import repo_root
+from vixnb.book.execute import repo_root
 
 #: how the page names each document -> its paper file
 NAMES = {"ViX": "vix", "CXV": "cxv", "linear-attention report": "linattn", "favor paper": "favor", "blog": "shaped"}

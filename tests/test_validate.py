@@ -17,7 +17,8 @@ BAD_VALUES = (0, -1, 1.5, "abc", None)
 
 #: the public API: every name these modules export (``__all__``), and every public function of those without one
 API_MODULES = ("vixnb", "vixnb.models", "vixnb.runs", "vixnb.ensemble", "vixnb.data", "vixnb.profiles", "vixnb.bench",
-               "vixnb.measure", "vixnb.analysis", "vixnb.book", "vixnb.notebooks")
+               "vixnb.measure", "vixnb.analysis", "vixnb.book.build", "vixnb.book.execute",
+               "vixnb.book.links")
 
 
 def _actions(p, where=("vixnb",)):

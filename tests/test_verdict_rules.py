@@ -1,9 +1,9 @@
-"""The verdict rules (``vixnb.report.verdict_rules``) as ``claim_verdicts.evaluate`` applies them: a failed run, a
+"""The verdict rules (``vixnb.report.claims.rules``) as ``claims.verdicts.evaluate`` applies them: a failed run, a
 magnitude from a shorter protocol, times across devices or precisions and one seed's noise decide nothing."""
 import pytest
 
-from vixnb.report import claim_verdicts as C
-from vixnb.report import verdict_rules as V
+from vixnb.report.claims import verdicts as C
+from vixnb.report.claims import rules as V
 
 
 def record(top1, *, train_acc=None, epochs=10, device="NVIDIA H100 80GB HBM3", precision="bf16", grads=(1.0, 0.5),
@@ -104,7 +104,7 @@ def test_the_page_shows_the_seeds_and_what_a_verdict_rests_on():
 
 def test_the_practitioners_answer_reads_the_fused_costs():
     import pandas as pd
-    from vixnb.report import synthesis as S
+    from vixnb.report.claims import synthesis as S
 
     costs = pd.DataFrame({"step ms (bf16, H100)": {S.SOFTMAX: 1.89, "Performer": 5.85, "FNet (Fourier mixing)": 0.66},
                           "peak MB (fp32, H100)": {S.SOFTMAX: 360, "Performer": 826, "FNet (Fourier mixing)": 256}})
@@ -134,7 +134,7 @@ def test_each_reason_for_not_deciding_is_explained_once_and_summaries_name_the_o
 
 
 def test_the_results_page_links_each_claim_to_its_row_on_its_chapter():
-    from vixnb.report import findings
+    from vixnb.report.claims import found as findings
 
     frame = C.claims("vix", figures({"vit": [record(40.0)], "fnet": [record(30.0)]}), profile="budget",
                      sections=["5.1"])
@@ -152,14 +152,14 @@ def test_the_results_page_links_each_claim_to_its_row_on_its_chapter():
 def test_the_intros_verdict_finding_gives_the_rules_own_reasons():
     import pandas as pd
 
-    from vixnb.report import findings
+    from vixnb.report.claims import found as findings
 
     verdicts = [C.HOLDS, C.FAILS, V.ONE_SEED, V.ONE_SEED, V.FAILED, C.NOT_RUN, C.NOT_TESTABLE]
     text = findings.verdicts_finding({"vix": pd.DataFrame({"our verdict": verdicts})}, lambda stem, text: text)
     head, *reasons = text.split("\n")
     assert head.startswith("**Our verdicts so far:** of 6 claims testable here, 1 hold and 1 do not on our runs, "
                            "1 are not yet run, and 3 have figures that decide nothing")
-    # one text: the ledger's reasons (verdict_rules.WHY_NOT_DECIDED), nested under the finding, with their counts
+    # one text: the ledger's reasons (rules.WHY_NOT_DECIDED), nested under the finding, with their counts
     assert reasons == [f"  - 1 *{V.FAILED}*: {V.WHY_NOT_DECIDED[V.FAILED]}",
                        f"  - 2 *{V.ONE_SEED}*: {V.WHY_NOT_DECIDED[V.ONE_SEED]}"]
     decided = findings.verdicts_finding({"vix": pd.DataFrame({"our verdict": [C.HOLDS]})}, lambda stem, text: text)

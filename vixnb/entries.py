@@ -40,7 +40,7 @@ class Entry:
     name: str              # the run (its table row: the model, or a paper's run name); the record's name
     profile: str
     level: int = 1
-    purpose: str = ""      # the table, study or target it serves
+    purpose: str = ""      # the table, question or target it serves
     status: str = "missing"
     reason: str = ""       # why stale
     blocked: str = ""      # what stands in the way of running it on this machine's data, if anything

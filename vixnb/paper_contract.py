@@ -2,7 +2,7 @@
 once, where loading a file stops at its first.
 
 A paper file (``vixnb/papers/<key>.yaml``) must be YAML that ``papers.schema`` accepts (its keys and their types,
-tables, rows, protocol, chapters); its claims must parse (``report.claim_schema``: operator, method, metric, the rows
+tables, rows, protocol, chapters); its claims must parse (``report.claims.schema``: operator, method, metric, the rows
 and tables they name); every row of its tables must name a registered model; and every chapter's ``measure`` and
 ``bench`` must name a record kind (``record_kinds``). Each check goes on past a problem, so three mistakes in three
 places are three lines of one run."""
@@ -12,7 +12,7 @@ from . import papers
 from .models import list_models
 from .papers.schema import check
 from .record_kinds import chapter_requests
-from .report.claim_schema import parse_claim
+from .report.claims.schema import parse_claim
 
 
 def problems(key):

@@ -19,10 +19,10 @@ from .validate import NAMED, Invalid, ListOf, Real, Whole
 INJECTED_HEAD = "# Parameters"
 
 
-def as_list(value, name, *, kind=None):
+def as_list(value, name, *, item_type=None):
     """A list parameter as a list: a list or tuple as it is, None as ``[]``, a string holding a JSON or YAML list
     (``'["vit", "vil"]'``) or comma-separated values (``"vit,vil"``, ``"0, 1"``; each read as YAML: ``"1"`` is 1),
-    any other single value as a one-element list. ``kind`` (``int``, ``float``, ``str``): the elements' type; an
+    any other single value as a one-element list. ``item_type`` (``int``, ``float``, ``str``): the elements' type; an
     element of another type is a ``ValueError`` naming ``name``."""
     if value is None:
         items = []
@@ -40,7 +40,7 @@ def as_list(value, name, *, kind=None):
             items = [_scalar(part.strip()) for part in text.split(",") if part.strip()]
     else:
         items = [value]
-    return [_of_kind(item, kind, name) for item in items]
+    return [_of_type(item, item_type, name) for item in items]
 
 
 def _scalar(text):
@@ -51,15 +51,15 @@ def _scalar(text):
     return value if isinstance(value, (str, numbers.Number)) and not isinstance(value, bool) else text
 
 
-def _of_kind(item, kind, name):
-    if kind is None or isinstance(item, kind) and not isinstance(item, bool):
+def _of_type(item, item_type, name):
+    if item_type is None or isinstance(item, item_type) and not isinstance(item, bool):
         return item
-    if kind is str and isinstance(item, numbers.Number):
+    if item_type is str and isinstance(item, numbers.Number):
         return str(item)
-    if kind is float and isinstance(item, numbers.Real) and not isinstance(item, bool):
+    if item_type is float and isinstance(item, numbers.Real) and not isinstance(item, bool):
         return float(item)
-    raise ValueError(f"parameter {name!r} takes a list of {kind.__name__}, got the element {item!r}; e.g. "
-                     f"-p {name} '[...]' with {kind.__name__} elements")
+    raise ValueError(f"parameter {name!r} takes a list of {item_type.__name__}, got the element {item!r}; e.g. "
+                     f"-p {name} '[...]' with {item_type.__name__} elements")
 
 
 #: a list parameter's element rule, by the parameter's name (``seeds`` -> the rule of ``seed``)
@@ -72,9 +72,9 @@ def parameter_rule(name, default):
     rule of its singular (``seeds``: whole numbers >= 0; an empty list is the notebook's default); None where the
     parameter takes no number."""
     if isinstance(default, (list, tuple)):
-        kind = type(default[0]) if default else None
+        item_type = type(default[0]) if default else None
         item = NAMED.get(SINGULAR.get(name, name)) if name in SINGULAR else \
-            (Whole() if kind is int else Real() if kind is float else None)
+            (Whole() if item_type is int else Real() if item_type is float else None)
         return ListOf(item) if item is not None else None
     if name in NAMED:
         return NAMED[name].or_none("the notebook's default") if default is None else NAMED[name]
@@ -145,7 +145,7 @@ def check_injected(namespace):
     for name in given:
         default = names[name]
         if isinstance(default, (list, tuple)) and name in namespace:
-            kind = type(default[0]) if default and not isinstance(default[0], bool) else None
-            namespace[name] = as_list(namespace[name], name, kind=kind)
+            item_type = type(default[0]) if default and not isinstance(default[0], bool) else None
+            namespace[name] = as_list(namespace[name], name, item_type=item_type)
         if name in namespace:  # a number within what the parameter takes (seeds >= 0, ...)
             namespace[name] = check_parameter(name, namespace[name], default)

@@ -3,8 +3,9 @@ with its status in the results store, an estimate of its GPU minutes, and a prio
 
 What a chapter needs is read from its paper file's ``book`` section (``vixnb.papers``): the tables whose
 every row is trained, on the table's dataset, with each of the profile's ``seeds`` (``profiles.yaml``);
-the stored measurements its pages read; the benchmarks it shows; our own studies. The maps chapter's
-measurements come from ``vixnb/analysis/study.yaml``.
+the stored measurements its pages read; the benchmarks it shows; the questions of our own it asks (its
+``studies``: a setting beside the profile's own runs). The maps chapter's measurements come from
+``vixnb/analysis/study.yaml``.
 
 **Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current (its source hashes are
 today's, or the behavioural probe found today's code making it bitwise the same: ``results.probe``);
@@ -30,7 +31,7 @@ chapter's totals count it there only); it keeps its weights where any chapter or
 (``vixnb/analysis/study.yaml``) needs them.
 1. one seed (the profile's first) of every published row, and the measurements the pages read, so that
    every table has a number;
-2. the runs that decide a claim or a study, and the benchmarks behind the speed targets;
+2. the runs that decide a claim or answer a question, and the benchmarks behind the speed targets;
 3. further seeds.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ from .runtime import machine_precision
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
-    2: "runs that decide a claim or a study, and the benchmarks behind the speed targets",
+    2: "runs that decide a claim or answer a question, and the benchmarks behind the speed targets",
     3: "further seeds",
 }
 STATUSES = ("stored", "unverified", "weights wanted", "stale", "missing", "damaged")
@@ -76,24 +77,24 @@ def chapters():
             for chapter in papers.book_chapters(key)]
 
 
-def _train_entries(key, book, profile, seeds, store, runs, machine=False):
-    """The training runs of chapter ``book`` not yet in ``runs`` (``{config key: TrainEntry}``, shared by the chapters
-    and filled here): a run already there (another table's or an earlier chapter's) stays one entry, at the lowest
-    level asked for, keeping its weights if any table asks for them (``analysis.records.table_specs``, the one keep
-    decision). ``machine``: each run in the precision this machine trains it in (``runtime.machine_precision``: a
-    T4's fp16 run of a bf16 row)."""
+def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
+    """The training runs of ``chapter`` (its entry in paper ``key``'s ``book`` list) not yet in ``runs`` (``{config
+    key: TrainEntry}``, shared by the chapters and filled here): a run already there (another table's or an earlier
+    chapter's) stays one entry, at the lowest level asked for, keeping its weights if any table asks for them
+    (``analysis.records.table_specs``, the one keep decision). ``machine``: each run in the precision this machine
+    trains it in (``runtime.machine_precision``: a T4's fp16 run of a bf16 row)."""
     entries = []
-    for table in book.get("train", []):
-        for row, specs in table_specs(key, book, table, profile, seeds):
+    for table in chapter.get("train", []):
+        for row, specs in table_specs(key, chapter, table, profile, seeds):
             entries += [(1 if i == 0 else 3, f"{key} {table}", row, spec) for i, spec in enumerate(specs)]
-    for study, spec in (book.get("studies") or {}).items():
+    for question, spec in (chapter.get("studies") or {}).items():
         if profile not in spec.get("profiles", []):
             continue
         dataset = papers.table(key, spec["table"])["dataset"]
         for model in spec["models"]:
             for seed in seeds:
-                entries.append((2, f"study: {study}", model, RunSpec.of(model, dataset=dataset, profile=profile,
-                                                                        seed=seed, **(spec.get("settings") or {}))))
+                entries.append((2, f"question: {question}", model, RunSpec.of(model, dataset=dataset, profile=profile,
+                                                                              seed=seed, **(spec.get("settings") or {}))))
     out = []
     for level, purpose, name, spec in entries:
         if machine and (precision := machine_precision(spec.config["precision"])) != spec.config["precision"]:
@@ -106,7 +107,7 @@ def _train_entries(key, book, profile, seeds, store, runs, machine=False):
                 first.keeping(spec.keep, spec.dataset)
             continue
         needs = {spec.config["init_from"]["key"]} if spec.config.get("init_from") else set()  # after its source
-        runs[k] = TrainEntry(chapter=book["notebook"], paper=key, name=name, profile=profile, level=level,
+        runs[k] = TrainEntry(chapter=chapter["notebook"], paper=key, name=name, profile=profile, level=level,
                              purpose=purpose, spec=spec, needs=frozenset(needs))
         out.append(runs[k])
     return out
@@ -169,15 +170,16 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     entries = []
     # a chapter's `first` rows, on the dataset of its first table: their first seed runs before the rest of their
     # level, in the chapters' order
-    firsts = {(book["notebook"], row, papers.table(key, book["train"][0])["dataset"]): i for i, (key, book, row) in
-              enumerate((key, book, row) for key, book in chapters() for row in book.get("first") or [])}
+    listed = [(key, chapter_entry, row) for key, chapter_entry in chapters() for row in chapter_entry.get("first") or []]
+    firsts = {(chapter_entry["notebook"], row, papers.table(key, chapter_entry["train"][0])["dataset"]): i
+              for i, (key, chapter_entry, row) in enumerate(listed)}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
 
     records = gpu_profile(profile) or bool(prof.get("rehearsal"))
-    for key, book in chapters():
-        entries += _train_entries(key, book, profile, seeds, store, runs, machine)
+    for key, chapter_entry in chapters():  # ``chapter`` (the argument) names the notebooks to keep
+        entries += _train_entries(key, chapter_entry, profile, seeds, store, runs, machine)
         if records:  # a CPU profile's pages measure as they render
-            entries += _record_entries(chapter_requests(key, book), profile, store, runs)
+            entries += _record_entries(chapter_requests(key, chapter_entry), profile, store, runs)
     if records:
         entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"

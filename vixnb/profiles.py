@@ -297,8 +297,8 @@ def _init_source(init_from, model, dataset, profile, seed):
 
 
 @checked("seeds")
-def table_runs(key, book, table, profile, seeds=None):
-    """``[(row, model, settings, seeds)]``: the runs a chapter (``book``, one chapter of paper ``key``'s ``book``
+def table_runs(key, chapter, table, profile, seeds=None):
+    """``[(row, model, settings, seeds)]``: the runs a chapter (``chapter``, one chapter of paper ``key``'s ``book``
     section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
     ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
     as the table's ``runs`` where the paper made more runs (GPU profiles only); a table with ``first_seed_only``
@@ -310,7 +310,7 @@ def table_runs(key, book, table, profile, seeds=None):
     runs = papers.table(key, table).get("runs", 0)
     if prof["device"] == "cuda" and runs > len(seeds):
         seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
-    shrink = (book.get("profile_settings") or {}).get(profile) or {}
+    shrink = (chapter.get("profile_settings") or {}).get(profile) or {}
     runs = papers.table_runs(key, table)
     if unknown := [(row, model) for row, model, _ in runs if model not in list_models()]:
         row, model = unknown[0]
@@ -326,9 +326,9 @@ def row_runs(key, profile):
     trains, as its table gives it (``papers.row_run``). The one answer to "which run is this row" for the plan, the
     claims and the pages."""
     found = {}
-    for book in papers.book_chapters(key):
-        for table in book.get("train") or []:
-            for row, model, settings, _ in table_runs(key, book, table, profile):
+    for chapter in papers.book_chapters(key):
+        for table in chapter.get("train") or []:
+            for row, model, settings, _ in table_runs(key, chapter, table, profile):
                 found.setdefault(row, (model, settings))
     for row, run in papers.paper_runs(key).items():
         found.setdefault(row, run)

@@ -6,8 +6,8 @@ profile), its nominal GPU minutes (what the plan counts until a stored timing sa
 one stale, and whether it reads trained weights (the plan puts it after the runs it reads). A chapter asks for
 a measurement in its paper file (``book: measure: {KIND: DATASET}``); the maps study's come from
 ``vixnb/analysis/study.yaml``; the benchmarks from ``book: bench: [NAME]``. The plan lists them (``requests``),
-the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.record``), each page
-showing a kind's record as its ``show`` makes it (``report.records_section``), and the claims ledger reads its
+the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.records.record``), each page
+showing a kind's record as its ``show`` makes it (``report.tables.records_section``), and the claims ledger reads its
 ``metrics`` (``stored_figures``): none of them knows a kind by its name. A new kind of measurement is its maker (in
 ``vixnb.measure`` or ``vixnb.analysis``), its entry in ``KINDS`` here, and its line in a paper file.
 """
@@ -56,13 +56,13 @@ class Request:
 class ClaimMetric(NamedTuple):
     """A figure the claims ledger reads from a kind's record: its label in the ledger, the unit of a difference of
     it, where our figure comes from, and the ``column`` of a model's values (``RecordKind.per_model``) holding it.
-    ``kind`` (``report.metrics``): a step's ("step", the default: a run of any length decides it), or a figure of
-    trained weights that depends on how many epochs were trained ("epochs": judged as the runs' epochs allow)."""
+    ``decided_by`` (``report.records.metrics``): a step ("step", the default: a run of any length decides it), or
+    the epochs trained, for a figure of trained weights ("epochs": judged as the runs' epochs allow)."""
     label: str
     unit: str
     source: str
     column: str
-    kind: str = "step"
+    decided_by: str = "step"
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,9 @@ class RecordKind:
 
 def _chapter_runs(request, profile):
     """``[(row, model, settings, seeds)]`` of the chapter's tables trained on the request's dataset."""
-    book = papers.book_chapter(request.paper, request.chapter)
-    return [run for table in book.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
-            for run in table_runs(request.paper, book, table, profile)]
+    chapter = papers.book_chapter(request.paper, request.chapter)
+    return [run for table in chapter.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
+            for run in table_runs(request.paper, chapter, table, profile)]
 
 
 def _gpu_memory_name(request):
@@ -143,9 +143,9 @@ def _study_weights_read(request, profile):
 def kept_runs(request, profile):
     """``{row: (model, settings, seed)}``: the runs whose weights the chapter keeps (its ``keep_weights`` tables,
     first seed)."""
-    book = papers.book_chapter(request.paper, request.chapter)
-    return {row: (model, settings, seeds[0]) for table in book.get("keep_weights") or []
-            for row, model, settings, seeds in table_runs(request.paper, book, table, profile)}
+    chapter = papers.book_chapter(request.paper, request.chapter)
+    return {row: (model, settings, seeds[0]) for table in chapter.get("keep_weights") or []
+            for row, model, settings, seeds in table_runs(request.paper, chapter, table, profile)}
 
 
 def _of_kept_weights(measure):
@@ -167,8 +167,8 @@ def _of_kept_weights(measure):
 def efficiency_models(request):
     """The models a cost measurement of a chapter measures: the ViX paper's Table 1 models, in its order, and the
     chapter's ``references`` (timm models at 224 px)."""
-    book = papers.book_chapter(request.paper, request.chapter)
-    return papers.table_models("vix", "table1") + (book.get("references") or [])
+    chapter = papers.book_chapter(request.paper, request.chapter)
+    return papers.table_models("vix", "table1") + (chapter.get("references") or [])
 
 
 def _make_efficiency(request, *, profile, **_):
@@ -279,7 +279,7 @@ KINDS = {
                                      "class token's attention entropy", "nats", "the entropy of the class token's "
                                      "attention over the patches, per layer, mean over the panel's images and the "
                                      "layers, of the stored attention-map record of the chapter's kept weights",
-                                     _ENTROPY_COLUMN, kind="epochs")},
+                                     _ENTROPY_COLUMN, decided_by="epochs")},
                                  per_model=_attention_per_model,
                                  description="attention maps and diagonal prominence of kept weights"),
     # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.keep_where)
@@ -342,17 +342,17 @@ def missing_script(command):
     return script if script and not Path(script).is_file() else None
 
 
-def chapter_requests(key, book):
-    """The records chapter ``book`` of paper ``key`` asks for: its ``measure`` (one per kind and dataset) and its
-    ``bench`` entries, as ``Request`` objects."""
-    asked = [Request(kind, paper=key, chapter=book["notebook"], dataset=dataset, part=book.get("part"))
-             for kind, dataset in (book.get("measure") or {}).items()]
-    asked += [Request(f"bench:{bench}", paper=key, chapter=book["notebook"], name=bench) for bench in book.get("bench") or []]
+def chapter_requests(key, chapter):
+    """The records ``chapter`` (its entry in paper ``key``'s ``book`` list) asks for: its ``measure`` (one per kind
+    and dataset) and its ``bench`` entries, as ``Request`` objects."""
+    asked = [Request(kind, paper=key, chapter=chapter["notebook"], dataset=dataset, part=chapter.get("part"))
+             for kind, dataset in (chapter.get("measure") or {}).items()]
+    asked += [Request(f"bench:{bench}", paper=key, chapter=chapter["notebook"], name=bench) for bench in chapter.get("bench") or []]
     for request in asked:
         if request.kind not in KINDS:
             what = f"benchmark {request.name!r}" if request.name else f"measurement {request.kind!r}"
             known = [k.removeprefix("bench:") for k in KINDS if k.startswith("bench:") == bool(request.name)]
-            raise papers.PaperFileError(f"vixnb/papers/{key}.yaml: chapter {book['notebook']!r} asks for an unknown "
+            raise papers.PaperFileError(f"vixnb/papers/{key}.yaml: chapter {chapter['notebook']!r} asks for an unknown "
                                         f"{what}; the known ones: {', '.join(known)} (vixnb/record_kinds.py)")
     return asked
 
@@ -372,8 +372,8 @@ def weights_read(request, profile):
 
 def all_requests():
     """Every record the chapters of every paper file and the maps study ask for (``Request`` objects)."""
-    return [request for key in papers.list_papers() for book in papers.book_chapters(key)
-            for request in chapter_requests(key, book)] + study_requests()
+    return [request for key in papers.list_papers() for chapter in papers.book_chapters(key)
+            for request in chapter_requests(key, chapter)] + study_requests()
 
 
 def stored_figures(kind, dataset, models, *, owner, profile, store):

@@ -86,13 +86,13 @@ def dataset_folder(folder):
 
 def attached_data(input_root=KAGGLE_INPUT, depth=3):
     """``{link name: folder}`` of the data sets among a Kaggle notebook's attached inputs (``/kaggle/input/<name>``
-    and up to ``depth`` folders below it; the first found of each kind), whatever folder they sit in."""
+    and up to ``depth`` folders below it; the first found of each data set), whatever folder they sit in."""
     found = {}
 
     def walk(folder, left):
-        kind = dataset_folder(folder)
-        if kind is not None:
-            found.setdefault(kind[1], folder)
+        named = dataset_folder(folder)
+        if named is not None:
+            found.setdefault(named[1], folder)
             return
         if left:
             for child in sorted(p for p in folder.iterdir() if p.is_dir()):

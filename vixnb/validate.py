@@ -258,14 +258,14 @@ def check(value, name, rule):
 
 # ----- paths ------------------------------------------------------------------------------------------------
 
-def existing_path(path, name, *, kind="file", fix=""):
-    """``path`` as a ``Path`` where it exists and is a ``kind`` (``file`` or ``folder``), else ``Invalid``."""
+def existing_path(path, name, *, expect="file", fix=""):
+    """``path`` as a ``Path`` where it exists and is what ``expect`` says (``file`` or ``folder``), else ``Invalid``."""
     if path is None or (isinstance(path, str) and not path.strip()):
-        raise Invalid(f"{name}={path!r}: give a {kind} path")
+        raise Invalid(f"{name}={path!r}: give a {expect} path")
     p = Path(path).expanduser()
-    exists = p.is_file() if kind == "file" else p.is_dir()
+    exists = p.is_file() if expect == "file" else p.is_dir()
     if not exists:
-        what = "no such " + kind if not p.exists() else f"not a {kind}"
+        what = "no such " + expect if not p.exists() else f"not a {expect}"
         raise Invalid(f"{name} {p}: {what}{'; ' + fix if fix else ''}")
     return p
 

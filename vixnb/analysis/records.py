@@ -203,8 +203,8 @@ def study_run(label, profile):
     if label not in runs:
         raise ValueError(f"{label!r} is not a run of vixnb/analysis/study.yaml; its runs: {', '.join(runs)}")
     spec = runs[label]
-    book = papers.training_chapter(spec["paper"], spec["table"])
-    for row, model, settings, seeds in table_runs(spec["paper"], book, spec["table"], profile):
+    chapter = papers.training_chapter(spec["paper"], spec["table"])
+    for row, model, settings, seeds in table_runs(spec["paper"], chapter, spec["table"], profile):
         if row == spec["row"]:
             return model, settings, seeds[0], papers.table(spec["paper"], spec["table"])["dataset"]
     raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names row {spec['row']!r}, which table "
@@ -259,19 +259,20 @@ def panel_images(record, count=None):
     return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
 
 
-def table_specs(key, book, table, profile, seeds=None):
-    """``[(row, [RunSpec per seed])]``: the runs chapter ``book`` (of paper ``key``) makes of ``table`` in ``profile``
-    (``profiles.table_runs``, on the table's dataset), each with what it keeps of its trained weights. The one keep
+def table_specs(key, chapter, table, profile, seeds=None):
+    """``[(row, [RunSpec per seed])]``: the runs ``chapter`` (its entry in paper ``key``'s ``book`` list) makes of
+    ``table`` in ``profile`` (``profiles.table_runs``, on the table's dataset), each with what it keeps of its trained
+    weights. The one keep
     decision, which the plan and the pages both ask: the first seed of every row of the chapter's ``keep_weights``
     tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store where they fit
     its cap, else on this machine (``runs.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
     dataset = papers.table(key, table)["dataset"]
-    if table in (book.get("keep_weights") or []):
+    if table in (chapter.get("keep_weights") or []):
         kept = {row for row, *_ in papers.table_runs(key, table)}
     else:
         kept = study_kept_rows(key, table, profile)
     out = []
-    for row, model, settings, run_seeds in table_runs(key, book, table, profile, seeds):
+    for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds):
         specs = [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in run_seeds]
         if row in kept and specs:
             specs[0] = replace(specs[0], keep=keep_where(specs[0].config))

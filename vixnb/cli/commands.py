@@ -90,7 +90,7 @@ def parse_overrides(items):
 
 def run_notebook(args):
     """``vixnb run NOTEBOOK``: execute a notebook with papermill."""
-    from ..notebooks import run_notebook as execute
+    from ..book.execute import run_notebook as execute
 
     from ..validate import writable_file
 
@@ -102,7 +102,7 @@ def run_notebook(args):
 
 def book(args):
     """``vixnb book``: run every chapter and build the Jupyter Book."""
-    from ..book import build_book
+    from ..book.build import build_book
 
     print(f"book built in {build_book(args.profile, jobs=args.jobs)}")
 

@@ -189,7 +189,7 @@ class TokenConv(nn.Conv2d):
 
 
 class NystromAttention(nn.Module):
-    mechanism = "Nyströmformer"  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = "Nyströmformer"  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("Nystromformer's factor product softmax(Q L_k^T) pinv(softmax(L_q L_k^T)) softmax(L_q K^T) "
                 "(L: segment-mean landmarks, pinv by Moore-Penrose iterations) on the real tokens; rows sum to "
                 "about 1 (less where the sequence is front-padded), entries can be negative; the residual "

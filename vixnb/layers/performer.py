@@ -95,7 +95,7 @@ def local_window_attention(q, k, v, window, *, scale=None, look_backward=1, look
 class FastAttention(nn.Module):
     """Kernelised attention: softmax(QK^T)V approximated by phi(Q) (phi(K)^T V), normalised."""
 
-    mechanism = "Performer"  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = "Performer"  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
                 "deterministic exp kernel)")
 
@@ -145,7 +145,7 @@ class FastAttention(nn.Module):
 
 
 class PerformerAttention(nn.Module):
-    mechanism = "Performer"  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = "Performer"  # what the synthesis page groups it under (``report.claims.synthesis``)
 
     def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, nb_features=None, kernel="softmax",
                  feature_redraw_interval=None, local_heads=0, local_window=256, qkv_bias=True, rope=None, seq_len=None):

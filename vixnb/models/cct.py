@@ -52,7 +52,7 @@ class CCTAttention(SoftmaxAttention):
     """ViT's softmax attention (``layers.SoftmaxAttention``: fused qkv Linear without bias, output Linear with
     bias) with dropout ``attn_dropout`` on the attention weights, as CCT's own ``Attention`` class has."""
 
-    mechanism = SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("CCT's exact softmax(QK^T/sqrt(d)) over all tokens (its dropout on the weights acts only in "
                 "training); rows sum to 1")
 

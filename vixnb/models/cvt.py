@@ -105,7 +105,7 @@ class ConvAttention(nn.Module):
     ``fused=False`` forms the ((b h), n, n) matrix through ``self.attend`` (``nn.Softmax``) as the authors'
     code does."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
                 "separable convs; rows sum to 1")
 

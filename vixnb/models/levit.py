@@ -52,7 +52,7 @@ class LeViTAttention(nn.Module):
     does. ``fused=True`` calls ``scaled_dot_product_attention``; ``False`` forms the (s*s)^2 matrix through
     an ``nn.Softmax`` module, the path that reproduces "Size (MB)"."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
                 "by 1x1 conv + BatchNorm; rows sum to 1")
 

@@ -66,7 +66,7 @@ class OneMapAttention(nn.Module):
     """Softmax attention with one map per layer: q, k project to ``dim_head`` channels (bias), the map applies
     to full-width values V(x), then O (both Linear with bias)."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
     map_kind = ("vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
                 "every channel (h = 1); rows sum to 1")
 

@@ -1,7 +1,7 @@
 """The schema of a paper file (``vixnb/papers/<key>.yaml``): the keys of each of its sections, their types, and the
 names they must refer to. ``check`` runs when a file is first read (``papers.load``) and raises ``PaperFileError``
 with one line naming the file, the place and the fix; ``README.md`` beside this module says what each key means.
-A claim has its own schema (``vixnb.report.claim_schema``): here ``claims`` is only checked to be a list of mappings.
+A claim has its own schema (``vixnb.report.claims.schema``): here ``claims`` is only checked to be a list of mappings.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ SECTIONS = {
         "params_convention": Key(_TEXT, "'paper' or 'true'", choices=("paper", "true")),
         "tables": Key(_MAPPING, "a mapping {table name: table}"),
         "protocol": Key(_MAPPING, "a mapping of training settings"),
-        "claims": Key(_LIST, "a list of claims (mappings; vixnb/report/claim_schema.py)", items=_MAPPING),
+        "claims": Key(_LIST, "a list of claims (mappings; vixnb/report/claims/schema.py)", items=_MAPPING),
         "book": Key(_LIST, "a list of chapters, each `- notebook: NAME ...`"),
         "training": Key(_MAPPING, "a mapping {run: per-epoch curves}"),
         "notes": Key(_LIST, "a list of text", items=_TEXT),

@@ -5,12 +5,12 @@ import numbers
 
 import pandas as pd
 
-from .. import papers
-from ..models import list_models
-from ..plan import counts
-from .claim_verdicts import claims
-from .collect import current_counts
-from .verdict_rules import NOT_DECIDED
+from ... import papers
+from ...models import list_models
+from ...plan import counts
+from .verdicts import claims
+from ..records.collect import current_counts
+from .rules import NOT_DECIDED
 
 #: the keys of a table row that are not printed numbers
 NOT_PRINTED = ("label", "model", "settings", "note", "notes")
@@ -59,7 +59,7 @@ def dashboard(plans, profile="budget", *, frames=None):
     exactly of those printed, claims the paper's own tables bear out / do not, the ``profile`` plan's entries
     stored, stale and asked, and its GPU-hours left (``plan.counts``, the one count every page prints) (``plans``: ``{profile: plan entries}``, as
     ``provenance.book_plans`` builds them). ``frames``: ``{paper: claims frame}`` of the claims ledger
-    (``claim_figures.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
+    (``ours.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
     entries = plans.get(profile, [])
     rows = {}
     for key in papers.DOCUMENTS:

@@ -9,8 +9,8 @@ import statistics
 import pandas as pd
 from IPython.display import Markdown
 
-from ..analysis.records import study_record_name
-from .cost import not_yet_run
+from ...analysis.records import study_record_name
+from .pages import not_yet_run
 
 #: the attribution methods of the study, in the order the page shows them, with their short names
 ATTRIBUTION_METHODS = {"integrated_gradients": "IG", "occlusion": "Occlusion", "grad_cam": "Grad-CAM"}

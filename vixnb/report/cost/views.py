@@ -1,5 +1,5 @@
 """Page pieces for cost measurements: the parameters, FLOPs, memory and time of models (``vixnb.measure``
-records; the efficiency measurement is read or made by ``report.record("efficiency", ...)``); narrow tables of
+records; the efficiency measurement is read or made by ``report.records.record("efficiency", ...)``); narrow tables of
 them; Pareto fronts of accuracy against any cost; correlations between costs beside a paper's; a line fit of one cost against another; and
 the token-mixer scaling sweep (time, memory, crossovers). Plain functions of records and DataFrames."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numbers
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import measure
-from ..measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
-from ..escape import plain_text
-from .figures import PAGE_WIDTH, TEXT_PT, palette
+from ... import measure
+from ...measure.costs import shape_records  # noqa: F401  (the pages' counts from shapes)
+from ...escape import plain_text
+from ..figures.charts import PAGE_WIDTH, TEXT_PT, palette
 
 FAVOR_GFLOPS = "GFLOPs (favor convention)"  # the favor paper's FLOP convention (one FLOP per MAC, element-wise ops)
 MISSING = "not yet run"
@@ -27,11 +27,6 @@ VIEWS = {
     "inference": {"GB @64": "infer GB @64 ({path})", "img/s": "img/s ({path})", "at batch": "img/s batch ({path})"},
 }
 SWEEP_LABELS = {"ms": "ms per step", "peak_mb": "peak MB", "gflops": "GFLOPs", "estimate_gb": "estimate GB"}
-
-
-def not_yet_run(command):
-    """The Markdown line of a section nothing has measured yet, naming the command that measures it."""
-    return f"**Not yet run.** {command} measures it and stores it in the results store."
 
 
 # --------------------------------------------------------------------------------------------------
@@ -59,8 +54,8 @@ def cost_frame(records, *, training_memory=None):
     """One row per model of ``records`` (``measure.records_frame``; the favor FLOP column named
     ``FAVOR_GFLOPS``). Where the records hold no training-memory number (nothing measured on a GPU), the
     training-memory columns come from ``training_memory``, a stored ``measure.gpu_memory_column`` record
-    (``{"rows", "provenance"}``, e.g. ``report.gpu_memory``): GB only, its step times are not taken.
-    ``frame.attrs["training_memory"]``: the records those columns come from (for ``report.provenance_line``)."""
+    (``{"rows", "provenance"}``, e.g. ``report.records.gpu_memory``): GB only, its step times are not taken.
+    ``frame.attrs["training_memory"]``: the records those columns come from (for ``report.records.provenance_line``)."""
     frame = measure.records_frame(records)
     frame = frame.rename(columns={measure.FAVOR_GFLOPS_COLUMN: FAVOR_GFLOPS})
     columns = [c.format(path=p) for c in TRAINING_MEMORY.values() for p in measure.PATHS]

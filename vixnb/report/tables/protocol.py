@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..runspec import RunSpec
-from .tables import page_table
+from ...runspec import RunSpec
+from .pages import page_table
 
 
 def _optimizer(config):

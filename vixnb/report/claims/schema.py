@@ -14,7 +14,7 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
     figure's units, or fractions written as text (``"1/3"``).
 ``spread`` (optional)
     the paper's own reported run-to-run spread of the metric, in points: one seed of ours whose verdict that much
-    noise would turn decides nothing (``verdict_rules``; 1 point where the paper reports none).
+    noise would turn decides nothing (``rules``; 1 point where the paper reports none).
 ``method``
     how the figure is computed from per-model metrics:
 
@@ -72,8 +72,8 @@ from __future__ import annotations
 import numbers
 from fractions import Fraction
 
-from .. import papers
-from .metrics import METRICS, metric_unit
+from ... import papers
+from ..records.metrics import METRICS, metric_unit
 
 #: op -> symbol on the page
 OPS = {"approx": "≈", "at_least": "≥", "at_most": "≤", "greater": ">", "less": "<"}

@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..entries import BenchEntry, TrainEntry
-from ..escape import markdown_text
-from ..plan import STATUSES, build, counts, shown_settings, todo
-from ..profiles import get_profile, gpu_profile, list_profiles
-from ..results import ResultsStore, StoreError, made_on, read_json
-from ..results.policy import cannot_make_here, code_changed
+from ...entries import BenchEntry, TrainEntry
+from ...escape import markdown_text
+from ...plan import STATUSES, build, counts, shown_settings, todo
+from ...profiles import get_profile, gpu_profile, list_profiles
+from ...results import ResultsStore, StoreError, made_on, read_json
+from ...results.policy import cannot_make_here, code_changed
+
+
+def short_device(device):
+    """A device's short name for a table cell (``NVIDIA H100 80GB HBM3`` → ``H100``)."""
+    return str(device).replace("NVIDIA ", "").split(" ")[0]
 
 
 def banner(profile, *, compute="missing", counted=None):

@@ -8,12 +8,19 @@ import re
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import papers
-from ..escape import html_text, markdown_text
-from ..models import list_models, model_cfg
+from ... import papers
+from ...escape import html_text, markdown_text
+from ...models import list_models, model_cfg
 
 NOT_YET_RUN = "**Not yet run** for this profile on this machine."
 NOT_YET_RUN_SHORT = "not yet run"
+
+
+def not_yet_run(command):
+    """The Markdown line of a section nothing has measured yet, naming the command that measures it."""
+    return f"**Not yet run.** {command} measures it and stores it in the results store."
+
+
 # Compact, right-aligned tables with a rule under the header (scoped to each table by pandas' Styler). Long
 # headers and labels wrap at their spaces instead of widening the table past the column; numbers hold no spaces.
 PAGE_TABLE_STYLE = [

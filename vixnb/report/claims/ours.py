@@ -9,21 +9,21 @@ from html import escape
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from .. import papers
-from ..measure import flops
-from ..record_kinds import KINDS, stored_figures
-from ..models import create_model, list_models, model_cfg
-from ..profiles import row_runs
-from ..runspec import RunSpec
-from ..results import ResultsStore, check_compute
-from .claim_schema import in_sections, paper_claims, parse_claim
-from .claim_verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
+from ... import papers
+from ...measure import flops
+from ...record_kinds import KINDS, stored_figures
+from ...models import create_model, list_models, model_cfg
+from ...profiles import row_runs
+from ...runspec import RunSpec
+from ...results import ResultsStore, check_compute
+from .schema import in_sections, paper_claims, parse_claim
+from .verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
                              claims_readings, claims_summary)
-from .collect import collect_runs, current_counts
-from .metrics import COUNTED_METRICS, RUN_STATISTICS, SEED_METRICS, number_or_none as _number_or_none
-from .provenance import provenance_line
-from . import verdict_rules as rules
-from ..data import dataset_spec
+from ..records.collect import collect_runs, current_counts
+from ..records.metrics import COUNTED_METRICS, RUN_STATISTICS, SEED_METRICS, number_or_none as _number_or_none
+from ..records.provenance import provenance_line
+from . import rules
+from ...data import dataset_spec
 
 
 def _paper_keys():
@@ -115,9 +115,9 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     efficiency measurement for times and GFLOPs; the attention-map record of kept weights, with the training run it
     measured); and GFLOPs counted from the model definition (``count_flops``;
     only where a stored measurement gives them a partner metric). Measurements are only
-    read, never made. ``records`` are the runs and measurements used, for ``report.provenance_line``.
+    read, never made. ``records`` are the runs and measurements used, for ``report.records.provenance_line``.
     ``sections``: only what the claims of these sections need (a chapter's own, as ``claims(sections=)``).
-    ``ours`` is a ``verdict_rules.Figures``: its ``facts`` say what each figure rests on (seeds, epochs, devices,
+    ``ours`` is a ``rules.Figures``: its ``facts`` say what each figure rests on (seeds, epochs, devices,
     precisions, a failed run), for the verdict rules."""
     check_compute(compute)
     store = store if store is not None else ResultsStore()
@@ -195,7 +195,7 @@ def ledger(profile, *, compute="never", store=None, count_flops=True):
 def claims_section(paper_key, profile, *, sections=None, compute="never"):
     """A chapter's claims block, the one page piece every chapter shows: the claims of ``paper_key`` (those made in
     ``sections``, or all) evaluated on the stored figures of ``profile`` (``ours_from_store``; a profile that cannot
-    decide a claim says so: ``claim_verdicts.undecided_reason``), as the compact table, the count of verdicts, the
+    decide a claim says so: ``verdicts.undecided_reason``), as the compact table, the count of verdicts, the
     provenance of the figures and how each claim was read. Displays them; returns the ``claims`` frame."""
     ours, records = ours_from_store(paper_key, profile, compute=compute, sections=sections)
     verdicts = claims(paper_key, ours, sections=sections, profile=profile)
@@ -209,7 +209,7 @@ def claims_section(paper_key, profile, *, sections=None, compute="never"):
 
 def claims_overview(pages):
     """The ledger's summary, one row per paper of ``pages`` (``ledger``): its claims, how many the paper's own
-    tables bear out / do not, and our verdicts: hold, do not hold, not decided (``verdict_rules.NOT_DECIDED`` and
+    tables bear out / do not, and our verdicts: hold, do not hold, not decided (``rules.NOT_DECIDED`` and
     undecided), not yet run or not testable here."""
     rows = {}
     for key, entry in pages.items():

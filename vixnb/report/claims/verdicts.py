@@ -1,4 +1,4 @@
-"""Claims evaluated: each claim of a paper file (``vixnb.report.claim_schema``) checked against the paper's
+"""Claims evaluated: each claim of a paper file (``vixnb.report.claims.schema``) checked against the paper's
 own printed numbers and against ours, and the ledger's table for the page (``claims``, ``summary``,
 ``page``)."""
 from __future__ import annotations
@@ -9,16 +9,16 @@ import statistics
 
 import pandas as pd
 
-from .. import papers
-from ..escape import html_text
-from ..models import list_models
-from ..profiles import get_profile
-from .claim_schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
+from ... import papers
+from ...escape import html_text
+from ...models import list_models
+from ...profiles import get_profile
+from .schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
                            UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections, paper_claims, parse_claim)
-from .metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
-from .tables import label as _model_label
-from .tables import page_table
-from . import verdict_rules as rules
+from ..records.metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
+from ..tables.pages import label as _model_label
+from ..tables.pages import page_table
+from . import rules
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,14 +230,14 @@ def _reading(key, claim, paper_pair, our_pair):
 
 
 #: the methods that compare two of our own figures (A against B): a shortened protocol, the same for both, can
-#: decide their sign or ordering (``verdict_rules.is_magnitude``), and the verdict names it
+#: decide their sign or ordering (``rules.is_magnitude``), and the verdict names it
 RELATIVE_METHODS = ("point_gain", "relative_gain", "ratio")
 
 
 def protocol_note(key, claim, profile):
     """``(decided, note)``: whether figures of ``profile`` can decide ``claim`` (as its paper file writes it) of paper
     ``key``, and what the verdict must say of them, where the runs themselves are not known (``evaluate`` without
-    ``verdict_rules.Figures``). The model's own metrics (``metrics.MODEL_METRICS``) are exact everywhere, but the
+    ``rules.Figures``). The model's own metrics (``metrics.MODEL_METRICS``) are exact everywhere, but the
     ``smoke`` profile, a pipeline check on synthetic images, decides nothing at all; a GPU profile that trains fewer
     epochs than the paper's protocol (``budget``) decides the metrics that do not depend on the number of epochs
     (``metrics.STEP_METRICS``), and the sign or ordering of a comparison of two of our runs, the verdict giving each
@@ -275,10 +275,10 @@ def evaluate(key, claim, ours=None, *, profile=None):
     """One claim of paper ``key`` (a mapping from its paper file) evaluated three ways: a dict with
     ``paper_figure`` (from the paper's printed numbers, None where the paper file has none) and
     ``paper_verdict`` ("yes" / "no" / "—"), ``our_figure``, ``our_verdict`` ("holds", "does not hold", one of
-    ``verdict_rules.NOT_DECIDED``, "not decided here" (smoke), "not yet run", "not testable here"), ``why`` (what is
+    ``rules.NOT_DECIDED``, "not decided here" (smoke), "not yet run", "not testable here"), ``why`` (what is
     missing, why it is not testable, why the figure cannot decide it, or the shorter protocol a verdict was reached
     at), ``seeds`` (the fewest seeds behind a run figure, None where none is a run's) and ``reading``. Where ``ours``
-    is a ``verdict_rules.Figures`` (the store's, with the runs behind each figure), ``verdict_rules.judge`` applies
+    is a ``rules.Figures`` (the store's, with the runs behind each figure), ``rules.judge`` applies
     every rule; else only the profile's (``protocol_note``)."""
     raw, claim = claim, parse_claim(key, claim)
     # (a) the paper's printed numbers
@@ -321,7 +321,7 @@ def claims(paper_key, ours=None, *, sections=None, profile=None):
     (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
     for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing.
     ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own;
-    ``claim_schema.in_sections``). ``profile``: where ``ours`` comes from; a profile that cannot decide a claim
+    ``schema.in_sections``). ``profile``: where ``ours`` comes from; a profile that cannot decide a claim
     gives it "not decided here" (``undecided_reason``)."""
     chosen = [c for c in paper_claims(paper_key) if in_sections(c, sections)]
     if sections is not None and not chosen:
@@ -348,7 +348,7 @@ VERDICT_PLURALS = {HOLDS: "hold", FAILS: "do not hold", **{v: v for v in rules.N
 
 def claims_summary(frame):
     """One line of Markdown counting the verdicts of a ``claims`` frame; then, where some of ours decide nothing,
-    why, one line per reason present (``verdict_rules.why_not_decided``)."""
+    why, one line per reason present (``rules.why_not_decided``)."""
     paper = frame["paper bears it out"].value_counts()
     ours = frame["our verdict"].value_counts()
     checked = int(paper.get(PAPER_YES, 0) + paper.get(PAPER_NO, 0))

@@ -1,4 +1,4 @@
-"""The rules that say whether our figures may decide a claim, in one place. ``claim_verdicts.evaluate`` applies them
+"""The rules that say whether our figures may decide a claim, in one place. ``verdicts.evaluate`` applies them
 to every verdict of ours, so the ledger, the chapter pages, the results page and the synthesis agree.
 
 1. A run that ended at chance (last training accuracy and test top-1 within ``CHANCE_MARGIN`` points of 100 / classes)
@@ -14,13 +14,14 @@ to every verdict of ours, so the ledger, the chapter pages, the results page and
 
 ``facts`` describes the runs and measurements behind each model's figures: ``{model: {origin: Facts}}`` (the origin
 of ``metrics.METRICS``: ``runs``, ``gpu_memory``, ``efficiency``), built by ``run_facts`` / ``record_facts``
-(``claim_figures.ours_from_store`` does it for the book)."""
+(``ours.ours_from_store`` does it for the book)."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import papers
-from .metrics import METRICS
+from ... import papers
+from ..records.metrics import EPOCHS, METRICS
+from ..records.provenance import short_device
 
 
 def pair_figure(method, va, vb):
@@ -84,7 +85,7 @@ class Facts(NamedTuple):
 
 
 class Figures(dict):
-    """Our figures (``{dataset: {model: {metric: value}}}``, as ``claim_verdicts.claims`` reads them) with
+    """Our figures (``{dataset: {model: {metric: value}}}``, as ``verdicts.claims`` reads them) with
     ``facts``: ``{dataset: {model: {origin: Facts}}}``, what each model's figures rest on."""
 
     def __init__(self, *args, facts=None, **kwargs):
@@ -133,10 +134,6 @@ def record_facts(provenance, precision="fp32", name="", *, config=None, run=None
     return Facts(seeds=1, epochs=(config or {}).get("epochs"),
                  devices=frozenset({str((provenance or {}).get("device", "?"))}), precisions=frozenset({precision}),
                  failed=failed_reason(run, num_classes) if run else "", name=name)
-
-
-def short_device(device):
-    return str(device).replace("NVIDIA ", "").split(" ")[0]
 
 
 def _metrics(claim):
@@ -209,7 +206,7 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
             return DEVICE, (f"a time's size is compared only at the paper's precision ({paper_precision}); ours: "
                             f"{'/'.join(sorted(precisions))} on {'/'.join(map(short_device, sorted(devices)))}"), seeds
     # 2. the protocol: a magnitude of an epoch-dependent figure needs the paper's epochs
-    epoch_bound = [m for m in metrics if METRICS[m].kind == "epochs"]
+    epoch_bound = [m for m in metrics if METRICS[m].decided_by == EPOCHS]
     fractions = protocol_label(key, models, involved, label) if epoch_bound else ""
     if fractions and is_magnitude(claim):
         return PROTOCOL, f"a magnitude is judged only at the paper's epochs ({fractions})", seeds

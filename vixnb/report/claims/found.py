@@ -8,18 +8,18 @@ import re
 
 import pandas as pd
 
-from .. import papers
-from ..escape import html_text
-from ..notebooks import repo_root
-from ..profiles import table_runs
-from ..results import ResultsStore, made_on, read_json
-from ..runspec import RunSpec
-from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
-from .claim_verdicts import claim_anchor, claims, verdict_text
-from .dashboard import count_checks
+from ... import papers
+from ...escape import html_text
+from ...book.execute import repo_root
+from ...profiles import table_runs
+from ...results import ResultsStore, made_on, read_json
+from ...runspec import RunSpec
+from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
+from .verdicts import claim_anchor, claims, verdict_text
+from .standing import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
-from .tables import page_table
-from .verdict_rules import NOT_DECIDED, why_not_decided
+from ..tables.pages import page_table
+from .rules import NOT_DECIDED, why_not_decided
 
 
 def _fused(costs, link):
@@ -51,9 +51,9 @@ def earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
     the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
     store = store if store is not None else ResultsStore()
-    book = papers.book_chapter("shaped", "simplified")
+    chapter = papers.book_chapter("shaped", "simplified")
     tops = []
-    for _, model, settings, seeds in table_runs("shaped", book, "earlier_reading", profile):
+    for _, model, settings, seeds in table_runs("shaped", chapter, "earlier_reading", profile):
         for seed in seeds:
             stored = store.get(RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config)
             if stored and stored.get("status") == "done":
@@ -92,7 +92,7 @@ def verdicts_finding(frames, link):
     text = (f"**Our verdicts so far:** of {testable} claims testable here, {counts[HOLDS]} hold and {counts[FAILS]} do "
             f"not on our runs, {counts[NOT_RUN]} are not yet run, and {undecided} have figures that decide nothing "
             f"({link('results', 'the results page')}, {link('claims', 'the claims ledger')})")
-    # why each decides nothing: the rules' own words (verdict_rules.WHY_NOT_DECIDED), as the ledger prints them
+    # why each decides nothing: the rules' own words (rules.WHY_NOT_DECIDED), as the ledger prints them
     return text + (":\n" + why_not_decided(counts=counts, indent="  ") if undecided else ".")
 
 
@@ -109,7 +109,7 @@ def _paper_side(link):
 
 def findings(frames, link, *, store=None):
     """Markdown bullets, three to six: the fused-path cost reversal, the parameter counts, the blog's block, our verdicts
-    and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``claim_figures.ledger``);
+    and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``ours.ledger``);
     ``link(stem, text)``: a link to the chapter ``stem`` (or plain ``text`` where the book has no such page)."""
     found = [_fused(fused_costs(store=store), link), _counts(link), _shaped(frames.get("shaped"), link, store),
              verdicts_finding(frames, link), _paper_side(link)]
@@ -137,7 +137,7 @@ def _chapters_of_sections(root):
 
 def results_frame(frames, *, root=None):
     """One row per claim of ``frames`` (``{paper: claims frame}``): document, claim, the paper's value (as claimed,
-    and its own tables' figure), ours (figure, seeds and what it rests on: ``claim_verdicts.verdict_text``), a status
+    and its own tables' figure), ours (figure, seeds and what it rests on: ``verdicts.verdict_text``), a status
     (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable), the
     chapter that shows it and the claim's id (its anchor there: ``claim_anchor``)."""
     where = _chapters_of_sections(root or repo_root())

@@ -1,13 +1,13 @@
 """Page pieces of the plan (``vixnb.plan``): GPU-hours per chapter and profile, the entries left to run, and
-a study's answer (its settings beside the profile's own runs, with the seed spread)."""
+the answer to a chapter's question (a setting beside the profile's own runs, with the seed spread)."""
 import pandas as pd
 
-from .. import papers
-from ..entries import TrainEntry
-from ..plan import shown_settings, todo, totals
-from ..profiles import get_profile
-from ..runs import run
-from .collect import mean_std
+from ... import papers
+from ...entries import TrainEntry
+from ...plan import shown_settings, todo, totals
+from ...profiles import get_profile
+from ...runs import run
+from ..records.collect import mean_std
 
 
 def plan_totals_frame(plans):
@@ -29,33 +29,34 @@ def plan_todo_frame(entries, limit=15):
     for e in todo(entries)[:limit]:
         what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k}={v}" for k, v in shown_settings(
             e.settings).items()) if isinstance(e, TrainEntry) else f"{e.kind}: {e.name}")
-        rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("study: ", ""), "status": e.status,
+        rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("question: ", ""), "status": e.status,
                      "GPU min": round(e.est_gpu_minutes, 1), "estimate from": e.basis.split(" (")[0].split(":")[0]})
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
 
 
-def study_frame(paper, study, profile):
-    """A study of a paper file's ``book.studies``: per model, top-1 (mean ± std over stored seeds) in the
-    profile's own settings and in the study's, their difference, and whether it lies within the seed spread
-    (the larger of the two standard deviations). Seeds not yet run are counted, never filled in."""
-    found = [c["studies"][study] for c in papers.book_chapters(paper) if study in (c.get("studies") or {})]
+def question_frame(paper, question, profile):
+    """The answer to one of a chapter's questions (its paper file entry's ``studies``): per model, top-1 (mean ± std
+    over stored seeds) in the profile's own settings and in the question's, their difference, and whether it lies
+    within the seed spread (the larger of the two standard deviations). Seeds not yet run are counted, never filled
+    in."""
+    found = [c["studies"][question] for c in papers.book_chapters(paper) if question in (c.get("studies") or {})]
     if not found:
-        raise ValueError(f"study={study!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")
+        raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")
     spec = found[0]
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
     rows = {}
     for model in spec["models"]:
         got = {}
-        for name, settings in (("profile", {}), ("study", spec["settings"])):
+        for name, settings in (("profile", {}), ("question", spec["settings"])):
             results = [run(model, dataset=dataset, profile=profile, seed=s, compute="never", **settings)
                        for s in seeds]
             got[name] = [r["top1"] for r in results if r["status"] == "done"]
         label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
-        row = {f"{profile} profile": _mean_sd(got["profile"], len(seeds)), label: _mean_sd(got["study"], len(seeds))}
-        if min(len(got["profile"]), len(got["study"])) >= 2:
-            diff = mean_std(got["study"])[0] - mean_std(got["profile"])[0]
-            spread = max(mean_std(got["profile"])[1], mean_std(got["study"])[1])
+        row = {f"{profile} profile": _mean_sd(got["profile"], len(seeds)), label: _mean_sd(got["question"], len(seeds))}
+        if min(len(got["profile"]), len(got["question"])) >= 2:
+            diff = mean_std(got["question"])[0] - mean_std(got["profile"])[0]
+            spread = max(mean_std(got["profile"])[1], mean_std(got["question"])[1])
             row.update({"Δ top-1": f"{diff:+.2f}", "seed spread": f"{spread:.2f}",
                         "answer": "within the spread" if abs(diff) <= spread else "beyond the spread"})
         else:

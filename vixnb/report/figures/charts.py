@@ -14,9 +14,9 @@ from IPython import get_ipython
 from IPython.display import HTML, display
 from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
-from ..data import dataset_spec
-from ..escape import plain_text
-from ..layers import shaped_init
+from ...data import dataset_spec
+from ...escape import plain_text
+from ...layers import shaped_init
 
 MARKERS = ("s", "^", "o", "D", "v", "P")
 #: a figure's width at the page's column width (inches at the figures' 100 dpi: about 690 px, shown unscaled), and
@@ -457,3 +457,9 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
         fig.suptitle(title, fontsize=TEXT_PT + 1)
     fig.tight_layout()
     return without_empty_panels(fig)
+
+
+def accuracy_points(memory, top1, labels):
+    """A DataFrame of ("GB", "top-1") points indexed by label (``labels``: ``{model: label}``), from ``memory`` and
+    ``top1`` (Series indexed by model; None where not had), for ``accuracy_against_cost``."""
+    return pd.DataFrame({"GB": memory, "top-1": top1}).rename(index=labels)

@@ -1,15 +1,11 @@
 """Build the Jupyter Book (JB1) of the executed chapters.
 
-Papermill (``vixnb.notebooks``) is the only executor: Jupyter Book is configured with ``execute_notebooks:
+Papermill (``vixnb.book.execute``) is the only executor: Jupyter Book is configured with ``execute_notebooks:
 off`` and renders the copies papermill writes to ``book/executed/<stem>.ipynb`` (run in the book's profile) and
 ``book/executed/<profile>/<stem>.ipynb`` (run in that fixed profile with ``compute="never"``: rendered from the
 results store, nothing trained or measured). The build fails on any Sphinx warning (``-W --keep-going`` from a
-clean ``_build``) and on any error output left in an executed copy. The command line is ``vixnb book``.
-
-It is also the book's Sphinx extension (``_config.yml``: ``sphinx.extra_extensions``): every page made from a
-notebook gets launch links to Colab and Kaggle that open the committed ``notebooks/<stem>.ipynb`` at the release
-tag (``launch_links``), not the executed copy the page was rendered from, which is not committed. The links are
-only written into the pages; nothing is fetched.
+clean ``_build``) and on any error output left in an executed copy. The command line is ``vixnb book``. The
+launch links on the pages are the book's Sphinx extension, ``vixnb.book.links``.
 """
 from __future__ import annotations
 
@@ -27,16 +23,16 @@ from typing import Any, Iterable, Mapping, Sequence
 import nbformat
 import yaml
 
-from . import RELEASE_TAG, REPOSITORY_URL, papers
-from .notebooks import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, error_outputs, relative_path, say, repo_root,
+from .. import papers
+from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, error_outputs, relative_path, say, repo_root,
                         run_notebook)
-from .profiles import get_profile, gpu_profile, list_profiles
-from .plan import counts
-from .report import book_plans, book_totals, dashboard, ledger, status_counts
-from .report.findings import findings
-from .validate import checked
+from ..profiles import get_profile, gpu_profile, list_profiles
+from ..plan import counts
+from ..report.claims import dashboard, findings, ledger
+from ..report.records import book_plans, book_totals, status_counts
+from ..validate import checked
 
-__all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book", "source_notebook", "launch_links"]
+__all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book"]
 
 
 def _toc_files(node: Any) -> Iterable[str]:
@@ -282,59 +278,6 @@ def build_book(
     return html
 
 
-# ----- launch links (the book's Sphinx extension) --------------------------------------------------------
-
-KAGGLE_URL = "https://kaggle.com/kernels/welcome?src="
-
-
-def source_notebook(pagename: str) -> str | None:
-    """The committed notebook a book page is made from (``book/executed[/<profile>]/<stem>`` ->
-    ``notebooks/<stem>.ipynb``), or None for a page that is not an executed chapter."""
-    prefix = EXECUTED_DIR.as_posix() + "/"
-    if not pagename.startswith(prefix):
-        return None
-    return (NOTEBOOK_DIR / f"{pagename.rpartition('/')[2]}.ipynb").as_posix()
-
-
-def launch_links(pagename: str, *, repository: str | None = None, tag: str | None = None,
-                 colab_url: str = "https://colab.research.google.com") -> dict[str, str] | None:
-    """``{"Colab": url, "Kaggle": url}`` opening the page's ``source_notebook`` in ``repository`` (default
-    ``vixnb.REPOSITORY_URL``) at ``tag`` (default ``vixnb.RELEASE_TAG``); None for a page not made from a
-    notebook."""
-    notebook = source_notebook(pagename)
-    if notebook is None:
-        return None
-    repository = (repository or REPOSITORY_URL).rstrip("/")
-    owner_repo = repository.split("github.com/", 1)[-1]
-    blob = f"{repository}/blob/{tag or RELEASE_TAG}/{notebook}"
-    return {"Colab": f"{colab_url.rstrip('/')}/github/{owner_repo}/blob/{tag or RELEASE_TAG}/{notebook}",
-            "Kaggle": KAGGLE_URL + blob}
-
-
-def _launch_buttons(app, pagename, templatename, context, doctree):
-    """Replace the theme's launch buttons (which would open the uncommitted executed copy) by ``launch_links``,
-    from ``_config.yml``'s repository, branch and Colab URL."""
-    options = app.config.html_theme_options or {}
-    links = launch_links(pagename, repository=options.get("repository_url"), tag=options.get("repository_branch"),
-                         colab_url=(options.get("launch_buttons") or {}).get("colab_url") or
-                         "https://colab.research.google.com")
-    buttons = context.get("header_buttons")
-    if links is None or buttons is None:
-        return
-    icons = {"Colab": "_static/images/logo_colab.png", "Kaggle": "fab fa-kaggle"}
-    group = {"type": "group", "tooltip": "Open this notebook", "icon": "fas fa-rocket", "label": "launch-buttons",
-             "buttons": [{"type": "link", "text": name, "tooltip": f"Open the notebook on {name}",
-                          "icon": icons[name], "url": url} for name, url in links.items()]}
-    kept = [b for b in buttons if b.get("label") != "launch-buttons"]
-    buttons[:] = kept[:1] + [group] + kept[1:] if kept else [group]
-
-
-def setup(app):
-    """Sphinx extension: ``_launch_buttons`` after the theme's own (priority 501)."""
-    app.connect("html-page-context", _launch_buttons, priority=502)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
-
-
 # ----- the intro's generated part: the pages of this build and what the store holds ------------------------
 
 CONTENTS = EXECUTED_DIR / "contents.md"
@@ -393,7 +336,7 @@ def markdown_table(frame) -> str:
 
 def _stands(entries) -> str:
     """One sentence from a plan: the chapters with results of ours in the store, each with ``plan.counts`` of its
-    entries in the words every page prints (``report.status_counts``), and those with none."""
+    entries in the words every page prints (``report.records.status_counts``), and those with none."""
     by = {}
     for e in entries:
         by.setdefault(e.chapter, []).append(e)
@@ -406,10 +349,10 @@ def _stands(entries) -> str:
 
 
 def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
-    """Write ``book/executed/contents.md``, which the intro includes: the dashboard (``report.dashboard``: one row
+    """Write ``book/executed/contents.md``, which the intro includes: the dashboard (``report.claims.dashboard``: one row
     per document, what is established without a GPU beside what the store holds of ``profile``, the published
     one), which chapters have results of ours, the totals of the results store over the GPU profiles (runs
-    stored, missing and stale, the GPU-hours still to spend: ``report.book_totals``, from the plan) with links to
+    stored, missing and stale, the GPU-hours still to spend: ``report.records.book_totals``, from the plan) with links to
     the provenance page and the claims ledger, and every page of this build's table of contents by part.
     Generated on every build, so it says what this build's store holds."""
     toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))

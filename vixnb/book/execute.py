@@ -1,4 +1,4 @@
-"""Run the study's notebooks with papermill (``vixnb.book`` builds the Jupyter Book from them).
+"""Run the study's notebooks with papermill (``vixnb.book.build`` builds the Jupyter Book from them).
 
 Papermill is the only executor: Jupyter Book is configured with ``execute_notebooks: off`` and renders the copies
 papermill writes to ``book/executed/<stem>.ipynb`` (run in the book's profile) and
@@ -30,11 +30,11 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from papermill.exceptions import PapermillExecutionError
 from papermill.translators import PythonTranslator
 
-from . import RELEASE_TAG, REPOSITORY_URL
-from .models import list_models
-from .parameters import as_list, check_parameter
-from .paths import checkout_root
-from .profiles import get_profile, gpu_profile
+from .. import RELEASE_TAG, REPOSITORY_URL
+from ..models import list_models
+from ..parameters import as_list, check_parameter
+from ..paths import checkout_root
+from ..profiles import get_profile, gpu_profile
 
 __all__ = [
     "repo_root",
@@ -223,19 +223,19 @@ def _declared_default(spec: Mapping[str, Any]) -> Any:
         return None
 
 
-def _as_type(value: Any, kind: type, name: str, shown: str) -> Any:
-    """``value`` as ``kind`` (a string from a command line converted), or a ``ValueError`` naming ``name``."""
-    if kind is bool:
+def _as_type(value: Any, expected: type, name: str, shown: str) -> Any:
+    """``value`` as type ``expected`` (a command line's string converted), or a ``ValueError`` naming ``name``."""
+    if expected is bool:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
-    elif kind is int:
+    elif expected is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             return int(value)
-    elif kind is float:
+    elif expected is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str):
@@ -243,7 +243,7 @@ def _as_type(value: Any, kind: type, name: str, shown: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-    elif kind is str:
+    elif expected is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
     else:
@@ -267,10 +267,10 @@ def coerce_parameters(
         spec = declared.get(name)
         default = _declared_default(spec) if spec is not None else None
         if isinstance(default, (list, tuple)):
-            kind = type(default[0]) if default else None
-            shown = f"a list of {kind.__name__ if kind else 'values'} (e.g. -p {name} '{list(default) or ['...']}')"
+            item_type = type(default[0]) if default else None
+            shown = f"a list of {item_type.__name__ if item_type else 'values'} (e.g. -p {name} '{list(default) or ['...']}')"
             items = as_list(value, name)  # "vit,vil", '["vit", "vil"]', a single value
-            value = [_as_type(v, kind, name, shown) if kind else v for v in items]
+            value = [_as_type(v, item_type, name, shown) if item_type else v for v in items]
         elif default is not None:
             value = _as_type(value, type(default), name, f"a {type(default).__name__} (default {spec.get('default')})")
         out[name] = check_parameter(name, value, default)  # the numbers it takes (vixnb.validate)

@@ -1,18 +1,19 @@
 """The metrics of our results, one table (``METRICS``): each metric's label and unit on the page, where our figure
 comes from, how it is computed from one stored training record (one seed's) and over the stored seeds of one
-configuration, and what kind of run decides it. The claims ledger (``claim_figures.ours_from_store``), the
-statistics over seeds (``seed_statistic``) and the per-seed comparisons (``collect.compare_pairs``) read it."""
+configuration, and what decides it (the model, a step, or the epochs trained). The claims ledger
+(``ours.ours_from_store``), the statistics over seeds (``seed_statistic``) and the per-seed comparisons
+(``collect.compare_pairs``) read it."""
 from __future__ import annotations
 
 import numbers
 import statistics
 from typing import Callable, NamedTuple
 
-from ..record_kinds import KINDS
-from ..results.provenance import made_alone
+from ...record_kinds import KINDS
+from ...results.provenance import made_alone
 
-#: ``Metric.kind``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the first
-#: epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
+#: ``Metric.decided_by``: the model as built (exact in every profile); a step's or an epoch's time or memory, or the
+#: first epoch's gradients (a run of any length decides it); or a figure that depends on how many epochs were trained
 MODEL, STEP, EPOCHS = "model", "step", "epochs"
 
 
@@ -20,7 +21,7 @@ class Metric(NamedTuple):
     """One metric of ``METRICS``.
 
     ``label``, ``unit``, ``source``: its name in the claims ledger, the unit of a difference of it, and where our
-    figure comes from. ``kind``: ``MODEL``, ``STEP`` or ``EPOCHS``. ``origin``: ``runs`` (the stored training
+    figure comes from. ``decided_by``: ``MODEL``, ``STEP`` or ``EPOCHS``. ``origin``: ``runs`` (the stored training
     records, over seeds), ``counted`` (``collect.current_counts``'s ``column``, on the model as built today), a
     record kind (``column`` of its stored record: the kind's ``metrics``, ``record_kinds.KINDS``) or ``flops``
     (the efficiency measurement's, else counted).
@@ -30,7 +31,7 @@ class Metric(NamedTuple):
     label: str
     unit: str
     source: str
-    kind: str
+    decided_by: str
     origin: str
     column: str | None = None
     per_seed: Callable | None = None
@@ -185,7 +186,7 @@ METRICS = {
 
 # a measured figure: what a record kind declares the ledger reads of its record (``RecordKind.metrics``), a step's
 # unless the kind says it depends on the epochs trained (a measure of trained weights)
-METRICS |= {key: Metric(m.label, m.unit, m.source, m.kind, name, column=m.column)
+METRICS |= {key: Metric(m.label, m.unit, m.source, m.decided_by, name, column=m.column)
             for name, kind in KINDS.items() for key, m in kind.metrics.items() if key not in METRICS}
 
 
@@ -201,8 +202,8 @@ RUN_STATISTICS = {key: METRICS[key].statistic for key in SEED_METRICS}
 PER_SEED = {key: (m.heading, m.per_seed) for key, m in METRICS.items() if m.heading}
 #: metric -> ``collect.current_counts`` key (``params``: the paper's convention is chosen by ``ours_from_store``)
 COUNTED_METRICS = {key: METRICS[key].column for key in _where(origin="counted")}
-MODEL_METRICS = tuple(_where(kind=MODEL))
-STEP_METRICS = tuple(_where(kind=STEP))
+MODEL_METRICS = tuple(_where(decided_by=MODEL))
+STEP_METRICS = tuple(_where(decided_by=STEP))
 
 
 def metric_label(key):

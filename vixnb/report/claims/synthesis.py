@@ -3,7 +3,7 @@ Nyströmformer, linear attention, FNet, MLP-Mixer, convolutional embeddings) und
 compares itself with the others. Here each mechanism gets one table: every printed row of it, its top-1 against
 the softmax model of the same table and family (and its GPU memory against that model's, where printed), our
 difference where both runs are stored, the claims about it with the paper-side check and our verdict (the claims
-ledger's, one source of verdicts: ``claim_figures.ledger``), and what one mixer layer costs on the fused path at the
+ledger's, one source of verdicts: ``ours.ledger``), and what one mixer layer costs on the fused path at the
 ViX sequence length (``fused_costs``, from the stored ``vixnb bench mixers`` records).
 
 A model's mechanism is read from the model itself: the ``mechanism`` its token mixer's class declares beside its
@@ -14,15 +14,15 @@ from functools import cache
 import pandas as pd
 import torch
 
-from .. import papers
-from ..layers import MIXERS, SoftmaxAttention
-from ..models import create_model, list_models, model_family
-from ..profiles import get_profile, row_runs, settings_of_model
-from ..runs import run
-from ..results import ResultsStore, read_json
-from .claim_figures import ledger
-from .claim_schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
-from .tables import label
+from ... import papers
+from ...layers import MIXERS, SoftmaxAttention
+from ...models import create_model, list_models, model_family
+from ...profiles import get_profile, row_runs, settings_of_model
+from ...runs import run
+from ...results import ResultsStore, read_json
+from .ours import ledger
+from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
+from ..tables.pages import label
 
 SOFTMAX = SoftmaxAttention.mechanism
 CONV_EMBEDDING = "convolutional embeddings"
@@ -144,7 +144,7 @@ def comparisons(profile="budget"):
 def mechanism_claims(profile="budget", *, frames=None):
     """One row per claim about a mechanism (its ``a``, ``b`` or ``pairs`` rows name a model of it): mechanism,
     document, dataset, the claim, whether the paper's own tables bear it out, and our verdict in ``profile``, read
-    from the claims ledger (``frames``: ``{paper: claims frame}`` as ``claim_figures.ledger`` gives them; built here
+    from the claims ledger (``frames``: ``{paper: claims frame}`` as ``ours.ledger`` gives them; built here
     where None). A claim is listed under the mechanisms it sets against softmax attention, not under softmax
     attention as well (only a claim among softmax models is listed there); a sentence about more than two
     mechanisms at once is left to the ledger."""

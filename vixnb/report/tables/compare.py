@@ -1,16 +1,19 @@
 """A published results table (parameters, Size MB, top-1/top-5, GPU memory) beside ours, from training runs
-and a batch-size GPU-memory measurement: the frames a chapter shows for any paper table of that shape."""
+and a batch-size GPU-memory measurement: the frames a chapter shows for any paper table of that shape. Also the
+rows of a paper table set against each other: changes and ratios against a reference row (``cost_changes``,
+``times_against``, ``rope_deltas``), and the row pairs and trios a table's settings make (``optimizer_pairs``,
+``model_trios``, ``same_model_rows``) with the method against one optimizer alone (``alone_frame``)."""
 from __future__ import annotations
 
 import statistics
 
 import pandas as pd
 
-from .. import papers
-from ..models import model_cfg
-from .collect import accuracy_text, current_counts, summarize_runs
-from .metrics import PER_SEED, seed_statistic
-from .tables import DELTA, beside_paper, paper_frame
+from ... import papers
+from ...models import model_cfg
+from ..records.collect import accuracy_text, compare_pairs, current_counts, summarize_runs
+from ..records.metrics import PER_SEED, seed_statistic
+from .pages import DELTA, beside_paper, paper_frame
 
 #: the stored GPU-memory column that stands beside a paper's "GPU (GB)": one training step at the paper's batch
 #: size on the authors' path (materialised attention, fp32), peak reserved (closest to an nvidia-smi reading)
@@ -175,3 +178,97 @@ def row_labels(paper, tables):
         for row, entry in papers.table(paper, name)["rows"].items():
             labels.setdefault(row, entry.get("label", row))
     return labels
+
+
+def rope_deltas(models, base, ours, ours_base, table6, table1, labels):
+    """Per RoPE model (indexed by its base's label): the printed top-1 of the learned embedding (``table1``) and of
+    RoPE (``table6``) and their difference, beside ours (best top-1 from the ``summary`` frames ``ours`` and
+    ``ours_base``; None where not had). ``base``: ``{RoPE model: its base}``."""
+    def best(summary, model):
+        column = summary.get("top1 best")
+        return None if column is None else column.get(model)
+    delta = {}
+    for m in models:
+        b = base[m]
+        rope, learned = best(ours, m), best(ours_base, b)
+        delta[labels[b]] = {("paper", "learned"): table1.at[b, "top1"], ("paper", "RoPE"): table6.at[m, "top1"],
+                            ("paper", "Δ"): table6.at[m, "top1"] - table1.at[b, "top1"],
+                            ("ours", "learned"): learned, ("ours", "RoPE"): rope,
+                            ("ours", "Δ"): None if None in (rope, learned) else rope - learned}
+    return pd.DataFrame.from_dict(delta, orient="index").astype(object)
+
+
+def ratio(a, b):
+    """``a / b``, or None where ``a`` is missing or ``b`` missing or zero."""
+    return a / b if a is not None and b else None
+
+
+def times_against(printed, runs, labels, reference):
+    """Per row of ``printed`` (``{row: {"epoch_s", "test_s"}}``): its epoch and test-pass time as a multiple of
+    the ``reference`` row's, ours (mean over the done seeds of ``runs[row]``) beside the report's, and the epoch
+    seconds themselves."""
+    def ours(row):
+        return {m: seed_statistic(m, runs[row]) for m in ("epoch_s", "test_s")}
+    ref, theirs_ref = ours(reference), printed[reference]
+    times = {}
+    for row in printed:
+        mine, theirs = ours(row), printed[row]
+        times[labels[row]] = {
+            ("epoch, × ViT", "ours"): ratio(mine["epoch_s"], ref["epoch_s"]),
+            ("epoch, × ViT", "report"): theirs["epoch_s"] / theirs_ref["epoch_s"],
+            ("test pass, × ViT", "ours"): ratio(mine["test_s"], ref["test_s"]),
+            ("test pass, × ViT", "report"): theirs["test_s"] / theirs_ref["test_s"],
+            ("epoch (s)", "ours"): mine["epoch_s"], ("epoch (s)", "report"): theirs["epoch_s"]}
+    return pd.DataFrame(times).T
+
+
+def optimizer_pairs(paper, table, other="adamw"):
+    """``[(label, row, its other-optimizer row)]`` of ``paper``'s ``table``: each row without settings (the
+    paper's method) beside the row of the same model whose ``optimizer`` setting is ``other``; the label is the
+    row's label up to its last comma."""
+    rows = papers.table(paper, table)["rows"]
+    return [(rows[r]["label"].rsplit(",", 1)[0], r,
+             next(o for o, e in rows.items() if e.get("model") == r and (e.get("settings") or {}).get("optimizer") == other))
+            for r in rows if "settings" not in rows[r]]
+
+
+def model_trios(paper, table, alone):
+    """``[(label, method row, row of ``alone``, the other row of that model in ``table``)]``: for each row of
+    ``paper``'s table ``alone`` (one optimizer alone), the row of its model in ``table`` (the method), that row,
+    and the first row of ``table`` naming that model (the other optimizer alone)."""
+    rows = papers.table(paper, table)["rows"]
+    return [(rows[e["model"]]["label"].rsplit(",", 1)[0], e["model"], row,
+             next(o for o, x in rows.items() if x.get("model") == e["model"]))
+            for row, e in papers.table(paper, alone)["rows"].items()]
+
+
+def same_model_rows(paper, table, other):
+    """``{row of table: the row of other naming the same model}`` (``paper``'s tables)."""
+    others = papers.table(paper, other)["rows"]
+    return {row: next(p for p, x in others.items() if x["model"] == e["model"])
+            for row, e in papers.table(paper, table)["rows"].items()}
+
+
+def printed_change(printed, pairs, column="top1", change="increase_pct"):
+    """Per ``(label, row, other)`` of ``pairs``: the printed ``other`` → ``row`` value and the printed change, as
+    the page writes it ("a → b (c %)", two decimals)."""
+    return [f"{printed.at[b, column]:.2f} → {printed.at[a, column]:.2f} ({printed.at[a, change]:.2f} %)"
+            for _, a, b in pairs]
+
+
+def alone_frame(paper, table, alone, patience, runs):
+    """The method of ``paper``'s ``table`` (DualOpT) against one optimizer alone (table ``alone``, SGD) at the
+    method's budget and to patience (table ``patience``), with the other optimizer alone (AdamW) and the printed
+    values beside: top-1, mean ± std over seeds, from ``runs`` (``{row: training records}`` of the three tables)."""
+    rows = papers.table(paper, table)["rows"]
+    trios = model_trios(paper, table, alone)
+    to_patience = same_model_rows(paper, alone, patience)
+    frame = compare_pairs([(l, d, s) for l, d, s, _ in trios], runs, metrics=("top1",), names=("DualOpT", "SGD alone"))
+    equal = compare_pairs([(l, d, to_patience[s]) for l, d, s, _ in trios], runs, metrics=("top1",),
+                          names=("DualOpT", "SGD to patience"))
+    frame = frame.join(equal.drop(columns="DualOpT").rename(columns={"beyond 2 SE": "beyond 2 SE (to patience)"}))
+    frame.insert(0, "AdamW alone", compare_pairs([(l, a, s) for l, _, s, a in trios], runs, metrics=("top1",),
+                                                 names=("AdamW alone", "SGD alone"))["AdamW alone"])
+    frame.insert(0, "paper: AdamW, DualOpT, SGD alone", [f"{rows[a]['top1']:.2f}, {rows[d]['top1']:.2f}, —"
+                                                         for _, d, _, a in trios])
+    return frame

@@ -6,26 +6,20 @@ import statistics
 
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
-from .. import papers
-from ..analysis.records import STUDY_RECORDS, table_specs
-from ..data import DatasetNotFoundError
-from ..models import create_model
-from ..models.counting import count_params, paper_summary
-from ..measure.costs import speed_table  # noqa: F401  (report.speed_table: the speed kind's page table)
-from ..profiles import small_sizes
-from ..record_kinds import Request, chapter_requests, kind_of, obtain, record_name, study_requests
-from ..results import ResultsStore, StoreError, made_on
-from ..results.policy import other_code
-from ..runs import run
-from ..runspec import RunSpec
-from .cost import not_yet_run
+from ... import papers
+from ...analysis.records import STUDY_RECORDS, table_specs
+from ...data import DatasetNotFoundError
+from ...models import create_model
+from ...models.counting import count_params, paper_summary
+from ...record_kinds import Request, kind_of, obtain, record_name, study_requests
+from ...results import ResultsStore, StoreError, made_on
+from ...results.policy import other_code
+from ...runs import run
+from ...runspec import RunSpec
 from .metrics import METRICS, PER_SEED
-from .provenance import provenance_line
-from .tables import page_table
-from .verdict_rules import short_device
+from .provenance import short_device
 
 #: the columns of ``summarize_runs``, present whether or not any run is done
 SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5 best", "top5 mean", "top5 std",
@@ -129,8 +123,8 @@ def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
         if not found:
             raise ValueError(f"part={part!r}: no chapter of vixnb/papers/{paper}.yaml has it")
         notebook = found[0]["notebook"]
-    book = papers.book_chapter(paper, notebook)
-    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=book.get("part"))
+    chapter = papers.book_chapter(paper, notebook)
+    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=chapter.get("part"))
 
 
 def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile, compute="missing", train=None,
@@ -159,28 +153,6 @@ def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile,
 def _record_mtime(store, request, profile):
     path = store.record_path(kind_of(request).group, record_name(request), profile=profile)
     return path.stat().st_mtime_ns if path.exists() else None
-
-
-def records_section(paper, notebook, *, profile, compute="missing", shown=(), store=None):
-    """Every measurement the chapter asks for (its paper file's ``book: measure``) that has a page table (its kind's
-    ``show``) and is not among ``shown`` (the kinds the page lays out itself): a heading (the kind's description),
-    its table or how to make it, and its provenance. Displays them; returns ``{kind: record or None}``."""
-    out = {}
-    for request in chapter_requests(paper, papers.book_chapter(paper, notebook)):
-        kind = kind_of(request)
-        if kind.group != "measure" or kind.show is None or request.kind in shown:
-            continue
-        found = record(request.kind, paper=paper, notebook=notebook, dataset=request.dataset, profile=profile,
-                       compute=compute, store=store)
-        display(Markdown(f"### {kind.description[:1].upper()}{kind.description[1:]} ({request.dataset})"))
-        if found is None:
-            display(Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {record_name(request)}` on a "
-                                         f"{'GPU' if kind.needs_gpu or not small_sizes(profile) else 'machine'}")))
-        else:
-            display(page_table(kind.show(found)))
-            display(Markdown(provenance_line([found], profile=profile)))
-        out[request.kind] = found
-    return out
 
 
 # the readers of one kind each, as the pages call them (``record``)
@@ -228,11 +200,11 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights where
     ``analysis.records.table_specs`` (the plan's own keep decision) says."""
-    book = papers.book_chapter(paper, notebook)
+    chapter = papers.book_chapter(paper, notebook)
     options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
                    progress=progress)
     out = {}
-    for row, specs in table_specs(paper, book, table, profile):
+    for row, specs in table_specs(paper, chapter, table, profile):
         model, settings = specs[0].model, dict(specs[0].settings)
         out[row] = [result for spec in specs for result in
                     collect_runs([model], seeds=[spec.seed], keep_weights=spec.keep, **options, **settings)]
@@ -255,7 +227,7 @@ def seed_comparison(a, b):
 
 def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a", "b")):
     """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
-    (``{name: [records]}``); one row per pair and metric (a key of ``PER_SEED``, ``report.metrics``; per pair where
+    (``{name: [records]}``); one row per pair and metric (a key of ``PER_SEED``, ``report.records.metrics``; per pair where
     there is one metric): a's and b's mean ± std (seeds), a − b, and whether it survives the spread
     (``seed_comparison``: beyond two standard errors). ``names``: the headings of a's and b's columns ("DualOpT",
     "AdamW")."""
@@ -342,3 +314,10 @@ def runs_overview(runs):
             said.append(name.format(values.pop()))
             frame = frame.drop(columns=column)
     return frame, ("Every run: " + "; ".join(said) + ".") if said else None
+
+
+def table_compute(paper, table, profile, compute):
+    """The compute policy for ``paper``'s ``table``: ``compute``, but "never" for a table not on CIFAR-10 in the
+    smoke profile (a pipeline check takes the same path on CIFAR-10; the other data sets cannot be had on the
+    machines the book is built on)."""
+    return compute if profile != "smoke" or papers.table(paper, table)["dataset"] == "cifar10" else "never"

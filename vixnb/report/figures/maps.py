@@ -1,6 +1,7 @@
 """Figures of maps: grids of attention maps (``map_grid``), the class token's attention per layer of a run
 (``attention_map_panels``), and diagonal prominence and the learned identity share per layer
-(``prominence_figures``). Colours and text sizes are ``figures``' (one palette for the book)."""
+(``prominence_figures``), and a predictions record as a grid (``chosen_predictions``, ``prediction_grid``).
+Colours and text sizes are ``charts``' (one palette for the book)."""
 from __future__ import annotations
 
 import math
@@ -8,8 +9,10 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..escape import plain_text
-from .figures import TEXT_PT, per_layer_lines
+from ...analysis.records import panel_images
+from ...data import CIFAR10_CLASSES
+from ...escape import plain_text
+from .charts import TEXT_PT, per_layer_lines
 
 #: the least size of a map's tile, in inches at the figure's 100 dpi: at least 96 pixels on the page
 MAP_TILE = 1.2
@@ -82,3 +85,27 @@ def prominence_figures(record, *, labels=None):
     if share:
         figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, selected epoch"))
     return figures
+
+
+def chosen_predictions(predicted, selection="first"):
+    """A predictions record (None stays None) on the panel ``selection`` names: "first", the first test images as
+    measured; "per_class", one test image of each class (the record's ``per_class`` part)."""
+    if predicted is None or selection == "first":
+        return predicted
+    if selection != "per_class":
+        raise ValueError(f"selection={selection!r}: use 'first' or 'per_class'")
+    per_class = predicted["per_class"]
+    return {**predicted, "panel": per_class["panel"], "labels": per_class["labels"],
+            "runs": {n: {**r, "predicted": per_class["predicted"].get(n)} for n, r in predicted["runs"].items()}}
+
+
+def prediction_grid(predicted, labels):
+    """``(rows, columns)`` for ``map_grid``: the panel's test images ("not on this machine" where its dataset is
+    not here), then per done run (labelled by ``labels``) its prediction of each image, ✓ where right, ✗ where
+    wrong; the columns are the true labels (CIFAR-10's class names, "class k" otherwise)."""
+    names = CIFAR10_CLASSES if predicted["dataset"] == "cifar10" else [f"class {k}" for k in range(10)]
+    truth = predicted["labels"]
+    rows = {"test image": panel_images(predicted) or ["not on this machine"] * len(truth)}
+    rows.update({labels[n]: [f"{names[p]} {'✓' if p == t else '✗'}" for p, t in zip(r["predicted"], truth)]
+                 for n, r in predicted["runs"].items() if r["status"] == "done"})
+    return rows, [names[t] for t in truth]
