@@ -37,7 +37,7 @@ from ..runspec import RunSpec, result_path
 from .policy import decide
 
 
-RECORD_KINDS = ("measure", "bench")
+RECORD_GROUPS = ("measure", "bench")  # where a record lives: a profile's measure/ folder, or bench/ (RecordKind.group)
 
 
 def read_json(path):
@@ -314,39 +314,39 @@ class ResultsStore:
 
     # ----- measurements and benchmarks: named records --------------------------------------------------
 
-    def record_path(self, kind, name, *, profile=None):
+    def record_path(self, group, name, *, profile=None):
         """``<profile>/measure/<name>.json`` for a measurement, ``bench/<name>.json`` for a benchmark."""
-        if kind not in RECORD_KINDS:
-            raise ValueError(f"kind={kind!r}: use one of {', '.join(RECORD_KINDS)}")
-        if kind == "measure":
+        if group not in RECORD_GROUPS:
+            raise ValueError(f"group={group!r}: use one of {', '.join(RECORD_GROUPS)}")
+        if group == "measure":
             if profile is None:
                 raise ValueError("a measurement belongs to a profile: pass profile=")
             return self.root / profile / "measure" / f"{name}.json"
         return self.root / "bench" / f"{name}.json"
 
-    def save_record(self, kind, name, obj, *, profile=None):
+    def save_record(self, group, name, obj, *, profile=None):
         data = json.dumps(obj, indent=1, sort_keys=True)
-        return atomic_write(self.record_path(kind, name, profile=profile), lambda f: f.write(data),
+        return atomic_write(self.record_path(group, name, profile=profile), lambda f: f.write(data),
                             size=len(data.encode()))
 
-    def load_record(self, kind, name, *, profile=None):
+    def load_record(self, group, name, *, profile=None):
         """The saved record, or None when there is none."""
-        path = self.record_path(kind, name, profile=profile)
+        path = self.record_path(group, name, profile=profile)
         return read_json(path) if path.exists() else None
 
-    def newest_record(self, kind, prefix, *, profile=None):
+    def newest_record(self, group, prefix, *, profile=None):
         """The name of the saved record ``prefix-N`` with the largest N, or ``prefix`` when there is none."""
-        folder = self.record_path(kind, prefix, profile=profile).parent
+        folder = self.record_path(group, prefix, profile=profile).parent
         found = {int(p.stem.rsplit("-", 1)[1]): p.stem for p in folder.glob(f"{prefix}-*.json")
                  if p.stem.rsplit("-", 1)[1].isdigit()}
         return found[max(found)] if found else prefix
 
-    def obtain(self, kind, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False):
+    def obtain(self, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False):
         """Record ``name`` under the compute policy (``policy.decide``): read from the store, or made (``make()``
         returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
         a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
         profile (a GPU-memory measurement). None where nothing is stored and nothing can be made here."""
-        stored = self.load_record(kind, name, profile=profile)
+        stored = self.load_record(group, name, profile=profile)
         why = stale(stored) if stale is not None and stored is not None else None
         decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu)
         if decision.action == "read":
@@ -354,5 +354,5 @@ class ResultsStore:
         if decision.action == "skip":
             return None
         record = make()
-        self.save_record(kind, name, record, profile=profile)
+        self.save_record(group, name, record, profile=profile)
         return record
