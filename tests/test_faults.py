@@ -464,7 +464,7 @@ def test_batch_keeps_an_earlier_checkpoint_when_its_job_fails(capsys, monkeypatc
 
     monkeypatch.setattr(engine, "save_checkpoint", save_then_stop)
     with pytest.raises(KeyboardInterrupt):  # an interrupted training run: its checkpoint is kept
-        batch.run_job(job.entries)
+        batch.run_job(job)
     monkeypatch.setattr(engine, "save_checkpoint", real)
     store = ResultsStore()
     checkpoints = _files(store.root / "smoke" / ".checkpoints")

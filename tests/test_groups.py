@@ -2,10 +2,13 @@
 forced with ``together``) each run of a group gives bitwise its solo run, keeps its own result and provenance,
 pauses at an epoch boundary and keeps its checkpoint when the batch is stopped mid-group."""
 
+import pickle
+
 import pytest
 
 from vixnb import batch, concurrent, groups, plan, train
 from vixnb.entries import TrainEntry
+from vixnb.jobs import TrainJob
 from vixnb.results import ResultsStore
 from vixnb.runspec import RunSpec
 from vixnb.steps import TrainStep
@@ -128,7 +131,7 @@ def test_a_failing_run_of_a_group_fails_alone_and_removes_only_its_own_checkpoin
 def _job(model, profile="budget", seed=0, **settings):
     entry = TrainEntry(chapter="c", paper="p", name=model, profile=profile,
                        spec=RunSpec.of(model, profile=profile, seed=seed, **settings))
-    return batch.Job([entry])
+    return TrainJob([entry])
 
 
 def test_small_steps_group_in_order_and_large_ones_train_alone():
@@ -136,7 +139,7 @@ def test_small_steps_group_in_order_and_large_ones_train_alone():
     vit = _job("vit")  # 637 GFLOP a step at its batch of 64: bound by the GPU's work
     assert [groups.groupable(j) for j in small + [vit]] == [True, True, True, False]
     out = groups.group_jobs([small[0], vit, small[1], small[2]], 2, executor="inline")
-    assert [type(j).__name__ for j in out] == ["JobGroup", "Job", "Job"]
+    assert [type(j).__name__ for j in out] == ["GroupJob", "TrainJob", "TrainJob"]
     assert out[0].members == small[:2] and out[1] is vit and out[2] is small[2]
     assert groups.group_jobs(small, 1) == small  # one at a time
     assert groups.group_jobs(small, "auto", executor="inline") == small  # no CUDA here: one at a time
@@ -145,11 +148,14 @@ def test_small_steps_group_in_order_and_large_ones_train_alone():
 
 def test_a_groups_outcome_reaches_each_member_and_settle_gives_each_its_own():
     members = [_job("vit_small_simplified", seed=s) for s in range(2)]
-    group = groups.JobGroup(members, "inline")
+    group = groups.GroupJob(members)
     group.outcome, group.seconds = "running", 12.0
     assert [(m.outcome, m.seconds) for m in members] == [("running", 12.0)] * 2
     groups.settle(group, {"runs": [{"outcome": "done", "note": ""}, {"outcome": "paused", "note": "time"}]})
     assert [(m.outcome, m.note) for m in members] == [("done", ""), ("paused", "time")]
+    again = pickle.loads(pickle.dumps(group))  # a local job's process receives the group itself
+    again.outcome = "failed"
+    assert [m.outcome for m in again.members] == ["failed"] * 2 and again.label == group.label
 
 
 @pytest.mark.parametrize("together", [0, -1, 2.5, True, "eight"])

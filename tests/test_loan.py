@@ -12,6 +12,7 @@ import pytest
 
 from vixnb import batch, plan, profiles
 from vixnb.entries import BenchEntry
+from vixnb.jobs import RecordJob
 from vixnb.record_kinds import Request
 from vixnb.results import ResultsStore
 from vixnb.results.policy import stale_reason
@@ -148,8 +149,8 @@ def test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng(monkeypat
 
 
 def test_the_table_ends_with_the_time_spent_training():
-    train_job, other = _jobs(["fnet"])[0], batch.Job([BenchEntry(chapter="c", paper="p", name="b", profile="smoke",
-                                                                  path="bench/b.json", request=Request("b"))])
+    train_job, other = _jobs(["fnet"])[0], RecordJob(BenchEntry(chapter="c", paper="p", name="b", profile="smoke",
+                                                                path="bench/b.json", request=Request("b")))
     train_job.outcome, train_job.seconds, other.outcome, other.seconds = "paused", 412.4, "done", 30.0
     assert batch.trained_line([train_job, other], 512.0) == "trained 412 s of 512 s"
     train_job.outcome = "failed"

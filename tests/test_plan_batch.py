@@ -3,6 +3,7 @@ Slurm executors (fake sbatch), failures."""
 import json
 import time
 import os
+import pickle
 import stat
 import tarfile
 
@@ -279,10 +280,12 @@ def test_slurm_job_function_requeues_itself():
 
     fn = batch.JobFunction("results", download=True)
     assert isinstance(fn, Checkpointable)
-    entries = plan.build("smoke", only=["fnet"])[:1]
-    delayed = fn.checkpoint(entries, None)  # the same entries again, into the same store
-    assert isinstance(delayed, DelayedSubmission) and delayed.args == (entries, None)
+    job = _spec_jobs(["fnet"])[0]
+    delayed = fn.checkpoint(job, None)  # the same job again, into the same store
+    assert isinstance(delayed, DelayedSubmission) and delayed.args == (job, None)
     assert (delayed.function.store, delayed.function.download) == ("results", True)
+    again = pickle.loads(pickle.dumps(delayed)).args[0]  # what the job's process receives: the job itself
+    assert type(again) is type(job) and again.label == job.label and again.entries[0].key == job.entries[0].key
 
 
 def test_batch_dry_run_runs_nothing(capsys):
@@ -368,7 +371,7 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
     monkeypatch.setattr(train, "train_epoch", interrupt_second)
     job = _spec_jobs(["fnet"])[0]
     with pytest.raises(SystemExit):
-        batch.run_job(job.entries)
+        batch.run_job(job)
     assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
 
 

@@ -10,6 +10,7 @@ import pytest
 from vixnb import plan
 from vixnb.cli import main
 from vixnb.entries import BenchEntry, MeasureEntry, TrainEntry
+from vixnb.jobs import RecordJob, TrainJob
 from vixnb.record_kinds import Request
 from vixnb.profiles import get_profile, run_config
 from vixnb.rehearsal import PROTOCOLS, rehearsal_jobs
@@ -92,7 +93,8 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
     asked = {}
     monkeypatch.setattr(rehearsal.planning, "build", lambda profile, **kw: asked.update(kw) or plan_entries)
     monkeypatch.setattr(rehearsal.planning, "data_here", lambda dataset: dataset == "cifar10")
-    monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [runner.Job([e]) for e in entries])
+    monkeypatch.setattr(runner, "jobs_from_plan", lambda entries, **kw: [
+        TrainJob([e]) if isinstance(e, TrainEntry) else RecordJob(e) for e in entries])
     # a measurement or benchmark needs its whole estimate; a training run a tenth of it (its first epoch)
     monkeypatch.setattr(runner, "least_seconds", lambda job, limit=None: job.entries[0].est_gpu_minutes * 60 *
                         (0.1 if job.trains else 1))

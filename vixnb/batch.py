@@ -6,8 +6,11 @@ Executors:
   one GPU time-slice it and finish later than the same runs one after another, so there is never more than one
   job per GPU: many small runs share a GPU as one ensemble job instead (``ensemble``).
 - ``slurm``: submitit's ``SlurmExecutor``; one job array, a GPU per job, a time limit, a partition; a job
-  preempted or at its time limit is requeued and resumes from the engine's epoch checkpoint (``Job.checkpoint``).
+  preempted or at its time limit is requeued (``JobFunction.checkpoint``) and resumes from the engine's epoch
+  checkpoint.
 - ``inline``: in this process, one job after another (notebooks, Colab, debugging; no submitit).
+
+Each job (``vixnb.jobs``) runs itself (``run_job``): the job's process receives it pickled.
 
 ``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
 epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
@@ -23,63 +26,28 @@ import re
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from . import plan as planning
 from .bench.fill import fill_winner
-from .ensemble import can_ensemble, checkpoint_path, run_ensemble
+from .ensemble import can_ensemble
+from .entries import BenchEntry, TrainEntry
 from .errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
-from .entries import BenchEntry, TrainEntry
-from .groups import group_jobs, settle, train_group
+from .groups import group_jobs, settle
+from .jobs import RecordJob, TrainJob
 from .profiles import gpu_profile
 from .record_kinds import missing_script
-from .results import ResultsStore, default_root, has_checkpoint, remove_failed_checkpoints
+from .results import ResultsStore, default_root
 from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from .results.policy import cannot_make_here
-from .results.provenance import execution
-from .runs import kept_published
 from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
-from .train import TrainingPaused
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
 BUDGET_SIGNAL_S = 15  # a local job is signalled this long before its time budget's end, then stopped
-
-
-@dataclass
-class Job:
-    """What one job runs: one plan entry, or several seeds of one configuration as one ensemble (``entries``: the
-    plan's entries themselves, which the job's process receives pickled); ``download``: fetch missing data."""
-    entries: list
-    outcome: str = "pending"  # done, resumed, paused, skipped, failed, submitted
-    note: str = ""
-    seconds: float = 0.0
-    log: str = ""
-    download: bool = False
-    call: tuple | None = None  # (function, *arguments) a job runs instead of ``run_job`` (the rehearsal's one job)
-    together = False  # a group of small runs trained at once (``groups.JobGroup``)
-
-    @property
-    def label(self):
-        e = self.entries[0]
-        if not isinstance(e, TrainEntry):
-            return f"{e.kind} {e.name}"
-        seeds = ",".join(str(x.seed) for x in self.entries)
-        extra = "".join(f" {k}={v}" for k, v in planning.shown_settings(e.settings).items())
-        return f"{e.model} {e.dataset} seed {seeds}{extra}"
-
-    @property
-    def est_minutes(self):
-        return sum(planning.finite(e.est_gpu_minutes) for e in self.entries)
-
-    @property
-    def trains(self):
-        """Whether it trains (a training run or an ensemble of its seeds), rather than making a record."""
-        return isinstance(self.entries[0], TrainEntry)
 
 
 def _store_root():
@@ -88,78 +56,22 @@ def _store_root():
 
 # ----- what a job does (in the job's process) ----------------------------------------------------------
 
-def run_job(entries, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False,
-            together=False):
-    """Run one job, ``entries`` (one plan entry, or the seeds of one configuration as an ensemble, or with
-    ``together`` a group of small runs trained at once: ``groups.train_group``) into the store at ``store`` (default:
-    the results store); returns ``{"outcome": "done" | "resumed" | "paused", "note": ...}`` (a group's with each run's
-    under ``"runs"``). A failure raises (the executor marks the job failed); a training run's checkpoint that the job
-    itself made is removed then, one kept from an earlier run (an interrupted one) stays. ``stop_on_sigterm``: a local
-    job's process, which SIGTERM stops as Ctrl-C does; ``executor``: recorded in each result's provenance."""
+def run_job(job, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False):
+    """Run one job (``vixnb.jobs``: a training run or the seeds of one configuration as an ensemble, a record, a
+    group of small runs trained at once, a rehearsal's jobs) into the store at ``store`` (default: the results store)
+    by its own ``run``; returns its outcome, ``{"outcome": "done" | "resumed" | "paused", "note": ...}`` (a group's
+    with each run's under ``"runs"``). A failure raises (the executor marks the job failed); a training run's
+    checkpoint that the job itself made is removed then, one kept from an earlier run (an interrupted one) stays.
+    ``stop_on_sigterm``: a local job's process, which SIGTERM stops as Ctrl-C does; ``executor``: recorded in each
+    result's provenance."""
     if stop_on_sigterm:
         signal.signal(signal.SIGTERM, _interrupt_once)
-    store = ResultsStore(store) if store is not None else ResultsStore()
-    if together:
-        return train_group(entries, store, deadline, download, executor=executor or "inline")
-    if executor:
-        with execution(concurrent_jobs=1, executor=executor):
-            return _run_job(entries, deadline, store, download)
-    return _run_job(entries, deadline, store, download)
+    return job.run(ResultsStore(store), deadline, download, executor)
 
 
 def _interrupt_once(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the controller passes the signal on too: once is enough
     raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-
-def _run_job(entries, deadline, store, download):
-    if isinstance(entries[0], TrainEntry):
-        return _run_training(entries, store, deadline, download)
-    entries[0].run(store, deadline=deadline, download=download)
-    return {"outcome": "done", "note": ""}
-
-
-def run_rehearsal(jobs, labels, *, store, download=False, executor=None, stop_on_sigterm=False):
-    """A dress rehearsal's jobs (``vixnb.rehearsal``: ``jobs``, each a list of entries, named ``labels``) one after
-    another in this process, into the store at ``store`` (on the data here: ``download`` and ``executor`` are
-    ``run_job``'s, unused): ``{"outcome": "done", "rows": [(label, "ok" | "failed", seconds, note)]}``; a failure is
-    one row, the rest go on."""
-    if stop_on_sigterm:
-        signal.signal(signal.SIGTERM, _interrupt_once)
-    rows = []
-    for entries, label in zip(jobs, labels):
-        t0 = time.time()
-        try:
-            note = run_job(entries, store=store).get("note", "")
-            rows.append((label, "ok", time.time() - t0, note))
-        except Exception as e:  # noqa: BLE001  (a rehearsal reports every failure)
-            rows.append((label, "failed", time.time() - t0, one_line(e)))
-    return {"outcome": "done", "note": "", "rows": rows}
-
-
-def _run_training(entries, store, deadline, download):
-    configs = [e.config for e in entries]
-    checkpoints = [store.checkpoint_path(c) for c in configs]
-    if len(configs) > 1:
-        checkpoints.append(checkpoint_path(store, configs))
-    earlier = {p for p in checkpoints if has_checkpoint(p)}
-    # a checkpoint another process is training from is its run, not one this job resumes (it waits for its result)
-    resumed = bool(earlier) and not any(store.lock_held(c) for c in configs)
-    wanted = any(e.status == "weights wanted" for e in entries)
-    published = {store.path(c): store.get(c) for c in configs} if wanted else {}
-    try:
-        if len(configs) > 1:
-            run_ensemble(configs, store=store, deadline=deadline, progress=False, download=download,
-                         keep_weights=[e.keep_weights for e in entries])
-        else:
-            entries[0].run(store, deadline=deadline, download=download)
-    except TrainingPaused as paused:
-        return {"outcome": "paused", "note": str(paused)}
-    except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint
-        for p in set(checkpoints) - earlier:  # a failed job removes only the checkpoints it made itself
-            remove_failed_checkpoints(p)
-        raise
-    return {"outcome": "resumed" if resumed else "done", "note": kept_published(store, configs, published)}
 
 
 try:  # submitit's requeue hook (Slurm preemption or time limit): resubmit the same job; the engine resumes
@@ -169,13 +81,13 @@ except ImportError:  # submitit is needed only for the local and slurm executors
 
 
 class JobFunction(_Checkpointable):
-    """The callable a submitit job runs: ``run_job`` of a job's entries into the store at ``store``; on preemption
-    submitit requeues it with the same arguments, and the training run resumes from its last epoch checkpoint."""
+    """The callable a submitit job runs: ``run_job`` of a job into the store at ``store``; on preemption submitit
+    requeues it with the same arguments, and the training run resumes from its last epoch checkpoint."""
     def __init__(self, store, download=False):
         self.store, self.download = store, download
 
-    def __call__(self, entries, deadline=None):
-        return run_job(entries, deadline, store=self.store, download=self.download)
+    def __call__(self, job, deadline=None):
+        return run_job(job, deadline, store=self.store, download=self.download)
 
 
 # ----- choosing the jobs ---------------------------------------------------------------------------------
@@ -190,15 +102,17 @@ def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
     fill = _fill_record() if ensemble == "auto" else None
     groups, jobs = {}, []
     for e in todo:
-        if isinstance(e, TrainEntry) and ensemble != "never" and _ensemble_ok(e, ensemble, fill):
+        if not isinstance(e, TrainEntry):
+            jobs.append(RecordJob(e, download=download))
+        elif ensemble != "never" and _ensemble_ok(e, ensemble, fill):
             key = (e.model, e.dataset, e.profile, tuple(sorted(e.settings.items())))
             if key in groups:
                 groups[key].entries.append(e)
                 continue
-            groups[key] = Job([e], download=download)
+            groups[key] = TrainJob([e], download=download)
             jobs.append(groups[key])
         else:
-            jobs.append(Job([e], download=download))
+            jobs.append(TrainJob([e], download=download))
     return jobs[:max_jobs] if max_jobs else jobs
 
 
@@ -228,7 +142,7 @@ def cannot_run_here(job, executor):
     e = job.entries[0]
     if executor == "slurm":
         return None
-    if (why := cannot_make_here(e.profile)) is not None:
+    if (why := cannot_make_here(job.profile)) is not None:
         return f"{why}; none here"
     if lacks_data(job) and not job.download:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"
@@ -319,7 +233,7 @@ _STOPPED = "stopped by a signal; a training run keeps its last epoch's checkpoin
 
 def estimated_seconds(job):
     """The plan's estimate of a whole job, in seconds (every member of an ensemble; inf where unknown)."""
-    return sum(planning.finite(x.est_gpu_minutes) for x in job.entries) * 60
+    return job.est_minutes * 60
 
 
 def least_seconds(job, pack_limit_mb=None):
@@ -349,7 +263,7 @@ def checkpoint_mb(job):
 
 def _gpu_slots(jobs):
     """The visible GPUs' indices when any job needs a GPU, else ``[None]`` (one CPU job at a time)."""
-    if not any(gpu_profile(j.entries[0].profile) for j in jobs):
+    if not any(gpu_profile(j.profile) for j in jobs):
         return [None]
 
     return list(range(torch.cuda.device_count())) or [None]
@@ -360,20 +274,15 @@ def execute(job, slot, deadline, executor, folder, running=None):
     submitit job (its handle kept in ``running`` while it runs); returns its result, a paused outcome where the
     time budget stopped it."""
     if executor == "inline":
-        if job.together:
-            return run_job(job.entries, deadline, store=str(_store_root()), download=job.download,
-                           executor="inline", together=True)
-        with execution(concurrent_jobs=1, executor="inline"):
-            return run_job(job.entries, deadline, store=str(_store_root()), download=job.download)
-    ex = local_executor(str(_job_folder(folder, job.entries[0].profile)), max_num_timeout=0)
+        return run_job(job, deadline, store=str(_store_root()), download=job.download, executor="inline")
+    ex = local_executor(str(_job_folder(folder, job.profile)), max_num_timeout=0)
     # the job is stopped at the deadline (a training run pauses itself before it at an epoch boundary)
     timeout = max(0.5, (deadline - time.time()) / 60) if deadline else 24 * 60
     ex.update_parameters(timeout_min=timeout, signal_delay_s=BUDGET_SIGNAL_S, gpus_per_node=0 if slot is None else 1,
                          visible_gpus=() if slot is None else (slot,))
     # a plain function: a local job is never requeued; SIGTERM stops it (submitit's own handler ignores it)
-    handle = ex.submit(*(job.call or (run_job, job.entries, deadline)), store=str(_store_root()),
-                       download=job.download, executor="local", stop_on_sigterm=True,
-                       **({"together": True} if job.together else {}))
+    handle = ex.submit(run_job, job, deadline, store=str(_store_root()), download=job.download, executor="local",
+                       stop_on_sigterm=True)
     job.log = str(handle.paths.stderr)
     if running is not None:
         running[job.label] = handle
@@ -407,7 +316,7 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
     """Submit ``jobs`` as one Slurm job array (submitit); returns the submitit jobs ([] on a dry run). Each job
     asks for ``gpus_per_job`` GPUs (default: 1 for a GPU profile) and ``time_min`` minutes (default: twice the
     largest estimate, at least 30); preempted or timed-out jobs are requeued and resume."""
-    profile = jobs[0].entries[0].profile
+    profile = jobs[0].profile
     gpus = gpus_per_job if gpus_per_job is not None else (1 if gpu_profile(profile) else 0)
     known = [j.est_minutes for j in jobs if j.est_minutes != float("inf")]
     minutes = time_min or max(30, int(2 * max(known, default=50)) + 10)
@@ -419,8 +328,7 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
 
     ex = submitit.SlurmExecutor(folder=str(_job_folder(folder, profile)))
     ex.update_parameters(**parameters)
-    handles = ex.map_array(JobFunction(str(_store_root()), any(j.download for j in jobs)), [j.entries for j in jobs],
-                           [None] * len(jobs))
+    handles = ex.map_array(JobFunction(str(_store_root()), any(j.download for j in jobs)), jobs, [None] * len(jobs))
     for job, handle in zip(jobs, handles):
         job.outcome, job.note, job.log = "submitted", f"slurm job {handle.job_id}", str(handle.paths.stderr)
     return parameters

@@ -1,7 +1,8 @@
 """The plan's entries (``vixnb.plan``), by type: a training run (``TrainEntry``, of a ``runspec.RunSpec``), a stored
 measurement (``MeasureEntry``) or a benchmark (``BenchEntry``), the last two ``RecordEntry``s of a
 ``record_kinds.Request``. Each says its status in a store (``stored_status``), estimates its GPU minutes
-(``estimate``) and makes itself (``run``); the batch pickles the entries themselves into its jobs.
+(``estimate``) and makes itself (``run``); a batch's job (``vixnb.jobs``) holds its entries themselves, and the
+batch pickles the job.
 """
 from __future__ import annotations
 

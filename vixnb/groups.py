@@ -27,15 +27,16 @@ it made itself.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 import torch
 
 from .concurrent import train_concurrently
 from .errors import one_line
 from .estimates import step_gflop
+from .jobs import Job, executing
 from .profiles import gpu_profile
 from .results import ResultsStore, has_checkpoint, remove_failed_checkpoints
-from .results.provenance import execution
 from .runs import Pending, kept_published, pending
 from .train import TrainingPaused, splits, training_device
 
@@ -59,7 +60,7 @@ def group_size(together, executor, jobs):
     if check_together(together) != "auto":
         return together
     on_gpu = executor in GROUP_EXECUTORS and torch.cuda.is_available()
-    return MAX_TOGETHER if on_gpu and any(gpu_profile(j.entries[0].profile) for j in jobs) else 1
+    return MAX_TOGETHER if on_gpu and any(gpu_profile(j.profile) for j in jobs) else 1
 
 
 def groupable(job):
@@ -82,7 +83,7 @@ def stored_peaks(store, profile):
 
 def group_jobs(jobs, together="auto", *, executor="local", store=None):
     """``jobs`` in order, where ``group_size`` allows several runs at once with the groupable ones (``groupable``)
-    gathered into ``JobGroup`` s: each group stands where its first run stood and takes the next groupable runs of
+    gathered into ``GroupJob`` s: each group stands where its first run stood and takes the next groupable runs of
     its profile, up to the size and, on a GPU, its memory (``MEMORY_SHARE``)."""
     size = group_size(together, executor, jobs)
     if size <= 1:
@@ -112,89 +113,88 @@ def group_jobs(jobs, together="auto", *, executor="local", store=None):
             other = jobs[j]
             if len(members) == size:
                 break
-            if j in taken or other.entries[0].profile != job.entries[0].profile or not groupable(other):
+            if j in taken or other.profile != job.profile or not groupable(other):
                 continue
             if used + gb(other) <= MEMORY_SHARE * memory:
                 members.append(other)
                 used += gb(other)
                 taken.add(j)
-        out.append(JobGroup(members, executor) if len(members) > 1 else job)
+        out.append(GroupJob(members) if len(members) > 1 else job)
     return out
 
 
-class JobGroup:
-    """Several one-run training jobs of a batch (``batch.Job``) as one job that trains them at once
-    (``entries``: theirs; ``batch.run_job`` with ``together``). What the batch sets on it (its outcome, note,
-    seconds, log) it sets on each member too; ``settle`` then gives each member its own run's outcome and note."""
+@dataclass
+class GroupJob(Job):
+    """Several one-run training jobs of a batch (``members``: ``jobs.TrainJob`` s) as one job that trains them at
+    once (``run``). What the batch sets on it (its outcome, note, seconds, log) it sets on each member too;
+    ``settle`` then gives each member its own run's outcome and note."""
+    members: list
     SHARED = ("outcome", "note", "seconds", "log")
-    together, trains, call = True, True, None
+    trains = True
 
-    def __init__(self, members, executor):
-        object.__setattr__(self, "members", list(members))
-        self.outcome, self.note, self.seconds, self.log = "pending", "", 0.0, ""
-        self.entries = [e for m in members for e in m.entries]
-        self.download, self.executor = any(m.download for m in members), executor
+    def __post_init__(self):
+        self.download = any(m.download for m in self.members)
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
         if name in self.SHARED:
-            for member in self.members:
+            for member in getattr(self, "members", ()):  # none yet while the dataclass sets the fields
                 setattr(member, name, value)
+
+    @property
+    def entries(self):
+        return [e for m in self.members for e in m.entries]
 
     @property
     def label(self):
         return f"{len(self.members)} runs at once: " + "; ".join(m.label for m in self.members)
 
-    @property
-    def est_minutes(self):
-        return sum(m.est_minutes for m in self.members)
+    def run(self, store, deadline=None, download=False, executor=None):
+        """Train its runs (each a ``TrainEntry``) at once into ``store``: ``{"outcome", "note", "runs": [{"outcome",
+        "note"}]}``, a run's outcome ``done``, ``resumed``, ``paused`` or ``failed``; the group's outcome the worst
+        of them. A signal (``KeyboardInterrupt``) stops every run with its last whole epoch's checkpoint kept, and
+        is raised."""
+        entries = self.entries
+        with executing(executor or "inline", len(entries)):
+            todos, earlier, resumed, published = [], [], [], []
+            for e in entries:
+                spec = e.spec
+                try:
+                    todo = pending(spec.model, dataset=spec.dataset, profile=spec.profile, seed=spec.seed,
+                                   compute="missing", store=store, progress=False, download=download,
+                                   deadline=deadline, keep_weights=spec.keep, **spec.settings)
+                except Exception as error:  # noqa: BLE001  (this run fails; the others train)
+                    todo = error
+                config = todo.config if isinstance(todo, Pending) else None
+                path = store.checkpoint_path(config) if config else None
+                earlier.append(path is not None and has_checkpoint(path))
+                resumed.append(earlier[-1] and not store.lock_held(config))
+                published.append({store.path(config): store.get(config)}
+                                 if config and e.status == "weights wanted" else {})
+                todos.append(todo)
+            outcomes = _train_pending(todos, store, deadline, download)
+        runs = []
+        for todo, outcome, made_before, again, old in zip(todos, outcomes, earlier, resumed, published):
+            if isinstance(outcome, TrainingPaused):
+                runs.append({"outcome": "paused", "note": str(outcome)})
+            elif isinstance(outcome, BaseException) or outcome.get("status") != "done":
+                if isinstance(todo, Pending) and not made_before:  # only the checkpoint this run made itself
+                    remove_failed_checkpoints(store.checkpoint_path(todo.config))
+                why = one_line(outcome) if isinstance(outcome, BaseException) else \
+                    f"{outcome['config']['model']}: {outcome['status']}: {outcome.get('reason', '')}"
+                runs.append({"outcome": "failed", "note": why})
+            else:
+                runs.append({"outcome": "resumed" if again else "done",
+                             "note": kept_published(store, [outcome["config"]], old)})
+        worst = next((o for o in ("failed", "paused", "resumed") if any(r["outcome"] == o for r in runs)), "done")
+        counts = {o: sum(r["outcome"] == o for r in runs) for o in ("done", "resumed", "paused", "failed")}
+        return {"outcome": worst, "note": ", ".join(f"{n} {o}" for o, n in counts.items() if n), "runs": runs}
 
 
 def settle(job, result):
     """After a group's job: each member's outcome and note, its own run's (``result["runs"]``)."""
     for member, own in zip(getattr(job, "members", ()), result.get("runs", ())):
         member.outcome, member.note = own["outcome"], own["note"]
-
-
-def train_group(entries, store, deadline=None, download=False, *, executor="inline"):
-    """Train a ``JobGroup``'s runs (``entries``, each a ``TrainEntry``) at once into ``store``: ``{"outcome",
-    "note", "runs": [{"outcome", "note"}]}``, a run's outcome ``done``, ``resumed``, ``paused`` or ``failed``; the
-    group's outcome the worst of them. A signal (``KeyboardInterrupt``) stops every run with its last whole epoch's
-    checkpoint kept, and is raised."""
-    with execution(concurrent_jobs=len(entries), executor=executor):
-        todos, earlier, resumed, published = [], [], [], []
-        for e in entries:
-            spec = e.spec
-            try:
-                todo = pending(spec.model, dataset=spec.dataset, profile=spec.profile, seed=spec.seed,
-                               compute="missing", store=store, progress=False, download=download,
-                               deadline=deadline, keep_weights=spec.keep, **spec.settings)
-            except Exception as error:  # noqa: BLE001  (this run fails; the others train)
-                todo = error
-            config = todo.config if isinstance(todo, Pending) else None
-            path = store.checkpoint_path(config) if config else None
-            earlier.append(path is not None and has_checkpoint(path))
-            resumed.append(earlier[-1] and not store.lock_held(config))
-            published.append({store.path(config): store.get(config)}
-                             if config and e.status == "weights wanted" else {})
-            todos.append(todo)
-        outcomes = _train_pending(todos, store, deadline, download)
-    runs = []
-    for todo, outcome, made_before, again, old in zip(todos, outcomes, earlier, resumed, published):
-        if isinstance(outcome, TrainingPaused):
-            runs.append({"outcome": "paused", "note": str(outcome)})
-        elif isinstance(outcome, BaseException) or outcome.get("status") != "done":
-            if isinstance(todo, Pending) and not made_before:  # only the checkpoint this run made itself
-                remove_failed_checkpoints(store.checkpoint_path(todo.config))
-            why = one_line(outcome) if isinstance(outcome, BaseException) else \
-                f"{outcome['config']['model']}: {outcome['status']}: {outcome.get('reason', '')}"
-            runs.append({"outcome": "failed", "note": why})
-        else:
-            runs.append({"outcome": "resumed" if again else "done",
-                         "note": kept_published(store, [outcome["config"]], old)})
-    worst = next((o for o in ("failed", "paused", "resumed") if any(r["outcome"] == o for r in runs)), "done")
-    counts = {o: sum(r["outcome"] == o for r in runs) for o in ("done", "resumed", "paused", "failed")}
-    return {"outcome": worst, "note": ", ".join(f"{n} {o}" for o, n in counts.items() if n), "runs": runs}
 
 
 def _train_pending(todos, store, deadline, download):

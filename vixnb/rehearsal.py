@@ -5,10 +5,10 @@ post-training, the blog's augmentation and schedule, per-layer gradient norms, t
 kept weights, several seeds as one ensemble), every measurement and study record, and every benchmark that has a
 small form, each run in the profile's rehearsal (``profiles.rehearsal_profile``: two one-step epochs and one test
 batch at a small batch, on the device at hand, on CIFAR-10's copy where there is one) through the batch's own job
-path (``batch.run_job``; the local executor runs them as one submitit job), into a scratch results store: nothing
-enters ``results/``. Then what a lent machine would send back is packed and unpacked (``batch.pack``), and each
-file compared. It ends with a table (ok, skipped with the reason, failed with the error) and fails where anything
-failed, so that a GPU window is not spent finding a broken path.
+path (``batch.run_job``: all of them as one job, ``RehearsalJob``, which the local executor runs as one submitit
+job), into a scratch results store: nothing enters ``results/``. Then what a lent machine would send back is packed
+and unpacked (``batch.pack``), and each file compared. It ends with a table (ok, skipped with the reason, failed
+with the error) and fails where anything failed, so that a GPU window is not spent finding a broken path.
 
 Given the batch's own selection (``--only``, ``--chapter``, ``--budget``, ``--order``), it rehearses only what that
 batch would start: the models and records of the jobs it reaches within the budget (``reachable``). A lent GPU's
@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,15 +30,16 @@ import torch.nn.functional as F
 
 from . import batch as runner
 from . import plan as planning
-from .ensemble import can_ensemble
-from .errors import one_line
 from .data import dataset_spec
+from .ensemble import can_ensemble
 from .entries import BenchEntry, TrainEntry
+from .errors import one_line
+from .jobs import Job, RecordJob, TrainJob
 from .profiles import REHEARSAL, get_profile
 from .results import ResultsStore
 from .results.pack import unpack
 from .runspec import Keep
-from .train import first_phase, make_optimizer, autocasts, build_model, training_device
+from .train import autocasts, build_model, first_phase, make_optimizer, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -80,16 +82,16 @@ def rehearsal_jobs(entries):
         if e.key in needed:
             chosen.setdefault(e.key, e)
     runs = sorted(chosen.values(), key=lambda e: e.priority)
-    jobs = [runner.Job([e]) for e in runs]
+    jobs = [TrainJob([e]) for e in runs]
     pair = ensemble_pair(runnable, chosen)
     if pair:
-        jobs.append(runner.Job(pair))
+        jobs.append(TrainJob(pair))
     for e in records:
         if isinstance(e, BenchEntry) and not e.command:
             skipped.append((f"bench {e.name}", "not rehearsed: it compiles for minutes; its own run checks it"))
         else:
-            jobs.append(runner.Job([e]))
-    skipped += [(runner.Job([e]).label, e.blocked) for e in entries if isinstance(e, TrainEntry) and e.blocked
+            jobs.append(RecordJob(e))
+    skipped += [(TrainJob([e]).label, e.blocked) for e in entries if isinstance(e, TrainEntry) and e.blocked
                 and e.model not in seen_models]
     return jobs, skipped
 
@@ -107,6 +109,30 @@ def ensemble_pair(runnable, chosen):
         by_config.setdefault(ident, []).append(e)
     pairs = [members[:2] for members in by_config.values() if len(members) >= 2]
     return min(pairs, key=lambda pair: planning.checkpoint_mb(pair[0].config), default=None)
+
+
+@dataclass
+class RehearsalJob(Job):
+    """A rehearsal's ``jobs`` as one job: each run in turn in this process, into the store (on the data here:
+    ``download`` and ``executor`` unused); ``{"outcome": "done", "note": "", "rows": [(label, "ok" | "failed",
+    seconds, note)]}``, a failure being one row while the rest go on."""
+    jobs: list
+    label = "dress rehearsal"
+
+    @property
+    def entries(self):
+        return [e for job in self.jobs for e in job.entries]
+
+    def run(self, store, deadline=None, download=False, executor=None):
+        rows = []
+        for job in self.jobs:
+            t0 = time.time()
+            try:
+                note = job.run(store).get("note", "")
+                rows.append((job.label, "ok", time.time() - t0, note))
+            except Exception as e:  # noqa: BLE001  (a rehearsal reports every failure)
+                rows.append((job.label, "failed", time.time() - t0, one_line(e)))
+        return {"outcome": "done", "note": "", "rows": rows}
 
 
 #: a rehearsal's store goes to memory (/dev/shm) where this much is free there: its checkpoints are rewritten every
@@ -210,13 +236,11 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         what = "the" if names is None else "what this batch would start of the"
         progress(f"vixnb batch --rehearse: {len(jobs)} jobs, {what} {profile} plan ({len(entries)} entries) on "
                  f"{get_profile(name)['device']}, into a scratch store")
-        call = (runner.run_rehearsal, [j.entries for j in jobs], [j.label for j in jobs])
-        whole = runner.Job(jobs[0].entries, call=call)
-        running = {}
+        whole, running = RehearsalJob(jobs), {}
         try:
             with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
                 result = runner.execute(whole, None, None, executor, folder, running) if executor != "inline" \
-                    else runner.run_rehearsal(*call[1:], store=str(store.root))
+                    else runner.run_job(whole, store=str(store.root))
             rows = [tuple(r) for r in result["rows"]]
         except KeyboardInterrupt:
             runner.stop_jobs(running)
