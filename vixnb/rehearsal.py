@@ -4,7 +4,8 @@ Every model of the plan at least once, every training protocol at least once (Ad
 post-training, the blog's augmentation and schedule, per-layer gradient norms, the fixed protocol, a warm start,
 kept weights, several seeds as one ensemble), every measurement and study record, and every benchmark that has a
 small form, each run in the profile's rehearsal (``profiles.rehearsal_profile``: two one-step epochs and one test
-batch at a small batch, on the device at hand, on CIFAR-10's copy where there is one) through the batch's own job
+batch at a small batch, on the device at hand, on CIFAR-10's copy where there is one; on a CPU each model with
+two blocks where the run sets no depth: ``profiles.REHEARSAL_CPU_DEPTH``) through the batch's own job
 path (``batch.run_job``: all of them as one job, ``RehearsalJob``, which the local executor runs as one submitit
 job), into a scratch results store: nothing enters ``results/``. Then what a lent machine would send back is packed
 and unpacked (``batch.pack``), and each file compared. It ends with a table (ok, skipped with the reason, failed
@@ -35,7 +36,7 @@ from .ensemble import can_ensemble
 from .entries import BenchEntry, TrainEntry
 from .errors import one_line
 from .jobs import Job, RecordJob, TrainJob
-from .profiles import REHEARSAL, get_profile
+from .profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile
 from .results import ResultsStore
 from .results.pack import unpack
 from .runspec import Keep
@@ -234,8 +235,11 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
                 return [], time.time() - start
         jobs, skipped = rehearsal_jobs(entries)
         what = "the" if names is None else "what this batch would start of the"
+        device = get_profile(name)["device"]
+        blocks = f" (each model with {REHEARSAL_CPU_DEPTH} blocks where neither the profile nor the run sets its depth)" \
+            if device == "cpu" else ""
         progress(f"vixnb batch --rehearse: {len(jobs)} jobs, {what} {profile} plan ({len(entries)} entries) on "
-                 f"{get_profile(name)['device']}, into a scratch store")
+                 f"{device}{blocks}, into a scratch store")
         whole, running = RehearsalJob(jobs), {}
         try:
             with runner.stopped_by_signals():  # SIGTERM too: the job is stopped and the scratch store removed
