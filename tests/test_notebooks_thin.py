@@ -43,3 +43,13 @@ def test_the_check_finds_a_long_cell_and_a_definition(tmp_path):
     path = tmp_path / "fat.ipynb"
     path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     assert cell_problems(path) == ["cell 1: 16 non-blank lines (at most 15)", "cell 3: defines a function"]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_cell_has_a_unique_id(notebook):
+    """nbformat 4.5 gives every cell an ``id`` (a cell without one warns on every read, and will be an error);
+    papermill and the book name cells by it."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    ids = [cell.get("id") for cell in cells]
+    assert None not in ids, f"{notebook.name}: cell {ids.index(None)} has no id"
+    assert len(set(ids)) == len(ids), f"{notebook.name}: two cells share an id"
