@@ -210,8 +210,8 @@ def test_fixed_protocol_selects_on_validation_and_tests_once(monkeypatch):
 
     monkeypatch.setattr(engine, "evaluate", fake_evaluate)
     result = engine.train(config, progress=False)
-    # three validation evaluations on the held-out 8 images, then one test evaluation on 32
-    assert sizes == [8, 8, 8, 32]
+    # three validation evaluations on the held-out images (8), then one test evaluation on the test set (16)
+    assert config["val_size"] != config["test_size"] and sizes == [config["val_size"]] * 3 + [config["test_size"]]
     assert result["best_epoch"] == 2 and result["val_top1"] == 80.0 and result["top1"] == 55.0
 
 
