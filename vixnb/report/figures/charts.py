@@ -236,12 +236,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         if any(w in metric for w in ("acc", "top1", "top5")):  # accuracy: the chance level of the runs' data set
             chance_line(ax, chance_level([r for runs in dict(groups).values() for r in runs]))
         ax.legend(fontsize=TEXT_PT, ncol=2 if sum(map(bool, curves.values())) > 3 else 1, loc="best")
-    if title:
-        ax.set_title(title, fontsize=TEXT_PT + 1)
-    if not owned:  # the caller's figure: its layout is the caller's
-        return fig
-    fig.tight_layout()
-    return without_empty_panels(fig)
+    return _finished(fig, ax, title, owned)
 
 
 @plain_text
@@ -337,12 +332,7 @@ def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log
     if drawn and all(0 <= v <= 1 for values in drawn.values() for v in values) and "/" in y_label:
         ax.set_ylim(0, 1)  # a fraction, on its range
     _label(ax, "layer", y_label, legend=bool(drawn))
-    if title:
-        ax.set_title(title, fontsize=TEXT_PT + 1)
-    if not owned:  # the caller's figure: its layout is the caller's
-        return fig
-    fig.tight_layout()
-    return without_empty_panels(fig)
+    return _finished(fig, ax, title, owned)
 
 
 def _label(ax, x_label, y_label, *, legend):
@@ -463,3 +453,14 @@ def accuracy_points(memory, top1, labels):
     """A DataFrame of ("GB", "top-1") points indexed by label (``labels``: ``{model: label}``), from ``memory`` and
     ``top1`` (Series indexed by model; None where not had), for ``accuracy_against_cost``."""
     return pd.DataFrame({"GB": memory, "top-1": top1}).rename(index=labels)
+
+
+def _finished(fig, ax, title, owned):
+    """A one-axes figure finished: its ``title``; laid out and its empty panels dropped where the figure is ours
+    (``owned``), left to the caller where the caller passed its own axes."""
+    if title:
+        ax.set_title(title, fontsize=TEXT_PT + 1)
+    if not owned:  # the caller's figure: its layout is the caller's
+        return fig
+    fig.tight_layout()
+    return without_empty_panels(fig)
