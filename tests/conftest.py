@@ -145,7 +145,8 @@ SLOW = {
     "test_book.py": ALL,
     "test_rehearsal.py": {
         # about ten minutes in CI before its jobs stopped listing the 60,000 CIFAR-10 files each (4 s a job on a
-        # loaded machine, 0.4 s now) and its ensemble stopped being two ViT-B/16 runs; the largest single test
+        # loaded machine, 0.4 s now) and its ensemble stopped being two ViT-B/16 runs; 392 s before a CPU
+        # rehearsal built its models with two blocks (profiles.REHEARSAL_CPU_DEPTH), 194-246 s since
         "test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone",
         "test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan",
     },
