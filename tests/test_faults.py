@@ -22,7 +22,7 @@ from vixnb import train as engine
 from vixnb.cli import main
 from vixnb.data import CIFAR10_CLASSES, DatasetSpec
 from vixnb.files import atomic_write
-from vixnb.results import ResultsStore, StoreError, load_checkpoint, previous_path
+from vixnb.results import ResultsStore, StoreError, load_checkpoint, previous_path, save_checkpoint
 from vixnb.train import without_timings
 from vixnb import runs
 
@@ -270,6 +270,30 @@ def test_recompute_starts_over_instead_of_resuming(cpu_data, capsys):
     ckpt.write_bytes(b"an old checkpoint")
     cli(capsys, "train", "vit", "--profile", "cpu", "--quiet", "--recompute", code=0)
     assert not list(ckpt.parent.glob("*.unreadable-*"))  # removed unread, not resumed from
+
+
+def test_a_signal_during_a_checkpoint_write_leaves_the_last_whole_checkpoint_in_place(tmp_path, monkeypatch):
+    """A stop (SIGTERM raises KeyboardInterrupt) that lands while the next epoch's checkpoint is being written
+    leaves the last whole one at the run's checkpoint path, and the one before it at ``previous_path``; CI once
+    found the path empty after a stopped batch when the old checkpoint was moved aside before the write."""
+    path = tmp_path / "run.pt"
+    save_checkpoint(path, {"epoch": torch.tensor(1)})
+    save_checkpoint(path, {"epoch": torch.tensor(2)})
+    real_save = torch.save
+
+    def stopped_midway(state, f):
+        real_save(state, f)
+        raise KeyboardInterrupt("stopped by signal SIGTERM")
+
+    monkeypatch.setattr(torch, "save", stopped_midway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"epoch": torch.tensor(3)})
+    monkeypatch.setattr(torch, "save", real_save)
+    epoch = lambda p: int(torch.load(p, weights_only=True)["epoch"])  # noqa: E731
+    assert (epoch(path), epoch(previous_path(path))) == (2, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.previous.pt", "run.pt"]  # no temporary file left
+    save_checkpoint(path, {"epoch": torch.tensor(3)})
+    assert (epoch(path), epoch(previous_path(path))) == (3, 2)
 
 
 def test_load_checkpoint_of_nothing_is_none(tmp_path):

@@ -8,9 +8,11 @@ from pathlib import Path
 from .errors import StoreError
 
 
-def atomic_write(path, write, *, binary=False, size=None):
+def atomic_write(path, write, *, binary=False, size=None, keep_previous=None):
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then ``os.replace``: readers
     see the old file or the whole new one, never a part; concurrent writers each finish their own file.
+    ``keep_previous``: where the file it replaces is kept, linked there only once the new one is whole, so that an
+    interruption at any point (a signal during a long write) leaves ``path`` on disk.
 
     A full disk is a ``StoreError`` naming the path, the bytes needed (``size`` where the caller knows them,
     else at least those written so far) and the bytes free (``no_space``); the old file stays whole."""
@@ -22,6 +24,8 @@ def atomic_write(path, write, *, binary=False, size=None):
         with os.fdopen(fd, "wb" if binary else "w") as f:
             write(f)
             flush(f)
+        if keep_previous is not None and path.exists():
+            _keep(path, Path(keep_previous))
         os.replace(tmp, path)
     except BaseException as e:
         written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
@@ -30,6 +34,19 @@ def atomic_write(path, write, *, binary=False, size=None):
             raise no_space(path, size if size is not None else written, at_least=size is None) from None
         raise
     return path
+
+
+def _keep(path, previous):
+    """Make ``previous`` the file now at ``path``, which stays there too (a hard link; where the file system has
+    none, a rename, after which ``path`` is absent only until the caller's replace that follows)."""
+    link = previous.with_name(f".{previous.name}.{os.getpid()}.link")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, previous)
+    except OSError:
+        link.unlink(missing_ok=True)
+        os.replace(path, previous)
 
 
 def check_writable_file(path, option):

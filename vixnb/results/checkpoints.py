@@ -24,12 +24,11 @@ def previous_path(path):
 
 def save_checkpoint(path, state):
     """Write ``state`` to ``path`` (atomically), keeping the checkpoint it replaces at ``previous_path``."""
-    path = Path(path)
-    if path.exists():
-        os.replace(path, previous_path(path))
     # straight into the file: no copy in memory (a ViT-B/16's state with AdamW's moments is about 1 GB; serialising
     # it into a buffer first took about twice as long); a full disk names the bytes written so far as a lower bound
-    atomic_write(path, lambda f: torch.save(state, f), binary=True)
+    # the checkpoint it replaces moves to previous_path only once the new one is whole: a signal during the write
+    # leaves the last whole epoch's checkpoint at ``path``
+    atomic_write(path, lambda f: torch.save(state, f), binary=True, keep_previous=previous_path(path))
 
 
 def _say(message):
