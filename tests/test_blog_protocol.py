@@ -175,7 +175,7 @@ def test_a_15_degree_rotation_agrees_with_torchvision():
 
 
 def test_augmentation_only_in_training_batches_and_from_the_runs_own_generator(monkeypatch):
-    config = run_config("vit_small_simplified", profile="smoke", epochs=2, batch_size=8, **TINY)  # two steps an epoch
+    config = run_config("vit_small_simplified", profile="smoke", epochs=2, batch_size=4, **TINY)  # two steps an epoch
     seen, evaluated = [], []
     real_flip, real_evaluate = augment.flip_rotate, engine.evaluate
     test_images = load_split("synthetic", "test", size=config["test_size"])[0]
@@ -199,8 +199,8 @@ def test_augmentation_only_in_training_batches_and_from_the_runs_own_generator(m
 # ----- gradient norms and alpha / beta -----------------------------------------------------------------------
 
 def test_grad_norms_of_a_one_step_epoch_equal_a_manual_computation():
-    config = run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=16, grad_norm_every=1, seed=2, **TINY)
-    assert config["train_size"] == 16  # one step
+    config = {**run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=16, grad_norm_every=1, seed=2,
+                          **TINY), "train_size": 16}  # one step
     result = engine.train(config, progress=False)
     norms = result["history"][0]["grad_norms"]
     assert len(norms) == TINY["depth"]
@@ -220,7 +220,8 @@ def test_grad_norms_of_a_one_step_epoch_equal_a_manual_computation():
 
 
 def test_grad_norms_are_the_mean_over_every_nth_step(monkeypatch):
-    config = run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=2, grad_norm_every=3, **TINY)
+    config = {**run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=2, grad_norm_every=3, **TINY),
+              "train_size": 16}
     sampled, real = [], engine.layer_grad_norms
 
     def spy(layers):

@@ -20,8 +20,8 @@ EXTRA_PROVENANCE = {"execution", "ensemble_seeds", "ensemble_exact", "ensemble_n
 
 
 def _configs(model, seeds=SEEDS, **options):
-    """Smoke configs of three epochs of two batches (the smoke profile's 16 training images in batches of 8)."""
-    options = {"batch_size": 8, **options}
+    """Smoke configs of three epochs of two batches (the smoke profile's 8 training images in batches of 4)."""
+    options = {"batch_size": 4, **options}
     return [run_config(model, profile="smoke", seed=s, epochs=3, **SMALL.get(model, {}), **options) for s in seeds]
 
 

@@ -126,6 +126,8 @@ DEFERRING_MODULES = {
     "vixnb/cli/commands.py": "the command line stays light (building the parser imports no subcommand's modules)",
     "vixnb/__init__.py": "`import vixnb` stays light (its torch-needing names are imported on first use)",
 }
+_TORCHVISION = ("every process stays light: torchvision loads torch._dynamo (about 2 s a process), which only "
+                "reading torchvision's files, RandAugment, a ResNet and the reference loader need")
 #: (module, imported top-level name) that a function elsewhere may import, and why
 DEFERRED_IMPORTS = {
     ("vixnb/measure/costs.py", "timm"): "optional dependency (not one of vixnb's)",
@@ -135,6 +137,10 @@ DEFERRED_IMPORTS = {
     ("vixnb/report/tables/pages.py", "myst_nb"): "optional dependency (the book's environment only)",
     ("vixnb/models/wavemix.py", "ptwt"): "optional dependency (only WaveMix needs it)",
     ("vixnb/models/warm_start.py", "pandas"): "the command line stays light (`vixnb models` imports no pandas)",
+    ("vixnb/data.py", "torchvision"): _TORCHVISION,
+    ("vixnb/augment.py", "torchvision"): _TORCHVISION,
+    ("vixnb/models/resnet_cifar.py", "torchvision"): _TORCHVISION,
+    ("vixnb/bench/training.py", "torchvision"): _TORCHVISION,
     ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --debug needs it)",
 }
 

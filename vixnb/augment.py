@@ -3,7 +3,6 @@ and rotations (paper `shaped`), drawn from a run's own generator (``augment_gene
 or an ensemble member, draws exactly what its separate run draws."""
 import torch
 import torch.nn.functional as F
-from torchvision.transforms import v2
 
 
 def augment_batch(images, randaugment):
@@ -11,6 +10,7 @@ def augment_batch(images, randaugment):
     ``randaugment`` = [num_ops, magnitude]; paper `cxv` writes them as M and N, swapped (notes section 3b)."""
     if not randaugment:
         return images
+    from torchvision.transforms import v2  # torchvision loads torch._dynamo (~2 s a process): only RandAugment needs it
     ra = v2.RandAugment(num_ops=randaugment[0], magnitude=randaugment[1])
     return torch.stack([ra(img) for img in images])
 

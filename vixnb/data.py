@@ -14,8 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
-from torchvision import datasets
-from torchvision.datasets.utils import download_and_extract_archive
 from tqdm import tqdm
 
 from .data_files import (DECODING, DataError, class_folders, counted_files, folder_times, images_in, is_image,
@@ -157,10 +155,12 @@ def fingerprint(name, folder, times):
         files = [p for w in wnids for p in images_in(folder / "train" / w / "images")] + images_in(
             folder / "val" / "images") + counted_files(folder, None, (), other=("wnids.txt", "val/val_annotations.txt"))
     else:
-        torchvision = (datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100).base_folder
         classes = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
         read = [s for s in SPLITS if (folder / s).is_dir()]
-        files = counted_files(folder, classes, read, other=() if read else (torchvision,))
+        if not read:  # torchvision's files (torchvision, imported where used, loads torch._dynamo: ~2 s a process)
+            from torchvision import datasets
+        files = counted_files(folder, classes, read, other=() if read else (
+            (datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100).base_folder,))
     return listing_digest(folder, files)
 
 
@@ -376,6 +376,7 @@ def _check_counts(split_dir, counts, per_class):
 
 def _load_cifar(name, root, split, download, size, allow_resize=False):
     folder = root / name
+    from torchvision import datasets  # see fingerprint
     torchvision_cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     class_names = CIFAR10_CLASSES if name == "cifar10" else CIFAR100_CLASSES
     image_folder = folder / split
@@ -416,6 +417,7 @@ def _load_tiny_imagenet(root, split, download, size, allow_resize=False):
     alphabetically; the "test" split is the labelled val folder (the official test set has no labels)."""
     folder = root / "tiny-imagenet-200"
     if not (folder / "wnids.txt").is_file() and download:
+        from torchvision.datasets.utils import download_and_extract_archive  # see fingerprint
         try:
             download_and_extract_archive(TINY_IMAGENET_URL, download_root=str(root), md5=TINY_IMAGENET_MD5)
         except (OSError, RuntimeError) as e:

@@ -6,7 +6,6 @@ from contextlib import nullcontext
 
 import torch
 from PIL import Image
-from torchvision import transforms
 
 from .. import papers
 from ..data import dataset_spec, load_split, normalize
@@ -23,6 +22,7 @@ from ..validate import checked
 def _reference_loader(images, labels, batch_size, workers):
     """What the authors' scripts do: a torchvision-style dataset (PIL image -> ToTensor -> Normalize per
     item) behind a shuffling DataLoader."""
+    from torchvision import transforms  # torchvision loads torch._dynamo (~2 s): only this loop needs it
     to_tensor = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
     pil = [Image.fromarray(img.permute(1, 2, 0).numpy()) for img in images]
 

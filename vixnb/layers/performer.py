@@ -36,7 +36,11 @@ KERNELS = tuple(FEATURES)
 
 
 def orthogonal_gaussian(rows, cols, *, generator=None, device=None):
-    """Rows drawn in orthogonal blocks of ``cols``, each row rescaled to a chi-distributed norm."""
+    """Rows drawn in orthogonal blocks of ``cols``, each row rescaled to a chi-distributed norm. On the meta device
+    (a model's shapes alone: ``models.meta_model``) there is nothing to draw, and the shape is returned at once (torch
+    draws and factorises meta tensors in Python: a third of the plan's model builds went there)."""
+    if torch.empty(0, device=device).is_meta:
+        return torch.empty(rows, cols, device=device)
     blocks = []
     for start in range(0, rows, cols):
         q, _ = torch.linalg.qr(torch.randn(cols, cols, generator=generator, device=device))

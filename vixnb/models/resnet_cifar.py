@@ -18,7 +18,6 @@ Counts on CIFAR-10 (paper convention = true count; BatchNorm statistics are buff
 block per stage), a list gives the four stages' counts.
 """
 from torch import nn
-from torchvision.models.resnet import BasicBlock, ResNet
 
 from ..layers.stems import GRID_SIDE
 from .registry import register_model
@@ -26,6 +25,9 @@ from .registry import register_model
 
 def resnet_cifar(layers, *, image_size, num_classes, channels=3, depth=None, dropout=0.5):
     """A torchvision ``ResNet`` of ``BasicBlock`` stages ``layers`` with the CIFAR stem."""
+    # imported here: torchvision loads torch._dynamo (about 2 s), which every process that imports the registry
+    # (every model family registers at import) would pay to build no ResNet
+    from torchvision.models.resnet import BasicBlock, ResNet
     if depth is not None:
         layers = [depth] * 4 if isinstance(depth, int) else list(depth)
     model = ResNet(BasicBlock, layers, num_classes=num_classes)
