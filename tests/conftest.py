@@ -13,6 +13,15 @@ def isolated_results(tmp_path, monkeypatch):
 SMOKE_BOOK_TESTS = "test_book.py"  # the tests that build the smoke book (every chapter run on the CPU)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def session_cache(tmp_path_factory):
+    """The cache folder (``$VIXNB_CACHE``: the models' kept facts) of this session, shared by its tests and the
+    processes they start, never the user's own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VIXNB_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def smoke_book(tmp_path_factory):
     """The smoke book built once per session (every chapter run on the CPU, papermill through ``vixnb book``), in a

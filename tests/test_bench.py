@@ -53,6 +53,24 @@ def test_bench_mixers_json_holds_rows_and_provenance(tmp_path, capsys):
     assert saved["provenance"]["device_type"] == "cpu" and saved["provenance"]["dtype"] == "fp32"
 
 
+def test_bench_mixers_in_process_starts_no_process_and_measures_no_cpu_memory(tmp_path, monkeypatch):
+    """``--in-process`` (what a dress rehearsal runs: the GPU's path) measures every mechanism in the benchmark's own
+    process; a CPU's memory, measured only in a fresh process per mechanism, is then not measured."""
+    real = bench.mixers.subprocess.run
+
+    def run(argv, *args, **kwargs):  # git (the provenance's commit) may run; no mechanism's process
+        assert not any("_worker" in str(a) for a in argv), "started a process for a mechanism"
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(bench.mixers.subprocess, "run", run)
+    out = tmp_path / "m.json"
+    assert main(["bench", "mixers", "--device", "cpu", "--tokens", "17", "--batch", "2", "--steps", "1",
+                 "--warmup", "0", "--mixers", "fnet", "--in-process", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "fnet"]
+    assert all(r["ms"] > 0 and r["peak_mb"] is None for r in rows)
+
+
 def test_variants_table_pivots_dtypes_in_run_order(isolated_results):
     rows = [{"mechanism": m, "dtype": dt, "ms": ms, "x_fused_softmax": x}
             for dt, k in (("bf16", 1.0), ("fp32", 2.0))

@@ -403,26 +403,79 @@ def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():
     assert batch.least_seconds(job, pack_limit_mb=15) == 600
 
 
-def test_training_gflop_is_counted_once_and_kept_by_architecture(tmp_path, monkeypatch):
+def test_training_gflop_is_counted_once_and_kept_for_todays_code(tmp_path, monkeypatch):
+    """A model's facts (here its FLOPs) are kept between processes for one version of the code: read back, not
+    counted, in the next process; counted again for other settings or other code; a file that cannot be read or
+    written is a cache miss, never an error."""
     import json
     import sys
 
-    monkeypatch.setenv("VIXNB_RESULTS", str(tmp_path))
-    estimates.training_gflop.cache_clear()
-    first = estimates.training_gflop("vit", "cifar10")
-    kept = json.loads((tmp_path / estimates.GFLOP_CACHE).read_text())
-    assert list(kept.values()) == [first] and first > 0
-    estimates.training_gflop.cache_clear()  # a new process: the count comes from the file, nothing is counted
+    from vixnb.models import facts
+
+    monkeypatch.setenv("VIXNB_CACHE", str(tmp_path))
+
+    def new_process():
+        estimates.training_gflop.cache_clear()
+        facts.kept_facts.cache_clear()
 
     def counted(*args, **kwargs):
         raise AssertionError("counted again")
 
-    monkeypatch.setattr(sys.modules["vixnb.measure.flops"], "count_ops", counted)  # the module, not the function
+    new_process()
+    first = estimates.training_gflop("vit", "cifar10")
+    kept = json.loads((tmp_path / facts.FACTS_FILE).read_text())
+    assert kept["code"] == facts.code_version() and first in kept["facts"].values() and first > 0
+    new_process()
+    with monkeypatch.context() as m:
+        m.setattr(sys.modules["vixnb.measure.flops"], "count_ops", counted)  # the module, not the function
+        assert estimates.training_gflop("vit", "cifar10") == first  # from the file: nothing counted
+        new_process()
+        with pytest.raises(AssertionError, match="counted again"):  # other settings: another fact
+            estimates.training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
+        new_process()
+        m.setattr(facts, "code_version", lambda: "other code")
+        with pytest.raises(AssertionError, match="counted again"):  # other code: the file is started over
+            estimates.training_gflop("vit", "cifar10")
+    new_process()
+    (tmp_path / facts.FACTS_FILE).write_text("{not json")
+    assert estimates.training_gflop("vit", "cifar10") == first  # unreadable: counted again, and the file rewritten
+    assert json.loads((tmp_path / facts.FACTS_FILE).read_text())["code"] == facts.code_version()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("VIXNB_CACHE", str(tmp_path / "a-file" / "cache"))  # cannot be written
+    new_process()
     assert estimates.training_gflop("vit", "cifar10") == first
-    estimates.training_gflop.cache_clear()
-    with pytest.raises(AssertionError, match="counted again"):  # another architecture: another key
-        estimates.training_gflop("vit", "cifar10", json.dumps({"depth": 2}))
-    estimates.training_gflop.cache_clear()
+    new_process()
+
+
+def parameter_count(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_a_fact_is_kept_only_for_a_named_function_and_a_packaged_model(tmp_path, monkeypatch):
+    import json
+
+    from torch import nn
+
+    from vixnb.models import facts, model_fact, register_model
+    from vixnb.models.registry import MODELS
+
+    monkeypatch.setenv("VIXNB_CACHE", str(tmp_path))
+    facts.kept_facts.cache_clear()
+    with pytest.raises(ValueError, match="give a module-level function"):
+        model_fact(lambda model: 1, "vit")
+
+    @register_model(paper="vix", label="a notebook's model")
+    def notebooks_model(*, image_size, num_classes, channels):
+        return nn.Linear(channels, num_classes)
+
+    try:
+        assert model_fact(parameter_count, "notebooks_model") == 3 * 10 + 10
+        assert not (tmp_path / facts.FACTS_FILE).exists()  # it may change with no change to the package: not kept
+        assert model_fact(parameter_count, "fnet") > 0
+        assert len(json.loads((tmp_path / facts.FACTS_FILE).read_text())["facts"]) >= 1
+    finally:
+        MODELS.pop("notebooks_model")
+        facts.kept_facts.cache_clear()
 
 
 def test_a_chapter_asking_for_an_unknown_measurement_is_refused_naming_the_file():

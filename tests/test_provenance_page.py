@@ -10,6 +10,7 @@ from vixnb import plan, report, runs
 from vixnb.cli import parser
 from vixnb.results import ResultsStore
 from vixnb.results import policy
+from vixnb.models import facts
 
 prov = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
@@ -25,12 +26,15 @@ def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
         return original(name) + ("\n# edited" if name == "vixnb.layers.performer" else "")
 
     monkeypatch.setattr(prov, "module_source", edited)
+    monkeypatch.setattr(facts, "code_version", lambda: "edited")  # an edit is another version of the code
+    facts.kept_facts.cache_clear()
     policy.source_today.cache_clear()
     try:
         assert policy.source_today("vit", "cifar10", "{}") == vit
         assert policy.source_today("cpv_5_4", "cifar10", "{}")["model"] != cpv["model"]
     finally:
         policy.source_today.cache_clear()
+        facts.kept_facts.cache_clear()
 
 
 def test_a_run_records_its_source_hash_and_code_changed_names_the_part():

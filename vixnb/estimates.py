@@ -19,23 +19,17 @@ that ratio says: an upper bound on a slower GPU.
 """
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
 import math
 import statistics
-import sys
 from functools import cache
-from pathlib import Path
 
 
 from .data import dataset_spec
-from .files import atomic_write
 from .measure.flops import flops
-from .models import architecture_signature, meta_model, model_cfg
+from .models import model_cfg, model_fact
 from .profiles import gpu_profile, run_model_settings
 from .results.provenance import made_alone
-from .results.store import default_root
 
 STARTUP_SECONDS = 25  # measured on an H100: a batch job's process, CUDA context and data (2026-11-25, vit_small)
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
@@ -71,34 +65,18 @@ def bench_rates(store):
     return rates, record.get("provenance", {}).get("device")
 
 
-#: where counted training GFLOP are kept between processes, under the results store (git-ignored)
-GFLOP_CACHE = Path(".cache") / "training-gflop.json"
-
-
 @cache
 def training_gflop(model, dataset, overrides_json="{}"):
     """Training GFLOP per image (3x the forward, ``measure.flops``) of a model in its paper configuration, with
     the run's model settings (``overrides_json``: JSON of ``model_overrides``). Counting takes about 0.1 s a
     model and a plan counts over a hundred, in every process that builds one (the book's intro, the plan and
-    provenance pages), so counts are kept in ``<results store>/.cache/training-gflop.json``, keyed by the
-    model's architecture signature and the counting code's hash: another architecture or counting rule is
-    another key, never a stale count."""
-    built = meta_model(model, dataset, overrides_json)  # shapes only: no weights drawn or copied
-    signature = architecture_signature(built)
-    rule = hashlib.sha256(inspect.getsource(sys.modules[flops.__module__]).encode()).hexdigest()[:12]
-    key = f"{model}|{dataset}|{overrides_json}|{signature}|{rule}"
-    path = default_root() / GFLOP_CACHE
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        kept = {}
-    if key not in kept:
-        kept[key] = 3 * flops(built)["gflops"]
-        try:
-            atomic_write(path, lambda f: json.dump(kept, f, indent=0, sort_keys=True))
-        except OSError:  # a read-only store: count again next time
-            pass
-    return kept[key]
+    provenance pages), so counts are kept between processes (``models.model_fact``: for today's code only)."""
+    return model_fact(forward_gflop_x3, model, dataset, overrides_json)
+
+
+def forward_gflop_x3(model):
+    """Three times the GFLOP of one forward of a built model (``measure.flops``), per image: the training count."""
+    return 3 * flops(model)["gflops"]
 
 
 def _overrides(config):

@@ -19,6 +19,27 @@ def checkout_root() -> Path | None:
     return None
 
 
+def repo_root() -> Path:
+    """The checkout holding ``_toc.yml`` (``checkout_root``), or a ``RuntimeError`` saying how to get one: a regular
+    (non-editable) install has no notebooks or book next to it."""
+    root = checkout_root()
+    if root is None:
+        raise RuntimeError(
+            "vixnb is not running from a checkout of its repository (no _toc.yml found "
+            f"above {Path(__file__).resolve().parent}). Notebooks and the book live in the "
+            "repository: clone it and install it editable (pip install -e '.[book]'), "
+            "or pass notebook paths explicitly."
+        )
+    return root
+
+
+def cache_root() -> Path:
+    """Where vixnb keeps what it can compute again (``models.facts``): ``$VIXNB_CACHE`` if set, else
+    ``~/.cache/vixnb``."""
+    root = env_text("VIXNB_CACHE")
+    return Path(root).expanduser() if root is not None else Path.home() / ".cache" / "vixnb"
+
+
 def results_root() -> Path:
     """The results store's folder: ``$VIXNB_RESULTS`` if set, else ``results/`` of the checkout, else of the cwd."""
     if (root := env_text("VIXNB_RESULTS")) is not None:  # empty is unset

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from . import papers
-from .models import meta_model, model_cfg
+from .models import model_cfg, model_fact
 from .profiles import run_model_settings
 from .results import ResultsStore, config_key, remove_checkpoints
 from .results.policy import decide, source_config, stale_reason
@@ -29,7 +29,12 @@ WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) ma
 def weights_bytes(config):
     """The bytes of ``config``'s model state in float16 (floating tensors 2 bytes an element, integer buffers as
     they are), from a build on the meta device (no memory, no random numbers)."""
-    model = meta_model(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
+    return model_fact(float16_bytes, config["model"], config["dataset"],
+                      json.dumps(run_model_settings(config), sort_keys=True))
+
+
+def float16_bytes(model):
+    """The bytes of ``model``'s state in float16 (floating tensors 2 bytes an element, integer buffers as they are)."""
     return sum(v.numel() * (2 if v.is_floating_point() else v.element_size()) for v in model.state_dict().values())
 
 

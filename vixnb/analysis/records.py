@@ -28,7 +28,7 @@ import yaml
 
 from .. import layers, papers
 from ..data import DatasetNotFoundError, load_split, normalize
-from ..models import meta_model
+from ..models import meta_model, model_fact
 from ..profiles import get_profile, small_sizes, table_runs
 from ..results import provenance
 from ..results.policy import training_policy, weights_changed
@@ -225,7 +225,7 @@ def study_kept_rows(key, table, profile):
         if (spec["paper"], spec["table"]) != (key, table):
             continue
         model, settings, seed, dataset = study_run(label, profile)
-        mapped = has_attention(meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True)))
+        mapped = model_fact(has_attention, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
         if (mapped or label in s["attribution"]) and not _weights_over_cap(model, settings, seed, dataset, profile):
             rows.add(spec["row"])
     return rows
@@ -237,7 +237,7 @@ def study_map_kinds(profile):
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
-        kind = map_kind(meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True)))
+        kind = model_fact(map_kind, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
         out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
                       "map": kind.removeprefix(f"{model}: ")}
     return out

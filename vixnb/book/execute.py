@@ -33,7 +33,7 @@ from papermill.translators import PythonTranslator
 from .. import RELEASE_TAG, REPOSITORY_URL
 from ..models import list_models
 from ..parameters import as_list, check_parameter
-from ..paths import checkout_root
+from ..paths import checkout_root, repo_root
 from ..profiles import get_profile, gpu_profile
 
 __all__ = [
@@ -82,20 +82,6 @@ def relative_path(path: Path) -> str:
 # --------------------------------------------------------------------------
 # Repository layout
 # --------------------------------------------------------------------------
-def repo_root() -> Path:
-    """The checkout holding ``_toc.yml`` (found from this package's location): an editable install or the
-    checkout itself; a regular (non-editable) install has no notebooks or book next to it."""
-    root = checkout_root()
-    if root is None:
-        raise RuntimeError(
-            "vixnb is not running from a checkout of its repository (no _toc.yml found "
-            f"above {Path(__file__).resolve().parent}). Notebooks and the book live in the "
-            "repository: clone it and install it editable (pip install -e '.[book]'), "
-            "or pass notebook paths explicitly."
-        )
-    return root
-
-
 class NotebookNotFound(FileNotFoundError, ValueError):
     """A notebook named on the command line or in the API that is not there: a usage error (exit 2)."""
 

@@ -130,6 +130,9 @@ def _bench_arguments(sub):
                         "(reduce-overhead: CUDA graphs)")
     s.add_argument("--mixers", nargs="*", default=None,
                    help="labels of the mechanisms to run (default: all; an unknown label lists the valid ones)")
+    s.add_argument("--in-process", action="store_true",
+                   help="measure every mechanism in this process, as on a GPU (on a CPU, whose memory is measured in a "
+                        "fresh process per mechanism, memory is then not measured)")
     s.add_argument("--json", default=None,
                    help="also write the rows with their provenance to this JSON file (e.g. results/bench/mixers-bf16.json)")
     s.set_defaults(fn=commands.bench_mixers)

@@ -146,7 +146,8 @@ def bench_mixers(args):
     if args.json:  # an impossible path fails now, not after the benchmark
         check_writable_file(args.json, "--json")
     rows = run(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps,
-               warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile)
+               warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile,
+               isolate=False if args.in_process else None)
     print(mixers_table(rows))
     if args.json:
         write(args.json, benchmark_record("mixers", rows, device=rows[0]["device"], dtype=args.dtype))

@@ -10,15 +10,17 @@ registry through ``vixnb.models`` (or ``vixnb.create_model``). This module impor
 """
 import fnmatch
 import hashlib
+import importlib
 import inspect
 import json
 import numbers
-from functools import cache, lru_cache
+from functools import cache, lru_cache, reduce
 
 import torch
 
 from .. import papers
 from ..data import dataset_spec
+from .facts import kept_fact
 
 MODELS = {}  # every registered model: {name: its builder function}
 CFGS = {}  # every registered model's {"paper", "label"}
@@ -162,6 +164,25 @@ def meta_model(name, dataset="cifar10", settings_json="{}"):
         return create_model(name, dataset=dataset, **json.loads(settings_json))
 
 
+def model_fact(compute, name, dataset="cifar10", settings_json="{}"):
+    """``compute(meta_model(name, dataset, settings_json))``, a JSON value (a tuple comes back as a list), kept
+    between processes (``facts.kept_fact``: for today's code only) under the name of ``compute``, a module-level
+    function of the model alone: the plan reads its counts, signatures and FLOPs this way without building the
+    model in every process."""
+    if "<" in compute.__qualname__:
+        raise ValueError(f"model_fact: {compute.__qualname__} has no name that stays the same between processes; "
+                         "give a module-level function")
+    made = lambda: compute(meta_model(name, dataset, settings_json))  # noqa: E731
+    if not _packaged(name):  # a model registered elsewhere (a notebook's) may change with no change to the package
+        return json.loads(json.dumps(made()))
+    return kept_fact([f"{compute.__module__}.{compute.__qualname__}", name, dataset, settings_json], made)
+
+
+def _packaged(name):
+    """Whether model ``name`` is registered by a file of this package (whose code ``facts.code_version`` covers)."""
+    return name in MODELS and MODELS[name].__module__.startswith(f"{__package__.split('.')[0]}.")
+
+
 def create_model(name, *, dataset="cifar10", **overrides):
     """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides. The model
     refuses images of another size than the data set's (``InputSize``), unless it resizes them itself (a model
@@ -191,17 +212,42 @@ class SettingError(ValueError, TypeError):
     """A model setting that the model does not take, or of the wrong type or range (a usage error)."""
 
 
+def built_type(name):
+    """The module class model ``name``'s function builds (one build on the meta device: no memory, the caller's RNG
+    untouched), or None where that build fails."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            return type(MODELS[name](image_size=32, num_classes=10, channels=3))
+    except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device is checked when built)
+        return None
+
+
+def _class_path(name):
+    cls = built_type(name)
+    return None if cls is None else f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _built_class(name):
+    """``built_type``, its name kept between processes (``facts.kept_fact``): imported by that name, not built."""
+    path = kept_fact(["built_type", name], lambda: _class_path(name)) if _packaged(name) else _class_path(name)
+    if path is None:
+        return None
+    module, _, qualified = path.partition(":")
+    try:
+        return reduce(getattr, qualified.split("."), importlib.import_module(module))
+    except (ImportError, AttributeError):  # a class that cannot be imported by its name (made inside a function)
+        return built_type(name)
+
+
 @lru_cache(maxsize=None)
 def settings_of(name):
     """``{setting: default}`` of model ``name``: the keyword arguments of the module class its function builds
-    (found by one build on the meta device: no memory, the caller's RNG untouched) and of the function itself, or
-    None where that build fails or the class takes any keyword (then nothing is checked before the real build)."""
-    try:
-        with torch.random.fork_rng(devices=[]), torch.device("meta"):
-            model = MODELS[name](image_size=32, num_classes=10, channels=3)
-    except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device is checked when built)
+    (``built_type``, its name kept between processes) and of the function itself, or None where that build fails or
+    the class takes any keyword (then nothing is checked before the real build)."""
+    cls = _built_class(name)
+    if cls is None:
         return None
-    parameters = inspect.signature(type(model).__init__).parameters.values()
+    parameters = inspect.signature(cls.__init__).parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
         return None
     own = [p for p in inspect.signature(MODELS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]

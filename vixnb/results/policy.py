@@ -24,7 +24,7 @@ import torch
 
 from ..data import source_fingerprint
 from ..errors import StoreError
-from ..models import architecture_signature, meta_model
+from ..models import architecture_signature, model_fact
 from ..models.counting import count_params
 from ..paths import results_root
 from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_model_settings
@@ -97,8 +97,18 @@ def architecture_today(model, dataset, overrides_json="{}"):
     """``(architecture signature, true parameter count)`` of a configured model as today's code builds it
     (``overrides_json``: JSON of its ``model_overrides``), on the meta device: no memory, no random numbers, and no
     forward pass (the paper's count, ``built_today``, traces one)."""
-    built = meta_model(model, dataset, overrides_json)
-    return architecture_signature(built), count_params(built, "true")
+    signature, true = model_fact(signature_and_count, model, dataset, overrides_json)
+    return signature, true
+
+
+def signature_and_count(model):
+    """``[architecture signature, true parameter count]`` of a built model."""
+    return [architecture_signature(model), count_params(model, "true")]
+
+
+def paper_count(model):
+    """The paper's parameter count of a built model (torchsummary's convention: one traced forward)."""
+    return count_params(model, "paper")
 
 
 @cache
@@ -107,7 +117,7 @@ def built_today(model, dataset, overrides_json="{}"):
     it: ``architecture_today`` and the paper's count (torchsummary's convention: one traced forward on the meta
     device)."""
     signature, true = architecture_today(model, dataset, overrides_json)
-    paper = count_params(meta_model(model, dataset, overrides_json), "paper")
+    paper = model_fact(paper_count, model, dataset, overrides_json)
     return signature, {"params_paper": paper, "params_true": true}
 
 
@@ -179,7 +189,12 @@ def stale_reason(stored, store=None):
 @cache
 def source_today(model, dataset, overrides_json="{}"):
     """``results.provenance.source_hashes`` of today's model in that configuration (built on the meta device)."""
-    return source_hashes(model, meta_model(model, dataset, overrides_json))
+    return model_fact(model_source_hashes, model, dataset, overrides_json)
+
+
+def model_source_hashes(model):
+    """``results.provenance.source_hashes`` of a model built by ``create_model`` (its ``default_cfg`` names it)."""
+    return source_hashes(model.default_cfg["name"], model)
 
 
 #: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)

@@ -2,8 +2,8 @@
 
 A stored run's source hashes (``provenance.source_hashes``: every vixnb module its model and the engine import)
 are only a cache key. Where they differ from today's, the probe runs the engine on the result's stored config, on
-the CPU in fp32, for ``STEPS`` optimizer steps on fixed synthetic input (the CPU generator seeded at the start, as
-training seeds it), once with the code of the result's commit (``git archive`` of ``provenance.commit`` into a
+the CPU in fp32, for ``STEPS`` optimizer steps on ``IMAGES`` fixed synthetic images (the CPU generator seeded at the
+start, as training seeds it), once with the code of the result's commit (``git archive`` of ``provenance.commit`` into a
 temporary folder) and once with today's, on the same machine and torch, and compares the two bitwise (a SHA-256
 of the weights after the steps, and of the loss). The outcome goes in the committed ledger
 (``results/probe-ledger.json``, ``policy.read_ledger``), keyed by ``<profile>/<config key>``, with the result's file
@@ -35,6 +35,9 @@ from .provenance import now
 from .store import read_json
 
 STEPS = 3
+#: the probe's batch: two fixed images (four took twice the time and found nothing more: a numeric change shows in
+#: the first step's loss, an optimizer's in the second step's weights)
+IMAGES = 2
 
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
@@ -69,8 +72,8 @@ for config in json.load(sys.stdin):
             optimizer = make_optimizer(model, config, "sgd" if config["optimizer"] == "sgd" else "adamw")
             spec = dataset_spec(config["dataset"])
             fixed = torch.Generator().manual_seed(0)
-            images = torch.randint(0, 256, (4, 3, spec.image_size, spec.image_size), generator=fixed, dtype=torch.uint8)
-            labels = torch.randint(0, spec.num_classes, (4,), generator=fixed)
+            images = torch.randint(0, 256, (IMAGES, 3, spec.image_size, spec.image_size), generator=fixed, dtype=torch.uint8)
+            labels = torch.randint(0, spec.num_classes, (IMAGES,), generator=fixed)
             torch.manual_seed(config["seed"])
             digest = hashlib.sha256()
             for _ in range(STEPS):
@@ -85,7 +88,7 @@ for config in json.load(sys.stdin):
     except Exception as e:
         out.append({"error": f"{type(e).__name__}: {e}"[:300]})
 print(json.dumps(out))
-""".replace("STEPS", str(STEPS))
+""".replace("STEPS", str(STEPS)).replace("IMAGES", str(IMAGES))
 
 
 def digests(configs, code_root, *, processes=None):

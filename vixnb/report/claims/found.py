@@ -10,7 +10,7 @@ import pandas as pd
 
 from ... import papers
 from ...escape import html_text
-from ...book.execute import repo_root
+from ...paths import repo_root
 from ...profiles import table_runs
 from ...results import ResultsStore, made_on, read_json
 from ...runspec import RunSpec
