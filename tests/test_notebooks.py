@@ -247,23 +247,23 @@ def test_build_book_runs_fixed_profile_chapters_from_stored_results(fake_book):
     html = bookmod.build_book("smoke", book_root=root, parameters={"dataset": "cifar10"})
     assert html == root / "_build" / "html"
     # the pipeline check's book runs its own part only: the published part is the published book's
-    assert calls == [
+    assert calls == [  # the intro's contents first: its plans keep the models' facts the chapters then read
+        {"contents": "_toc.smoke.yml"},
         {"notebook": "vix_table1.ipynb", "profile": "smoke", "output": "book/executed/vix_table1.ipynb",
          "parameters": {"dataset": "cifar10"}},
         {"notebook": "efficiency.ipynb", "profile": "smoke", "output": "book/executed/efficiency.ipynb",
          "parameters": {"dataset": "cifar10"}},
-        {"contents": "_toc.smoke.yml"},
     ]
     # a GPU profile's book is the published one: every chapter once, in that profile, from the store only,
     # whatever the caller passes, under its own table of contents
     calls.clear()
     bookmod.build_book("paper", book_root=root, parameters={"compute": "missing"})
     assert [(c.get("output"), c.get("profile"), c.get("parameters")) for c in calls] == [
+        (None, None, None),
         ("book/executed/paper/vix_table1.ipynb", "paper", {"compute": "never"}),
         ("book/executed/paper/efficiency.ipynb", "paper", {"compute": "never"}),
-        (None, None, None),
     ]
-    assert calls[-1] == {"contents": "_toc.paper.yml"} and (root / "book/executed/_toc.paper.yml").is_file()
+    assert calls[0] == {"contents": "_toc.paper.yml"} and (root / "book/executed/_toc.paper.yml").is_file()
 
 
 def test_build_book_selection_and_checks_cover_fixed_profile_chapters(fake_book):

@@ -2,32 +2,30 @@
 checkpointed after each (``train``). Whether a run is read from the store or trained, and what is kept of it, is
 ``vixnb.runs``.
 
-Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no DataLoader workers on
-the hot path). The authors' protocol (notes section 3): AdamW, no schedule, no augmentation, the test set evaluated
-every epoch, the reported number is the best test epoch, and top-1 / top-5 are means of per-batch accuracies. Their
-two quirks are flags in the profile: ``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the
-forward stays fp32) and ``eval_mode=False`` (never switching to eval mode for evaluation).
+Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no DataLoader workers on the
+hot path). The authors' protocol (notes section 3): AdamW, no schedule, no augmentation, the test set evaluated every
+epoch, the reported number is the best test epoch, and top-1 / top-5 are means of per-batch accuracies. Their two quirks
+are flags in the profile: ``amp_loss_only`` (autocast around the loss alone, with a GradScaler; the forward stays fp32)
+and ``eval_mode=False`` (never switching to eval mode for evaluation).
 
-Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once;
-optimizer ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings
-for the whole run (section 5.1.1's "only SGD"; with ``stop: patience`` it ends as DualOpT's SGD phase does);
-``randaugment`` augments training batches only, and ``post_train_epochs`` continues from the best weights on
-un-augmented data (paper `cxv`, Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``:
-no host read inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
+Protocol ``fixed`` selects the epoch on a held-out validation split and evaluates the test set once; optimizer
+``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings for the whole run
+(section 5.1.1's "only SGD"; with ``stop: patience`` it ends as DualOpT's SGD phase does); ``randaugment`` augments
+training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data (paper `cxv`,
+Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``: no host read
+inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
 
-The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``):
-``schedule: cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so
-a resumed run is exact; each history entry records its ``lr``), ``augment`` (random horizontal and vertical
-flips and rotations of the main stage's training batches on the device, ``augment.flip_rotate``, drawn from the
-run's own generator, saved in the checkpoint) and ``grad_norm_every`` (the mean per-layer gradient norm over every
-N-th step, ``grad_norms`` in each history entry). A model with shaped attention records each layer's
-``alpha_beta`` after every epoch.
+The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``): ``schedule:
+cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so a resumed run is exact;
+each history entry records its ``lr``), ``augment`` (random horizontal and vertical flips and rotations of the main
+stage's training batches on the device, ``augment.flip_rotate``, drawn from the run's own generator, saved in the
+checkpoint) and ``grad_norm_every`` (the mean per-layer gradient norm over every N-th step, ``grad_norms`` in each
+history entry). A model with shaped attention records each layer's ``alpha_beta`` after every epoch.
 
-Warm starts (paper `linattn`): a config with ``init_from`` starts from another run's selected weights
-(``init_state``, ``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy
-right after it. Every epoch records the selection set's loss (``select_loss``) and the seconds of that evaluation
-(``eval_seconds``).
-"""
+Warm starts (paper `linattn`): a config with ``init_from`` starts from another run's selected weights (``init_state``,
+``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy right after it. Every
+epoch records the selection set's loss (``select_loss``) and the seconds of that evaluation (``eval_seconds``)."""
+import json
 import math
 import time
 from contextlib import nullcontext
@@ -40,8 +38,8 @@ from tqdm.auto import tqdm
 from .augment import augment_batch, augment_generator, flip_rotate
 from .data import describe_source, load_split, normalize, source_fingerprint
 from .layers import alpha_beta
-from .models import architecture_signature, create_model, settings_from_key
-from .models.counting import count_params, summary_size_mb
+from .models import create_model, model_fact, settings_from_key
+from .models.counting import recorded_counts
 from .models.warm_start import transfer
 from .results import load_checkpoint, provenance, save_checkpoint
 from .results.checkpoints import other_architecture
@@ -237,13 +235,15 @@ def training_device(config, device):
 
 
 def build_model(config):
-    """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records
-    of it: both parameter counts, the papers' size and the architecture signature."""
-    model = create_model(config["model"], dataset=config["dataset"], **settings_from_key(config["model"], config["model_overrides"]))
-    facts = {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
-             "size_mb": summary_size_mb(model), "architecture": architecture_signature(model),
-             "source_hash": source_hashes(config["model"], model)}
-    return model, facts
+    """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records of it:
+    ``models.counting.recorded_counts`` (kept between processes: ``models.model_fact``) and its source hashes."""
+    settings = settings_from_key(config["model"], config["model_overrides"])
+    model = create_model(config["model"], dataset=config["dataset"], **settings)
+    try:
+        counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True))
+    except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device: counted on itself)
+        counts = recorded_counts(model)
+    return model, {**counts, "source_hash": source_hashes(config["model"], model)}
 
 
 #: a config's precision -> the autocast dtype of its forward (fp32: none)

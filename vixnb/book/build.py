@@ -218,6 +218,8 @@ def build_book(
             f"not chapters of the book (_toc.yml): {', '.join(extra)}; chapters: {', '.join(chapters)}"
         )
     t0 = time.monotonic()
+    # first: it builds the GPU profiles' plans, whose models' facts (``models.facts``) the chapters then read kept
+    write_contents(root, toc_path, profile)
     say(f"book: {len(todo)} of {len(chapters)} notebook(s) to run (plain chapters in profile {profile!r})")
     def run(name):
         stem, chapter_profile, chapter_parameters = chapter_run(name, profile)
@@ -245,7 +247,6 @@ def build_book(
         if errors:
             raise RuntimeError(f"executed copy of {name} holds an error (cell {errors[0][0]}: {errors[0][1]})")
 
-    write_contents(root, toc_path, profile)
     build_dir = root / "_build"
     if clean and build_dir.exists():
         shutil.rmtree(build_dir)

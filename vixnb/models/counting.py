@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..layers import fused_attn
+from .registry import architecture_signature
 
 MB = 1024**2
 
@@ -115,3 +116,10 @@ def summary_size_mb(model, input_size=None, *, path="authors"):
     with fused_attn(model, False) if path == "authors" else ExitStack():
         params, outputs = _trace(model, size)
     return _size_mb(size, params, outputs)
+
+
+def recorded_counts(model):
+    """What a training result records of its model's structure: the papers' and the true parameter counts, the
+    papers' size (two traced forwards) and the architecture signature."""
+    return {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
+            "size_mb": summary_size_mb(model), "architecture": architecture_signature(model)}
