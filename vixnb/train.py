@@ -239,10 +239,8 @@ def build_model(config):
     ``models.counting.recorded_counts`` (kept between processes: ``models.model_fact``) and its source hashes."""
     settings = settings_from_key(config["model"], config["model_overrides"])
     model = create_model(config["model"], dataset=config["dataset"], **settings)
-    try:
-        counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True))
-    except Exception:  # noqa: BLE001  (a model that cannot be built on the meta device: counted on itself)
-        counts = recorded_counts(model)
+    counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True),
+                        built=model)  # counted on this model where not kept yet: no meta build
     return model, {**counts, "source_hash": source_hashes(config["model"], model)}
 
 

@@ -164,15 +164,16 @@ def meta_model(name, dataset="cifar10", settings_json="{}"):
         return create_model(name, dataset=dataset, **json.loads(settings_json))
 
 
-def model_fact(compute, name, dataset="cifar10", settings_json="{}"):
+def model_fact(compute, name, dataset="cifar10", settings_json="{}", *, built=None):
     """``compute(meta_model(name, dataset, settings_json))``, a JSON value (a tuple comes back as a list), kept
     between processes (``facts.kept_fact``: for today's code only) under the name of ``compute``, a module-level
     function of the model alone: the plan reads its counts, signatures and FLOPs this way without building the
-    model in every process."""
+    model in every process. ``built``: that model already built (a training run's), computed on instead of a meta
+    build where the fact is not kept yet."""
     if "<" in compute.__qualname__:
         raise ValueError(f"model_fact: {compute.__qualname__} has no name that stays the same between processes; "
                          "give a module-level function")
-    made = lambda: compute(meta_model(name, dataset, settings_json))  # noqa: E731
+    made = lambda: compute(built if built is not None else meta_model(name, dataset, settings_json))  # noqa: E731
     if not _packaged(name):  # a model registered elsewhere (a notebook's) may change with no change to the package
         return json.loads(json.dumps(made()))
     return kept_fact([f"{compute.__module__}.{compute.__qualname__}", name, dataset, settings_json], made)

@@ -8,15 +8,14 @@ ViX sequence length (``fused_costs``, from the stored ``vixnb bench mixers`` rec
 
 A model's mechanism is read from the model itself: the ``mechanism`` its token mixer's class declares beside its
 ``map_kind``, built on the meta device (no memory, no random numbers drawn)."""
+import json
 import math
-from functools import cache
 
 import pandas as pd
-import torch
 
 from ... import papers
 from ...layers import MIXERS, SoftmaxAttention
-from ...models import create_model, list_models, model_family
+from ...models import list_models, model_fact, model_family
 from ...profiles import get_profile, row_runs, settings_of_model
 from ...runs import run
 from ...results import ResultsStore, read_json
@@ -29,11 +28,10 @@ CONV_EMBEDDING = "convolutional embeddings"
 PAPER_SIDE = "paper's tables"
 
 
-@cache
-def _mechanism(model, settings):
-    with torch.device("meta"):
-        net = create_model(model, **dict(settings))
-    for module in net.modules():
+def first_mechanism(model):
+    """The ``mechanism`` declared by the first module class of a built ``model`` that declares a ``map_kind``, or
+    None."""
+    for module in model.modules():
         if hasattr(type(module), "map_kind"):
             return declared_mechanism(type(module))
     return None
@@ -53,7 +51,8 @@ def mechanism(model, settings=None):
     """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_kind``), or None
     for a model without one (a ResNet)."""
     settings = settings_of_model(settings)  # a paper row's create_model settings, without its run options
-    return _mechanism(model, tuple(sorted(settings.items()))) if model in list_models() else None
+    return model_fact(first_mechanism, model, "cifar10", json.dumps(settings, sort_keys=True)) \
+        if model in list_models() else None
 
 
 def _rows(key, table):

@@ -1,18 +1,18 @@
 """Training runs for a page: collect them under the compute policy and summarise them per model."""
 from __future__ import annotations
 
+import json
 import os
 import statistics
 
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from ... import papers
 from ...analysis.records import STUDY_RECORDS, table_specs
 from ...data import DatasetNotFoundError
-from ...models import create_model
-from ...models.counting import count_params, paper_summary
+from ...models import model_fact
+from ...models.counting import recorded_counts
 from ...record_kinds import Request, kind_of, obtain, record_name, study_requests
 from ...results import ResultsStore, StoreError, made_on
 from ...results.policy import other_code
@@ -57,20 +57,12 @@ def mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-_COUNTED = {}  # (model, dataset, settings) -> current_counts: the code does not change within one process
-
-
 def current_counts(model, dataset, **settings):
     """What the current code builds for ``model`` on ``dataset`` (with ``create_model`` ``settings``): its paper
-    and true parameter counts and Size (MB), as stored with every training run. Each configuration is built and
-    traced once per process (a page asks for the same counts in several tables, the book's intro for all)."""
-    key = (model, dataset, repr(sorted(settings.items())))
-    if key not in _COUNTED:
-        with torch.random.fork_rng():
-            built = create_model(model, dataset=dataset, **settings)
-        params, size = paper_summary(built)
-        _COUNTED[key] = {"params_paper": params, "params_true": count_params(built, "true"), "size_mb": size}
-    return dict(_COUNTED[key])
+    and true parameter counts and Size (MB), as stored with every training run (``models.counting.recorded_counts``,
+    kept between processes: ``models.model_fact``)."""
+    counts = model_fact(recorded_counts, model, dataset, json.dumps(settings, sort_keys=True))
+    return {k: counts[k] for k in ("params_paper", "params_true", "size_mb")}
 
 
 def summarize_runs(results):
