@@ -3,6 +3,7 @@
 # 345 s; about 4 minutes of work):
 #   OUT=<folder for what comes back> bash tools/gpu_check.sh
 #   bash tools/gpu_check.sh --dry-run    # every phase on the CPU with a tiny model: the script itself, end to end
+#   PHASES="1 3" OUT=... bash tools/gpu_check.sh   # only these phases (a loan's first call: about 3 minutes)
 # Needs torch (and vixnb's import-time dependencies: torchvision, tqdm, PIL) and this tree; no data (every phase
 # trains on the embedded synthetic set, at CIFAR-10's sizes where it times a budget run). Each phase prints a
 # timestamped line; everything goes to $OUT/gpu_check.log too. Phases:
@@ -25,9 +26,13 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 PY=${PYTHON:-python3}
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+PHASES=" ${PHASES:-1 2 3 4} "
+for p in $PHASES; do [[ $p =~ ^[1-4]$ ]] || { echo "PHASES=\"$PHASES\": name phases 1 to 4, e.g. PHASES=\"1 3\"" >&2; exit 2; }; done
+want() { if [[ $PHASES == *" $1 "* ]]; then return 0; fi; stamp "phase $1 skipped (PHASES=\"${PHASES# }\")"; return 1; }
 limit() { if [[ $DRY == 1 ]]; then echo 900; else echo "$1"; fi; }  # the CPU's dry run is slower, not timed
 stamp "gpu_check$([[ $DRY == 1 ]] && echo ' --dry-run (CPU, tiny models)'): $($PY -c 'import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")')"
 
+if want 1; then
 stamp "phase 1: sync debug mode 'error' over the steps of epochs 2-3"
 timeout "$(limit 45)" $PY - "$DRY" <<'EOF' || stamp "phase 1 FAILED"
 import sys
@@ -52,14 +57,18 @@ for name, settings in (("vit_small_simplified", TINY if dry else {}),) + ((("vit
         print(f"    epoch {g['epoch']}: train loss graphed {g['train_loss']:.6f} eager {e['train_loss']:.6f}, "
               f"top-1 graphed {g['select_top1']:.2f} eager {e['select_top1']:.2f}")
 EOF
+fi
 
+if want 2; then
 stamp "phase 2: vixnb bench train --engine (batch 32)"
 if [[ $DRY == 1 ]]; then
   timeout "$(limit 100)" $PY -m vixnb bench train --engine --smoke || stamp "phase 2 FAILED"
 else
   timeout "$(limit 100)" $PY -m vixnb bench train --engine --batch 32 || stamp "phase 2 FAILED"
 fi
+fi
 
+if want 3; then
 stamp "phase 3: budget runs at CIFAR-10's sizes (synthetic images)"
 timeout "$(limit 110)" $PY - "$DRY" <<'EOF' || stamp "phase 3 FAILED"
 import functools, sys, time
@@ -103,7 +112,9 @@ if not dry:
     print(f"  vit 2 epochs: {time.perf_counter() - t:.1f} s (epochs {seconds[0]:.1f} s, {seconds[1]:.1f} s); "
           f"10 epochs projected {seconds[0] + 9 * seconds[1]:.1f} s (target <= 55 s)")
 EOF
+fi
 
+if want 4; then
 stamp "phase 4: attention kernels and torch.compile against the default execution (3 seeds, 100 steps)"
 timeout "$(limit 90)" $PY - "$DRY" <<'EOF' || stamp "phase 4 FAILED"
 import sys
@@ -126,4 +137,5 @@ if not dry:  # compiling takes minutes on a CPU
 rows = execution_equivalence(configs, choices)
 print("\n".join(equivalence_lines(rows, epochs * steps, tolerance=1e-4 if dry else 5e-2)))
 EOF
+fi
 stamp "gpu_check done"
