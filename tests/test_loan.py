@@ -204,3 +204,21 @@ def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_w
     assert (inside["concurrent_jobs"], inside["executor"]) == (1, "inline")
     assert inside["engine_version"] == profiles.ENGINE_VERSION
     assert "executor" not in provenance("cpu")
+
+
+def test_the_gpu_check_script_runs_phases_1_and_3_on_the_cpu_and_says_pass_or_fail(tmp_path):
+    """``PHASES="1 3" tools/gpu_check.sh --dry-run``: the two phases a loan's first call runs, end to end on the CPU
+    with tiny models, each ending in a PASS or FAIL line (on a CPU every run is reproducible, so both pass); the other
+    phases are named as skipped. A phase outside 1-4 is refused in one line."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OUT=str(tmp_path), PHASES="1 3", PYTHON=sys.executable)
+    done = subprocess.run(["bash", "tools/gpu_check.sh", "--dry-run"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "phase 1: PASS" in log and "phase 3: PASS" in log, log[-3000:]
+    assert 'phase 2 skipped' in log and 'phase 4 skipped' in log
+    assert "graphed equals eager bitwise" in log and "equals its run alone" in log
+    bad = subprocess.run(["bash", "tools/gpu_check.sh", "--dry-run"], cwd=root, env=dict(env, PHASES="1 5"),
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "name phases 1 to 4" in bad.stderr

@@ -12,7 +12,8 @@ libraries' handles are made there), the next is captured (forward, loss, backwar
 ``capturable=True``, the metric records) and replayed from then on; the learning rate lives in a device tensor
 (``set_lr`` fills it), so a schedule needs no new capture. A short final batch runs eagerly. On a CPU the same
 code runs eagerly, which is what the tests compare bitwise with the eager step. ``graph_blocker`` says why a run
-cannot be graphed (a gradient scaler, ``torch.compile``, per-layer gradient norms, SGD).
+cannot be graphed (a gradient scaler, ``torch.compile``, SGD); a step that samples per-layer gradient norms
+(``after_backward``) runs eagerly between the replays, as a short final batch does.
 
 The attention kernel is an execution choice (``ATTENTION``, ``with_attention``): none changes what a run is meant
 to give, so none enters its key; ``execution`` records it with ``torch.compile`` in the result's provenance.
@@ -104,16 +105,15 @@ def with_attention(autocast, attention, model):
     return both
 
 
-def graph_blocker(config, optimizer, scaler, *, grad_norms=False, compiled=False):
+def graph_blocker(config, optimizer, scaler, *, compiled=False):
     """Why a run's step cannot be one CUDA graph, or None: a gradient scaler (fp16, the authors' AMP) reads the
-    host to skip a step, ``torch.compile`` (``compiled``) brings its own graphs, per-layer gradient norms are
-    sampled on some steps only, and SGD (DualOpT's second phase, post-training) is not captured here."""
+    host to skip a step, ``torch.compile`` (``compiled``) brings its own graphs, and SGD (DualOpT's second phase,
+    post-training) is not captured here. Per-layer gradient norms (``grad_norm_every``) block nothing: the steps that
+    sample them run eagerly between the replays, as a short final batch does."""
     if scaler.is_enabled():
         return "a gradient scaler (fp16 or amp_loss_only)"
     if compiled:
         return "torch.compile"
-    if grad_norms:
-        return "grad_norm_every"
     if not isinstance(optimizer, AdamW):
         return f"{type(optimizer).__name__} (only AdamW is captured)"
     return None

@@ -382,8 +382,7 @@ def training_steps(config, *, progress, device, checkpoint, download, deadline, 
     graphed_phases, made = set(), []
 
     def make_step(optimizer):
-        blocker = graph_blocker(config, optimizer, scaler, grad_norms=layers is not None,
-                                compiled=compiled) if want_graphs else None
+        blocker = graph_blocker(config, optimizer, scaler, compiled=compiled) if want_graphs else None
         if want_graphs and blocker is None:
             graphed_phases.add(type(optimizer).__name__)
         made.append(TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
