@@ -133,6 +133,8 @@ def test_every_pages_launch_links_open_a_committed_notebook():
         assert links["Colab"] == f"https://colab.research.google.com/github/vixnb/vixnb/blob/{tag}/{path}"
         assert links["Kaggle"] == f"https://kaggle.com/kernels/welcome?src={vixnb.REPOSITORY_URL}/blob/{tag}/{path}"
     assert launch_links("book/intro") is None
+    # a page of book/executed made from no notebook (the errata page, from book/errata.template.md) has no launch links
+    assert not (ROOT / "notebooks" / "errata.ipynb").exists() and launch_links("book/executed/errata") is None
 
 
 def _pip_reaches_the_registry(python):
@@ -204,3 +206,127 @@ def test_a_page_rendered_from_the_store_names_the_devices_that_made_its_results(
     assert "made on NVIDIA H100 80GB HBM3." in out and "this machine" not in out and out.count("\n") == 1
     runtime.resolve("budget", "missing")
     assert capsys.readouterr().out == ""  # a page that may compute says nothing of the kind
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main",
+                    *args], cwd=cwd, check=True, capture_output=True, text=True)
+
+
+def _tagged_repository(tmp_path, files, tag="v9.9.9", after=None):
+    """A bare repository (``file://`` URL) whose ``tag`` holds ``files`` ({path: text}) and whose branch moved on
+    to ``after`` (other texts of the same paths), as a release's repository does."""
+    work = tmp_path / "work"
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    _git("init", "-q", cwd=work)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-qm", "release", cwd=work)
+    _git("tag", tag, cwd=work)
+    for path, text in (after or {}).items():
+        (work / path).write_text(text)
+        _git("commit", "-qam", "later", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(tmp_path / "bare.git"), cwd=tmp_path)
+    return f"file://{tmp_path / 'bare.git'}"
+
+
+def test_the_release_store_is_the_results_of_the_tag_fetched_once(tmp_path, monkeypatch):
+    url = _tagged_repository(tmp_path, {"results/budget/r.json": '{"at": "tag"}', "vixnb/__init__.py": ""},
+                             after={"results/budget/r.json": '{"at": "later"}'})
+    working = tmp_path / "content"
+    working.mkdir()
+    results, line = runtime.release_store(f"git+{url}@v9.9.9", working)
+    assert results == working / "vixnb-store-v9.9.9" / "results"
+    assert (results / "budget" / "r.json").read_text() == '{"at": "tag"}' and line == f"results store: {url} at v9.9.9"
+    monkeypatch.setattr(runtime.subprocess, "run", lambda *a, **k: pytest.fail("fetched twice"))
+    assert runtime.release_store(f"git+{url}@v9.9.9", working)[0] == results  # a notebook run again: kept
+
+
+@pytest.mark.parametrize("source, why", [
+    ("git+file:///no/such/repository.git@v9.9.9", "could not fetch results/ of file:///no/such/repository.git at "
+                                                  "v9.9.9"),
+    ("vixnb-0.1.0-py3-none-any.whl", "carries no results/"),
+    ("git+https://example.org/vixnb", "carries no results/"),  # no tag: which release's store is unknown
+])
+def test_a_store_that_cannot_be_fetched_is_said_in_one_line_and_nothing_is_set(tmp_path, source, why):
+    results, line = runtime.release_store(source, tmp_path)
+    assert results is None and why in line and "not yet run" in line and "\n" not in line
+
+
+def test_env_on_colab_without_a_checkout_points_vixnb_results_at_the_releases_store(tmp_path, monkeypatch, capsys):
+    url = _tagged_repository(tmp_path, {"results/budget/r.json": "{}"})
+    monkeypatch.setattr(runtime, "checkout_root", lambda: None)  # a regular install, as pip gives Colab
+    working = tmp_path / "content"
+    working.mkdir()
+    environ = {"COLAB_RELEASE_TAG": "x", "VIXNB_INSTALL_SOURCE": f"git+{url}@v9.9.9"}
+    found = vixnb.env(environ=environ, modules={}, input_root=tmp_path / "none", working={"colab": working})
+    assert environ["VIXNB_RESULTS"] == str(working / "vixnb-store-v9.9.9" / "results")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.rstrip().endswith(f"; results store: {url} at v9.9.9") and found.store
+    kept = {"COLAB_RELEASE_TAG": "x", "VIXNB_RESULTS": "mine", "VIXNB_INSTALL_SOURCE": f"git+{url}@v9.9.9"}
+    vixnb.env(environ=kept, modules={}, input_root=tmp_path / "none", working={"colab": working}, verbose=False)
+    assert kept["VIXNB_RESULTS"] == "mine"  # the user's store is kept
+    assert runtime.install_source({}) == f"git+{vixnb.REPOSITORY_URL}@{vixnb.RELEASE_TAG}"
+    assert runtime.install_source({"VIXNB_INSTALL_SOURCE": " "}) == runtime.install_source({})  # blank is unset
+
+
+def _python_without_vixnb(tmp_path):
+    """A venv where vixnb is not installed but this interpreter's other packages are importable (torch, papermill,
+    ipykernel: linked into a folder its ``.pth`` names, without vixnb's own entries), with a kernel of its own."""
+    import sysconfig
+
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    ours = Path(sysconfig.get_paths()["purelib"])
+    shared = tmp_path / "shared-site"
+    shared.mkdir()
+    for entry in ours.iterdir():
+        if not entry.name.lower().startswith(("vixnb", "__editable__", "_virtualenv", "distutils-precedence")) and \
+                entry.suffix != ".pth":
+            (shared / entry.name).symlink_to(entry)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "shared.pth").write_text(f"{shared}\n")
+    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(env), "--name", "colab-like"],
+                   check=True, capture_output=True, text=True)
+    return python
+
+
+def test_a_chapter_opened_as_on_colab_shows_the_stored_results_of_its_release(tmp_path):
+    """Issue 46: a chapter notebook run as Colab runs it (``COLAB_RELEASE_TAG`` set, vixnb not installed, an empty
+    folder) installs vixnb from ``VIXNB_INSTALL_SOURCE`` (``git+URL@TAG`` of a local bare clone of this tree) and
+    shows the committed store of that tag: the devices that made its stored runs, not "no device yet"."""
+    python = _python_without_vixnb(tmp_path)
+    if not _pip_reaches_the_registry(str(python)):
+        pytest.skip("pip cannot reach a package registry here: the install cell cannot be run for real")
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode:
+        pytest.skip("not a git checkout: the tree cannot be tagged")
+    files = {path: (ROOT / path).read_bytes() for path in listed.stdout.splitlines() if (ROOT / path).is_file()}
+    work = tmp_path / "release"
+    for path, data in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_bytes(data)
+    _git("init", "-q", cwd=work)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-qm", "release", cwd=work)
+    _git("tag", "v9.9.9-test", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(tmp_path / "bare.git"), cwd=tmp_path)
+    folder = tmp_path / "colab"
+    folder.mkdir()
+    shutil.copy2(ROOT / "notebooks" / "vix_table1.ipynb", folder / "vix_table1.ipynb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIXNB_RESULTS", "PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(COLAB_RELEASE_TAG="simulated", VIXNB_INSTALL_SOURCE=f"git+file://{tmp_path / 'bare.git'}@v9.9.9-test")
+    done = subprocess.run([str(python), "-m", "papermill", "vix_table1.ipynb", "out.ipynb", "-k", "colab-like",
+                           "-p", "profile", "auto", "-p", "compute", "auto"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = "".join(o.get("text", "") for c in nbformat.read(folder / "out.ipynb", as_version=4).cells
+                    if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "no device yet" not in shown
+    assert "made on NVIDIA H100 80GB HBM3" in shown, shown[:3000]
+    assert f"results store: file://{tmp_path / 'bare.git'} at v9.9.9-test" in shown
+    assert (folder / "vixnb-store-v9.9.9-test" / "results" / "budget").is_dir()  # /content is missing: the cwd

@@ -4,7 +4,10 @@ launch links to Colab and Kaggle that open the committed ``notebooks/<stem>.ipyn
 written into the pages; nothing is fetched."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from .. import RELEASE_TAG, REPOSITORY_URL
+from ..paths import checkout_root
 from .execute import EXECUTED_DIR, NOTEBOOK_DIR
 
 __all__ = ["source_notebook", "launch_links"]
@@ -12,13 +15,16 @@ __all__ = ["source_notebook", "launch_links"]
 KAGGLE_URL = "https://kaggle.com/kernels/welcome?src="
 
 
-def source_notebook(pagename: str) -> str | None:
+def source_notebook(pagename: str, root: Path | None = None) -> str | None:
     """The committed notebook a book page is made from (``book/executed[/<profile>]/<stem>`` ->
-    ``notebooks/<stem>.ipynb``), or None for a page that is not an executed chapter."""
+    ``notebooks/<stem>.ipynb``), or None for a page that is not an executed chapter: outside ``book/executed``, or
+    made there from no notebook (the errata page, written from a Markdown template). ``root``: the checkout
+    (default ``paths.checkout_root``, else the current folder, where Sphinx builds)."""
     prefix = EXECUTED_DIR.as_posix() + "/"
     if not pagename.startswith(prefix):
         return None
-    return (NOTEBOOK_DIR / f"{pagename.rpartition('/')[2]}.ipynb").as_posix()
+    notebook = NOTEBOOK_DIR / f"{pagename.rpartition('/')[2]}.ipynb"
+    return notebook.as_posix() if (Path(root or checkout_root() or Path.cwd()) / notebook).is_file() else None
 
 
 def launch_links(pagename: str, *, repository: str | None = None, tag: str | None = None,
