@@ -164,8 +164,9 @@ SLOW = {
     "test_loan.py": {
         "test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint",  # about 30 s: waits for the timeout
         "test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng",
-        "test_a_run_whose_checkpoint_cannot_travel_needs_one_window",
+        "test_a_run_whose_checkpoint_cannot_travel_needs_its_whole_time_in_one_call",
         "test_the_gpu_check_script_runs_phases_1_and_3_on_the_cpu_and_says_pass_or_fail",  # about 15 s
+        "test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store",  # about 40 s
     },
     "test_probe.py": {
         # ~95 s on one core before the probe shared its configs among the cores (probe.digests): estimated 60 s on two

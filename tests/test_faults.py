@@ -112,7 +112,7 @@ def test_an_unexpected_error_says_how_to_see_the_traceback(capsys, monkeypatch):
 
     monkeypatch.setattr(runs, "run", broken)
     err = cli(capsys, "train", "vit", "--quiet", code=1)
-    assert "error: a bug (an unexpected error: run again with --debug for the traceback)" in err
+    assert "error: a bug (an unexpected error: run again with --verbose for the traceback)" in err
 
 
 def test_lr_from_the_command_line_reaches_the_run(cpu_data, capsys):
@@ -868,3 +868,17 @@ def test_bench_mixers_json_into_an_impossible_path_fails_before_the_benchmark(ca
     err = cli(capsys, "bench", "mixers", "--json", str(path), code=2)
     assert f"--json {path}: cannot write there (" in err and "give a file path in a writable folder" in err
     assert _store_hash() == before
+
+
+def test_vixnb_run_errors_are_one_line_and_verbose_adds_the_traceback(capsys):
+    """Issue 46: a misspelt notebook parameter under `vixnb run` is one line (no traceback); --verbose, as --debug,
+    adds the traceback."""
+    from vixnb.cli import main
+
+    assert main(["run", "vix_rope", "--profile", "smoke", "-p", "modles", "['vit']"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown parameter(s) for notebooks/vix_rope.ipynb: modles" in err
+    assert "Traceback" not in err
+    assert main(["run", "vix_rope", "--profile", "smoke", "-p", "modles", "['vit']", "--verbose"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.rstrip().splitlines()[-1].startswith("vixnb run: error: unknown parameter(s)")

@@ -157,16 +157,16 @@ def test_the_table_ends_with_the_time_spent_training():
     assert batch.trained_line([train_job, other], 512.0) == "trained 0 s of 512 s"
 
 
-def test_a_run_whose_checkpoint_cannot_travel_needs_one_window(monkeypatch):
+def test_a_run_whose_checkpoint_cannot_travel_needs_its_whole_time_in_one_call(monkeypatch):
     monkeypatch.setattr(batch, "cannot_run_here", lambda job, executor: None)  # as on a GPU
     job = _jobs(["mlp_mixer"], profile="budget")[0]
     for e in job.entries:
         e.est_gpu_minutes = 12.5
     assert batch.checkpoint_mb(job) > 100  # 8.5 M parameters: 16 bytes each
     assert batch.least_seconds(job, pack_limit_mb=60) == 750
-    assert batch.window_note(job).startswith("needs one window of 13 minutes")
+    assert batch.whole_run_note(job).startswith("needs 13 minutes in one call")
     batch.run_local([job], budget=600, executor="inline", pack_limit_mb=60)
-    assert job.outcome == "skipped" and "needs one window of 13 minutes" in job.note
+    assert job.outcome == "skipped" and "needs 13 minutes in one call" in job.note
 
 
 def test_the_engine_version_is_compared_not_keyed(monkeypatch):
@@ -222,3 +222,47 @@ def test_the_gpu_check_script_runs_phases_1_and_3_on_the_cpu_and_says_pass_or_fa
     bad = subprocess.run(["bash", "tools/gpu_check.sh", "--dry-run"], cwd=root, env=dict(env, PHASES="1 5"),
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "name phases 1 to 4" in bad.stderr
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
+def test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store(isolated_results):
+    """Issue 46: `timeout` (SIGTERM) on `vixnb batch --rehearse` with the local executor, sent once its job runs:
+    the batch ends its job before it exits (its job kept training for about 55 s, and wrote a new scratch store after
+    the old one was removed), and 10 s after the exit no process names the scratch store and the store is gone."""
+    process = subprocess.Popen([sys.executable, "-m", "vixnb", "batch", "--profile", "budget", "--rehearse",
+                                ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "VIXNB_RESULTS": str(isolated_results)}, cwd=Path(__file__).parents[1])
+    scratch = None
+    try:
+        deadline = time.time() + 180
+        while scratch is None and process.poll() is None and time.time() < deadline:
+            for pid in _processes_naming("vixnb-rehearsal-"):
+                line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+                if "submitit" in line:
+                    scratch = next(w for w in line.split() if "vixnb-rehearsal-" in w).split("/budget-rehearsal")[0]
+            time.sleep(0.2)
+        assert scratch, "the rehearsal started no job in 180 s"
+        time.sleep(2)  # the job is training
+        process.send_signal(signal.SIGTERM)
+        start = time.time()
+        _, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert time.time() - start < 30 and "stopped by signal SIGTERM" in err, err[-2000:]
+    time.sleep(10)
+    assert _processes_naming(scratch) == [] and not Path(scratch).exists()
+
+
+def test_a_second_batch_on_a_store_is_refused_naming_the_first_ones_pid(isolated_results, capsys):
+    from vixnb.cli import main
+
+    with ResultsStore(isolated_results).batch_lock():
+        assert main(["batch", "--profile", "smoke", "--only", "fnet", "--max-jobs", "1"]) == 1
+        err = capsys.readouterr().err
+        assert f"another vixnb batch (PID {os.getpid()}) is running on this store" in err and err.count("\n") == 1
+        assert main(["batch", "--profile", "smoke", "--only", "fnet", "--dry-run"]) == 0  # a dry run writes nothing
+    assert (isolated_results / ".batch.lock").read_text() == ""  # released: the PID is gone with it
+    with ResultsStore(isolated_results).batch_lock():
+        pass

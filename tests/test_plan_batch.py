@@ -173,7 +173,17 @@ def test_plan_json_and_totals(capsys):
                         "priority"} <= set(entries[0])
     assert main(["plan", "--profile", "budget"]) == 0
     out = capsys.readouterr().out
-    assert "GPU-hours (budget)" in out and "\nbook " in out and "vix_table1" in out and "efficiency" in out
+    assert "GPU-hours (budget, H100)" in out and "\nbook " in out and "vix_table1" in out and "efficiency" in out
+    assert "window" not in out.lower()  # a user's units: GPU-hours on a named GPU, hours on N GPUs
+    assert main(["plan", "--profile", "budget", "--gpu", "a100", "--gpus", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-hours (budget, A100)" in out and "on 4 GPUs h" in out and "window" not in out.lower()
+
+
+def test_hours_on_n_gpus_is_the_last_end_of_the_jobs_taken_in_order():
+    assert plan.hours_on([60, 60, 60], 1) == 3.0 and plan.hours_on([60, 60, 60], 2) == 2.0
+    assert plan.hours_on([120, 30, 30, 30], 2) == 2.0  # the long job bounds it
+    assert plan.hours_on([float("nan"), 60], 3) == 1.0 and plan.hours_on([], 4) == 0.0
 
 
 def _spec_jobs(models, profile="smoke", **kwargs):

@@ -141,7 +141,7 @@ DEFERRED_IMPORTS = {
     ("vixnb/augment.py", "torchvision"): _TORCHVISION,
     ("vixnb/models/resnet_cifar.py", "torchvision"): _TORCHVISION,
     ("vixnb/bench/training.py", "torchvision"): _TORCHVISION,
-    ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --debug needs it)",
+    ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --verbose needs it)",
 }
 
 

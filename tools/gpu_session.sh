@@ -14,7 +14,7 @@
 # What comes back: the results, kept weights, records and paused runs' checkpoints written in this call, in parts
 # of at most 16 MiB ($OUT/results.tar.gz, or results.tar.gz.part1of3 ...; at most 7, the log is the 8th file), so
 # that a paused run's checkpoint of up to about 60 MiB travels; a run whose checkpoint is larger starts only if its
-# whole estimate fits (otherwise it is skipped: "needs one window of N minutes").
+# whole estimate fits (otherwise it is skipped: "needs N minutes in one call").
 # Carry: .whl (made with `bash ../shared/tools/device-wheels.sh ptwt`: WaveMix needs ptwt; the maps study's
 # captum is among the script's own wheels; the GPU image has pandas),
 # data/cifar10-jpeg.tar.gz, and results/PROFILE/.checkpoints when the previous call paused a run.

@@ -187,7 +187,7 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
             if left is not None and left < (need := least_seconds(job, pack_limit_mb)):
                 job.outcome, job.note = "skipped", f"not started: needs {need:.0f} s, {max(left, 0):.0f} s left"
                 if job.trains and pack_limit_mb and checkpoint_mb(job) > pack_limit_mb:
-                    job.note += f" ({window_note(job)})"
+                    job.note += f" ({whole_run_note(job)})"
                 continue
             progress(f"vixnb batch: {job.label} ({'GPU ' + str(slot) if slot is not None else 'CPU'})")
             t0 = time.time()
@@ -249,10 +249,10 @@ def least_seconds(job, pack_limit_mb=None):
     return STARTUP_SECONDS + max(whole - STARTUP_SECONDS * len(job.entries), 0) / expected_epochs(e.config)[0]
 
 
-def window_note(job):
-    """What a run whose checkpoint cannot travel back needs: ``needs one window of N minutes``."""
+def whole_run_note(job):
+    """What a run whose checkpoint cannot travel back needs: ``needs N minutes in one call``."""
     minutes = estimated_seconds(job) / 60
-    return f"needs one window of {math.ceil(minutes) if minutes < float('inf') else 'unknown'} minutes: its checkpoint " \
+    return f"needs {math.ceil(minutes) if minutes < float('inf') else 'unknown'} minutes in one call: its checkpoint " \
            f"({checkpoint_mb(job):.0f} MiB) cannot travel back, so it runs whole or not at all"
 
 
@@ -288,6 +288,9 @@ def execute(job, slot, deadline, executor, folder, running=None):
         running[job.label] = handle
     try:
         return handle.result()
+    except KeyboardInterrupt:  # the batch is stopping (Ctrl-C, SIGTERM in this thread): its job ends before it does
+        stop_jobs({job.label: handle})
+        raise
     except Exception as e:  # submitit wraps the job's error with its traceback: keep the error's own line
         if deadline is not None and time.time() >= deadline - BUDGET_SIGNAL_S and "timed-out" in str(e):
             # the time budget ran out inside the job's first epoch (or a measurement): the job was stopped, not

@@ -54,6 +54,6 @@ def report(command, error, *, debug=False, file=None):
     if isinstance(error, KeyboardInterrupt):  # Ctrl-C; training says after which epoch and how to resume
         print(f"vixnb {command}: {one_line(error) if str(error) else 'interrupted'}", file=file)
         return INTERRUPTED
-    hint = "" if debug or expected(error) else " (an unexpected error: run again with --debug for the traceback)"
+    hint = "" if debug or expected(error) else " (an unexpected error: run again with --verbose for the traceback)"
     print(f"vixnb {command}: error: {one_line(error)}{hint}", file=file)
     return USAGE if is_usage_error(error) else ERROR

@@ -202,7 +202,8 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
             e.blocked = f"no {e.dataset} copy here: `{e.command} --download` fetches it where online"
         if machine and e.status in TO_MAKE and (mb := checkpoint_mb(e.config)) > TRAVEL_MB:
             minutes = math.ceil(e.est_gpu_minutes) if e.est_gpu_minutes == e.est_gpu_minutes else "unknown"
-            e.basis += f"; needs one window of {minutes} minutes (its {mb:.0f} MiB checkpoint cannot travel back)"
+            e.basis += (f"; from a lent machine it runs whole or not at all: {minutes} minutes in one call (its "
+                        f"{mb:.0f} MiB checkpoint cannot travel back)")
     book_order = {chapter["notebook"]: i for i, (_, chapter) in enumerate(chapters())}
     entries.sort(key=lambda e: (e.level, _first_rank(e, firsts), finite(e.est_gpu_minutes),
                                 book_order.get(e.chapter, len(book_order)), e.seed or 0))
@@ -285,14 +286,15 @@ def todo(entries):
     return [e for e in entries if e.status in TO_MAKE]
 
 
-#: the training minutes of a lent 30-minute GPU window: three calls of about nine minutes, less each call's start
-#: (about a minute) and its transfers
-WINDOW_MINUTES = 24
-
-
-def gpu_windows(minutes):
-    """How many lent 30-minute GPU windows (``WINDOW_MINUTES`` of training each) ``minutes`` of GPU work need."""
-    return math.ceil(minutes / WINDOW_MINUTES) if minutes > 0 else 0
+def hours_on(minutes, gpus=1):
+    """Wall-clock hours until the last of jobs of ``minutes`` (estimated GPU minutes, in the order a batch takes
+    them) ends on ``gpus`` GPUs, each GPU taking the next job as it frees (a local batch with one job per GPU, or a
+    Slurm array of ``gpus`` at once); an estimate that cannot be made counts 0."""
+    free = [0.0] * max(1, int(gpus))
+    for m in minutes:
+        at = free.index(min(free))
+        free[at] += m if m == m else 0.0
+    return max(free) / 60
 
 
 def counts(entries):
@@ -309,9 +311,10 @@ def counts(entries):
             "reasons": reasons}
 
 
-def totals(entries):
-    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours, gpu_windows}}`` (and ``counts``'s
-    statuses) and the book's, under ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first)."""
+def totals(entries, gpus=1):
+    """``{chapter: {entries, stored, to_run, to_run_gpu_hours, all_gpu_hours, hours_on_gpus}}`` (and ``counts``'s
+    statuses) and the book's, under ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first);
+    ``hours_on_gpus``: the wall-clock hours of what is left on ``gpus`` GPUs (``hours_on``)."""
     out = {}
     for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
@@ -319,7 +322,7 @@ def totals(entries):
         counted, left = counts(members), [e for e in known if e.status in TO_MAKE]
         out[group] = {**{k: v for k, v in counted.items() if k != "reasons"}, "to_run_gpu_hours": counted["gpu_hours_left"],
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
-                      "gpu_windows": gpu_windows(sum(e.est_gpu_minutes for e in left)),
+                      "hours_on_gpus": hours_on([e.est_gpu_minutes for e in left], gpus),
                       "unestimated": len(members) - len(known)}
     return out
 

@@ -181,6 +181,8 @@ def _plan_arguments(sub):
     s.add_argument("--all", action="store_true", help="list stored entries too (default: what is left to run)")
     s.add_argument("--gpu", choices=GPUS, help="estimate the GPU minutes for this GPU (the stored figures are an "
                    "H100's, scaled by peak throughput at the precision it would use)")
+    s.add_argument("--gpus", type=whole_number(1), default=1, metavar="N",
+                   help="also the wall-clock hours of what is left on N such GPUs (a local batch, a Slurm array)")
     _order_argument(s)
     s.set_defaults(fn=commands.plan)
 
@@ -252,23 +254,25 @@ def _papers_arguments(sub):
 
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",
-                                epilog="Errors are one line; --debug (or VIXNB_DEBUG=1) shows the traceback.")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+                                epilog="Errors are one line; --verbose (--debug, or VIXNB_DEBUG=1) shows the traceback.")
+    p.add_argument("--verbose", "--debug", dest="debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments,
                 _plan_arguments, _papers_arguments):
         add(sub)
     for command in sub.choices.values():  # `vixnb train ... --debug` as well as `vixnb --debug train ...`
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command.add_argument("--verbose", "--debug", dest="debug", action="store_true", default=argparse.SUPPRESS,
+                             help=argparse.SUPPRESS)
         for nested in getattr(command, "_subparsers", None) and command._subparsers._group_actions[0].choices.values() or ():
-            nested.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            nested.add_argument("--verbose", "--debug", dest="debug", action="store_true", default=argparse.SUPPRESS,
+                                help=argparse.SUPPRESS)
     return p
 
 
 def main(argv=None):
     """Run one command. Every failure ends here: one line ``vixnb <command>: error: <what>; <what to do>`` and
     exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
-    ``--debug`` or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
+    ``--verbose`` (``--debug``) or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
     args = parser().parse_args(argv)
     try:
         debug = args.debug or errors.debug_flag(os.environ)

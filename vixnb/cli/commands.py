@@ -225,7 +225,7 @@ def plan(args):
     shown = entries if args.all else planning.todo(entries)
     print(plan_table(shown) if shown else f"nothing left to run in profile {args.profile!r}")
     print()
-    print(plan_totals(planning.totals(entries), args.profile))
+    print(plan_totals(planning.totals(entries, gpus=args.gpus), args.profile, gpu=args.gpu, gpus=args.gpus))
     print("\nPriority levels: " + "; ".join(f"{k}. {v}" for k, v in planning.LEVELS.items()))
     return entries
 
@@ -268,6 +268,15 @@ def batch(args):
     if args.pack:  # an archive that cannot be written is found now, not after the jobs ran
         writable_file(args.pack, "--pack")
     from .. import batch as runner, plan as planning
+    from ..results import ResultsStore
+
+    if args.dry_run:  # writes nothing, so waits for no other batch
+        return _batch(args, runner, planning, started)
+    with ResultsStore().batch_lock():  # a second batch on this store is refused, naming the first one's PID
+        return _batch(args, runner, planning, started)
+
+
+def _batch(args, runner, planning, started):
     if args.rehearse:
         from ..rehearsal import rehearsal_table, rehearse
 

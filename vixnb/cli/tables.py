@@ -2,7 +2,7 @@
 ``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
 from ..entries import TrainEntry
-from ..plan import WINDOW_MINUTES, shown_settings
+from ..plan import shown_settings
 
 
 def text_cell(value, spec, *, blank="-"):
@@ -143,16 +143,18 @@ def entry_words(entry):
     return f"{entry.model} on {entry.dataset}, seed {entry.seed}{settings}"
 
 
-def plan_totals(totals, profile):
-    """Per chapter and for the book: entries, stored, left, GPU-hours (left / all) and the lent GPU windows the
-    left part needs (``plan.gpu_windows``)."""
-    lines = [f"{'GPU-hours (' + profile + ')':<22}{'entries':>8}{'stored':>8}{'left':>6}{'left h':>9}{'all h':>8}"
-             f"{'windows':>9}"]
-    for name, t in totals.items():
-        lines.append(f"{name:<22}{t['entries']:>8}{t['stored']:>8}{t['to_run']:>6}"
-                     f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}{t['gpu_windows']:>9}")
-    lines.append(f"windows: lent GPU windows of 30 minutes, {WINDOW_MINUTES} of them training (the rest starts the "
-                 "machine and brings the results back)")
+def plan_totals(totals, profile, gpu=None, gpus=1):
+    """Per chapter and for the book: entries, stored, left, GPU-hours left and in all on one ``gpu`` (default: the
+    H100 the figures were measured on), and the wall-clock hours of what is left on ``gpus`` of them."""
+    name = (gpu or "h100").upper()
+    on = f"on {gpus} GPU{'s' if gpus != 1 else ''} h"
+    lines = [f"{'GPU-hours (' + profile + ', ' + name + ')':<28}{'entries':>8}{'stored':>8}{'left':>6}{'left h':>9}"
+             f"{'all h':>8}{on:>13}"]
+    for chapter, t in totals.items():
+        lines.append(f"{chapter:<28}{t['entries']:>8}{t['stored']:>8}{t['to_run']:>6}"
+                     f"{t['to_run_gpu_hours']:>9.2f}{t['all_gpu_hours']:>8.2f}{t['hours_on_gpus']:>13.2f}")
+    lines.append(f"GPU-hours on one {name} (--gpu names another); {on.removesuffix(' h')}: the hours until the last "
+                 f"entry left ends, each GPU taking the next in priority order (--gpus N; a Slurm array of N at once)")
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ import io
 import json
 import math
 import numbers
+import os
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from ..runspec import RunSpec, result_path
 from .policy import decide
 
 
+BATCH_LOCK = ".batch.lock"  # in the store's root (git-ignored): held by the batch running on the store
 RECORD_GROUPS = ("measure", "bench")  # where a record lives: a profile's measure/ folder, or bench/ (RecordKind.group)
 
 
@@ -207,6 +209,37 @@ class ResultsStore:
         for where in [folder] + [f for f in (self.checkpoint_path(config).parent, self.lock_path(config).parent)
                                  if f.is_dir()]:
             writable_folder(where)
+
+    @contextmanager
+    def batch_lock(self):
+        """Hold the store's batch lock (``BATCH_LOCK``, an advisory ``flock`` with the holder's PID in it) while a
+        batch runs on it; a ``StoreError`` naming the running batch's PID where another holds it. The system releases
+        it when the holder ends, however it ends."""
+        path = Path(self.root) / BATCH_LOCK
+        try:
+            import fcntl  # optional dependency: missing on Windows
+        except ImportError:  # no flock (Windows): nothing is checked
+            yield
+            return
+        writable_folder(path.parent)
+        with open(path, "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                pid = handle.read().strip() or "unknown"
+                raise StoreError(f"results store {self.root}: another vixnb batch (PID {pid}) is running on this store; "
+                                 f"wait for it to end, or stop it (kill {pid}) and run this again") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                handle.truncate()
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def lock_path(self, config):
         """The run's lock file, ``<profile>/.locks/<result stem>.lock`` (git-ignored, like checkpoints)."""
