@@ -263,6 +263,6 @@ def test_a_second_batch_on_a_store_is_refused_naming_the_first_ones_pid(isolated
         err = capsys.readouterr().err
         assert f"another vixnb batch (PID {os.getpid()}) is running on this store" in err and err.count("\n") == 1
         assert main(["batch", "--profile", "smoke", "--only", "fnet", "--dry-run"]) == 0  # a dry run writes nothing
-    assert (isolated_results / ".batch.lock").read_text() == ""  # released: the PID is gone with it
+    assert (isolated_results / ".locks" / "batch.lock").read_text() == ""  # released: the PID is gone with it
     with ResultsStore(isolated_results).batch_lock():
         pass

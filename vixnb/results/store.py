@@ -38,7 +38,7 @@ from ..runspec import RunSpec, result_path
 from .policy import decide
 
 
-BATCH_LOCK = ".batch.lock"  # in the store's root (git-ignored): held by the batch running on the store
+BATCH_LOCK = ".locks/batch.lock"  # in the store's root (git-ignored, as the runs' locks): held by its running batch
 RECORD_GROUPS = ("measure", "bench")  # where a record lives: a profile's measure/ folder, or bench/ (RecordKind.group)
 
 
