@@ -210,6 +210,8 @@ def run_command(spec):
             rows = papers.paper_runs(model_cfg(spec.model)["paper"])
             as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
             shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
+        if value is True:  # a switch: --loss-fp32
+            return f" --{key.replace('_', '-')}"
         return f" --{key.replace('_', '-')} {shown}"
 
     extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"

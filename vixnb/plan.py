@@ -46,7 +46,7 @@ from .analysis.records import table_specs
 from .data import source_fingerprint
 from .entries import BenchEntry, MeasureEntry, TrainEntry
 from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, stored_timings
-from .profiles import get_profile, gpu_profile, run_model_settings
+from .profiles import get_profile, gpu_profile, row_runs, run_model_settings
 from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
 from .results import ResultsStore
 from .results.pack import TRAVEL_MB
@@ -91,10 +91,17 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
         if profile not in spec.get("profiles", []):
             continue
         dataset = papers.table(key, spec["table"])["dataset"]
-        for model in spec["models"]:
+        for model in spec.get("models") or []:
             for seed in seeds:
                 entries.append((2, f"question: {question}", model, RunSpec.of(model, dataset=dataset, profile=profile,
                                                                               seed=seed, **(spec.get("settings") or {}))))
+        for row in spec.get("rows") or []:  # the row's run and its GPU arms, every seed, at the profile's protocol
+            model, settings = row_runs(key, profile)[row]
+            for change in [{}] + [{k: v for k, v in spec["arms"][arm].items() if k != "seed"}
+                                  for arm in spec.get("gpu_arms") or []]:
+                for seed in seeds:
+                    entries.append((2, f"question: {question}", row, RunSpec.of(
+                        model, dataset=dataset, profile=profile, seed=seed, **{**settings, **change})))
     out = []
     for level, purpose, name, spec in entries:
         if machine and (precision := machine_precision(spec.config["precision"])) != spec.config["precision"]:

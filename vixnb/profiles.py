@@ -133,11 +133,12 @@ def check_randaugment(randaugment):
                          "and MAGNITUDE from 0 to 30 (--randaugment 2 9)")
 
 
-@checked("seed", "epochs", "batch_size", "post_train_epochs", "lr", stop=Choice(STOPS))
+@checked("seed", "epochs", "batch_size", "post_train_epochs", "lr", "warmup_steps", stop=Choice(STOPS))
 def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None, batch_size=None, protocol=None,
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
-               augment=None, grad_norm_every=None, init_from=None, stop=None, **model_overrides):
+               augment=None, grad_norm_every=None, init_from=None, stop=None, warmup_steps=None, loss_fp32=None,
+               **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
@@ -151,6 +152,11 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     of training batches; False for none) and ``grad_norm_every`` (record per-layer gradient norms every N-th step;
     0 for none) default to the paper protocol's optional keys of those names; each enters the dict only where it
     is set (cosine, some augmentation, N >= 1), so that the identities of runs without them stay as they were.
+
+    ``warmup_steps`` (a linear warm-up of the learning rate over the first N optimizer steps, from lr/N to the
+    schedule's lr; 0 for none) and ``loss_fp32`` (the cross-entropy of float32 logits: under bf16 or fp16 autocast
+    the loss is otherwise computed in the logits' half precision) default to the paper protocol's keys of those
+    names and enter the dict only where set, as the keys above.
 
     ``init_from`` starts the run from another run's trained weights (``models.warm_start.transfer``; paper
     `linattn`'s "from a ViT checkpoint"): a run row of the model's paper file (``"vit_scratch"``), or
@@ -217,6 +223,16 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         raise ValueError(f"grad_norm_every={every!r}: give a whole number of steps >= 1 (0 for none)")
     if every and (prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only):
         raise ValueError("grad_norm_every is not supported with amp_loss_only (scaled gradients); leave one of them out")
+    warmup = _first(warmup_steps, proto.get("warmup_steps"), 0)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup_steps={warmup!r}: give a whole number of optimizer steps >= 1 (0 for none)")
+    if warmup and (dualopt or sgd or post_train_epochs):
+        name, value = ("optimizer", optimizer) if dualopt or sgd else ("post_train_epochs", post_train_epochs)
+        raise ValueError(f"warmup_steps warms up AdamW's learning rate; it is not defined with {name}={value!r}: "
+                         "leave one of them out")
+    loss_fp32 = _first(loss_fp32, proto.get("loss_fp32"), False)
+    if not isinstance(loss_fp32, bool):
+        raise ValueError(f"loss_fp32={loss_fp32!r}: give true or false")
     return {
         "engine_version": KEY_VERSION,
         "model": model,
@@ -257,6 +273,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         **({"schedule": "cosine"} if schedule == "cosine" else {}),
         **({"augment": augment} if augment else {}),
         **({"grad_norm_every": every} if every else {}),
+        **({"warmup_steps": warmup} if warmup else {}),
+        **({"loss_fp32": True} if loss_fp32 else {}),
         **({"stop": "patience"} if patience else {}),
         **({"init_from": _init_source(init_from, model, dataset, profile, seed)} if init_from else {}),
     }

@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
+from .analysis.first_steps import first_steps_record
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
@@ -81,6 +82,7 @@ class RecordKind:
     make: Callable | None = None
     group: str = "measure"
     needs_gpu: bool = False
+    cpu_ok: bool = False  # it times nothing: a CPU makes it as a GPU would, in any profile (``vixnb batch --device cpu``)
     minutes: float = 5.0
     stale: Callable | None = None
     runs_read: Callable | None = None
@@ -232,6 +234,35 @@ def _make_study(kind):
     return make
 
 
+def _make_first_steps(request, *, profile, **_):
+    """``analysis.first_steps_record`` of the request's question (its ``name``), on the CPU; a profile of small sizes
+    (smoke, a CPU rehearsal) takes ``REHEARSED_STEPS`` steps."""
+    return first_steps_record(request.paper, request.name, profile, device="cpu",
+                              steps=REHEARSED_STEPS if small_sizes(profile) else None)
+
+
+REHEARSED_STEPS = 3
+
+
+def _first_steps_stale(record, store):
+    """Why a stored first-steps record no longer answers its question: an arm asked for now that it lacks, one it
+    holds under another run key (its settings or the row's run changed), or another number of steps."""
+    from .analysis.first_steps import question_arms, question_spec
+
+    key, question, profile = record.get("paper"), record.get("question"), (record.get("provenance") or {}).get("profile")
+    try:
+        arms, spec = question_arms(key, question, profile), question_spec(key, question)
+    except (ValueError, KeyError) as e:
+        return f"its question is no longer asked as it was ({e})"
+    held = {arm: a.get("key") for arm, a in (record.get("arms") or {}).items()}
+    changed = [arm for arm, run in arms.items() if held.get(arm) != run.key]
+    if changed:
+        return f"arms {', '.join(changed)} are asked for with other settings than it holds (or not at all)"
+    if not small_sizes(profile) and record.get("steps") != spec.get("first_steps"):
+        return f"it has {record.get('steps')} steps an arm; the question asks for {spec.get('first_steps')}"
+    return None
+
+
 def _bench(command, minutes, rehearsal=None, numbered=False):
     return RecordKind(record_name=lambda request: request.name, group="bench", needs_gpu=True, minutes=minutes,
                       stale=weights_changed,  # a benchmark's rows superseded by a later change
@@ -276,7 +307,7 @@ KINDS = {
     "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15, show=speed_table,
                         description="training memory and step time, inference images/s"),
     "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _of_kept_weights(attention_record),
-                                 minutes=5, stale=record_stale, runs_read=_kept_weights_read,
+                                 minutes=5, cpu_ok=True, stale=record_stale, runs_read=_kept_weights_read,
                                  metrics={"class_token_entropy": ClaimMetric(
                                      "class token's attention entropy", "nats", "the entropy of the class token's "
                                      "attention over the patches, per layer, mean over the panel's images and the "
@@ -305,6 +336,10 @@ KINDS = {
     "maps-attribution": RecordKind(lambda r: f"maps-attribution-{r.dataset}", _make_study("attribution"), minutes=5,
                                    stale=record_stale, runs_read=_study_weights_read,
                                    description="the maps study's attributions"),
+    "first_steps": RecordKind(lambda r: f"{r.paper}-first-steps-{r.name}", _make_first_steps, minutes=15, cpu_ok=True,
+                              stale=_first_steps_stale,
+                              description="a question's arms, each for its first optimizer steps: loss and accuracy "
+                                          "by step"),
     # benchmarks: a command writes results/bench/<name>.json ({path}); generous minutes: a benchmark cannot pause
     "bench:train": _bench("vixnb bench train --save {path}", 5,
                           "vixnb bench train vit --batch 2 --steps 1 --warmup 0 --save {path}"),
@@ -350,6 +385,9 @@ def chapter_requests(key, chapter):
     asked = [Request(kind, paper=key, chapter=chapter["notebook"], dataset=dataset, part=chapter.get("part"))
              for kind, dataset in (chapter.get("measure") or {}).items()]
     asked += [Request(f"bench:{bench}", paper=key, chapter=chapter["notebook"], name=bench) for bench in chapter.get("bench") or []]
+    asked += [Request("first_steps", paper=key, chapter=chapter["notebook"], name=question,
+                      dataset=papers.table(key, spec["table"])["dataset"], part=chapter.get("part"))
+              for question, spec in (chapter.get("studies") or {}).items() if spec.get("first_steps")]
     for request in asked:
         if request.kind not in KINDS:
             what = f"benchmark {request.name!r}" if request.name else f"measurement {request.kind!r}"
@@ -420,7 +458,7 @@ def obtain(request, *, profile, compute="missing", store=None, train=None, requi
     stale = (lambda record: kind.stale(record, store)) if kind.stale else None
     try:
         return store.obtain(kind.group, record_name(request), make, profile=profile, compute=compute, stale=stale,
-                            needs_gpu=kind.needs_gpu)
+                            needs_gpu=kind.needs_gpu, cpu_ok=kind.cpu_ok)
     except PartialRecord as e:
         if required:
             raise RuntimeError(str(e)) from None

@@ -144,11 +144,13 @@ class TrainStep:
     ``loss_autocast``, backward through ``scaler``, the optimizer's step, and the step's (loss, accuracy) written to
     ``records`` on the device. ``capacity``: the most steps an epoch takes. ``graphed``: see the module's text;
     ``after_backward`` (a call's argument): work between backward and the optimizer step (eager steps only).
-    ``prepare``: uint8 batch -> model input (default ``data.normalize``)."""
+    ``prepare``: uint8 batch -> model input (default ``data.normalize``); ``loss_fp32``: the cross-entropy of the
+    logits cast to float32 (under autocast they are bf16 or fp16, and so is the loss otherwise)."""
 
     def __init__(self, model, optimizer, scaler, *, capacity, autocast, loss_autocast, device, graphed=False,
-                 prepare=normalize):
+                 prepare=normalize, loss_fp32=False):
         self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare
+        self.loss_fp32 = loss_fp32
         self.autocast, self.loss_autocast, self.device = autocast, loss_autocast, torch.device(device)
         self.records = torch.zeros(capacity, 2, device=self.device)
         self.count = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -183,7 +185,7 @@ class TrainStep:
         with self.autocast():
             logits = self.model(self.prepare(images))
         with self.loss_autocast():
-            loss = F.cross_entropy(logits, labels)
+            loss = F.cross_entropy(logits.float() if self.loss_fp32 else logits, labels)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         if after_backward is not None:

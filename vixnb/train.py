@@ -194,7 +194,10 @@ def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, c
         norms["sum"], norms["sampled"] = norms["sum"] + layer_grad_norms(layers), norms["sampled"] + 1
 
     step.begin_epoch()
+    warmup, before = config.get("warmup_steps", 0), (epoch - 1) * -(-len(order) // bs)  # optimizer steps so far
     for i in range(0, len(order), bs):
+        if before + i // bs <= warmup and warmup:  # linear warm-up of the epoch's lr (lr_at), then the lr itself
+            set_lr(optimizer, lr_at(config, epoch) * min(1.0, (before + i // bs + 1) / warmup))
         idx = order[i:i + bs]
         batch = augment_batch(images[idx], config["randaugment"]) if augment else images[idx]
         if augment and config.get("augment"):
@@ -330,10 +333,12 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
 
 
 def training_steps(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
-         interleave=False, concurrent_runs=1, data=None, attention=None, compile=None):
+         interleave=False, concurrent_runs=1, data=None, attention=None, compile=None, on_step=None):
     """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
     ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
-    result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded."""
+    result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded.
+    ``on_step``: called with each ``steps.TrainStep`` the run makes (a reader of its per-step records between
+    yields: ``analysis.first_steps``)."""
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     attention = check_attention(attention, device)
@@ -387,7 +392,9 @@ def training_steps(config, *, progress, device, checkpoint, download, deadline, 
             graphed_phases.add(type(optimizer).__name__)
         made.append(TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
                               loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
-                              prepare=normalize))
+                              prepare=normalize, loss_fp32=config.get("loss_fp32", False)))
+        if on_step is not None:
+            on_step(made[-1])
         return made[-1]
 
     step = make_step(optimizer)

@@ -62,6 +62,10 @@ def _train_arguments(sub):
                    help="then train on un-augmented data from the best weights")
     s.add_argument("--allow-resize", action="store_true",
                    help="resize images of another size than the data set's instead of refusing them")
+    s.add_argument("--warmup-steps", type=whole_number(0), metavar="N",
+                   help="a linear warm-up of the learning rate over the first N optimizer steps (default: none)")
+    s.add_argument("--loss-fp32", action="store_true",
+                   help="the cross-entropy of float32 logits (under bf16/fp16 autocast it is otherwise half precision)")
     s.add_argument("--authors-amp", action="store_true", help="the authors' AMP: autocast around the loss only")
     s.add_argument("--no-eval-mode", action="store_true", help="the authors' scripts' missing model.eval()")
     s.add_argument("--compile", action="store_true", help="torch.compile the model")

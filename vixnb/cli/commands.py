@@ -27,7 +27,8 @@ def train(args):
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
                "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr, "stop": args.stop,
-               "allow_resize": args.allow_resize, "init_from": _yaml_values([("--init-from", args.init_from)])["--init-from"]
+               "allow_resize": args.allow_resize, "warmup_steps": args.warmup_steps, "loss_fp32": args.loss_fp32,
+               "init_from": _yaml_values([("--init-from", args.init_from)])["--init-from"]
                if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
     keep = {"keep_weights": {True: "store", "local": "local"}[args.keep_weights]} if args.keep_weights else {}

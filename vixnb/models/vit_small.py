@@ -43,6 +43,9 @@ Our earlier readings, kept as named variants with their stored runs (the chapter
 Runs stored before these defaults changed keep their keys: a run config leaves out the earlier default
 (``register_model(changed_defaults=...)``), so a stored config without ``layout``/``block`` is the earlier reading.
 
+``norm_bias=True`` (vanilla, ``layout="blog"``): the same block with both LayerNorms given a bias (2 x width more
+parameters a block than the blog's counts): an arm of the chapter's stall question.
+
 ``layout="standard"``: a textbook pre-LN multi-head block for comparison: x + MHA(LN(x)), x + MLP(LN(x)) with
 ``heads`` maps of width/heads channels (vanilla), and LN -> multi-head shaped attention -> LN -> MLP without
 skips (simplified); the same stem and head.
@@ -121,7 +124,7 @@ class Block(nn.Module):
 
 class SmallViT(nn.Module):
     def __init__(self, *, image_size, num_classes, channels=3, simplified, width=96, depth=8, heads=4, patch=4,
-                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None, block=None):
+                 alpha_beta="uniform", layout="blog", blog_scale=False, skips=None, block=None, norm_bias=False):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"layout={layout!r}: use one of {', '.join(LAYOUTS)}")
@@ -135,6 +138,9 @@ class SmallViT(nn.Module):
         if layout == "one-norm" and simplified:
             raise ValueError("layout='one-norm' is our earlier reading of the vanilla block; the simplified block's "
                              "'blog' layout already has one LayerNorm: pass it only to vit_small_vanilla")
+        if norm_bias and (simplified or layout != "blog"):
+            raise ValueError("norm_bias=True gives the vanilla 'blog' layout's two LayerNorms a bias (the counts fix "
+                             "them bias-free); pass it only to vit_small_vanilla with layout='blog'")
         if simplified and skips:
             raise ValueError("skips=True: the simplified block has none; pass skips only to vit_small_vanilla")
         self.simplified, self.layout = simplified, layout
@@ -145,7 +151,7 @@ class SmallViT(nn.Module):
         self.norm = nn.LayerNorm(width)
         blog = layout != "standard"  # the blog's one map per layer
         dim_head, map_heads = (width // heads, 1) if blog else (width // heads, heads)
-        norms = "two" if not blog else "one" if simplified or layout == "one-norm" else "two-bias-free"
+        norms = "two" if not blog or norm_bias else "one" if simplified or layout == "one-norm" else "two-bias-free"
 
         def mixer(i):
             if simplified:

@@ -95,8 +95,13 @@ SECTIONS = {
     "study": {
         "question": Key(_TEXT, "text", required=True),
         "table": Key(_TEXT, "a table name", required=True),
-        "models": Key(_LIST, "a list of model names", required=True, items=_TEXT),
-        "settings": _SETTINGS._replace(required=True),
+        # models with ``settings`` beside the profile's own runs, or rows of the table with ``arms`` (one change each)
+        "models": Key(_LIST, "a list of model names", items=_TEXT),
+        "settings": _SETTINGS,
+        "rows": _names("row names (of the study's table)"),
+        "arms": Key(_MAPPING, "a mapping {arm: settings that change the row's run}", items=_MAPPING),
+        "first_steps": Key(_WHOLE, "a whole number of optimizer steps (each arm's first steps, on the CPU)"),
+        "gpu_arms": _names("arm names (of `arms`): trained whole, every seed, at the profile's protocol"),
         "profiles": _names("profile names"),
     },
     "training": {
@@ -213,9 +218,22 @@ def _chapter(where, at, chapter, tables):
     rows = {row: None for name in train if name in tables for row in tables[name]["rows"]}
     _refer(where, f"{at}.first", chapter.get("first") or [], rows, f"a row of {at}.train's tables", "their rows")
     for name, study in (chapter.get("studies") or {}).items():
-        _section(where, f"{at}.studies.{name}", study, "study")
-        _refer(where, f"{at}.studies.{name}.table", [study["table"]], list(tables), "a table of the file",
-               "its tables")
+        here = f"{at}.studies.{name}"
+        _section(where, here, study, "study")
+        _refer(where, f"{here}.table", [study["table"]], list(tables), "a table of the file", "its tables")
+        if ("models" in study) == ("rows" in study):
+            raise PaperFileError(f"{where}: {here} names neither or both of `models` (with `settings`) and `rows` "
+                                 "(with `arms`); give one of them")
+        if "models" in study and "settings" not in study:
+            raise PaperFileError(f"{where}: {here} names `models` without `settings`; give the settings its runs "
+                                 "change beside the profile's own")
+        if "rows" in study:
+            _refer(where, f"{here}.rows", study["rows"], tables.get(study["table"], {}).get("rows", {}),
+                   f"a row of table {study['table']}", "its rows")
+            _refer(where, f"{here}.gpu_arms", study.get("gpu_arms") or [], study.get("arms") or {},
+                   f"an arm of {here}.arms", "its arms")
+            if "first_steps" in study and not study.get("arms"):
+                raise PaperFileError(f"{where}: {here} asks for `first_steps` with no `arms`; give the changes to try")
 
 
 __all__ = ["Key", "PaperFileError", "SECTIONS", "check"]

@@ -42,10 +42,11 @@ def check_compute(compute):
     return compute
 
 
-def cannot_make_here(profile, *, needs_gpu=False):
+def cannot_make_here(profile, *, needs_gpu=False, cpu_ok=False):
     """Why this machine cannot make results of ``profile`` (a GPU profile, or with ``needs_gpu`` any profile, where
-    no CUDA GPU is visible), or None."""
-    if get_profile(profile).get("rehearsal"):  # a dress rehearsal runs everything on the device at hand
+    no CUDA GPU is visible), or None. ``cpu_ok``: a result that times nothing (attention maps of stored weights, the
+    first steps of runs), which a CPU makes as a GPU would, in any profile."""
+    if get_profile(profile).get("rehearsal") or (cpu_ok and not needs_gpu):  # a rehearsal: the device at hand
         return None
     if (needs_gpu or gpu_profile(profile)) and not torch.cuda.is_available():
         return f"profile {profile!r} needs a CUDA GPU" if not needs_gpu else "it needs a CUDA GPU"
@@ -61,16 +62,16 @@ class Decision:
     reason: str = ""
 
 
-def decide(compute, *, stored, profile, stale=None, needs_gpu=False):
+def decide(compute, *, stored, profile, stale=None, needs_gpu=False, cpu_ok=False):
     """The ``Decision`` for one result under ``compute``: ``stored`` is the stored result (None: none), ``stale``
     why it no longer answers (None: it does), ``profile`` the profile it belongs to and ``needs_gpu`` whether making
-    it needs a GPU in any profile (``cannot_make_here``)."""
+    it needs a GPU in any profile, ``cpu_ok`` whether a CPU makes it in every profile (``cannot_make_here``)."""
     check_compute(compute)
     if stored is not None and (compute == "never" or (compute == "missing" and not stale)):
         return Decision("read", stale or "")
     if compute == "never":
         return Decision("skip", "no stored result for this configuration")
-    why_not = cannot_make_here(profile, needs_gpu=needs_gpu)
+    why_not = cannot_make_here(profile, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
     if why_not:
         if stored is not None:
             return Decision("read", f"{stale}; {why_not} to make it again" if stale else "")

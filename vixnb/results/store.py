@@ -374,14 +374,15 @@ class ResultsStore:
                  if p.stem.rsplit("-", 1)[1].isdigit()}
         return found[max(found)] if found else prefix
 
-    def obtain(self, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False):
+    def obtain(self, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False, cpu_ok=False):
         """Record ``name`` under the compute policy (``policy.decide``): read from the store, or made (``make()``
         returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
         a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
-        profile (a GPU-memory measurement). None where nothing is stored and nothing can be made here."""
+        profile (a GPU-memory measurement); ``cpu_ok``: a CPU makes it in any profile (it times nothing). None where
+        nothing is stored and nothing can be made here."""
         stored = self.load_record(group, name, profile=profile)
         why = stale(stored) if stale is not None and stored is not None else None
-        decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu)
+        decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
         if decision.action == "read":
             return {**stored, "stale": decision.reason} if decision.reason else stored
         if decision.action == "skip":

@@ -1,0 +1,103 @@
+"""The first optimizer steps of a run and of its variants, one change at a time: where a run stalls, what changes it.
+
+A chapter's question may name ``arms`` (paper file, ``book: studies:``): each a change of one setting of a table's
+row (``rows``: the run its table defines). ``first_steps_record`` trains the row's run and each arm for the question's
+``first_steps`` optimizer steps with the engine itself (``train.training_steps``: the run's own data order,
+augmentation, schedule, autocast and optimizer), on the device at hand, and keeps every step's training loss and
+accuracy. Nothing is stored as a run: a short run on a CPU is not the run its config names. The record says which
+device and precision made it; each arm's ``vixnb train`` command trains it whole.
+
+What it can decide: whether a change lets the run leave the plateau it stalls on within those steps. What it cannot:
+the run's final accuracy (a whole run at the budget protocol, on a GPU: the plan's entries of the question).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import papers
+from ..data import dataset_spec
+from ..profiles import row_runs
+from ..results.provenance import provenance
+from ..runspec import RunSpec
+from ..train import STEP, STEPS_DONE, splits, training_steps
+
+#: steps averaged into one point of a curve and into the table's windows (a batch's loss is noisy)
+WINDOW = 20
+
+
+def first_steps(config, steps, *, device="cpu"):
+    """``{"loss": [...], "acc": [...], "seconds"}``: the training loss and accuracy (%) of each of the first ``steps``
+    optimizer steps of the run ``config`` describes, on ``device``, eagerly; the caller's random states are kept."""
+    device = torch.device(device)
+    made, rows, start = [], [], time.perf_counter()
+    data = splits(config, device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        run = training_steps(config, progress=False, device=device, checkpoint=None, download=False, deadline=None,
+                             with_weights=False, init_state=None, init_sha256=None, graphs=False, interleave=True,
+                             data=data, on_step=made.append)
+        try:
+            for what in run:
+                step = made[-1] if made else None
+                if what == STEP and len(rows) + step.steps >= steps:
+                    rows += step.end_epoch()[:steps - len(rows)]
+                    break
+                if what == STEPS_DONE:
+                    rows += step.end_epoch()
+        finally:
+            run.close()
+    return {"loss": [r[0] for r in rows], "acc": [100.0 * r[1] for r in rows],
+            "seconds": time.perf_counter() - start}
+
+
+def question_arms(key, question, profile, seed=0):
+    """``{arm: RunSpec}`` of a question with ``arms`` (paper ``key``'s ``book: studies:``): ``base`` (each of its
+    ``rows``' run; ``row``, the row's name, where it names several), then each arm, the row's run with the arm's
+    settings, on the question's table's dataset."""
+    spec = question_spec(key, question)
+    dataset = papers.table(key, spec["table"])["dataset"]
+    runs, out = row_runs(key, profile), {}
+    for row in spec["rows"]:
+        model, settings = runs[row]
+        name = "base" if len(spec["rows"]) == 1 else row
+        out[name] = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings)
+        for arm, change in (spec.get("arms") or {}).items():
+            change = dict(change)
+            arm_seed = change.pop("seed", seed)
+            label = arm if len(spec["rows"]) == 1 else f"{row}: {arm}"
+            out[label] = RunSpec.of(model, dataset=dataset, profile=profile, seed=arm_seed, **{**settings, **change})
+    return out
+
+
+def question_spec(key, question):
+    """The paper file's entry of ``question`` (a chapter's ``book: studies:``), or a one-line error naming the file."""
+    for chapter in papers.book_chapters(key):
+        if question in (chapter.get("studies") or {}):
+            return chapter["studies"][question]
+    raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `studies`")
+
+
+def first_steps_record(key, question, profile, *, device="cpu", steps=None):
+    """The question's arms (``question_arms``) each trained for its ``first_steps`` steps (``steps``: fewer, a dress
+    rehearsal's) on ``device`` (``first_steps``): ``{"question", "steps", "window", "chance", "arms": {arm: {"key",
+    "settings", "command", "loss", "acc", "seconds"}}, "provenance"}``."""
+    from ..entries import run_command
+
+    spec = question_spec(key, question)
+    steps = int(steps or spec["first_steps"])
+    arms, out = question_arms(key, question, profile), {}
+    for arm, run in arms.items():
+        made = first_steps(run.config, steps, device=device)
+        out[arm] = {"key": run.key, "seed": run.seed, "settings": dict(run.settings), "command": run_command(run),
+                    **made}
+    dataset = papers.table(key, spec["table"])["dataset"]
+    return {"paper": key, "question": question, "text": spec["question"], "steps": steps, "window": WINDOW,
+            "chance": 100.0 / dataset_spec(dataset).num_classes, "arms": out,
+            "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset,
+                                     threads=torch.get_num_threads())}
+
+
+def windows(values, window=WINDOW):
+    """The means of ``values`` over consecutive windows of ``window`` steps (the last one may be shorter)."""
+    return [sum(values[i:i + window]) / len(values[i:i + window]) for i in range(0, len(values), window)]
