@@ -158,7 +158,9 @@ def test_the_favor_figure_3_findings_are_the_texts(paper_text):
 @pytest.mark.parametrize("key", [k for k in papers.list_papers() if papers.claims(k)])
 def test_every_claim_of_every_paper_file_evaluates_on_the_papers_tables(key):
     frame = C.claims(key, {})
-    assert list(frame.columns) == S.COLUMNS and len(frame) == len(papers.claims(key)) > 0
+    questions = C.claims(key, {}, questions=True)  # our own questions: apart, in no count of the paper's claims
+    assert list(frame.columns) == S.COLUMNS and len(frame) == sum(not c.get("question") for c in papers.claims(key)) > 0
+    assert len(frame) + len(questions) == len(papers.claims(key)) and not set(frame.index) & set(questions.index)
     assert frame.index.is_unique and all(i.startswith(f"{key}-") for i in frame.index)
     for claim_id, row in frame.iterrows():
         assert row["paper bears it out"] in ("yes", "no", "—"), claim_id
@@ -560,3 +562,12 @@ def test_the_ledger_summary_counts_each_papers_verdicts_and_its_tables_fold():
                              "do not hold": 1, "not decided": 2, "not yet run / not testable": "1 / 0"}
     folded = report.claims.collapsible("The 5 claims <of vix>", "<table></table>").data
     assert folded == "<details><summary>The 5 claims &lt;of vix&gt;</summary>\n<table></table>\n</details>"
+
+
+def test_a_question_of_ours_is_listed_apart_from_the_papers_claims():
+    """Issue 47: "the same correlation, with our fused attention" is our question, not a claim of the favor paper:
+    it is in no count of the paper's claims, and is answered yes / no apart from them."""
+    paper, ours = C.claims("favor", {}), C.claims("favor", {}, questions=True)
+    assert "favor-corr-flops-train-memory-fused" not in paper.index
+    assert list(ours.index) == ["favor-corr-flops-train-memory-fused"]
+    assert C.QUESTION_WORDS == {C.HOLDS: "yes", C.FAILS: "no"}

@@ -410,3 +410,23 @@ def test_smoke_pages_leave_out_cells_tagged_remove_in_smoke(tmp_path):
         notebooks.mark_executed_copy(path, profile)
         tags = nbformat.read(path, as_version=4).cells[1].metadata["tags"]
         assert ("remove-cell" in tags) == removed
+
+
+def test_log_axes_print_plain_tick_labels_and_an_odd_last_panel_spans_its_row():
+    """Issue 47: the Pareto and memory-fit figures printed their log ticks as raw mathtext ($\\mathdefault{10^{6}}$:
+    a figure of plain text does not parse it), and three Pareto panels left a fourth, empty one."""
+    from vixnb.report.cost.views import line_fit, plot_line_fit, plot_pareto_fronts
+
+    frame = pd.DataFrame({"params": [1e5, 5e5, 2e6, 9e6], "gflops": [0.3, 0.6, 1.0, 1.8], "mem": [1.1, 1.4, 1.8, 3.6]},
+                         index=list("abcd"))
+    pareto = plot_pareto_fronts(frame, dict(zip("abcd", (35, 50, 60, 70))), {
+        "params": ("parameters", True), "gflops": ("GFLOPs", True), "mem": ("memory", True)})
+    fit = plot_line_fit(frame, "gflops", "mem", line_fit(frame, "gflops", "mem"), reference=(4, 2, "paper"))
+    for fig in (pareto, fit):
+        fig.canvas.draw()
+        ticks = [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                 for t in axis.get_ticklabels(which="both")]
+        assert ticks and not [t for t in ticks if "$" in t or "mathdefault" in t], ticks
+    assert "10⁶" in [t.get_text() for t in pareto.axes[0].get_xticklabels()]
+    assert len(pareto.axes) == 3 and all(ax.get_visible() for ax in pareto.axes)
+    assert pareto.axes[2].get_position().width > 1.8 * pareto.axes[0].get_position().width  # the last spans its row

@@ -428,3 +428,37 @@ def test_every_registered_models_token_mixer_declares_its_mechanism():
 def test_a_stale_run_is_not_counted_done():
     runs = [{"status": "done"}, {"status": "done", "stale": "made by other model code"}, {"status": "not yet run"}]
     assert report.records.runs_done(runs) == 1  # as the plan counts it: stale, not stored
+
+
+def _overlaps(a, b):
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("ours_run", [False, True], ids=["ours-not-run", "ours-run"])
+def test_figure_legends_and_notes_clear_the_axes_and_their_labels(ours_run):
+    """Issue 47: a figure legend under two panels, left over the remaining panel once the empty one ("ours" not yet
+    run) went, was drawn over the tick labels, the axis title and the footnote (CXV Fig. 2, the ViX families
+    figure, the linattn figures). Every legend and note is now clear of every axis (its tick labels and titles
+    included) and of each other."""
+    from vixnb.report.figures import accuracy_against_cost, curves_beside_paper
+
+    labels = [f"Model {i}" for i in range(9)]
+    paper = pd.DataFrame({"gb": range(1, 10), "top1": range(60, 69)}, index=labels)
+    ours = paper.iloc[:5] if ours_run else paper.iloc[:0]
+    groups = {m: f"family {i % 4}" for i, m in enumerate(labels)}
+    history = [{"epoch": e, "train_acc": 10.0 + e} for e in range(1, 6)]
+    runs = {m: ([{"status": "done", "history": history, "config": {}}] if ours_run else []) for m in labels[:5]}
+    figures = [accuracy_against_cost(paper, ours, x="gb", y="top1", groups=groups, x_label="GPU memory (GB)",
+                                     title="a title"),
+               curves_beside_paper(runs, {m: [20.0 + e for e in range(5)] for m in labels[:5]}, title="curves")]
+    for fig in figures:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+        outside = [lg.get_window_extent(renderer) for lg in fig.legends] + \
+            [t.get_window_extent(renderer) for t in fig.texts if t.get_text()]
+        assert boxes and outside
+        for box in outside:
+            assert not any(_overlaps(box, axis) for axis in boxes), (box, boxes)
+        for i, a in enumerate(outside):
+            assert not any(_overlaps(a, b) for b in outside[i + 1:]), (a, outside)

@@ -4,6 +4,7 @@ import pytest
 
 from vixnb.report.claims import verdicts as C
 from vixnb.report.claims import rules as V
+from vixnb.report.claims.schema import ClaimError
 
 
 def record(top1, *, train_acc=None, epochs=10, device="NVIDIA H100 80GB HBM3", precision="bf16", grads=(1.0, 0.5),
@@ -164,3 +165,82 @@ def test_the_intros_verdict_finding_gives_the_rules_own_reasons():
                        f"  - 2 *{V.ONE_SEED}*: {V.WHY_NOT_DECIDED[V.ONE_SEED]}"]
     decided = findings.verdicts_finding({"vix": pd.DataFrame({"our verdict": [C.HOLDS]})}, lambda stem, text: text)
     assert decided.endswith("0 have figures that decide nothing (the results page, the claims ledger).") and "\n" not in decided
+
+
+def curve(first_acc, last_acc, first_loss, last_loss, *, top1=None, seed=0, epochs=10, precision="bf16"):
+    """A done record whose training accuracy and loss go linearly from the first epoch's to the last's."""
+    history = [{"epoch": e, "train_acc": first_acc + (last_acc - first_acc) * (e - 1) / (epochs - 1),
+                "train_loss": first_loss + (last_loss - first_loss) * (e - 1) / (epochs - 1),
+                "select_top1": top1 if top1 is not None else last_acc, "seconds": 5.0} for e in range(1, epochs + 1)]
+    return {"status": "done", "top1": history[-1]["select_top1"], "history": history,
+            "config": {"epochs": epochs, "precision": precision, "seed": seed}, "provenance": {"device": "GPU"}}
+
+
+STALLED = dict(first_acc=21.2, last_acc=20.4, first_loss=2.07, last_loss=2.10)  # the width-128 vanilla's run
+LEARNED = dict(first_acc=30.4, last_acc=64.7, first_loss=1.9, last_loss=1.0)
+
+
+def stall_figures(stalled_seeds=1, fp32=()):
+    ours = figures({"vit": [curve(**STALLED, seed=s) for s in range(stalled_seeds)],
+                    "fnet": [curve(**LEARNED, seed=s) for s in range(stalled_seeds)]})
+    ours["cifar10"]["vit"]["train_acc_final"] = 20.4
+    ours["cifar10"]["fnet"]["train_acc_final"] = 64.7
+    ours.facts["cifar10"]["vit"]["runs"] = V.run_facts([curve(**STALLED, seed=s) for s in range(stalled_seeds)], 10,
+                                                       name="vit", fp32_records=fp32)
+    return ours
+
+
+def test_a_run_that_did_not_learn_decides_nothing_and_is_named():
+    """Issue 47: a run 10 points above chance whose training accuracy went 21.2 -> 20.4 % over 10 epochs decides no
+    comparison ("not decided: a run did not learn", naming it), though the "run failed" rule (chance) misses it."""
+    assert V.failed_reason(curve(**STALLED), 10) == ""  # not at chance
+    assert V.not_learned_reason(curve(**LEARNED)) == ""
+    for metric in ("top1", "train_acc_final"):
+        got = C.evaluate("vix", claim("fnet", "vit", metric=metric), stall_figures(), profile="budget")
+        assert got["our_verdict"] == V.NOT_LEARNED == "not decided: a run did not learn"
+        assert got["why"] == "ViT: training accuracy 21.2 -> 20.4 %, loss 2.07 -> 2.10 over 10 epochs (seed 0)"
+    # every seed stalls, but no fp32 run shows that the stall is the model's and recipe's: still nothing decided
+    got = C.evaluate("vix", claim("fnet", "vit"), stall_figures(3), profile="budget")
+    assert got["our_verdict"] == V.NOT_LEARNED and got["why"].endswith("; 3 of 3 seeds")
+    # three seeds and fp32 too: it decides, and says so in its own words
+    shown = stall_figures(3, fp32=[curve(**STALLED, precision="fp32")])
+    got = C.evaluate("vix", claim("fnet", "vit"), shown, profile="budget")
+    assert got["our_verdict"] == "holds" and got["seeds"] == 3
+    assert got["why"].startswith("ViT did not learn in this setting (3 of 3 seeds, fp32 too (1 of 1))")
+    # one of the fp32 runs learned: the stall is not the model's
+    mixed = stall_figures(3, fp32=[curve(**STALLED, precision="fp32"), curve(**LEARNED, precision="fp32")])
+    assert C.evaluate("vix", claim("fnet", "vit"), mixed, profile="budget")["our_verdict"] == V.NOT_LEARNED
+
+
+def test_a_claim_that_predicts_a_failure_is_decided_by_its_measure():
+    """A run at chance (or one that did not learn) is what a claim such as "without skips the model does not train"
+    predicts: the claim names it in ``predicts_failure`` and its figure decides it."""
+    at_chance = figures({"fnet": [record(10.9, train_acc=9.83)], "vit": [record(40.0)]})
+    plain = C.evaluate("vix", claim("fnet", "vit", op="less"), at_chance, profile="budget")
+    assert plain["our_verdict"] == V.FAILED
+    predicted = C.evaluate("vix", claim("fnet", "vit", op="less", predicts_failure=["fnet"]), at_chance,
+                           profile="budget")
+    assert predicted["our_verdict"] == "holds"
+    assert predicted["why"].startswith("the claim predicts the failure of FNet: training accuracy 9.83 %")
+    stalled = C.evaluate("vix", claim("vit", "fnet", op="less", predicts_failure=["vit"]), stall_figures(),
+                         profile="budget")
+    assert stalled["our_verdict"] == "holds" and "predicts the failure of ViT" in stalled["why"]
+    with pytest.raises(ClaimError, match="`predicts_failure` must list runs the claim compares"):
+        C.evaluate("vix", claim("vit", "fnet", predicts_failure=["vin"]), at_chance, profile="budget")
+
+
+def test_a_claim_with_two_parts_is_judged_on_both():
+    """"Nearly identical, the simplified ahead by a small margin": ahead (a sign) and by at most 2 points (a
+    magnitude). A 10.8-point lead does not hold; at ten of the paper's epochs the magnitude is not judged, while a
+    failing sign is."""
+    two = dict(also=[{"op": "at_most", "value": 2}])
+
+    def ours(a, b, epochs=10):  # three seeds each: one seed's noise is not what is tested here
+        return figures({"vit": [record(a, epochs=epochs)] * 3, "fnet": [record(b, epochs=epochs)] * 3})
+
+    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2), profile="budget")["our_verdict"] == V.PROTOCOL
+    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(38.0, 39.2), profile="budget")["our_verdict"] == C.FAILS
+    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2, 100), profile="paper")["our_verdict"] == \
+        C.FAILS
+    at_paper = C.evaluate("vix", claim("vit", "fnet", **two), ours(40.5, 39.2, 100), profile="paper")
+    assert at_paper["our_verdict"] == C.HOLDS and at_paper["claimed"] == "> 0 points and ≤ 2 points"

@@ -137,12 +137,18 @@ def lacks_data(job):
     return job.trains and e.dataset != "synthetic" and not planning.data_here(e.dataset)
 
 
+def cpu_makes(job):
+    """Whether a CPU makes ``job`` as a GPU would: each of its entries is a record that times nothing
+    (``MeasureEntry.cpu_ok``: attention maps of stored weights, a question's first steps)."""
+    return all(getattr(e, "cpu_ok", False) for e in job.entries)
+
+
 def cannot_run_here(job, executor):
     """Why a job cannot run on this machine (local and inline executors), or None."""
     e = job.entries[0]
     if executor == "slurm":
         return None
-    if (why := cannot_make_here(job.profile)) is not None:
+    if (why := cannot_make_here(job.profile, cpu_ok=cpu_makes(job))) is not None:
         return f"{why}; none here"
     if lacks_data(job) and not job.download:
         return f"no {e.dataset} copy here (set VIXNB_DATA, or `{e.command} --download` where online)"

@@ -161,8 +161,16 @@ class RecordEntry(Entry):
         why = kind.stale(record, store) if kind.stale else None
         return ("stale", why) if why else ("stored", "")
 
+    @property
+    def cpu_ok(self):
+        """Whether a CPU makes it as a GPU would (its kind times nothing: ``RecordKind.cpu_ok``)."""
+        return kind_of(self.request).cpu_ok
+
     def estimate(self, *, gpu=None, **_):
-        """``(GPU minutes, basis)``: its kind's nominal minutes (``estimates.estimate_record``)."""
+        """``(GPU minutes, basis)``: its kind's nominal minutes (``estimates.estimate_record``); none for a record
+        a CPU makes (``cpu_ok``), which ``vixnb batch --device cpu`` makes on any machine."""
+        if self.cpu_ok:
+            return 0.0, f"a CPU makes it (it times nothing): `vixnb batch --profile {self.profile} --device cpu`"
         return estimate_record(self.profile, self.nominal_minutes, gpu)
 
 

@@ -33,6 +33,38 @@ def plain_text(make_figure):
         figure = made if isinstance(made, Figure) else getattr(made, "figure", None)
         for text in figure.findobj(Text) if isinstance(figure, Figure) else ():
             text.set_parse_math(False)
+        for ax in figure.axes if isinstance(figure, Figure) else ():
+            _plain_log_ticks(ax)
         return made
 
     return drawing
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _plain_log_ticks(ax):
+    """A log axis of ``ax`` whose tick labels matplotlib would write as mathtext (``$\\mathdefault{10^{6}}$``, which a
+    figure of plain text prints raw) gets plain ones instead: "10⁶" at each power of the base, nothing between."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterMathtext
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() != "log":
+            continue
+        base = getattr(axis.get_transform(), "base", 10)
+        for which, get, put in (("major", axis.get_major_formatter, axis.set_major_formatter),
+                                ("minor", axis.get_minor_formatter, axis.set_minor_formatter)):
+            if isinstance(get(), LogFormatterMathtext):
+                put(FuncFormatter(lambda x, pos, b=base: _power_text(x, b)))
+
+
+def _power_text(x, base):
+    """"10⁶" for a power of ``base``, "" for any other tick (a minor one)."""
+    import math
+
+    if x <= 0:
+        return ""
+    exponent = math.log(x, base)
+    if abs(exponent - round(exponent)) > 1e-9:
+        return ""
+    return f"{base:g}{str(round(exponent)).translate(_SUPERSCRIPT)}" if round(exponent) not in (0, 1) else f"{x:g}"

@@ -135,10 +135,14 @@ def _record_entries(requests, profile, store, runs):
                                   level=2, purpose="speed targets (benchmarks)", command=command, path=path,
                                   request=request, nominal_minutes=kind.minutes, needs=needs))
         else:
-            purpose = (f"{request.paper} pages: {request.kind}" if request.paper else
+            purpose = (f"question: {request.name}" if request.kind == "first_steps" else
+                       f"{request.paper} pages: {request.kind}" if request.paper else
                        f"maps pages: {request.kind.removeprefix('maps-')}")
-            out.append(MeasureEntry(chapter=request.chapter, paper=request.paper, name=name, profile=profile, level=1,
-                                    purpose=purpose, command=f"vixnb batch --profile {profile} --only {name}",
+            device = " --device cpu" if kind.cpu_ok else ""
+            level = 2 if request.kind == "first_steps" else 1  # a question's record: it answers a question
+            out.append(MeasureEntry(chapter=request.chapter, paper=request.paper, name=name, profile=profile,
+                                    level=level, purpose=purpose,
+                                    command=f"vixnb batch --profile {profile}{device} --only {name}",
                                     path=f"{profile}/measure/{name}.json", dataset=request.dataset, request=request,
                                     nominal_minutes=kind.minutes, needs=needs))
     return out

@@ -28,7 +28,7 @@ from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, err
                         run_notebook)
 from ..profiles import get_profile, gpu_profile, list_profiles
 from ..plan import counts
-from ..report.claims import dashboard, findings, ledger
+from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger
 from ..report.records import book_plans, book_totals, status_counts
 from ..validate import checked
 
@@ -287,18 +287,22 @@ FINDINGS = EXECUTED_DIR / "findings.md"  # the intro's "What this study found", 
 #: and the linattn report's inconsistencies as its paper file lists them (``notes``), which it includes
 ERRATA, ERRATA_TEMPLATE, LINATTN_NOTES = (EXECUTED_DIR / "errata.md", Path("book/errata.template.md"),
                                           EXECUTED_DIR / "linattn_notes.md")
+CONTRADICTED = EXECUTED_DIR / "contradicted_claims.md"  # every claim the papers' own tables contradict
 BIBLIOGRAPHY = "book/bibliography"  # the bibliography page (book/references.bib), in every book
 
 
 def write_errata(root: Path, profile: str) -> Path:
-    """Write the errata page (``ERRATA``) of the published book in GPU profile ``profile``, and the list it includes
-    (``LINATTN_NOTES``, from ``vixnb/papers/linattn.yaml``)."""
+    """Write the errata page (``ERRATA``) of the published book in GPU profile ``profile``, and the lists it includes:
+    ``LINATTN_NOTES`` (from ``vixnb/papers/linattn.yaml``) and ``CONTRADICTED``, every claim the papers' own tables
+    contradict (``report.claims.contradicted_claims``, which the intro counts too)."""
     notes = papers.load("linattn").get("notes") or []
     (root / LINATTN_NOTES).parent.mkdir(parents=True, exist_ok=True)
     (root / LINATTN_NOTES).write_text("".join(f"{i}. {note}\n" for i, note in enumerate(notes, 1)), encoding="utf-8")
+    contradicted = contradicted_claims()
+    (root / CONTRADICTED).write_text(contradicted_markdown(contradicted), encoding="utf-8")
     page = (repo_root() / ERRATA_TEMPLATE).read_text(encoding="utf-8").replace("{profile}", profile)
-    (root / ERRATA).write_text(page.replace("The report's inconsistencies,", f"The report's {len(notes)} inconsistencies,"),
-                               encoding="utf-8")
+    page = page.replace("The report's inconsistencies,", f"The report's {len(notes)} inconsistencies,")
+    (root / ERRATA).write_text(page.replace("{contradicted}", str(len(contradicted))), encoding="utf-8")
     return root / ERRATA
 
 
@@ -375,18 +379,18 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
 
     (root / FINDINGS).parent.mkdir(parents=True, exist_ok=True)
     (root / FINDINGS).write_text(findings(frames, link) + "\n", encoding="utf-8")
-    per = "; ".join(f"{p}: {t['stored']} stored, {t['missing']} missing, {t['stale']} stale, "
-                    f"{t['gpu_hours_left']:.1f} GPU-hours left" for p, t in totals["per_profile"].items())
+    shown = totals["per_profile"].get(profile) or counts(plans.get(profile, []))
+    others = "; ".join(f"`{p}`: of its {t['entries']} entries, {status_counts(t)}, {t['gpu_hours_left']:.1f} GPU-hours "
+                       "left" for p, t in totals["per_profile"].items() if p != profile)
     lines = ["One row per document, counted when this book was built. The first three "
              "columns need no GPU: the papers' tables as printed, our models' parameter counts against the printed "
              "ones, and each quantitative claim checked against the paper's own tables. The next counts our "
              "verdicts on the claims (the claims ledger's). The last two count what "
              f"the results store holds of the `{profile}` profile, the one this book shows.\n\n"
              + markdown_table(board) + "\n\n" + _stands(plans.get(profile, [])),
-             "**What the results store holds** (from the plan of every GPU "
-             f"profile: `vixnb plan`): {totals['stored']} runs and measurements stored, {totals['missing']} "
-             f"missing, {totals['stale']} stale; about {totals['gpu_hours_left']:.1f} GPU-hours to complete the "
-             f"book ({per})."]
+             f"**What the results store holds** (the `{profile}` plan: `vixnb plan --profile {profile}`): of its "
+             f"{shown['entries']} runs and measurements, {status_counts(shown)}; about {shown['gpu_hours_left']:.1f} "
+             "GPU-hours to complete the book" + (f" (the other GPU profile, {others})" if others else "") + "."]
     if ERRATA.with_suffix("").as_posix() in docs:
         write_errata(root, profile)
     said = {"errata": "What the book found in the documents themselves (typos, swapped numbers, code bugs): "

@@ -198,6 +198,9 @@ def _plan_arguments(sub):
     s.add_argument("--executor", choices=("local", "slurm", "inline"), default="local",
                    help="local: one job per visible GPU (or one CPU job); slurm: a job array; inline: this process")
     s.add_argument("--dry-run", action="store_true", help="print what would run; submit and run nothing")
+    s.add_argument("--device", choices=("auto", "cpu"), default="auto",
+                   help="cpu: only the entries a CPU makes as a GPU would (records that time nothing: attention maps "
+                        "of stored weights, a question's first steps), on the CPU, on any machine")
     s.add_argument("--rehearse", action="store_true", help="the dress rehearsal: every model, protocol, measurement "
                    "and benchmark of the plan for a couple of steps on this machine, into a scratch store (nothing "
                    "enters results/); a table, and exit 1 on a failure")

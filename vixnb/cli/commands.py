@@ -278,6 +278,10 @@ def batch(args):
 
 
 def _batch(args, runner, planning, started):
+    import torch
+
+    from ..profiles import gpu_profile
+
     if args.rehearse:
         from ..rehearsal import rehearsal_table, rehearse
 
@@ -293,6 +297,15 @@ def _batch(args, runner, planning, started):
     entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
     _not_used(args.profile)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
+    if args.device == "cpu":  # what a CPU makes as a GPU would, on this machine's CPU (its jobs inherit it)
+        import os
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        jobs = [job for job in jobs if runner.cpu_makes(job)]
+        if not jobs and not args.dry_run:
+            print(f"vixnb batch --device cpu: nothing left in profile {args.profile!r} that a CPU makes")
+    elif args.executor != "slurm" and gpu_profile(args.profile) and torch.cuda.is_available():
+        jobs = [job for job in jobs if not runner.cpu_makes(job)]  # GPU time only for what needs one
     if jobs and not args.dry_run and args.executor != "slurm":
         _check_runnable(jobs, args, runner)
     if not jobs:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+import numbers
 import re
 
 import pandas as pd
 
 from ... import papers
-from ...escape import html_text
+from ...escape import html_text, markdown_text
 from ...paths import repo_root
 from ...profiles import table_runs
 from ...results import ResultsStore, made_on, read_json
 from ...runspec import RunSpec
-from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
+from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
 from .verdicts import claim_anchor, claims, verdict_text
 from .standing import count_checks
-from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs
+from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs, left_out_note
 from ..tables.pages import page_table
 from .rules import NOT_DECIDED, why_not_decided
 
@@ -35,7 +36,7 @@ def _fused(costs, link):
             f"one fused softmax layer takes {costs.at[SOFTMAX, ms]:.2f} ms a step ({ms[9:-1]})"
             + (f" and {costs.at[SOFTMAX, mb]:,.0f} MB ({mb[9:-1]})" if mb else "") + "; " + "; ".join(parts)
             + ". The papers' memory savings are against a materialised attention matrix "
-            f"({link('synthesis', 'the synthesis')}, {link('efficiency', 'efficiency')}).")
+            f"({link('synthesis', 'the synthesis')}, {link('efficiency', 'efficiency')})." + left_out_note(costs))
 
 
 def _counts(link):
@@ -96,15 +97,38 @@ def verdicts_finding(frames, link):
     return text + (":\n" + why_not_decided(counts=counts, indent="  ") if undecided else ".")
 
 
+def contradicted_claims():
+    """Every claim of the papers' text that their own printed tables contradict (the paper side "no"), one row each:
+    the paper, the claim's id, section and text, the figure claimed and the one the tables give. The errata page
+    lists them all and the intro counts them (the same list)."""
+    rows = []
+    for key in papers.DOCUMENTS:
+        if not papers.claims(key):
+            continue
+        frame = claims(key)
+        for cid, row in frame[frame["paper bears it out"] == PAPER_NO].iterrows():
+            rows.append({"paper": key, "id": cid, "section": row["section"], "claim": row["claim"],
+                         "claimed": row["claimed"], "tables give": f"{row['paper figure']:,.2f}"})
+    return pd.DataFrame(rows, columns=["paper", "id", "section", "claim", "claimed", "tables give"])
+
+
+def contradicted_markdown(frame):
+    """``contradicted_claims`` as the errata page's numbered list (Markdown, the claims' text escaped)."""
+    return "".join(f"{i}. `{row['paper']}` §{markdown_text(str(row['section']))}: {markdown_text(row['claim'].rstrip('.'))}: "
+                   f"claimed {markdown_text(row['claimed'])}, its tables give {row['tables give']} (claim "
+                   f"`{row['id']}`).\n" for i, (_, row) in enumerate(frame.iterrows(), 1))
+
+
 def _paper_side(link):
     bear, checked = 0, 0
     for key in papers.DOCUMENTS:
         if papers.claims(key):
             counts = claims(key)["paper bears it out"].value_counts()
-            bear += int(counts.get("yes", 0))
-            checked += int(counts.get("yes", 0) + counts.get("no", 0))
+            bear += int(counts.get(PAPER_YES, 0))
+            checked += int(counts.get(PAPER_YES, 0) + counts.get(PAPER_NO, 0))
     return (f"**The papers against their own tables:** {bear} of the {checked} claims their tables can check are borne "
-            f"out; the rest, with the documents' other errors, are listed on {link('errata', 'the errata page')}.")
+            f"out; all {checked - bear} that they contradict are listed, with the documents' other errors, on "
+            f"{link('errata', 'the errata page')}.")
 
 
 def findings(frames, link, *, store=None):
@@ -145,10 +169,14 @@ def results_frame(frames, *, root=None):
     for key, frame in frames.items():
         for cid, row in frame.iterrows():
             chapter = where.get((key, str(row["section"]))) or where.get((key, None), "claims")
-            paper = f"{row['claimed']}" + (f" (tables: {row['paper figure']:,.2f}, {row['paper bears it out']})"
-                                           if isinstance(row["paper figure"], float) else "")
+            figure = row["paper figure"]
+            printed = isinstance(figure, numbers.Real) and figure == figure
+            paper = f"{row['claimed']}" + (f" (tables: {figure:,.2f}, {row['paper bears it out']})" if printed else
+                                           " (its tables print no figure for it)")
+            ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else \
+                f"{row['our verdict']}: {row['why no verdict']}" if row["why no verdict"] else row["our verdict"]
             rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
-                         "ours": verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else "—",
+                         "ours": ours,
                          "status": row["our verdict"], "chapter": chapter, "claim id": cid})
     return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id"])
 
@@ -165,8 +193,8 @@ def results_table(rows):
         return f'<a href="{html_text(stem)}.html#{html_text(anchor)}">{html_text(stem)}</a>'
 
     # three wrapped columns at page_table's 12em each and the rest were 685 px, in a 676 px column at 1280 px
-    return styler.format(link, subset=["chapter"], escape=None).set_properties(
-        subset=["claim", "paper", "ours"], **{"min-width": "10em"})
+    shown = [c for c in ("claim", "paper", "ours") if c in styler.data.columns]  # "ours" leaves where none is run
+    return styler.format(link, subset=["chapter"], escape=None).set_properties(subset=shown, **{"min-width": "10em"})
 
 
 def runs_table(profile, *, store=None):

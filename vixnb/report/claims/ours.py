@@ -84,6 +84,16 @@ def _stored_seeds(stored, config):
     return sorted({r["config"]["seed"] for r in stored if same(r.get("config"))})
 
 
+def _fp32_runs(stored, config):
+    """The done stored runs of ``config`` in fp32 (any seed), where ``config`` trains in another precision: whether a
+    stall survives fp32 (``rules.run_facts``)."""
+    if config.get("precision") == "fp32":
+        return []
+    strip = lambda c: {k: v for k, v in c.items() if k not in ("seed", "precision")}
+    return [r for r in stored if isinstance(r.get("config"), dict) and r["config"].get("precision") == "fp32"
+            and strip(r["config"]) == strip(config) and r.get("status") == "done"]
+
+
 def _done_runs(runs, *, dataset, profile, compute, store, stored):
     """``({name: [done runs]}, records)``: for each run ``{name: (model, settings)}``, its stored seeds (seed 0
     where none is stored), every seed done with a top-1, and every record looked at."""
@@ -148,7 +158,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
             classes = dataset_spec(dataset).num_classes
             for model, seed_runs in done.items():
                 figures[model].update({m: _number_or_none(RUN_STATISTICS[m](seed_runs)) for m in wanted})
-                facts[model]["runs"] = rules.run_facts(seed_runs, classes, name=model)
+                facts[model]["runs"] = rules.run_facts(seed_runs, classes, name=model,
+                                                       fp32_records=_fp32_runs(stored, seed_runs[0]["config"]))
         if metrics & set(COUNTED_METRICS):
             convention = papers.params_convention(paper_key)
             for model in models:
@@ -181,14 +192,16 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
 
 def ledger(profile, *, compute="never", store=None, count_flops=True):
-    """Every paper with a paper file and claims: ``{paper key: {"frame": claims(...), "records": [...]}}``,
-    our figures from the results store (``ours_from_store``)."""
+    """Every paper with a paper file and claims: ``{paper key: {"frame": claims(...), "records": [...], "questions":
+    claims(..., questions=True)}}``, our figures from the results store (``ours_from_store``); the questions of ours
+    a paper file sets beside its claims are apart, in no count of the paper's."""
     out = {}
     for key in _paper_keys():
         if not papers.claims(key):
             continue
         ours, records = ours_from_store(key, profile, compute=compute, store=store, count_flops=count_flops)
-        out[key] = {"frame": claims(key, ours, profile=profile), "records": records}
+        out[key] = {"frame": claims(key, ours, profile=profile), "records": records,
+                    "questions": claims(key, ours, profile=profile, questions=True)}
     return out
 
 
@@ -204,7 +217,19 @@ def claims_section(paper_key, profile, *, sections=None, compute="never"):
     if records:
         display(Markdown(provenance_line(records, profile=profile)))
     display(Markdown("How each claim was read:\n\n" + claims_readings(verdicts)))
+    questions_section(claims(paper_key, ours, sections=sections, profile=profile, questions=True))
     return verdicts
+
+
+def questions_section(frame):
+    """The questions of ours a paper file sets beside its claims (``claims(questions=True)``), apart from them: a
+    heading-less block with their table and readings; nothing where there are none."""
+    if frame is None or not len(frame):
+        return
+    display(Markdown(f"Our own question{'s' if len(frame) > 1 else ''} beside the paper's claims (not claims of the "
+                     "paper; answered yes or no, and in no count of its claims):"))
+    display(claims_page(frame))
+    display(Markdown(claims_readings(frame)))
 
 
 def claims_overview(pages):

@@ -3,7 +3,13 @@ to every verdict of ours, so the ledger, the chapter pages, the results page and
 
 1. A run that ended at chance (last training accuracy and test top-1 within ``CHANCE_MARGIN`` points of 100 / classes)
    or whose gradients were all zero decides nothing, nor does a measurement of its trained weights: "not decided:
-   run failed", naming the run.
+   run failed", naming the run. A run that did not learn (``not_learned_reason``: over at least ``LEARN_EPOCHS``
+   epochs its training accuracy gained less than ``LEARN_POINTS`` points, or its training loss fell by less than
+   ``LEARN_LOSS_DROP``) decides nothing either: "not decided: a run did not learn", naming it. Both decide a claim
+   that predicts that run's failure (the claim's ``predicts_failure``), judged on its own measure; and a stall shown
+   to be the model's and recipe's (every seed of the configuration, at least ``SHOWN_SEEDS``, did not learn, and
+   its fp32 runs did not either) decides, the verdict saying so ("the vanilla did not learn at this setting: 3 of 3
+   seeds, fp32 too").
 2. A magnitude ("about 16 %", "at least twice") of a figure that depends on the number of epochs is judged only
    under the paper's protocol; a sign or an ordering (a gain against 0, a ratio against 1) may be judged under a
    shorter one, and the verdict gives each side's real fraction ("FNet 10 of 100 epochs, ViT 10 of 40").
@@ -36,13 +42,22 @@ def pair_figure(method, va, vb):
     return va
 
 FAILED = "not decided: run failed"
+NOT_LEARNED = "not decided: a run did not learn"
 ONE_SEED = "not decided: one seed"
 PROTOCOL = "not decided: protocol"
 DEVICE = "not decided: devices or precisions differ"
 #: every verdict of ours that decides nothing, as the results page counts them
-NOT_DECIDED = (FAILED, ONE_SEED, PROTOCOL, DEVICE)
+NOT_DECIDED = (FAILED, NOT_LEARNED, ONE_SEED, PROTOCOL, DEVICE)
 
 CHANCE_MARGIN = 2.0  # points of accuracy around 100 / classes
+#: a run learned where, over at least LEARN_EPOCHS epochs, its training accuracy gained at least LEARN_POINTS points
+#: from the first epoch to the last and its training loss fell by at least LEARN_LOSS_DROP of the first epoch's. Set
+#: from the stored budget runs (10 epochs, 2026-11-28): the 25 that learned gained 12.8 to 42.3 points (FNet the
+#: least) and their loss fell 16 % to 66 %; the 12 that did not gained at most 1.5 points and their loss fell at
+#: most 1.8 % (the two-LayerNorm vanilla at width 128: 21.2 -> 20.4 % and 19.5 -> 21.1 %). The thresholds lie
+#: well inside the gap, three points and three percent from the nearest stalled run
+LEARN_EPOCHS, LEARN_POINTS, LEARN_LOSS_DROP = 3, 5.0, 0.05
+SHOWN_SEEDS = 3  # the seeds a stall must hold in (every one of them) before it is the model's and recipe's
 DEFAULT_SPREAD = 1.0  # points of accuracy: one seed's noise where the paper reports none
 TIME_UNITS = ("s", "ms")
 #: thresholds that make a claim a sign or an ordering rather than a magnitude
@@ -54,6 +69,10 @@ _NEUTRAL = {"point_gain": 0.0, "relative_gain": 0.0, "ratio": 1.0}
 WHY_NOT_DECIDED = {
     FAILED: (f"a run behind the figure failed: its last training accuracy and test top-1 ended within {CHANCE_MARGIN:g} "
              "points of chance (100 / classes), or its gradients were all zero; the verdict names the run."),
+    NOT_LEARNED: (f"a run behind the figure did not learn: over its epochs its training accuracy gained less than "
+                  f"{LEARN_POINTS:g} points, or its training loss fell by less than {LEARN_LOSS_DROP:.0%}, and it is "
+                  f"not shown to be the model's and recipe's (every one of at least {SHOWN_SEEDS} seeds, and in fp32 "
+                  "too); the verdict names the run."),
     PROTOCOL: ("the claim states a magnitude (\"about 16 %\", \"at least twice\") of a figure that grows with training, "
                "and our runs are shorter than the paper's protocol; a sign or an ordering is judged under a shorter "
                "one, and the verdict gives each side's epochs of the paper's."),
@@ -74,14 +93,17 @@ def why_not_decided(verdicts=NOT_DECIDED, *, counts=None, indent=""):
 
 class Facts(NamedTuple):
     """What one model's figures rest on: ``seeds`` done, ``epochs`` trained (None: not a training run),
-    ``devices`` and ``precisions`` (sets), ``failed`` (why the run decides nothing, else "") and ``name`` (the
-    result file or record, for the page)."""
+    ``devices`` and ``precisions`` (sets), ``failed`` (why the run decides nothing, else ""), ``stalled`` (why a
+    run did not learn, else ""), ``stall_shown`` (where the stall is the model's and recipe's: "3 of 3 seeds, fp32
+    too", else "") and ``name`` (the result file or record, for the page)."""
     seeds: int = 0
     epochs: int | None = None
     devices: frozenset = frozenset()
     precisions: frozenset = frozenset()
     failed: str = ""
     name: str = ""
+    stalled: str = ""
+    stall_shown: str = ""
 
 
 class Figures(dict):
@@ -118,13 +140,41 @@ def failed_reason(record, num_classes):
     return ""
 
 
-def run_facts(records, num_classes, name=""):
-    """``Facts`` of the done training records of one configuration (its seeds)."""
+def not_learned_reason(record):
+    """Why one done training record did not learn ("training accuracy 21.2 -> 20.4 %, loss 2.07 -> 2.10 over 10
+    epochs"), or "" for a run that learned or trained too few epochs to tell (``LEARN_EPOCHS``)."""
+    history = record.get("history") or []
+    if len(history) < LEARN_EPOCHS:
+        return ""
+    first, last = history[0], history[-1]
+    try:
+        gain = last["train_acc"] - first["train_acc"]
+        drop = (first["train_loss"] - last["train_loss"]) / first["train_loss"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return ""
+    if gain >= LEARN_POINTS and drop >= LEARN_LOSS_DROP:
+        return ""
+    return (f"training accuracy {first['train_acc']:.1f} -> {last['train_acc']:.1f} %, loss {first['train_loss']:.2f} "
+            f"-> {last['train_loss']:.2f} over {len(history)} epochs (seed {record['config'].get('seed')})")
+
+
+def run_facts(records, num_classes, name="", fp32_records=()):
+    """``Facts`` of the done training records of one configuration (its seeds); ``fp32_records``: the done records of
+    the same configuration in fp32 (where it is trained in bf16), which show whether a stall survives fp32."""
     failed = [r for r in records if failed_reason(r, num_classes)]
+    stalled = [r for r in records if not_learned_reason(r)]
+    shown = ""
+    fp32_stalled = [r for r in fp32_records if not_learned_reason(r) or failed_reason(r, num_classes)]
+    if len(records) >= SHOWN_SEEDS and len(stalled) == len(records) and fp32_records and \
+            len(fp32_stalled) == len(fp32_records):
+        shown = f"{len(stalled)} of {len(records)} seeds, fp32 too ({len(fp32_stalled)} of {len(fp32_records)})"
     return Facts(seeds=len(records), epochs=max((r["config"]["epochs"] for r in records), default=None),
                  devices=frozenset(str(r.get("provenance", {}).get("device", "?")) for r in records),
                  precisions=frozenset(str(r["config"].get("precision", "fp32")) for r in records),
-                 failed=failed_reason(failed[0], num_classes) if failed else "", name=name)
+                 failed=failed_reason(failed[0], num_classes) if failed else "", name=name,
+                 stalled=not_learned_reason(stalled[0]) + (f"; {len(stalled)} of {len(records)} seeds" if len(records) > 1
+                                                          else "") if stalled else "",
+                 stall_shown=shown)
 
 
 def record_facts(provenance, precision="fp32", name="", *, config=None, run=None, num_classes=10):
@@ -133,7 +183,8 @@ def record_facts(provenance, precision="fp32", name="", *, config=None, run=None
     (``failed_reason`` of its stored record ``run``, on ``num_classes`` classes; rule 1)."""
     return Facts(seeds=1, epochs=(config or {}).get("epochs"),
                  devices=frozenset({str((provenance or {}).get("device", "?"))}), precisions=frozenset({precision}),
-                 failed=failed_reason(run, num_classes) if run else "", name=name)
+                 failed=failed_reason(run, num_classes) if run else "", name=name,
+                 stalled=not_learned_reason(run) if run else "")
 
 
 def _metrics(claim):
@@ -148,8 +199,21 @@ def claim_models(claim):
     return list(dict.fromkeys(m for pair in claim.get("pair_list") or [] for m in pair if m is not None))
 
 
+def claim_parts(claim):
+    """A claim's conditions on its figure: its own ``op``/``value``/``tolerance``, then each of its ``also`` (a claim
+    with two parts: "nearly identical, the simplified ahead by a small margin")."""
+    return [claim, *({**claim, **part} for part in claim.get("also") or [])]
+
+
 def is_magnitude(claim):
-    """Whether a claim states a size (about X, at least X) rather than a sign or an ordering."""
+    """Whether a claim states a size (about X, at least X) rather than a sign or an ordering; a claim with parts
+    (``also``) where any of them does."""
+    if claim.get("also"):
+        return any(_part_is_magnitude(part) for part in claim_parts(claim))
+    return _part_is_magnitude(claim)
+
+
+def _part_is_magnitude(claim):
     method, op = claim.get("method"), claim.get("op")
     if method == "value":  # one figure's sign (greater or less than 0) is not a size
         return not (op in ("greater", "less") and claim["value"] == 0)
@@ -178,21 +242,38 @@ def protocol_label(key, models, facts, label):
     return ", ".join(dict.fromkeys(parts)) if short else ""
 
 
-def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
+def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None, sign_failed=False):
     """``(verdict, why, seeds)``: the ``verdict`` (holds / does not hold) that ``_evaluate`` reached on claim (parsed)
     of paper ``key``, kept or turned into one of ``NOT_DECIDED`` by the rules above; ``why`` says on what it rests
     or why it decides nothing; ``seeds`` is the fewest seeds behind a figure of the claim (None: no training run).
     ``get(model, metric)``: our figure; ``facts``: ``{model: {origin: Facts}}``; ``label``: a model's name on the
-    page."""
+    page. ``sign_failed``: a part of the claim that is a sign or an ordering does not hold (a shorter protocol
+    decides that, whatever its magnitudes)."""
     metrics, models = _metrics(claim), claim_models(claim)
     from_runs = [m for m in metrics if METRICS[m].origin == "runs"]
     origin = METRICS[metrics[0]].origin
     involved = {m: facts[m][origin] for m in models if origin in facts.get(m, {})}
     seeds = min((f.seeds for m, f in involved.items() if f.epochs is not None), default=None) if from_runs else None
-    # 1. a failed run: one of the figures' training runs, or the run whose weights a measurement read
-    failed = [(m, f) for m, f in involved.items() if f.failed]
+    # 1. a failed run, or one that did not learn: one of the figures' training runs, or the run whose weights a
+    # measurement read; a failure the claim predicts is its measure, and a stall shown to be the model's decides
+    predicted = set(claim.get("predicts_failure") or [])
+    failed = [(m, f) for m, f in involved.items() if f.failed and m not in predicted]
     if failed:
         return FAILED, "; ".join(f"{label(m)}: {f.failed}" for m, f in failed), seeds
+    stalled = [(m, f) for m, f in involved.items() if f.stalled and m not in predicted]
+    unshown = [(m, f) for m, f in stalled if not f.stall_shown]
+    if unshown:
+        return NOT_LEARNED, "; ".join(f"{label(m)}: {f.stalled}" for m, f in unshown), seeds
+    notes = [f"{label(m)} did not learn in this setting ({f.stall_shown})" for m, f in stalled]
+    notes += [f"the claim predicts the failure of {label(m)}: {f.failed or f.stalled}"
+              for m, f in involved.items() if m in predicted and (f.failed or f.stalled)]
+    verdict, why, seeds = _judge_rest(key, claim, verdict, get, involved, metrics, models, from_runs, seeds, label,
+                                      seed_spread, sign_failed)
+    return verdict, "; ".join(n for n in [*notes, why] if n), seeds
+
+
+def _judge_rest(key, claim, verdict, get, involved, metrics, models, from_runs, seeds, label, seed_spread, sign_failed):
+    """``judge``'s rules 2-4, once no run behind the figure failed unforeseen."""
     # 3. times: one device, one precision; a magnitude only at the paper's precision
     if any(METRICS[m].unit in TIME_UNITS for m in metrics):
         devices = set().union(*(f.devices for f in involved.values())) if involved else set()
@@ -208,7 +289,7 @@ def judge(key, claim, verdict, get, facts, *, label=str, seed_spread=None):
     # 2. the protocol: a magnitude of an epoch-dependent figure needs the paper's epochs
     epoch_bound = [m for m in metrics if METRICS[m].decided_by == EPOCHS]
     fractions = protocol_label(key, models, involved, label) if epoch_bound else ""
-    if fractions and is_magnitude(claim):
+    if fractions and is_magnitude(claim) and not sign_failed:
         return PROTOCOL, f"a magnitude is judged only at the paper's epochs ({fractions})", seeds
     # 4. one seed
     if seeds == 1 and any(METRICS[m].unit == "points" for m in from_runs) and \
@@ -226,13 +307,23 @@ def _satisfies(op, value, figure, tolerance=0.0):
             "less": figure < value}[op]
 
 
+def satisfies(claim, figure):
+    """Whether ``figure`` satisfies every part of ``claim`` (``claim_parts``)."""
+    return all(_satisfies(p["op"], p["value"], figure, p.get("tolerance") or 0.0) for p in claim_parts(claim))
+
+
+def sign_fails(claim, figure):
+    """Whether a part of ``claim`` that is a sign or an ordering (not a magnitude) is not satisfied by ``figure``."""
+    return any(not _part_is_magnitude(p) and not _satisfies(p["op"], p["value"], figure, p.get("tolerance") or 0.0)
+               for p in claim_parts(claim))
+
+
 def _turns_within(claim, get, spread):
     """Whether moving each pair's a-side figure by ``spread`` (in the metric's points) either way turns the verdict
     of a pairwise claim (each pair alone, then over the pairs as the claim reads them)."""
     method = claim.get("method")
     if method not in (*_NEUTRAL, "value"):
         return False
-    op, value, tol = claim["op"], claim["value"], claim.get("tolerance", 0.0)
     metric, metric_b = claim["metric"], claim.get("metric_b", claim["metric"])
 
     def figure(va, vb):
@@ -250,7 +341,7 @@ def _turns_within(claim, get, spread):
                 return False
             pairs.append(figure(va, vb))
         if claim.get("over") == "mean" and len(pairs) > 1:
-            outcomes.add(_satisfies(op, value, sum(pairs) / len(pairs), tol))
+            outcomes.add(satisfies(claim, sum(pairs) / len(pairs)))
         else:
-            outcomes.add(all(_satisfies(op, value, f, tol) for f in pairs))
+            outcomes.add(all(satisfies(claim, f) for f in pairs))
     return len(outcomes) > 1

@@ -55,6 +55,18 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
     how an ambiguous text was read (relative % or points, which models "all" means, what "negligible" is).
 ``not_testable``
     why this study cannot test the claim; it is listed, with no verdict on our side.
+``also`` (optional)
+    the claim's further parts, each ``{op, value[, tolerance]}`` on the same figure: a claim is judged on every part
+    it states ("nearly identical, the simplified ahead by a small margin": ``op: greater, value: 0`` and ``also:
+    [{op: at_most, value: 2}]``). A sign part that fails decides "does not hold" under a shorter protocol, a
+    magnitude part only at the paper's.
+``predicts_failure`` (optional)
+    the runs (rows of ``a``/``b``) whose failure the claim predicts ("without skips the model does not train"): their
+    failing or not learning is the claim's measure, not a reason to decide nothing (``rules``).
+``question`` (optional, true)
+    a question of ours set beside the paper's claims (the same correlation on our fused path), not a claim the paper
+    makes: listed apart, with its own status words (``QUESTION_WORDS``), and counted in no tally of the paper's
+    claims.
 
 Each claim is evaluated three ways (``claims``): (a) on the paper's own printed numbers: the figure and
 whether they bear the claim out; (b) on ours: "holds", "does not hold", "not yet run" (with what is missing)
@@ -82,7 +94,8 @@ METHODS = (*PAIRWISE, "correlation")
 PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
 FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs", "over", "x",
-          "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread"}
+          "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread", "also", "predicts_failure",
+          "question"}
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
@@ -198,6 +211,22 @@ def parse_claim(key, claim):
             _fail(key, claim, f"needs a `{field}`")
     if claim.get("op") not in OPS:
         _fail(key, claim, f"`op` must be one of {', '.join(OPS)}, not {claim.get('op')!r}")
+    also = claim.get("also")
+    if also is not None:
+        if not isinstance(also, list) or not also or not all(
+                isinstance(p, dict) and p.get("op") in OPS and set(p) <= {"op", "value", "tolerance"} for p in also):
+            _fail(key, claim, "`also` must be a list of {op, value[, tolerance]} conditions on the same figure")
+        parts = []
+        for part in also:
+            checked = {"op": part["op"], "value": _number(key, part | {"id": claim["id"]}, "value")}
+            if part["op"] == "approx":
+                if "tolerance" not in part:
+                    _fail(key, claim, "an `approx` part of `also` needs a `tolerance`")
+                checked["tolerance"] = _number(key, part | {"id": claim["id"]}, "tolerance")
+            parts.append(checked)
+        claim = {**claim, "also": parts}
+    if claim.get("question") not in (None, True):
+        _fail(key, claim, "`question` is true (a question of ours beside the paper's claims), or left out")
     out = dict(claim, section=str(claim["section"]), value=_number(key, claim, "value"), tolerance=None, pair_list=None,
                models=None, models_from=None, dataset=claim.get("dataset"), raw=dict(claim))
     if claim["op"] == "approx":
@@ -282,6 +311,12 @@ def parse_claim(key, claim):
                         _fail(key, claim, f"{claim['table']} prints no {metric!r} for {model!r}")
     if out["testable"] and not out["dataset"]:
         _fail(key, claim, "names no dataset for our figures: give a `table` with a dataset, or `dataset`")
+    predicted = claim.get("predicts_failure")
+    if predicted is not None:
+        named = {m for pair in out["pair_list"] or [] for m in pair if m is not None} | set(out["models"] or [])
+        if not isinstance(predicted, list) or not predicted or not set(predicted) <= named:
+            _fail(key, claim, f"`predicts_failure` must list runs the claim compares ({', '.join(sorted(named))}), "
+                              f"not {predicted!r}")
     out["claimed"] = _claimed(out)
     return out
 
@@ -342,6 +377,10 @@ def _claimed(claim):
     text = f"{prefix}{OPS[claim['op']]} {_fraction_text(raw['value'])}{claim_unit(claim, claim['value'])}"
     if claim["op"] == "approx":
         text += f" (± {_fraction_text(raw['tolerance'])})"
+    for part in claim.get("also") or []:
+        text += f" and {OPS[part['op']]} {part['value']:g}{claim_unit(claim, part['value'])}"
+        if part["op"] == "approx":
+            text += f" (± {part['tolerance']:g})"
     return text
 
 

@@ -184,22 +184,40 @@ VIX_TOKENS = 1025
 def fused_costs(tokens=VIX_TOKENS, *, store=None):
     """One row per mechanism: one mixer layer's forward and backward step (ms) and its peak memory (MB) on the fused
     path at ``tokens`` tokens, from each stored ``vixnb bench mixers`` record (``results/bench/mixers-*.json``: one
-    column pair per record, named by its precision and device; a materialised or unfused variant is left out)."""
+    column pair per record, named by its precision and device; a materialised or unfused variant is left out). A row
+    the record marks superseded (``record["superseded"]``: a later change of the mixer) is never quoted: it is left
+    out, and ``attrs["left out"]`` says which and why, for the page to say so."""
     store = store if store is not None else ResultsStore()
-    columns = {}
+    columns, left_out = {}, []
     for path in sorted((store.root / "bench").glob("mixers-*.json")):
         record = read_json(path)
         prov = record.get("provenance") or {}
         where = f"{prov.get('dtype', '?')}, {str(prov.get('device', '?')).replace('NVIDIA ', '').split(' ')[0]}"
+        superseded = record.get("superseded") or {}
         for row in record.get("rows") or []:
             name = str(row.get("mechanism", ""))
             if row.get("tokens") != tokens or row.get("status") != "ok" or "materialised" in name or "unfused" in name:
+                continue
+            if row.get("kind") in (superseded.get("rows") or []):
+                mech = declared_mechanism(MIXERS[row["kind"]]) if row.get("kind") in MIXERS else row.get("kind")
+                left_out.append((mech, where, superseded.get("reason", "")))
                 continue
             mech = declared_mechanism(MIXERS[row["kind"]]) if row.get("kind") in MIXERS else None
             if mech:
                 columns.setdefault(f"step ms ({where})", {})[mech] = round(row["ms"], 2)
                 columns.setdefault(f"peak MB ({where})", {})[mech] = round(row["peak_mb"])
-    return pd.DataFrame(columns)
+    frame = pd.DataFrame(columns)
+    frame.attrs["left out"] = left_out
+    return frame
+
+
+def left_out_note(costs):
+    """One sentence naming the stored rows ``fused_costs`` did not quote, and why ("" where none)."""
+    grouped = {}
+    for mech, where, reason in costs.attrs.get("left out") or []:
+        grouped.setdefault((mech, reason), []).append(where)
+    return "".join(f" {mech}'s stored rows ({'; '.join(wheres)}) are not quoted: superseded ({reason}); `vixnb bench "
+                   "mixers` measures them again." for (mech, reason), wheres in grouped.items())
 
 
 def practitioners_answer(costs):

@@ -26,11 +26,7 @@ from . import rules
 
 
 def _satisfies(claim, figure):
-    op, value = claim["op"], claim["value"]
-    if op == "approx":
-        return abs(figure - value) <= claim["tolerance"] + 1e-9 * max(1.0, abs(value))
-    return {"at_least": figure >= value, "at_most": figure <= value, "greater": figure > value,
-            "less": figure < value}[op]
+    return rules.satisfies(claim, figure)
 
 
 def _distance(claim, figure):
@@ -90,6 +86,18 @@ def _evaluate(claim, get):
         return figure, _satisfies(claim, figure), pair
     pair, figure = max(figures, key=lambda pf: _distance(claim, pf[1]))
     return figure, all(_satisfies(claim, f) for _, f in figures), pair
+
+
+def _sign_failed(claim, get):
+    """Whether a sign or ordering part of a claim with parts (``also``) fails on our figures, pair by pair."""
+    if not claim.get("also") or claim.get("method") == "correlation":
+        return False
+    metric_b = claim.get("metric_b", claim["metric"])
+    figures = [rules.pair_figure(claim["method"], get(a, claim["metric"]), get(b, metric_b) if b is not None else None)
+               for a, b in claim["pair_list"]]
+    if claim.get("over") == "mean" and len(figures) > 1:
+        figures = [statistics.fmean(figures)]
+    return any(rules.sign_fails(claim, f) for f in figures)
 
 
 def _paper_getter(key, claim):
@@ -307,7 +315,8 @@ def evaluate(key, claim, ours=None, *, profile=None):
             else:
                 our_verdict, why, seeds = rules.judge(key, claim, our_verdict, get, facts,
                                                       label=lambda m: run_label(m, key),
-                                                      seed_spread=claim.get("spread"))
+                                                      seed_spread=claim.get("spread"),
+                                                      sign_failed=_sign_failed(claim, get))
         except MissingFigures as e:
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
@@ -316,18 +325,27 @@ def evaluate(key, claim, ours=None, *, profile=None):
 
 
 
-def claims(paper_key, ours=None, *, sections=None, profile=None):
+#: our verdict of a question of ours (a claim entry with ``question: true``) in its own words: a question is
+#: answered, not held
+QUESTION_WORDS = {HOLDS: "yes", FAILS: "no"}
+
+
+def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False):
     """Every claim of paper ``paper_key`` evaluated against the paper's printed numbers and against ``ours``
     (see the module docstring; None: nothing of ours yet): a DataFrame indexed by claim id with ``COLUMNS``,
     for ``page`` / ``page_table``. Missing figures of ours give "not yet run" and what is missing.
     ``sections``: only the claims made in these sections of the paper (``["5.3"]``; a chapter's own;
     ``schema.in_sections``). ``profile``: where ``ours`` comes from; a profile that cannot decide a claim
-    gives it "not decided here" (``undecided_reason``)."""
-    chosen = [c for c in paper_claims(paper_key) if in_sections(c, sections)]
-    if sections is not None and not chosen:
+    gives it "not decided here" (``undecided_reason``). ``questions``: instead of the paper's claims, the questions
+    of ours its file sets beside them (``question: true``), answered "yes" / "no" (``QUESTION_WORDS``); they are in
+    no count of the paper's claims."""
+    chosen = [c for c in paper_claims(paper_key) if in_sections(c, sections) and bool(c.get("question")) == questions]
+    if sections is not None and not chosen and not questions:
         raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
                          f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
     rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
+    if questions:
+        rows = [{**r, "our_verdict": QUESTION_WORDS.get(r["our_verdict"], r["our_verdict"])} for r in rows]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
                            "paper figure": r["paper_figure"], "paper bears it out": r["paper_verdict"],
                            "our figure": r["our_figure"], "our verdict": r["our_verdict"], "seeds": r["seeds"],
@@ -380,9 +398,9 @@ def verdict_text(row):
 PAGE_COLUMNS = {"claim": "38%", "claimed": "14%", "paper's tables": "18%", "ours": "30%"}
 
 
-def _figure_text(figure):
+def _figure_text(figure, missing="not computable"):
     if figure is None or (isinstance(figure, float) and math.isnan(figure)):
-        return "—"
+        return missing
     return f"{figure:,.2f}" if isinstance(figure, numbers.Real) else str(figure)
 
 
@@ -405,7 +423,7 @@ def claims_page(frame, *, caption=None):
         ours = verdict_text(row)
         paper = f"{_figure_text(row['paper figure'])}: {MARKS.get(row['paper bears it out'], '')}" \
                 f"{row['paper bears it out']}" if row["paper bears it out"] != PAPER_NONE \
-            else _figure_text(row["paper figure"])
+            else _figure_text(row["paper figure"], "not printed: its tables hold no figure for it")
         rows[number] = {"claim": f"{row['claim']} (§{row['section']})", "claimed": row["claimed"],
                         "paper's tables": paper, "ours": ours}
     styler = page_table(pd.DataFrame.from_dict(rows, orient="index", columns=list(PAGE_COLUMNS)), caption=caption)

@@ -151,10 +151,12 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
         return None
     ncols = min(len(data), 2)
     nrows = math.ceil(len(data) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(PAGE_WIDTH, 3.4 * nrows), squeeze=False)
-    for ax in axes.flat[len(data):]:
-        ax.set_visible(False)
-    for ax, (col, (pts, x_label, lower)) in zip(axes.flat, data.items()):
+    fig = plt.figure(figsize=(PAGE_WIDTH, 3.4 * nrows))
+    grid = fig.add_gridspec(nrows, ncols)
+    # two panels a row; an odd last one spans its row (no empty panel beside it)
+    axes = [fig.add_subplot(grid[i // ncols, i % ncols] if i < len(data) - 1 or len(data) % ncols == 0
+                            else grid[i // ncols, :]) for i in range(len(data))]
+    for ax, (col, (pts, x_label, lower)) in zip(axes, data.items()):
         on = pts.iloc[pareto_front(list(pts["x"]), list(pts["y"]), x_lower_is_better=lower)].sort_values("x")
         ax.scatter(pts["x"], pts["y"], s=16, color="tab:blue", zorder=3)
         ax.scatter(on["x"], on["y"], s=70, facecolors="none", edgecolors="tab:red", zorder=4)

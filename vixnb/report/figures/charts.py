@@ -2,6 +2,7 @@
 curves with a band over random seeds, values per layer, grids of maps, and curves with a band over images."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 import zlib
@@ -28,7 +29,7 @@ _HUES = [(r"ReLU", 8), (r"EXP", 9), (r"Performer|ViP|PiP|LeViP|CCP|CvP|CPV", 1),
          (r"Linformer|ViL|PiL|LeViL|CCL|CvL|CLTV|CLVT", 2), (r"Nystr|ViN|PiN|LeViN|CCN|CvN|CNV", 3), (r"FNet", 4),
          (r"ConvMixer|ResNet|WaveMix", 7), (r"Mixer", 5), (r"[Ss]implified|SAS", 6),
          (r"ViT|[Vv]anilla|PiT|LeViT|CCT|CvT|[Ss]oftmax|Transformer", 0)]
-LIGHT = re.compile(r"Hybrid|checkpoint|one LayerNorm|sequential|earlier")
+LIGHT = re.compile(r"Hybrid|hybrid|checkpoint|one LayerNorm|one-norm|sequential|earlier")
 
 
 def model_color(name: str) -> tuple:
@@ -44,12 +45,83 @@ def model_color(name: str) -> tuple:
     return tab20[2 * hue + (1 if LIGHT.search(name) else 0)]
 
 
-def palette(names) -> dict:
-    """``{name: colour}`` for the names one figure draws: ``model_color`` each, except that a name whose colour an
-    earlier name of the figure took gets the first of tab20's colours still free (two lines never share one)."""
+#: the sequential colour map of each hue of ``_HUES`` (tab20's pairs), from which a mechanism's third and later runs
+#: take their shades
+_HUE_MAPS = ("Blues", "Oranges", "Greens", "Reds", "Purples", "copper", "RdPu", "Greys", "YlGn", "GnBu")
+
+
+def run_identity(records):
+    """A run's identity in every figure: the store key of its configuration with the seed left out (its seeds are
+    one line), from the first of ``records`` that has a configuration; None where none has."""
+    from ...profiles import config_key
+
+    config = next((r["config"] for r in records or [] if isinstance(r, dict) and isinstance(r.get("config"), dict)), None)
+    return config_key({**config, "seed": 0}) if config else None
+
+
+@functools.cache
+def _run_ranks(profile):
+    """``{run identity: (hue, light, rank)}``: every run the paper files' chapters train in ``profile`` (their tables'
+    rows, then their questions' runs), in the files' order, each with its mechanism's hue (``_HUES``, from the row's
+    label and model), whether it is a variant (``LIGHT``) and its rank among the runs of that hue and shade: the
+    rank decides its colour (``run_color``), the same on every page."""
+    from ... import papers
+    from ...models import model_cfg
+    from ...profiles import table_runs
+    from ...runspec import RunSpec
+
+    ranks, counts = {}, {}
+    for key in papers.DOCUMENTS:
+        if key not in papers.list_papers():
+            continue
+        for chapter in papers.book_chapters(key):
+            for table in chapter.get("train") or []:
+                dataset, rows = papers.table(key, table)["dataset"], papers.table(key, table)["rows"]
+                for row, model, settings, _ in table_runs(key, chapter, table, profile):
+                    label = (rows[row].get("label") if isinstance(rows[row], dict) else None) or row
+                    text = f"{model_cfg(model).get('label', model)} {label} {' '.join(map(str, settings.values()))}"
+                    try:
+                        identity = RunSpec.of(model, dataset=dataset, profile=profile, **settings).key
+                    except ValueError:  # a setting the profile refuses: drawn by its label's colour
+                        continue
+                    if identity in ranks:
+                        continue
+                    hue = next((h for pattern, h in _HUES if re.search(pattern, text)), None)
+                    if hue is None:
+                        continue
+                    light = bool(LIGHT.search(text))
+                    counts[(hue, light)] = counts.get((hue, light), -1) + 1
+                    ranks[identity] = (hue, light, counts[(hue, light)])
+    return ranks
+
+
+def run_color(records, label):
+    """The colour of the run ``records`` (one configuration's seeds) drawn as ``label``: by its identity
+    (``run_identity``) where the paper files train it (``_run_ranks``): its hue's dark colour (light for a variant)
+    for the first run of that hue and shade, a shade of the hue's colour map (``_HUE_MAPS``) for each later one; else
+    by its label (``model_color``). One run, one colour, whatever a page calls it."""
+    identity = run_identity(records)
+    profile = next((r["config"].get("profile") for r in records or [] if isinstance(r, dict) and
+                    isinstance(r.get("config"), dict)), None)
+    found = _run_ranks(profile).get(identity) if identity and profile else None
+    if found is None:
+        return model_color(str(label))
+    hue, light, rank = found
+    if rank == 0:
+        return plt.get_cmap("tab20").colors[2 * hue + int(light)]
+    spread = (rank * 0.618034) % 1.0  # neighbouring ranks far apart on the map
+    low, high = (0.25, 0.5) if light else (0.5, 0.95)
+    return tuple(plt.get_cmap(_HUE_MAPS[hue])(low + (high - low) * spread)[:3])
+
+
+def palette(names, runs=None) -> dict:
+    """``{name: colour}`` for the names one figure draws: ``run_color`` of the name's records where ``runs``
+    (``{name: [records]}``) has them, else ``model_color``; a name whose colour an earlier name of the figure took
+    gets the first of tab20's colours still free (two lines never share one)."""
     tab20, out = plt.get_cmap("tab20").colors, {}
     for name in dict.fromkeys(names):
-        color = model_color(str(name))
+        records = (runs or {}).get(name)
+        color = run_color(records, name) if records else model_color(str(name))
         if color in out.values():
             color = next((c for c in tab20 if c not in out.values()), color)
         out[name] = color
@@ -131,10 +203,40 @@ def without_empty_panels(fig, *, missing="ours: not yet run (no result of ours i
         grid = fig.add_gridspec(1, len(kept))
         for i, ax in enumerate(kept):
             ax.set_subplotspec(grid[0, i])
-        fig.set_size_inches(max(width * len(kept) / len(shown), 4.5), height)
-    fig.text(0.5, 0.005, missing, ha="center", va="bottom", fontsize=TEXT_PT)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.9 if fig.legends or fig._suptitle else 1))
+        if not fig.legends:  # a figure legend keeps the page's width: its columns need it
+            fig.set_size_inches(max(width * len(kept) / len(shown), 4.5), height)
+    note = fig.text(0.5, 0.005, missing, ha="center", va="bottom", fontsize=TEXT_PT)
+    fit_around(fig, [note])
     return fig
+
+
+#: matplotlib's codes of the figure legends ``fit_around`` places: under the axes, and above them
+_LOWER_CENTER, _UPPER_CENTER = 8, 9
+
+
+def fit_around(fig, notes=()):
+    """Lay ``fig``'s axes out between what sits outside them, measured as drawn: from the bottom up, the ``notes``
+    (texts at the figure's foot), then each lower-centre figure legend; from the top down, the title, then each
+    upper-centre figure legend. Nothing of these overlaps an axis, a tick label or another."""
+    fig.canvas.draw()
+    renderer, height = fig.canvas.get_renderer(), fig.bbox.height
+    share = lambda artist: artist.get_window_extent(renderer).height / height  # noqa: E731
+    bottom = 0.005
+    for note in notes:
+        note.set_y(bottom)
+        bottom += share(note) + 0.01
+    for legend in [lg for lg in fig.legends if lg._loc == _LOWER_CENTER]:
+        legend.set_bbox_to_anchor((0.5, bottom), transform=fig.transFigure)
+        bottom += share(legend) + 0.005
+    top = 0.995
+    if fig._suptitle is not None:
+        fig._suptitle.set_y(top)
+        fig._suptitle.set_va("top")
+        top -= share(fig._suptitle) + 0.01
+    for legend in [lg for lg in fig.legends if lg._loc == _UPPER_CENTER]:
+        legend.set_bbox_to_anchor((0.5, top), transform=fig.transFigure)
+        top -= share(legend) + 0.005
+    fig.tight_layout(rect=(0, min(bottom, 0.6), 1, max(top, bottom + 0.3)))
 
 def _limits(values, pad=0.12):
     lo, hi = min(values), max(values)
@@ -177,15 +279,12 @@ def accuracy_against_cost(paper, ours, *, x, y, groups, x_label, y_label="top-1 
     keys = [plt.Line2D([], [], ls="", marker=marker.get(groups.get(m), "o"), color=colors[m], markeredgecolor="black",
                        markeredgewidth=0.3, label=m) for m in models]
     missing = [label for label in paper.index if label not in frames[1].index] if not frames[1].empty else []
-    below = 0.22 * math.ceil(len(models) / 3) / fig.get_size_inches()[1]
-    fig.legend(handles=keys, loc="lower center", ncol=3, frameon=False, fontsize=TEXT_PT,
-               bbox_to_anchor=(0.5, 0.05 if missing else 0))
-    if missing:
-        fig.text(0.5, 0.005, "Not in our panel (no result of ours yet): " + ", ".join(missing), fontsize=TEXT_PT,
-                 ha="center", va="bottom", wrap=True)
+    fig.legend(handles=keys, loc="lower center", ncol=3, frameon=False, fontsize=TEXT_PT)
+    notes = [fig.text(0.5, 0.005, "Not in our panel (no result of ours yet): " + ", ".join(missing),
+                      fontsize=TEXT_PT, ha="center", va="bottom", wrap=True)] if missing else []
     if title:
-        fig.suptitle(title, y=0.995)
-    fig.tight_layout(rect=(0, below + (0.06 if missing else 0.01), 1, 0.93))
+        fig.suptitle(title)
+    fit_around(fig, notes)
     return without_empty_panels(fig)
 
 
@@ -200,18 +299,18 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     if band not in ("range", "std"):
         raise ValueError(f"band must be 'range' or 'std', got {band!r}")
     if isinstance(results, dict):
-        groups = results.items()
+        groups = list(results.items())
     else:
         groups = {}
         for r in results:
             groups.setdefault(r.get("config", {}).get("model"), []).append(r)
-        groups = groups.items()
+        groups = list(groups.items())
     curves = {name: [[h[metric] for h in r["history"]] for r in runs if r.get("status") == "done" and r.get("history")]
               for name, runs in groups}
     owned = ax is None
     fig, ax = (plt.subplots(figsize=(PAGE_WIDTH, 3.8)) if ax is None else (ax.figure, ax))
     named = {model: labels.get(model, model) if labels else model for model in curves}
-    colors = palette(named.values())  # a model's colour, whether or not the others ran
+    colors = palette(named.values(), runs={named[m]: runs for m, runs in groups})  # a run's colour on every page
     for model, runs in curves.items():  # a model without a run has no line and no legend entry
         color, name = colors[named[model]], named[model]
         if not runs:
@@ -248,7 +347,7 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     highest), ``printed`` ``{name: [value per epoch]}`` as the paper prints them (a name it lacks is left out there).
     Returns the figure."""
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), sharey=sharey)
-    colours = palette([*groups, *printed])
+    colours = palette([*groups, *printed], runs=groups)
     done = {name: runs for name, runs in groups.items()
             if any(r.get("status") == "done" and r.get("history") for r in runs)}
     for name, runs in done.items():  # drawn one by one so that a name keeps its colour in both panels
@@ -279,7 +378,7 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
         paper.set_ylabel(y_label)
     if title:
         fig.suptitle(title, fontsize=TEXT_PT + 2)
-    fig.tight_layout(rect=(0, 0.3 * math.ceil(len(keys) / 3) / fig.get_size_inches()[1], 1, 1))
+    fit_around(fig)
     return without_empty_panels(fig)
 
 
@@ -309,14 +408,15 @@ def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours
 
 
 @plain_text
-def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False):
+def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False, runs=None):
     """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
     left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
-    uniform map's diagonal prominence). Returns the figure."""
+    uniform map's diagonal prominence); ``runs``: ``{name: [records]}`` of the runs the names are, for their colour
+    (``palette``). Returns the figure."""
     owned = ax is None
     fig, ax = (plt.subplots(figsize=(PAGE_WIDTH, 3.6)) if ax is None else (ax.figure, ax))
     drawn = {name: values for name, values in series.items() if values}
-    colours = palette(series)
+    colours = palette(series, runs=runs)
     for i, (name, values) in enumerate(drawn.items()):
         ax.plot(range(1, len(values) + 1), values, marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.2,
                 color=colours[name], label=name)
@@ -360,7 +460,7 @@ def training_panels(groups, *, title):
     if keys:
         fig.legend(list(keys.values()), list(keys), loc="lower center", ncol=2, frameon=False, fontsize=TEXT_PT)
     fig.suptitle(title, fontsize=TEXT_PT + 2)
-    fig.tight_layout(rect=(0, 0.3 * math.ceil(len(keys) / 2) / fig.get_size_inches()[1], 1, 1))
+    fit_around(fig)
     return without_empty_panels(fig)
 
 

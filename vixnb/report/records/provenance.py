@@ -160,6 +160,14 @@ def book_totals(plans=None, *, store=None):
     return {**out, "per_profile": per}
 
 
+def totals_frame(totals):
+    """One row per GPU profile of ``book_totals``: its entries, each of the plan's ``STATUSES`` and the GPU-hours
+    left; the statuses of a row add up to its entries (a benchmark both profiles read counts in each)."""
+    return pd.DataFrame.from_dict({p: {"entries": t["entries"], **{s: t[s] for s in STATUSES},
+                                       "GPU-h left": t["gpu_hours_left"]} for p, t in totals["per_profile"].items()},
+                                  orient="index")
+
+
 def _wall(seconds):
     if not seconds:
         return ""
