@@ -882,3 +882,26 @@ def test_vixnb_run_errors_are_one_line_and_verbose_adds_the_traceback(capsys):
     assert main(["run", "vix_rope", "--profile", "smoke", "-p", "modles", "['vit']", "--verbose"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" in err and err.rstrip().splitlines()[-1].startswith("vixnb run: error: unknown parameter(s)")
+
+
+def test_probe_and_unpack_find_a_read_only_store_before_any_work(capsys, unwritable, monkeypatch, tmp_path):
+    """Issue 48, class 6 (writability found first): `vixnb probe` probed for 20 s, then failed with raw errno text
+    naming a temporary file; `vixnb unpack` did the same. Both now name the folder before they start."""
+    import tarfile
+
+    from vixnb.cli import main
+    from vixnb.results import probe as P
+
+    store = ResultsStore()
+    store.root.mkdir(parents=True, exist_ok=True)
+    unwritable(store.root)
+    monkeypatch.setattr(P, "probe_store", lambda *a, **k: pytest.fail("probed before finding the store read-only"))
+    assert main(["probe", "--profile", "budget"]) == 1
+    assert f"results store folder {store.root} is not writable (Permission denied)" in capsys.readouterr().err
+    pack_file = tmp_path / "p.tar.gz"
+    (tmp_path / "r.json").write_text("{}")
+    with tarfile.open(pack_file, "w:gz") as tar:
+        tar.add(tmp_path / "r.json", arcname="results/budget/r.json")
+    assert main(["unpack", str(pack_file)]) == 1
+    err = capsys.readouterr().err
+    assert f"results store folder {store.root} is not writable" in err and ".tmp" not in err

@@ -151,7 +151,7 @@ def test_parameters_are_checked_against_the_declared_types_before_a_kernel_start
     out = tmp_path / "typed-out.ipynb"
     with pytest.raises(ValueError, match=r"parameter 'seeds' takes a list of int \(e.g. -p seeds '\[0\]'\), got 'notalist'"):
         run_notebook(nb, profile="smoke", parameters={"seeds": "notalist"}, output=out, progress=False)
-    with pytest.raises(ValueError, match=r"parameter 'models': unknown model\(s\) 'v'"):
+    with pytest.raises(ValueError, match=r"parameter models=\['v'\]: element 0, 'v', is not a registered model"):
         run_notebook(nb, profile="smoke", parameters={"models": ["v"]}, output=out, progress=False)
     with pytest.raises(ValueError, match="unknown profile 'full'"):
         run_notebook(nb, profile="full", output=out, progress=False)
@@ -376,3 +376,36 @@ def test_only_the_parameters_cell_shows_code_and_display_cells_show_no_toggle(pa
         tags = set(cell.metadata.get("tags", [])) if cell.cell_type == "code" else {"markdown"}
         assert tags & {"parameters", "remove-input", "hide-input", "remove-cell", "markdown"}, cell.source[:60]
         assert not (display_only(cell.source) and "hide-input" in tags), f"{path.name}: {cell.source[:60]}"
+
+
+def test_every_notebook_parameter_is_declared_once_and_checked_before_a_kernel(monkeypatch, tmp_path):
+    """Issue 48, class 7: `vixnb run` checked `models` only; a bad `compute`, an unknown dataset or an unknown model in
+    `accuracy_models` ran 5-20 cells first, then failed and left a `.failed` copy. Every parameter of every notebook
+    now has one declaration of what it takes (``parameters.PARAMETERS``, numbers by the vocabulary), checked before
+    a kernel starts, and by the same rule inside the notebook under plain papermill (``check_injected``)."""
+    import json
+
+    import papermill
+
+    from vixnb import validate
+    from vixnb.book.execute import run_notebook
+    from vixnb.parameters import PARAMETERS, check_injected, declared
+
+    import re
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        source = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+        for name in declared(source):
+            assert name in PARAMETERS or name in validate.NAMED, (path.name, name)
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a kernel started"))
+    for name, value, why in (("compute", "sometimes", "give one of 'auto', 'never', 'missing', 'always'"),
+                             ("dataset", "cifar11", "give a dataset: 'cifar10'"),
+                             ("accuracy_models", ["vti"], "element 0, 'vti', is not a registered model")):
+        with pytest.raises(ValueError, match=rf"^notebook parameter {name}=.*{re.escape(why)}"):
+            run_notebook("efficiency", profile="smoke", parameters={name: value}, output=tmp_path / "o.ipynb")
+    assert not list(tmp_path.glob("*.failed.ipynb"))
+    namespace = {"In": ["profile = 'auto'\ncompute = 'auto'\n", "# Parameters\ncompute = 'sometimes'\n"],
+                 "compute": "sometimes"}
+    with pytest.raises(ValueError, match=r"^notebook parameter compute='sometimes': give one of"):
+        check_injected(namespace)

@@ -2,6 +2,8 @@
 the file (``paper_dir``, in conftest.py, makes ``papers`` read a copy that a test may change)."""
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -193,3 +195,42 @@ def test_papers_check_names_three_planted_mistakes_in_one_run(paper_dir, capsys)
     assert "'greatest'" in out
     assert "3 problem(s) in 1 paper file(s) (shaped)" in err and "Traceback" not in err
     assert main(["papers", "check", "vix"]) == 0
+
+
+# ----- issue 48, class 4: YAML takes nothing a paper file must not hold ---------------------------------------
+
+def _problems(paper_dir, key, edit):
+    from vixnb import paper_contract, papers
+
+    path = paper_dir / f"{key}.yaml"
+    path.write_bytes(edit(path.read_bytes()))
+    papers.load.cache_clear() if hasattr(papers.load, "cache_clear") else None
+    papers._load_checked.cache_clear()
+    return paper_contract.problems(key)
+
+
+def test_a_key_given_twice_is_named_with_its_lines(paper_dir):
+    """PyYAML kept the last of two equal keys without a word: a pasted row replaced a printed one unseen."""
+    row = b"      exp1_vanilla:    {model: vit_small_vanilla,    label: \"Vanilla\",    params: 358186, epoch_s: 12.954}\n"
+    found = _problems(paper_dir, "shaped", lambda text: text.replace(row, row + row.replace(b"358186", b"1"), 1))
+    assert len(found) == 1
+    assert re.match(r"^vixnb/papers/shaped\.yaml: line (\d+): key 'exp1_vanilla' is given twice in one mapping "
+                    r"\(line \1; first at line \d+\)", found[0]), found
+
+
+def test_a_number_that_is_not_finite_is_refused_by_its_place(paper_dir):
+    found = _problems(paper_dir, "shaped", lambda text: text.replace(b"value: -41.59", b"value: .nan", 1))
+    assert any("claims[0].value is nan; a number of a paper file is finite" in line for line in found), found
+    assert any("shaped-exp1-params" in line and "give a finite number" in line for line in found), found
+    found = _problems(paper_dir, "shaped", lambda text: text.replace(b"params: 209210", b"params: .inf", 1))
+    assert any("tables.table2.rows.exp1_simplified.params is inf" in line for line in found), found
+
+
+def test_a_byte_that_is_not_utf8_names_the_file_and_line(paper_dir):
+    found = _problems(paper_dir, "shaped", lambda text: text.replace(b"Vanilla", b"Van\xe9lla", 1))
+    assert len(found) == 1 and re.match(r"^vixnb/papers/shaped\.yaml: byte 0xe9 at line \d+ is not UTF-8", found[0])
+
+
+def test_a_study_name_that_would_be_a_path_is_refused(paper_dir):
+    found = _problems(paper_dir, "shaped", lambda text: text.replace(b"      vanilla_gap_w96:", b"      ../gap:", 1))
+    assert any("studies: the study '../gap' names a file of the results store" in line for line in found), found

@@ -462,3 +462,31 @@ def test_figure_legends_and_notes_clear_the_axes_and_their_labels(ours_run):
             assert not any(_overlaps(box, axis) for axis in boxes), (box, boxes)
         for i, a in enumerate(outside):
             assert not any(_overlaps(a, b) for b in outside[i + 1:]), (a, outside)
+
+
+def test_csv_downloads_escape_formulas_and_list_only_used_results(isolated_results):
+    """Issue 48, class 2 (every output format escaped): results.csv and claims.csv wrote text as it is (a cell
+    starting with =, +, -, @, a tab or a carriage return is a live formula in a spreadsheet), and results.csv listed
+    results the store itself calls "not used"."""
+    import base64
+    import json
+    import re
+
+    from vixnb import profiles
+    from vixnb.report.claims import csv_link, runs_table
+    from vixnb.results import ResultsStore
+
+    frame = pd.DataFrame({"=cmd": ["=HYPERLINK(1)", "+1", "-15.85: does not hold", "@SUM(A1)", "\tx", "\rx", "plain"],
+                          "n": [-1.5, 2, 3, 4, 5, 6, 7]})
+    text = base64.b64decode(re.search(r"base64,([^\"]+)", csv_link(frame, "x.csv")).group(1)).decode()
+    rows = text.splitlines()
+    assert rows[0] == "'=cmd,n" and rows[1] == "'=HYPERLINK(1),-1.5" and "'-15.85: does not hold" in text
+    assert all(not line.startswith(("=", "+", "@")) for line in rows)
+    store = ResultsStore(isolated_results)
+    config = profiles.run_config("fnet", profile="budget")
+    store.put(config, {"status": "done", "top1": 50.0, "history": [], "provenance": {}})
+    foreign = dict(config, model="no_such_model")
+    path = store.path(config).with_name("no_such_model-cifar10-seed0-0000000000000000.json")
+    path.write_text(json.dumps({"status": "done", "top1": 1.0, "config": foreign, "provenance": {}}))
+    listed = runs_table("budget", store=store)
+    assert list(listed["model"]) == ["fnet"]

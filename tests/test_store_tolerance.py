@@ -93,3 +93,74 @@ def test_the_optional_configuration_keys_are_those_run_config_writes():
     assert set(top_level) == set(OPTIONAL_CONFIG_KEYS)
     assert unusable({"status": "done", "top1": 1.0, "config": profiles.run_config("vit", allow_resize=True,
                                                                                   grad_norm_every=2)}) is None
+
+
+# ----- issue 48, class 5: derived files are used when sound, else named once and worked around -------------------
+
+def _fresh_process():
+    from vixnb.errors import _SAID
+    from vixnb.models import facts
+
+    facts.kept_facts.cache_clear()
+    _SAID.clear()
+
+
+@pytest.mark.parametrize("ledger", ["{not json", '["a list"]', '{"budget/x": "not an entry"}'])
+def test_a_damaged_probe_ledger_is_named_once_and_the_plan_goes_on(isolated_results, capsys, ledger):
+    """A damaged results/probe-ledger.json stopped `vixnb plan` (exit 2, a bare JSON error)."""
+    from vixnb.results.policy import read_ledger
+
+    isolated_results.mkdir(parents=True, exist_ok=True)
+    (isolated_results / "probe-ledger.json").write_text(ledger)
+    before = _store_hash(isolated_results)
+    _fresh_process()
+    assert read_ledger(isolated_results) == {} and read_ledger(isolated_results) == {}
+    err = capsys.readouterr().err
+    assert err.count("probe-ledger.json cannot be read") == 1 and "vixnb probe" in err
+    assert main(["plan", "--profile", "smoke", "--json"]) == 0
+    assert _store_hash(isolated_results) == before
+
+
+def test_kept_facts_of_the_wrong_shape_are_computed_again_and_named(tmp_path, monkeypatch, capsys):
+    """The model-facts cache with wrong types crashed the plan, though it is a cache only."""
+    from vixnb.models import facts
+    from vixnb.results.policy import architecture_today
+
+    monkeypatch.setenv("VIXNB_CACHE", str(tmp_path))
+    _fresh_process()
+    architecture_today.cache_clear()
+    truth = architecture_today("vit", "cifar10", "{}")
+    kept = json.loads((tmp_path / facts.FACTS_FILE).read_text())
+    for entry in kept["facts"].values():
+        entry["value"] = "not a fact"  # the recorded shape no longer fits
+    (tmp_path / facts.FACTS_FILE).write_text(json.dumps(kept))
+    _fresh_process()
+    architecture_today.cache_clear()
+    assert architecture_today("vit", "cifar10", "{}") == truth
+    assert "kept model facts are not of the shape they were written with" in capsys.readouterr().err
+
+
+def test_a_cache_folder_that_is_a_file_is_said_once(tmp_path, monkeypatch, capsys):
+    """VIXNB_CACHE pointing at a file kept nothing and said nothing."""
+    from vixnb.results.policy import architecture_today
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("VIXNB_CACHE", str(tmp_path / "a-file"))
+    _fresh_process()
+    architecture_today.cache_clear()
+    architecture_today("vit", "cifar10", "{}")
+    architecture_today.cache_clear()
+    architecture_today("vit", "cifar10", json.dumps({"depth": 2}))
+    err = capsys.readouterr().err
+    assert err.count("is a file, not a folder: no model fact is kept") == 1
+
+
+def test_a_lock_that_is_a_folder_is_named_and_the_run_goes_on(isolated_results, capsys):
+    store = ResultsStore(isolated_results)
+    config = profiles.run_config("fnet", profile="smoke")
+    store.lock_path(config).mkdir(parents=True)
+    _fresh_process()
+    assert store.lock_held(config) is False
+    with store.lock(config) as waited:
+        assert waited is False
+    assert "cannot be used as a lock" in capsys.readouterr().err

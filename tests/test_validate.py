@@ -46,8 +46,8 @@ def _numeric_option_names():
     (COUNT, 0, "seed=0: give a whole number >= 1"), (POSITIVE, 0, "seed=0: give a number > 0"),
     (POSITIVE, float("inf"), "seed=inf: give a number > 0"), (PROBABILITY, 1.5, "seed=1.5: give a number >= 0 and <= 1"),
     (Choice(("a", "b")), "c", "seed='c': give one of 'a', 'b'"),
-    (SEEDS, [0, -2], "seed=[0, -2]: element 1, -2, is not a whole number >= 0; give a list of at least 1 value, "
-                     "each a whole number >= 0"),
+    (SEEDS, [0, -2], "seed=[0, -2]: element 1, -2, is not a whole number >= 0 (at most 4294967295); give a list of "
+                     "at least 1 value, each a whole number >= 0 (at most 4294967295)"),
     (SEEDS, 3, "seed=3: give a list of at least 1 value, each a whole number >= 0"), (SEEDS, [], "seed=[]: give a list"),
 ])
 def test_a_rule_refuses_naming_the_argument_the_value_and_what_it_takes(rule, value, message):
@@ -258,3 +258,29 @@ def test_a_negative_seed_given_to_a_notebook_is_refused():
     namespace = {"In": ["", source, "# Parameters\nseeds = '1, 2'\n"], "seeds": "1, 2"}
     check_injected(namespace)
     assert namespace["seeds"] == [1, 2]
+
+
+def test_every_whole_number_is_bounded_by_its_consumers_range():
+    """Issue 48, class 3 (whole numbers in their consumer's range): every whole-number rule of the vocabulary, the
+    command line's and a notebook's has an upper bound, and a value past it is refused naming the option, the
+    argument or the parameter, on the command line, in the API and in a notebook's parameters (a value a consumer
+    wraps would be another run, stored under the value asked for)."""
+    from vixnb import runs
+    from vixnb.cli import main
+    from vixnb.parameters import parameter_rule
+    from vixnb.validate import COUNT_MAX, NAMED, SEED_MAX, ListOf, Whole
+
+    for name, rule in NAMED.items():
+        rule = rule.item if isinstance(rule, ListOf) else rule
+        if isinstance(rule, Whole):
+            assert rule.most is not None, name
+    assert parameter_rule("depth", 2).most == COUNT_MAX and parameter_rule("seeds", [0]).item.most == SEED_MAX
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "vit", "--seed", str(SEED_MAX + 1)])
+    assert stop.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["train", "vit", "--epochs", str(COUNT_MAX + 1)])
+    with pytest.raises(ValueError, match=rf"^seed={SEED_MAX + 1}: give a whole number >= 0 \(at most {SEED_MAX}\)"):
+        runs.run("vit", seed=SEED_MAX + 1)
+    with pytest.raises(ValueError, match=r"^seeds=.*element 0"):
+        parameter_rule("seeds", [0])([SEED_MAX + 1], "seeds")

@@ -225,5 +225,9 @@ def run_command(spec):
     extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
                     for k, v in spec.settings.items())
     keep = {Keep.NONE: "", Keep.STORE: " --keep-weights", Keep.LOCAL: " --keep-weights local"}[spec.keep]
-    return (f"vixnb train {spec.model} --dataset {spec.dataset} --profile {spec.profile} --seed {spec.seed}"
+    dataset = spec.dataset
+    trained_on = spec.config["dataset"]  # a profile's own data (the smoke profile's synthetic images)
+    if trained_on != dataset and replace(spec, dataset=trained_on).key == spec.key:
+        dataset = trained_on  # the same run, named by the data it trains on
+    return (f"vixnb train {spec.model} --dataset {dataset} --profile {spec.profile} --seed {spec.seed}"
             f"{extra}{keep}")

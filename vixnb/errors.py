@@ -57,3 +57,14 @@ def report(command, error, *, debug=False, file=None):
     hint = "" if debug or expected(error) else " (an unexpected error: run again with --verbose for the traceback)"
     print(f"vixnb {command}: error: {one_line(error)}{hint}", file=file)
     return USAGE if is_usage_error(error) else ERROR
+
+
+_SAID = set()
+
+
+def say_once(key, message):
+    """Print ``message`` on stderr the first time ``key`` is said in this process (a derived file that cannot be used:
+    named once, then worked around); later calls say nothing."""
+    if key not in _SAID:
+        _SAID.add(key)
+        print(f"vixnb: {message}", file=sys.stderr)

@@ -22,6 +22,25 @@ def markdown_text(value):
     return MARKDOWN_SPECIAL.sub(r"\\\1", html_text(value, quote=False))
 
 
+#: what a spreadsheet reads as the start of a formula (or a field separator it acts on) in a cell of text
+CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """``value`` safe as a CSV cell a spreadsheet opens: text that starts like a formula (``CSV_FORMULA``: "=", "+",
+    "-", "@", a tab or a carriage return) gets a leading apostrophe, which spreadsheets show as text and never
+    evaluate; numbers and other text are left as they are."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(CSV_FORMULA) else value
+
+
+def csv_frame(frame):
+    """``frame`` with every cell made safe by ``csv_cell`` (its index and column names too), for ``to_csv``."""
+    safe = frame.map(csv_cell)
+    safe.columns = [csv_cell(c) if isinstance(c, str) else c for c in safe.columns]
+    safe.index = [csv_cell(i) if isinstance(i, str) else i for i in safe.index]
+    return safe
+
+
 def plain_text(make_figure):
     """Decorate a function that draws a figure (and returns it, or an axes of it) so that every string it put on the
     figure (labels from paper files, results and parameters) is printed as written: each text of the figure is set not

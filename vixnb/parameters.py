@@ -13,7 +13,7 @@ import numbers
 
 import yaml
 
-from .validate import NAMED, Invalid, ListOf, Real, Whole
+from .validate import COUNT_MAX, NAMED, Choice, Invalid, ListOf, Real, Rule, Whole
 
 #: how papermill's injected cell starts (its translators' ``codify`` with the default comment)
 INJECTED_HEAD = "# Parameters"
@@ -66,20 +66,72 @@ def _of_type(item, item_type, name):
 SINGULAR = {"seeds": "seed", "tokens": "tokens"}
 
 
+class OneOfNames(Rule):
+    """One of the names ``names()`` gives when a value is checked (the registry's models, the profiles: read then,
+    so that this module imports nothing heavy); ``extra``: further values it takes ("auto")."""
+
+    def __init__(self, what, names, extra=()):
+        self.what, self.names, self.extra = what, names, tuple(extra)
+        self.allows = f"a {what}" + (f" or {', '.join(map(repr, self.extra))}" if self.extra else "")
+
+    def describe(self):
+        return f"{self.allows}: {', '.join(map(repr, (*self.extra, *self.names())))}"
+
+    def _check(self, value, name):
+        if not isinstance(value, str) or (value not in self.extra and value not in self.names()):
+            self.refuse(value, name, f"{value!r} is not one")
+        return value
+
+
+def _profiles():
+    from .profiles import REHEARSAL, list_profiles
+
+    return [*list_profiles(), *(p + REHEARSAL for p in list_profiles())]
+
+
+def _models():
+    from .models import list_models
+
+    return list_models()
+
+
+def _datasets():
+    from .data import DATASETS
+
+    return list(DATASETS)
+
+
+MODEL = OneOfNames("registered model (`vixnb models`)", _models)
+#: every parameter the notebooks declare, once, with what it takes (numbers by the vocabulary's ``NAMED``); the
+#: same rule checks it before a kernel starts (``vixnb run``) and inside the notebook (plain papermill:
+#: ``check_injected``, from the notebook's runtime cell, its first cell after the parameters)
+PARAMETERS = {
+    "profile": OneOfNames("profile", _profiles, extra=("auto",)),
+    "compute": Choice(("auto", "never", "missing", "always")),
+    "dataset": OneOfNames("dataset", _datasets),
+    "models": ListOf(MODEL),
+    "accuracy_models": ListOf(MODEL),
+    "seeds": ListOf(NAMED["seed"]),  # an empty list: the profile's seeds (a notebook's default)
+}
+
+
 def parameter_rule(name, default):
     """The rule (``vixnb.validate``) of notebook parameter ``name`` whose declared default is ``default``: the
     vocabulary's rule of that name (``NAMED``), else one by the default's type; a list parameter's elements by the
     rule of its singular (``seeds``: whole numbers >= 0; an empty list is the notebook's default); None where the
     parameter takes no number."""
+    if name in PARAMETERS:
+        rule = PARAMETERS[name]
+        return rule.or_none("the notebook's default") if default is None and rule.none is None else rule
     if isinstance(default, (list, tuple)):
         item_type = type(default[0]) if default else None
         item = NAMED.get(SINGULAR.get(name, name)) if name in SINGULAR else \
-            (Whole() if item_type is int else Real() if item_type is float else None)
+            (Whole(most=COUNT_MAX) if item_type is int else Real() if item_type is float else None)
         return ListOf(item) if item is not None else None
     if name in NAMED:
         return NAMED[name].or_none("the notebook's default") if default is None else NAMED[name]
     if isinstance(default, numbers.Number) and not isinstance(default, bool):
-        return Whole() if isinstance(default, int) else Real()
+        return Whole(most=COUNT_MAX) if isinstance(default, int) else Real()
     return None
 
 

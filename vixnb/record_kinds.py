@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
-from .analysis.first_steps import first_steps_record
+from .analysis.first_steps import arms_frame, first_steps_record
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
@@ -337,7 +337,7 @@ KINDS = {
                                    stale=record_stale, runs_read=_study_weights_read,
                                    description="the maps study's attributions"),
     "first_steps": RecordKind(lambda r: f"{r.paper}-first-steps-{r.name}", _make_first_steps, minutes=15, cpu_ok=True,
-                              stale=_first_steps_stale,
+                              stale=_first_steps_stale, show=arms_frame,
                               description="a question's arms, each for its first optimizer steps: loss and accuracy "
                                           "by step"),
     # benchmarks: a command writes results/bench/<name>.json ({path}); generous minutes: a benchmark cannot pause

@@ -75,9 +75,10 @@ class Whole(Rule):
 
     def __init__(self, least=None, most=None, *, allows=None):
         self.least, self.most = least, most
-        bounds = [f">= {least}" if least is not None else "", f"<= {most}" if most is not None else ""]
-        self.allows = allows or ("a whole number " + " and ".join(b for b in bounds if b) if any(bounds) else
-                                 "a whole number")
+        # the lower bound is what a person meets; the upper one is a consumer's range: said after it
+        self.allows = allows or ("a whole number" + (f" >= {least}" if least is not None else "")
+                                 + ((f" (at most {most})" if least is not None else f" <= {most}")
+                                    if most is not None else ""))
 
     def _read(self, text):
         try:
@@ -184,10 +185,17 @@ class OneOf(Rule):
         self.refuse(value, name, f"{value!r} is none of them")
 
 
+#: the ranges of the numbers' consumers: a seed goes to torch's generators (64 bits) plus offsets (the augmentation
+#: generator's ``AUGMENT_SEED_OFFSET``, an ensemble's members), and to numpy's (32 bits); a count becomes a tensor
+#: size or index, a loop bound, a thread or worker count or a CUDA launch dimension, of which the narrowest take a
+#: signed 32-bit integer. Bounded here, a value past them is refused naming its option, not wrapped by a consumer
+#: into another run stored under the value asked for
+SEED_MAX, COUNT_MAX = 2**32 - 1, 2**31 - 1
+
 #: the vocabulary's common rules
-SEED = Whole(least=0)
-COUNT = Whole(least=1)          # epochs, steps, batch sizes, iterations: at least one
-NON_NEGATIVE = Whole(least=0)   # warm-up steps, workers, post-training epochs: 0 is none
+SEED = Whole(least=0, most=SEED_MAX)
+COUNT = Whole(least=1, most=COUNT_MAX)          # epochs, steps, batch sizes, iterations: at least one
+NON_NEGATIVE = Whole(least=0, most=COUNT_MAX)   # warm-up steps, workers, post-training epochs: 0 is none
 POSITIVE = Real(above=0)        # learning rates, seconds, megabytes
 PROBABILITY = Real(least=0, most=1)
 SEEDS = ListOf(SEED, least=1)
@@ -196,7 +204,7 @@ SEEDS = ListOf(SEED, least=1)
 NAMED = {
     "seed": SEED, "seeds": SEEDS, "epochs": COUNT, "batch_size": COUNT, "batch": COUNT, "steps": COUNT,
     "warmup": NON_NEGATIVE, "warmup_steps": NON_NEGATIVE, "iters": COUNT, "threads": COUNT, "workers": NON_NEGATIVE, "tokens": COUNT, "dim": COUNT,
-    "heads": COUNT, "dim_head": COUNT, "jobs": Whole(least=1, allows="1 or more"), "post_train_epochs": NON_NEGATIVE,
+    "heads": COUNT, "dim_head": COUNT, "jobs": Whole(least=1, most=COUNT_MAX, allows=f"1 or more, at most {COUNT_MAX}"), "post_train_epochs": NON_NEGATIVE,
     "lr": Real(above=0, allows="a learning rate > 0"), "limit_mb": POSITIVE, "max_batch": COUNT, "min_batch": COUNT,
     "max_candidates": COUNT, "cpu_batch": COUNT, "n_steps": COUNT, "ig_steps": COUNT, "window": COUNT,
     "stride": COUNT, "discard_ratio": Real(least=0, most=1, allows="a share from 0 to 1"), "cls_index": NON_NEGATIVE,

@@ -101,3 +101,41 @@ def first_steps_record(key, question, profile, *, device="cpu", steps=None):
 def windows(values, window=WINDOW):
     """The means of ``values`` over consecutive windows of ``window`` steps (the last one may be shorter)."""
     return [sum(values[i:i + window]) / len(values[i:i + window]) for i in range(0, len(values), window)]
+
+
+def arm_change(arm, base):
+    """What an arm of a first-steps record changes of the base run, as ``key=value`` words ("the blog's run" for
+    the base itself); ``arm``/``base``: the record's ``arms`` entries."""
+    if arm is base:
+        return "none: the row's own run"
+    changed = {k: v for k, v in arm["settings"].items() if base["settings"].get(k) != v}
+    words = [f"{k}={v}" for k, v in changed.items()]
+    if arm.get("seed") != base.get("seed"):
+        words.append(f"seed={arm.get('seed')}")
+    return ", ".join(words) or "none"
+
+
+def arms_frame(record, points=3):
+    """A first-steps record as a page table: one row per arm (the base first), what it changes, and its mean training
+    loss and accuracy over ``WINDOW`` steps at the start, the middle and the end of its ``steps``."""
+    import pandas as pd
+
+    arms = record.get("arms") or {}
+    if not arms:
+        return pd.DataFrame()
+    base = next(iter(arms.values()))
+    steps = min([record["steps"], *(len(a["loss"]) for a in arms.values())])  # a short run ends before its steps
+    window = min(record.get("window", WINDOW), max(steps, 1))
+    starts = sorted({0, max(0, steps // 2 - window), max(0, steps - window)})[:points]
+    rows = {}
+    for name, arm in arms.items():
+        row = {("change", ""): arm_change(arm, base)}
+        for metric, label in (("loss", "training loss"), ("acc", "training accuracy (%)")):
+            values = arm[metric]
+            for start in starts:
+                part = values[start:start + window]
+                row[(label, f"steps {start + 1}–{start + len(part)}")] = sum(part) / len(part) if part else None
+        rows[name] = row
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame

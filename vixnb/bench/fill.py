@@ -28,7 +28,7 @@ from ..measure import as_dtype, local_rng
 from ..models import create_model
 from ..runspec import RunSpec
 from .training import bench_adamw, ours_step, time_steps
-from ..validate import Whole, checked
+from ..validate import COUNT_MAX, Whole, checked
 
 APPROACHES = ("one_seed", "ensemble", "compiled", "cuda_graphs")
 SEPARATE = ("one_seed", "compiled", "cuda_graphs")
@@ -77,7 +77,7 @@ def ratios(row):
     row["winner"] = None if not (ensemble and one) else ("ensemble" if ensemble > separate[best] else "separate")
 
 
-@checked("batch", "steps", "warmup", seeds=Whole(least=1))  # seeds: how many, not which
+@checked("batch", "steps", "warmup", seeds=Whole(least=1, most=COUNT_MAX))  # seeds: how many, not which
 def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, steps=10, warmup=3, compile=True):
     """Training images/s of one seed, of ``seeds`` seeds as one ensemble and of the compiled one-seed step
     (default mode, and CUDA graphs on a GPU), per model at its paper batch size (``batch``: another), measured in

@@ -31,7 +31,6 @@ from papermill.exceptions import PapermillExecutionError
 from papermill.translators import PythonTranslator
 
 from .. import RELEASE_TAG, REPOSITORY_URL
-from ..models import list_models
 from ..parameters import as_list, check_parameter
 from ..paths import checkout_root, repo_root
 from ..profiles import get_profile, gpu_profile
@@ -366,11 +365,8 @@ def run_notebook(
             f"declared in its parameters cell: {', '.join(sorted(declared)) or '(none)'}"
         )
     params = coerce_parameters(params, declared)
-    if params.get("models"):
-        unknown = [m for m in params["models"] if m not in list_models()]
-        if unknown:
-            raise ValueError(f"parameter 'models': unknown model(s) {', '.join(map(repr, unknown))}; valid names: "
-                             f"{', '.join(list_models())}")
+    for name, value in params.items():  # what each takes (parameters.PARAMETERS), before a kernel starts
+        params[name] = check_parameter(name, value, _declared_default(declared[name]))
 
     if output is None:
         out = repo_root() / EXECUTED_DIR / f"{src.stem}.ipynb"

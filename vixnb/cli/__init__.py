@@ -10,7 +10,7 @@ import sys
 
 from . import commands
 from .. import errors
-from ..validate import NON_NEGATIVE, POSITIVE, Real, Whole, option
+from ..validate import COUNT_MAX, NON_NEGATIVE, POSITIVE, SEED, Real, Whole, option
 
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
@@ -22,16 +22,24 @@ TRAVEL_MB = 60  # vixnb.results.pack
 
 
 def whole_number(least):
-    """An argparse type: a whole number >= ``least`` (so 0 is not silently the profile's default)."""
-    return option(Whole(least=least))
+    """An argparse type: a whole number >= ``least`` (so 0 is not silently the profile's default) and at most
+    ``validate.COUNT_MAX`` (the range of its narrowest consumer)."""
+    return option(Whole(least=least, most=COUNT_MAX))
 
 
 positive_float = option(POSITIVE)  # an argparse type: a number > 0
 
 
 def _together(text):
-    """An argparse type: ``auto`` or a whole number >= 1 (``vixnb batch --together``)."""
-    return text if text == "auto" else whole_number(1)(text)
+    """An argparse type: ``auto`` (any case) or a whole number >= 1 (``vixnb batch --together``); a refusal says
+    both."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return whole_number(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 'auto' or a whole number of runs >= 1 (at most "
+                                         f"{COUNT_MAX})") from None
 
 
 def _models_arguments(sub):
@@ -46,7 +54,7 @@ def _train_arguments(sub):
     s.add_argument("model")
     s.add_argument("--dataset", default="cifar10")
     s.add_argument("--profile", default="smoke")
-    s.add_argument("--seed", type=whole_number(0), default=0)
+    s.add_argument("--seed", type=option(SEED), default=0)
     s.add_argument("--epochs", type=whole_number(1), help="default: the profile's, else the paper protocol's")
     s.add_argument("--batch-size", type=whole_number(1), help="default: the profile's, else the paper protocol's")
     s.add_argument("--lr", type=positive_float, help="learning rate (default: the paper protocol's)")
@@ -153,7 +161,7 @@ def _bench_arguments(sub):
     s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
     s.add_argument("--engine", action="store_true", help="the engine's own step instead: eager, graphed, K runs at once, "
                    "share of the FLOP floor, max |dw| (default models vit, vit_small_simplified, cvt at batch 32)")
-    s.add_argument("--concurrent", type=option(Whole(least=1)), nargs="+", default=[4, 8], metavar="K",
+    s.add_argument("--concurrent", type=whole_number(1), nargs="+", default=[4, 8], metavar="K",
                    help="with --engine: K runs at once")
     s.add_argument("--smoke", action="store_true", help="with --engine: a tiny model and a few steps (a CPU check)")
     s.set_defaults(fn=commands.bench_train)

@@ -3,6 +3,8 @@ the parser (``vixnb.cli.parser``) imports none of them."""
 import json
 import time
 
+from ..errors import StoreError
+
 
 def models(args):
     """``vixnb models [PATTERN]``: name, label, paper and both parameter counts of each registered model."""
@@ -104,7 +106,11 @@ def run_notebook(args):
 def book(args):
     """``vixnb book``: run every chapter and build the Jupyter Book."""
     from ..book.build import build_book
+    from ..files import check_writable_file
+    from ..paths import repo_root
 
+    for folder in ("_build/html", "book/executed"):  # where it writes: found before the first chapter runs
+        check_writable_file(repo_root() / folder / "index.html", f"the book's folder {folder}:")
     print(f"book built in {build_book(args.profile, jobs=args.jobs)}")
 
 
@@ -266,7 +272,7 @@ def batch(args):
     from ..validate import writable_file
 
     started = time.time()  # the budget counts from here: building the plan is part of it
-    if args.pack:  # an archive that cannot be written is found now, not after the jobs ran
+    if args.pack and not args.dry_run:  # an archive that cannot be written is found now, not after the jobs ran
         writable_file(args.pack, "--pack")
     from .. import batch as runner, plan as planning
     from ..results import ResultsStore
@@ -357,7 +363,9 @@ def _batch_end(args, runner, jobs, started):
         if args.budget and not args.dry_run and args.executor != "slurm":
             since = args.clock_from if args.clock_from is not None else started
             print(runner.trained_line(jobs, time.time() - since))
-    if args.pack:
+    if args.pack and args.dry_run:
+        print(f"vixnb batch --dry-run: nothing written (--pack {args.pack} would be written after a batch)")
+    elif args.pack:
         print(runner.stamp("pack"), flush=True)
         parts, packed, left = runner.pack(args.pack, args.profile, limit_mb=args.pack_total_mb, jobs=jobs,
                                           since=args.pack_since if args.pack_since is not None else started - 1)
@@ -372,9 +380,15 @@ def probe(args):
     """``vixnb probe``: probe the stored results whose code changed (``--all``: every one) and write the ledger;
     ``--check``: write nothing, fail where one is not current."""
     from ..results import ResultsStore
-    from ..results.probe import probe_store
+    from ..results.probe import ledger_path, probe_store
+    from ..results.store import writable_folder
 
-    entries = probe_store(ResultsStore(), args.profile, only_changed=not args.all, write=not args.check)
+    store = ResultsStore()
+    if not args.check:  # the ledger it writes: found before probing, not after it
+        writable_folder(store.root)
+        if ledger_path(store).exists() and not ledger_path(store).is_file():
+            raise StoreError(f"{ledger_path(store)} is a folder; the probe writes its ledger there: move it away")
+    entries = probe_store(store, args.profile, only_changed=not args.all, write=not args.check)
     for entry in entries.values():
         state = {True: "current", False: "stale", None: "unverified"}[entry["equal"]]
         print(f"{state:<10}  {entry['file']}" + (f"  ({entry['why']})" if entry["why"] else ""))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import StoreError
+from ..errors import StoreError, say_once
 from ..files import atomic_write
 from ..paths import cache_root
 
@@ -36,17 +36,38 @@ def code_version():
     return digest.hexdigest()[:16]
 
 
+def shape(value):
+    """The JSON shape of ``value``: its types all the way down (a list's as the set of its items' shapes), kept with
+    each fact so that a fact of another shape than it was written with (a damaged or hand-edited file) is not used."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return ["list", sorted({json.dumps(shape(v), sort_keys=True) for v in value})]
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
 @cache
 def kept_facts(root):
     """``{key: fact}`` kept in the cache folder ``root`` for today's ``code_version`` (read once a process;
-    ``{}`` where the file is missing, unreadable or of other code). ``kept_facts.cache_clear()`` reads it again."""
+    ``{}`` where the file is missing, unreadable or of other code); a fact whose value is not of the shape it was
+    kept with is left out, and the file is named once. ``kept_facts.cache_clear()`` reads it again."""
+    path = Path(root) / FACTS_FILE
+    if Path(root).exists() and not Path(root).is_dir():
+        say_once(f"cache {root}", f"VIXNB_CACHE={root} is a file, not a folder: no model fact is kept between "
+                                  "processes (each is computed again); point VIXNB_CACHE at a folder")
+        return {}
     try:
-        kept = json.loads((Path(root) / FACTS_FILE).read_text())
+        kept = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(kept, dict) or kept.get("code") != code_version() or not isinstance(kept.get("facts"), dict):
         return {}
-    return dict(kept["facts"])
+    sound = {name: entry["value"] for name, entry in kept["facts"].items()
+             if isinstance(entry, dict) and set(entry) == {"value", "shape"} and shape(entry["value"]) == entry["shape"]}
+    if len(sound) < len(kept["facts"]):
+        say_once(f"facts {path}", f"{path}: {len(kept['facts']) - len(sound)} kept model facts are not of the shape "
+                                  "they were written with; they are computed again (the file is a cache only)")
+    return sound
 
 
 def kept_fact(key, compute):
@@ -68,7 +89,7 @@ def _write(path, name, value):
     except (OSError, ValueError):
         on_disk = {}
     same = isinstance(on_disk, dict) and on_disk.get("code") == code_version() and isinstance(on_disk.get("facts"), dict)
-    facts = {**(on_disk["facts"] if same else {}), name: value}
+    facts = {**(on_disk["facts"] if same else {}), name: {"value": value, "shape": shape(value)}}
     text = json.dumps({"code": code_version(), "facts": facts}, sort_keys=True)
     try:
         atomic_write(path, lambda f: f.write(text))

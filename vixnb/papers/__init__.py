@@ -47,8 +47,37 @@ def list_papers():
     return sorted(k for k in DOCUMENTS if paper_file(k).is_file())
 
 
-#: libyaml's parser where PyYAML was built with it (about ten times faster on the paper files), else PyYAML's own
-FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class DuplicateKey(yaml.YAMLError):
+    """A mapping of a paper file names one key twice (PyYAML would keep the last without a word)."""
+
+    def __init__(self, key, line, first):
+        super().__init__(f"key {key!r} is given twice in one mapping (line {line}; first at line {first})")
+        self.key, self.line, self.first = key, line, first
+
+
+def _unique_mapping(loader, node, deep=False):
+    """A YAML mapping whose keys are all different, else ``DuplicateKey`` naming the key and both lines."""
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise DuplicateKey(key, line, seen[key])
+        seen.setdefault(key, line) if isinstance(key, (str, int, float, bool)) else None
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _strict(base):
+    """``base`` (a PyYAML loader) refusing a mapping that names a key twice."""
+    loader = type(f"Strict{base.__name__}", (base,), {})
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+    return loader
+
+
+#: libyaml's parser where PyYAML was built with it (about ten times faster on the paper files), else PyYAML's own;
+#: both refuse a key given twice in one mapping
+FAST_LOADER = _strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+SAFE_LOADER = _strict(yaml.SafeLoader)
 
 
 def parse(key):
@@ -60,13 +89,25 @@ def parse(key):
     where = f"vixnb/papers/{key}.yaml"
     if not path.is_file():
         raise PaperFileError(f"paper {key!r} has no paper file yet ({where}); add one to give it tables and claims")
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise PaperFileError(f"{where}: byte {raw[e.start]:#04x} at line {line} is not UTF-8; save the file as "
+                             "UTF-8 (or restore it from git)") from None
     try:
         return yaml.load(text, Loader=FAST_LOADER)
+    except DuplicateKey as e:
+        raise PaperFileError(f"{where}: line {e.line}: {e}; a pasted row can replace a printed one unseen: keep one "
+                             "of them") from None
     except yaml.YAMLError:
         pass
     try:  # the pure-Python parser's message names the problem better than libyaml's
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
+    except DuplicateKey as e:
+        raise PaperFileError(f"{where}: line {e.line}: {e}; a pasted row can replace a printed one unseen: keep one "
+                             "of them") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

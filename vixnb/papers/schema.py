@@ -5,6 +5,9 @@ A claim has its own schema (``vixnb.report.claims.schema``): here ``claims`` is 
 """
 from __future__ import annotations
 
+import math
+import re
+
 from typing import NamedTuple
 
 
@@ -194,6 +197,21 @@ def check(data, where, problems=None):
         part(_section, where, f"training.{run}", entry, "training")
     for i, chapter in enumerate(data.get("book") or []):
         part(_chapter, where, f"book[{i}]", chapter, tables)
+    for at, value in _not_finite(data):
+        part(_fail, f"{where}: {at} is {value!r}; a number of a paper file is finite (a printed figure, never .nan "
+                    "or .inf): write the figure, or leave the key out")
+
+
+def _not_finite(node, at=""):
+    """``[(place, value)]``: every NaN or infinite number in the parsed file ``node``, by its place
+    (``claims[3].value``)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(at or "the file", node)]
+    if isinstance(node, dict):
+        return [found for k, v in node.items() for found in _not_finite(v, f"{at}.{k}" if at else str(k))]
+    if isinstance(node, list):
+        return [found for i, v in enumerate(node) for found in _not_finite(v, f"{at}[{i}]")]
+    return []
 
 
 def _fail(message):
@@ -210,8 +228,22 @@ def _row(where, at, entry, name, table):
         raise PaperFileError(f"{where}: {at} is a list of values; give tables.{name} its `columns`")
 
 
+#: a name that becomes part of a file's name in the results store (a chapter's ``part``, a study's name: its records)
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def _file_name(where, at, name):
+    if not isinstance(name, str) or not FILE_NAME.match(name):
+        raise PaperFileError(f"{where}: {at} {name!r} names a file of the results store: use letters, digits, '_' "
+                             "and '-' (no spaces, dots or slashes)")
+
+
 def _chapter(where, at, chapter, tables):
     _section(where, at, chapter, "chapter")
+    if "part" in chapter:
+        _file_name(where, f"{at}.part", chapter["part"])
+    for name in chapter.get("studies") or {}:
+        _file_name(where, f"{at}.studies: the study", name)
     train = chapter.get("train") or []
     _refer(where, f"{at}.train", train, list(tables), "a table of the file", "its tables")
     _refer(where, f"{at}.keep_weights", chapter.get("keep_weights") or [], train, f"in {at}.train", "it lists")

@@ -18,11 +18,14 @@ import json
 import os
 import re
 import tarfile
+import tempfile
 import time
+import zlib
 from pathlib import Path, PurePosixPath
 
+from ..errors import StoreError
 from ..files import atomic_write
-from .store import default_root
+from .store import default_root, writable_folder
 
 RETURN_FILES = 8  # the most files a device call brings back
 RETURN_FILE_MIB = 16  # the largest file a device call brings back
@@ -224,40 +227,110 @@ def _when(data, mtime):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
 
 
+#: the largest member a pack may hold (a paused run's checkpoint travels at up to about 60 MiB) and the most its
+#: members may hold together (a call returns at most 8 files of 16 MiB, some of it compressed JSON): a pack that
+#: would expand beyond either is refused before anything is written
+MAX_MEMBER_BYTES = 256 * 2**20
+MAX_UNPACKED_BYTES = 2 * 2**30
+UNPACK_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, ValueError)
+
+
+class _Refused(ValueError):
+    """A member of a pack that ``unpack`` does not take (said in the pack's one-line error)."""
+
+
+def _read_packs(files, root, staging):
+    """Every member of the packs ``files``, checked and copied into ``staging`` before anything is written to the
+    store: ``[(member name, target, staged path, mtime)]``. A pack that is not one (a plain tar, a truncated or
+    misordered part, gzip noise), a member outside ``results/`` and ``logs/``, one whose place in the store is a
+    folder (or under a file), or one over ``MAX_MEMBER_BYTES`` (or all over ``MAX_UNPACKED_BYTES``) is a
+    ``ValueError`` naming the pack, the member and the fix; nothing is written then."""
+    planned, total = [], 0
+    for parts in archives(files):
+        shown = parts[0].name if len(parts) == 1 else f"{_PART.match(parts[0].name)['base']} ({len(parts)} parts)"
+        try:
+            with tarfile.open(fileobj=_Joined(parts), mode="r|gz") as tar:
+                for member in tar:
+                    if member.isdir():
+                        continue
+                    if not member.isfile():
+                        raise _Refused(f"member {member.name!r} is not a plain file (a link or a device)")
+                    try:
+                        target = _target(member.name, root)
+                    except ValueError as e:
+                        raise _Refused(str(e)) from None
+                    if target.is_dir() or any(p.is_file() for p in target.parents if p != target and
+                                              root in (p, *p.parents)):
+                        raise _Refused(f"member {member.name!r} would replace a folder of the store (or sit under "
+                                         "a file)")
+                    if member.size > MAX_MEMBER_BYTES:
+                        raise _Refused(f"member {member.name!r} holds {member.size / 2**20:,.0f} MiB, over the "
+                                         f"{MAX_MEMBER_BYTES / 2**20:.0f} MiB a pack of vixnb batch holds")
+                    total += member.size
+                    if total > MAX_UNPACKED_BYTES:
+                        raise _Refused(f"its members hold over {MAX_UNPACKED_BYTES / 2**30:.0f} GiB, more than a pack "
+                                         "of vixnb batch")
+                    staged = staging / f"{len(planned)}"
+                    with tar.extractfile(member) as source, open(staged, "wb") as out:
+                        while chunk := source.read(2**20):
+                            out.write(chunk)
+                    if staged.stat().st_size != member.size:
+                        raise _Refused(f"member {member.name!r} is cut short")
+                    planned.append((member.name, target, staged, member.mtime))
+        except UNPACK_ERRORS as e:
+            why = e if isinstance(e, _Refused) else \
+                f"not a pack of vixnb batch, or a part is truncated or out of order ({type(e).__name__}: {e})"
+            raise ValueError(f"{shown}: {why}; nothing was unpacked. Give the .tar.gz that `vixnb batch --pack` "
+                             "wrote (or every one of its parts, unchanged)") from None
+    return planned
+
+
+def _free(path):
+    """``path``, or where it is taken, ``path`` with ``.2``, ``.3`` ... before its suffixes: two conflicts of one
+    command never share a place."""
+    if not path.exists():
+        return path
+    n = 2
+    while (found := path.with_name(f"{path.name.split('.')[0]}.{n}{''.join(path.suffixes)}")).exists():
+        n += 1
+    return found
+
+
 def unpack(files, *, root=None):
     """Take in the packs ``files`` (``vixnb unpack``): ``{"written", "same", "replaced", "conflicts"}``, names
     per outcome; ``conflicts`` holds ``(here, kept beside as, message)`` for each file that differs from the one
-    here (see the module's docstring: nothing is replaced silently)."""
+    here (see the module's docstring: nothing is replaced silently). Every pack is read and checked whole first
+    (``_read_packs``: into a staging folder in the store); nothing is written where one of them is refused."""
     root = Path(root) if root is not None else default_root()
+    writable_folder(root)  # before reading anything: a read-only store is named, not an errno of a temporary file
+    if (root / ".conflicts").exists() and not (root / ".conflicts").is_dir():
+        raise StoreError(f"{root / '.conflicts'} is a file; the differing copies a pack brings are kept in that "
+                         "folder: move the file away and unpack again")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     report = {"written": [], "same": [], "replaced": [], "conflicts": []}
-    for parts in archives(files):
-        with tarfile.open(fileobj=_Joined(parts), mode="r|gz") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
-                target = _target(member.name, root)
-                data = tar.extractfile(member).read()
-                if not target.exists():
-                    atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
-                    os.utime(target, (member.mtime, member.mtime))
-                    report["written"].append(member.name)
-                    continue
-                here = target.read_bytes()
-                if here == data:
-                    report["same"].append(member.name)
-                    continue
-                if ".checkpoints" in target.parts and member.mtime > target.stat().st_mtime:
-                    atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
-                    os.utime(target, (member.mtime, member.mtime))
-                    report["replaced"].append(member.name)
-                    continue
-                beside = root / ".conflicts" / stamp / member.name
-                atomic_write(beside, lambda f: f.write(data), binary=True, size=len(data))
-                os.utime(beside, (member.mtime, member.mtime))
-                when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, member.mtime)
-                newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"
-                report["conflicts"].append((str(target), str(beside), f"{target} differs from the pack's copy: kept "
-                                            f"both, the one here ({when_here}) in place and the pack's ({when_packed}) "
-                                            f"as {beside} ({newer}); keep one and delete the other"))
+    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=root) as staging:
+        for name, target, staged, mtime in _read_packs(files, root, Path(staging)):
+            data = staged.read_bytes()
+            if not target.exists():
+                atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                os.utime(target, (mtime, mtime))
+                report["written"].append(name)
+                continue
+            here = target.read_bytes()
+            if here == data:
+                report["same"].append(name)
+                continue
+            if ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
+                atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                os.utime(target, (mtime, mtime))
+                report["replaced"].append(name)
+                continue
+            beside = _free(root / ".conflicts" / stamp / name)
+            atomic_write(beside, lambda f: f.write(data), binary=True, size=len(data))
+            os.utime(beside, (mtime, mtime))
+            when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, mtime)
+            newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"
+            report["conflicts"].append((str(target), str(beside), f"{target} differs from the pack's copy: kept "
+                                        f"both, the one here ({when_here}) in place and the pack's ({when_packed}) "
+                                        f"as {beside} ({newer}); keep one and delete the other"))
     return report

@@ -23,7 +23,7 @@ from functools import cache
 import torch
 
 from ..data import source_fingerprint
-from ..errors import StoreError
+from ..errors import StoreError, say_once
 from ..models import architecture_signature, model_fact
 from ..models.counting import count_params
 from ..paths import results_root
@@ -211,7 +211,17 @@ def read_ledger(root=None):
     """The probe's ledger ``{ledger_key: entry}`` in the results store ``root`` (default the results store's
     folder, ``paths.results_root``); {} where there is none."""
     path = Path(root if root is not None else results_root()) / LEDGER
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if not path.exists():
+        return {}
+    try:
+        ledger = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(ledger, dict) or not all(isinstance(v, dict) for v in ledger.values()):
+            raise ValueError("not a mapping of ledger entries")
+        return ledger
+    except (OSError, ValueError) as e:  # a derived file: named once, and read as empty (the probe writes it anew)
+        say_once(f"ledger {path}", f"{path} cannot be read ({type(e).__name__}: {str(e)[:120]}); it is not used: "
+                                   "results whose code changed read 'unverified' until `vixnb probe` writes it again")
+        return {}
 
 
 def code_changed(stored, root=None):
@@ -229,8 +239,8 @@ def code_changed(stored, root=None):
     if all(recorded.get(part) == today[part] for part in ("model", "engine")):
         return None
     entry = read_ledger(root).get(ledger_key(config))
-    if entry and entry.get("code") == today:
-        return None if entry["equal"] else entry["why"]
+    if entry and entry.get("code") == today and entry.get("equal") in (True, False):  # else: not a sound entry
+        return None if entry["equal"] else str(entry.get("why") or "the behavioural probe differs")
     parts = " and ".join(part for part in ("model", "engine") if recorded.get(part) != today[part])
     return f"unverified: its {parts} code changed since it was stored and the behavioural probe has not run on " \
            "today's code (`vixnb probe`)"

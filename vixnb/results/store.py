@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import StoreError
+from ..errors import StoreError, say_once
 from ..files import atomic_write
 from ..models import list_models
 from ..paths import results_root
@@ -80,7 +80,8 @@ def damage(result):
 
 #: the keys a training run's configuration holds only where set (``profiles.run_config``); with those of a plain
 #: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
-OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop")
+OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
+                        "loss_fp32")
 
 
 def unusable(result):
@@ -255,7 +256,11 @@ class ResultsStore:
         path = self.lock_path(config)
         if not path.is_file():
             return False
-        with open(path, "a") as handle:
+        try:
+            handle = open(path, "a")
+        except OSError:  # a lock that cannot be opened holds nothing (``lock`` names it)
+            return False
+        with handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -269,8 +274,15 @@ class ResultsStore:
         when another process held it first (its result may be stored now)."""
         path = self.path(config)
         lock = self.lock_path(config)
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as handle:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(lock, "a")
+        except OSError as e:  # a derived file: named once, and the run computed without it
+            say_once(f"lock {lock}", f"{lock} cannot be used as a lock ({type(e).__name__}); {path.name} is computed "
+                                     "without one (remove it to use locks again)")
+            yield False
+            return
+        with handle:
             try:
                 import fcntl  # optional dependency: missing on Windows
             except ImportError:  # no flock (Windows): nothing to wait for

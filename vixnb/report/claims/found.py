@@ -10,10 +10,12 @@ import re
 import pandas as pd
 
 from ... import papers
-from ...escape import html_text, markdown_text
+from ...errors import StoreError
+from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
 from ...profiles import table_runs
 from ...results import ResultsStore, made_on, read_json
+from ...results.store import unusable
 from ...runspec import RunSpec
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
 from .verdicts import claim_anchor, claims, verdict_text
@@ -203,9 +205,12 @@ def runs_table(profile, *, store=None):
     store = store if store is not None else ResultsStore()
     rows = []
     for path in sorted((store.root / profile).glob("*.json")):
-        record = read_json(path)
+        try:
+            record = read_json(path)
+        except StoreError:  # unreadable: the store lists it as "not used" (``ResultsStore.unusable_files``)
+            continue
         config, prov = record.get("config") or {}, record.get("provenance") or {}
-        if record.get("status") != "done":
+        if record.get("status") != "done" or unusable(record):  # what the store does not use is no result
             continue
         rows.append({"model": config.get("model"), "settings": " ".join(
             f"{k}={v}" for k, v in sorted((config.get("model_overrides") or {}).items())),
@@ -219,5 +224,5 @@ def runs_table(profile, *, store=None):
 
 def csv_link(frame, filename):
     """An HTML link that downloads ``frame`` as ``filename`` (the CSV inlined: the page needs no file beside it)."""
-    data = base64.b64encode(frame.to_csv(index=False).encode("utf-8")).decode("ascii")
+    data = base64.b64encode(csv_frame(frame).to_csv(index=False).encode("utf-8")).decode("ascii")
     return f'<a download="{filename}" href="data:text/csv;base64,{data}">{filename}</a>'

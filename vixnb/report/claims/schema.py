@@ -81,6 +81,7 @@ model names before claims on it can be checked against our runs.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from fractions import Fraction
 
@@ -128,6 +129,8 @@ def _number(key, claim, field):
     if isinstance(raw, bool):
         _fail(key, claim, f"`{field}` must be a number or a fraction like \"1/3\", not {raw!r}")
     if isinstance(raw, numbers.Real):
+        if not math.isfinite(raw):
+            _fail(key, claim, f"`{field}` is {raw!r}; give a finite number (a claim is judged on it)")
         return float(raw)
     if isinstance(raw, str):
         try:

@@ -564,3 +564,36 @@ def _finished(fig, ax, title, owned):
         return fig
     fig.tight_layout()
     return without_empty_panels(fig)
+
+
+@plain_text
+def first_steps_curves(record, *, title=None):
+    """A first-steps record (``analysis.first_steps_record``) as two panels: each arm's training loss and accuracy
+    by optimizer step, each point the mean of ``record["window"]`` steps (a batch's figures are noisy), the row's own
+    run in black, the chance accuracy dashed. Returns the figure (a note where the record has no arm)."""
+    from ...analysis.first_steps import windows
+
+    arms = record.get("arms") or {}
+    window = record.get("window", 20)
+    fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6))
+    colours = palette([a for a in arms if a != "base"])
+    for ax, metric, y_label in ((axes[0], "loss", "training loss"), (axes[1], "acc", "training accuracy (%)")):
+        for i, (name, arm) in enumerate(arms.items()):
+            values = windows(arm[metric], window)
+            xs = [window * (k + 0.5) for k in range(len(values))]
+            base = name == "base"
+            ax.plot(xs, values, color="black" if base else colours[name], lw=1.8 if base else 1.1,
+                    marker="o" if len(values) < 5 else None, ms=3, ls="-" if base or i < 8 else "--",
+                    label=name if not base else "the row's run (base)")
+        if metric == "acc" and record.get("chance") is not None:
+            chance_line(ax, record["chance"])
+        _label(ax, "optimizer step", y_label, legend=False)
+    keys = {}
+    for handle, label in zip(*axes[1].get_legend_handles_labels()):
+        keys.setdefault(label, handle)
+    if keys:
+        fig.legend(list(keys.values()), list(keys), loc="lower center", ncol=3, frameon=False, fontsize=TEXT_PT)
+    if title:
+        fig.suptitle(title, fontsize=TEXT_PT + 1)
+    fit_around(fig)
+    return without_empty_panels(fig, missing="the record holds no arm")

@@ -107,26 +107,27 @@ def accuracy_text(summary, model, metric):
     return f"{mean:.2f}" if n == 1 else f"{mean:.2f} ± {std:.2f}"
 
 
-def _chapter_request(kind, paper, dataset, *, part=None, notebook=None):
+def _chapter_request(kind, paper, dataset, *, part=None, notebook=None, name=""):
     """The ``record_kinds.Request`` of ``kind`` that a chapter of ``paper`` (``notebook``, else the one whose ``part``
-    is ``part``) asks for on ``dataset``."""
+    is ``part``) asks for on ``dataset`` (``name``: of several of one kind, the one of that name: a question's)."""
     if notebook is None:
         found = [c for c in papers.book_chapters(paper) if c.get("part") == part]
         if not found:
             raise ValueError(f"part={part!r}: no chapter of vixnb/papers/{paper}.yaml has it")
         notebook = found[0]["notebook"]
     chapter = papers.book_chapter(paper, notebook)
-    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=chapter.get("part"))
+    return Request(kind, paper=paper, chapter=notebook, dataset=dataset, part=chapter.get("part"), name=name)
 
 
 def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile, compute="missing", train=None,
-           store=None, required=False, empty=None):
+           store=None, required=False, empty=None, name=""):
     """The record of ``kind`` (``record_kinds.KINDS``) that the chapter of ``paper`` (``notebook``, else the one whose
     ``part`` is ``part``) asks for on ``dataset``, or the maps study's (``maps-attention``, ``maps-attribution``), under
     the compute policy (``record_kinds.obtain``: read, or made and stored; ``train``: the policy for training the runs
     whose weights it reads), with ``"source"``: "stored" or "measured". A record some of whose runs have no weights is
     shown unstored (``"stored": False``; with ``required`` a ``RuntimeError`` names the runs); ``empty`` where
-    nothing is stored and nothing can be made here. ``kind_of(kind).show(record)`` is its page table."""
+    nothing is stored and nothing can be made here. ``kind_of(kind).show(record)`` is its page table. ``name``: the
+    record's own name among several of the kind (a question's first steps: the question)."""
     store = store if store is not None else ResultsStore()
     if kind.startswith("maps-"):
         if kind.removeprefix("maps-") not in STUDY_RECORDS:
@@ -134,7 +135,7 @@ def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile,
         request = next(r for r in study_requests() if r.kind == kind)
     else:
         kind_of(kind)  # an unknown kind: the one-line error listing the kinds
-        request = _chapter_request(kind, paper, dataset, part=part, notebook=notebook)
+        request = _chapter_request(kind, paper, dataset, part=part, notebook=notebook, name=name)
     before = _record_mtime(store, request, profile)
     data = obtain(request, profile=profile, compute=compute, train=train, store=store, required=required)
     if data is None:

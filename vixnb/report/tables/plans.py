@@ -5,7 +5,7 @@ import pandas as pd
 from ... import papers
 from ...entries import TrainEntry
 from ...plan import shown_settings, todo, totals
-from ...profiles import get_profile
+from ...profiles import get_profile, row_runs
 from ...runs import run
 from ..records.collect import mean_std
 
@@ -45,6 +45,8 @@ def question_frame(paper, question, profile):
     spec = found[0]
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
+    if spec.get("rows"):
+        return _arms_frame(paper, spec, dataset, profile, seeds)
     rows = {}
     for model in spec["models"]:
         got = {}
@@ -70,3 +72,27 @@ def _mean_sd(values, asked):
         return f"not yet run ({asked} seeds)"
     mean, std = mean_std(values)
     return f"{mean:.2f}" + (f" ± {std:.2f}" if len(values) > 1 else "") + f" ({len(values)} of {asked})"
+
+
+def _arms_frame(paper, spec, dataset, profile, seeds):
+    """A question of rows and arms (``rows``, ``gpu_arms``): per row's run and per arm trained whole, its seeds stored
+    of those asked, the last epoch's training accuracy and the best test top-1 (mean ± sd over the seeds), and how
+    many of its seeds did not learn (``claims.rules.not_learned_reason``) or failed at chance."""
+    from ...data import dataset_spec
+    from ..claims.rules import failed_reason, not_learned_reason
+
+    out, classes = {}, dataset_spec(dataset).num_classes
+    for row in spec["rows"]:
+        model, settings = row_runs(paper, profile)[row]
+        for arm in [None, *(spec.get("gpu_arms") or [])]:
+            change = {k: v for k, v in (spec["arms"][arm] if arm else {}).items() if k != "seed"}
+            done = [r for r in (run(model, dataset=dataset, profile=profile, seed=s, compute="never",
+                                    **{**settings, **change}) for s in seeds) if r["status"] == "done"]
+            stalled = sum(bool(not_learned_reason(r) or failed_reason(r, classes)) for r in done)
+            label = f"{row}" + (f": {arm}" if arm else " (the row's own run)")
+            out[label] = {"seeds": f"{len(done)} of {len(seeds)}",
+                          "last training accuracy (%)": _mean_sd([r["history"][-1]["train_acc"] for r in done],
+                                                                 len(seeds)),
+                          "test top-1 (%)": _mean_sd([r["top1"] for r in done], len(seeds)),
+                          "did not learn": f"{stalled} of {len(done)}" if done else "not yet run"}
+    return pd.DataFrame.from_dict(out, orient="index")
