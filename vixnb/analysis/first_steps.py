@@ -139,3 +139,20 @@ def arms_frame(record, points=3):
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.columns = pd.MultiIndex.from_tuples(frame.columns)
     return frame
+
+
+#: points of training accuracy, over the last ``WINDOW`` steps, by which an arm must lead the row's own run to count
+#: as one that leaves its plateau (``LEARN_POINTS`` of the verdict rules: the least gain of a run that learns)
+LEAD_POINTS = 5.0
+
+
+def arms_ahead(record, lead=LEAD_POINTS):
+    """``{arm: lead}``: the arms of a first-steps record whose mean training accuracy over the last ``WINDOW`` steps
+    leads the row's own run's by at least ``lead`` points (the base is the record's first arm)."""
+    arms = record.get("arms") or {}
+    if not arms:
+        return {}
+    window = record.get("window", WINDOW)
+    last = {name: sum(a["acc"][-window:]) / max(len(a["acc"][-window:]), 1) for name, a in arms.items()}
+    base = next(iter(last.values()))
+    return {name: value - base for name, value in list(last.items())[1:] if value - base >= lead}

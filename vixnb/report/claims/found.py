@@ -22,7 +22,7 @@ from .verdicts import claim_anchor, claims, verdict_text
 from .standing import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs, left_out_note
 from ..tables.pages import page_table
-from .rules import NOT_DECIDED, why_not_decided
+from .rules import NOT_DECIDED, NOT_LEARNED, why_not_decided
 
 
 def _fused(costs, link):
@@ -77,10 +77,33 @@ def _shaped(frame, link, store=None):
         text += (f"{dead} of the {made} runs of our earlier reading (one LayerNorm per vanilla block; the formula "
                  "MLP(S(X)) as the simplified block) ended at chance. ")
     if not holding.empty:
-        best = holding["our figure"].astype(float).max()
+        where = ", ".join(dict.fromkeys(str(s) for s in holding["section"]))
         text += (f"With SAS-P and the two-LayerNorm vanilla block, {len(holding)} of the blog's {len(accuracy)} "
-                 f"accuracy claims hold on our runs, by up to {best:.1f} points of final training accuracy ")
-    return text + f"({link('simplified', 'the simplified chapter')})."
+                 f"accuracy claims {'holds' if len(holding) == 1 else 'hold'} on our runs ({where}). ")
+    stalled = int((accuracy["our verdict"] == NOT_LEARNED).sum())
+    if stalled:
+        text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget runs. ")
+    text += _stall_finding(store)
+    return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')})."
+
+
+def _stall_finding(store):
+    """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
+    plateau within their first steps on the CPU ("" where the record is not stored)."""
+    from ...analysis.first_steps import arms_ahead
+
+    store = store if store is not None else ResultsStore()
+    record = store.load_record("measure", "shaped-first-steps-vanilla_stall_w128", profile="budget")
+    if record is None:
+        return ""
+    ahead, others = arms_ahead(record), [a for a in list(record["arms"])[1:]]
+    if not ahead:
+        return (f"In its first {record['steps']} steps on a CPU, none of {len(others)} one-change arms (other seeds, "
+                "fp32, ...) lets it leave its plateau. ")
+    return (f"In its first {record['steps']} steps on a CPU, of {len(others)} one-change arms only "
+            + ", ".join(f"{a} (+{d:.1f} points)" for a, d in ahead.items())
+            + " left its plateau; other seeds, fp32, a float32 loss, biased LayerNorms and the rest did not: the "
+              "whole runs that decide it are in the plan. ")
 
 
 def verdicts_finding(frames, link):

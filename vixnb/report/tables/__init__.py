@@ -8,7 +8,7 @@ from .compare import (PAPER_COMPARABLE_GPU, alone_frame, cost_changes, labelled_
 from .maps import (ATTRIBUTION_METHODS, MAP_MEASURES, NO_MAP, approximation_panels, attribution_agreement,
                    attribution_areas, attribution_curves, attribution_rows, centre_query_rows, map_cell, map_groups,
                    not_measured, over_heads, per_layer_groups, randomisation_checks, rollout_rows)
-from .measurements import records_section, speed_table
+from .measurements import first_steps_section, records_section, speed_table
 from .pages import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_paper, cell_text, differences, glue, label,
                     not_yet_run, page_table, paper_frame)
 from .plans import plan_todo_frame, plan_totals_frame, question_frame
@@ -20,6 +20,6 @@ __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SH
            "differences", "glue", "label", "labelled_runs", "levit_anomalies", "map_cell", "map_groups", "model_costs",
            "model_trios", "not_measured", "not_yet_run", "optimizer_pairs", "over_heads", "page_table", "paper_frame",
            "parameter_counts", "per_layer_groups", "plan_todo_frame", "plan_totals_frame", "printed_change",
-           "protocol_table", "randomisation_checks", "ratio", "records_section", "relative_change", "results_beside_paper",
+           "first_steps_section", "protocol_table", "randomisation_checks", "ratio", "records_section", "relative_change", "results_beside_paper",
            "rollout_rows", "rope_deltas", "row_labels", "rows_beside_paper", "same_model_rows", "softmax_of",
            "speed_table", "question_frame", "times_against", "transfer_counts", "transfer_preview"]

@@ -2,6 +2,7 @@
 it, and its provenance line."""
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 from ... import papers
@@ -10,6 +11,7 @@ from ...profiles import small_sizes
 from ...record_kinds import chapter_requests, kind_of, record_name
 from ..records.collect import record
 from ..records.provenance import provenance_line
+from ...escape import markdown_text
 from .pages import not_yet_run, page_table
 
 
@@ -33,3 +35,42 @@ def records_section(paper, notebook, *, profile, compute="missing", shown=(), st
             display(Markdown(provenance_line([found], profile=profile)))
         out[request.kind] = found
     return out
+
+
+def first_steps_section(found, question, where, *, profile, paper="shaped"):
+    """A question's first-steps record (``analysis.first_steps_record``) on the page: a heading (``where``), the
+    arms' table (``analysis.arms_frame``: loss and accuracy at the start, middle and end of their steps), their
+    curves, which arms lead the row's own run (``analysis.first_steps.arms_ahead``), the provenance and each arm's
+    ``vixnb train`` command (it trains the arm whole); the command that makes the record where none is stored."""
+    from html import escape
+
+    from IPython.display import HTML
+
+    from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame
+    from ..figures import first_steps_curves
+
+    display(Markdown(f"### {markdown_text(where)}"))
+    if found is None:
+        display(Markdown(not_yet_run(f"`vixnb batch --profile {profile} --device cpu --only "
+                                     f"{paper}-first-steps-{question}` (on a CPU: it times nothing)")))
+        return
+    display(Markdown(f"*{markdown_text(found.get('text', question))}*"))
+    display(page_table(arms_frame(found), decimals=2,
+                       caption=f"each arm's first {found['steps']} optimizer steps, mean over "
+                               f"{found.get('window', 20)} steps"))
+    first_steps_curves(found)
+    plt.show()
+    ahead = arms_ahead(found)
+    if small_sizes(profile):  # a pipeline check: nothing said of the arms
+        display(Markdown(f"A pipeline check ({profile} profile, synthetic images, a few steps): these numbers say "
+                         "nothing of the arms. " + provenance_line([found], profile=profile)))
+        return
+    display(Markdown(
+        (f"Arms ahead of the row's own run by at least {LEAD_POINTS:g} points of training accuracy over the last "
+         f"{found.get('window', 20)} steps: " + ", ".join(f"**{markdown_text(a)}** (+{d:.1f})" for a, d in ahead.items())
+         + "." if ahead else f"No arm leads the row's own run by {LEAD_POINTS:g} points of training accuracy over the "
+         f"last {found.get('window', 20)} steps.") + " " + provenance_line([found], profile=profile)))
+    commands = "".join(f"<li><b>{escape(arm)}</b>: <code>{escape(a['command'])}</code></li>"
+                       for arm, a in found["arms"].items())
+    display(HTML(f"<details><summary>Each arm whole: its <code>vixnb train</code> command</summary><ul>{commands}"
+                 "</ul></details>"))
