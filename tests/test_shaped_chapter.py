@@ -261,3 +261,28 @@ def test_the_runs_overview_says_once_what_every_run_shares():
     one, caption = runs_overview({"a": [rec("vit_small_vanilla")], "b": [rec("vit_small_vanilla", "failed")]})
     assert caption == "Every run: heads 4, patch 4; model vit_small_vanilla; 10 epochs." and "model" not in one
     assert one["settings"].tolist() == ["—", "—"] and one["device"].tolist() == ["H100", "not yet run"]
+
+
+def test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_order():
+    """Issue 47: the stall question's arms are trained by the engine itself (``train.training_steps``): the first
+    steps of a run are its steps as a whole run takes them (their mean is the run's first epoch's training loss),
+    and a stored record (its JSON sorted) shows the row's own run first, then the arms in the question's order."""
+    import json as _json
+
+    from vixnb.analysis.first_steps import arms_ahead, arms_frame, first_steps, first_steps_record, ordered_arms
+    from vixnb.profiles import run_config
+    from vixnb.train import train
+
+    config = run_config("vit_small_vanilla", profile="smoke", epochs=2, batch_size=4, width=16, depth=2, heads=2,
+                        patch=8)
+    config["train_size"] = 4 * 5  # five steps an epoch
+    steps = first_steps(config, 5)
+    whole = train(config, progress=False)
+    assert len(steps["loss"]) == 5 and sum(steps["loss"]) / 5 == whole["history"][0]["train_loss"]
+    assert sum(steps["acc"]) / 5 == pytest.approx(whole["history"][0]["train_acc"])
+    record = _json.loads(_json.dumps(first_steps_record("shaped", "vanilla_stall_w128", "smoke", steps=2),
+                                     sort_keys=True))
+    assert list(record["arms"])[0] == "LayerNorm bias"  # sorted by the JSON
+    assert list(ordered_arms(record))[:3] == ["base", "seed 1", "seed 2"]
+    assert arms_frame(record).index[0] == "base" and arms_frame(record).iloc[0, 0] == "none: the row's own run"
+    assert "base" not in arms_ahead(record)

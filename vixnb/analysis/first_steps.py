@@ -103,6 +103,18 @@ def windows(values, window=WINDOW):
     return [sum(values[i:i + window]) / len(values[i:i + window]) for i in range(0, len(values), window)]
 
 
+def ordered_arms(record):
+    """A record's arms in the question's order, the row's own run (``base``) first: a stored record's JSON keeps
+    its mappings sorted by name, so the order is taken from the question where it still asks for them."""
+    arms = dict(record.get("arms") or {})
+    try:
+        asked = list(question_arms(record["paper"], record["question"], (record.get("provenance") or {})["profile"]))
+    except (KeyError, ValueError, TypeError):
+        asked = []
+    names = ["base", *asked, *sorted(arms)]
+    return {name: arms[name] for name in dict.fromkeys(names) if name in arms}
+
+
 def arm_change(arm, base):
     """What an arm of a first-steps record changes of the base run, as ``key=value`` words ("the blog's run" for
     the base itself); ``arm``/``base``: the record's ``arms`` entries."""
@@ -120,7 +132,7 @@ def arms_frame(record, points=3):
     loss and accuracy over ``WINDOW`` steps at the start, the middle and the end of its ``steps``."""
     import pandas as pd
 
-    arms = record.get("arms") or {}
+    arms = ordered_arms(record)
     if not arms:
         return pd.DataFrame()
     base = next(iter(arms.values()))
@@ -149,7 +161,7 @@ LEAD_POINTS = 5.0
 def arms_ahead(record, lead=LEAD_POINTS):
     """``{arm: lead}``: the arms of a first-steps record whose mean training accuracy over the last ``WINDOW`` steps
     leads the row's own run's by at least ``lead`` points (the base is the record's first arm)."""
-    arms = record.get("arms") or {}
+    arms = ordered_arms(record)
     if not arms:
         return {}
     window = record.get("window", WINDOW)

@@ -72,7 +72,10 @@ def _shaped(frame, link, store=None):
     holding = accuracy[accuracy["our verdict"] == HOLDS]
     if not dead and holding.empty:
         return None
-    text = "**The blog's blocks as its text states them train; our earlier, literal reading did not.** "
+    stalled = int((accuracy["our verdict"] == NOT_LEARNED).sum())
+    text = ("**The blog's blocks as its text states them: SAS-P trains at every setting, the vanilla block stalls at "
+            "width 128 in our runs; our earlier, literal reading did not train.** " if stalled else
+            "**The blog's blocks as its text states them train; our earlier, literal reading did not.** ")
     if dead:
         text += (f"{dead} of the {made} runs of our earlier reading (one LayerNorm per vanilla block; the formula "
                  "MLP(S(X)) as the simplified block) ended at chance. ")
@@ -80,7 +83,6 @@ def _shaped(frame, link, store=None):
         where = ", ".join(dict.fromkeys(str(s) for s in holding["section"]))
         text += (f"With SAS-P and the two-LayerNorm vanilla block, {len(holding)} of the blog's {len(accuracy)} "
                  f"accuracy claims {'holds' if len(holding) == 1 else 'hold'} on our runs ({where}). ")
-    stalled = int((accuracy["our verdict"] == NOT_LEARNED).sum())
     if stalled:
         text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget runs. ")
     text += _stall_finding(store)
@@ -90,13 +92,13 @@ def _shaped(frame, link, store=None):
 def _stall_finding(store):
     """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
     plateau within their first steps on the CPU ("" where the record is not stored)."""
-    from ...analysis.first_steps import arms_ahead
+    from ...analysis.first_steps import arms_ahead, ordered_arms
 
     store = store if store is not None else ResultsStore()
     record = store.load_record("measure", "shaped-first-steps-vanilla_stall_w128", profile="budget")
     if record is None:
         return ""
-    ahead, others = arms_ahead(record), [a for a in list(record["arms"])[1:]]
+    ahead, others = arms_ahead(record), list(ordered_arms(record))[1:]
     if not ahead:
         return (f"In its first {record['steps']} steps on a CPU, none of {len(others)} one-change arms (other seeds, "
                 "fp32, ...) lets it leave its plateau. ")

@@ -571,9 +571,9 @@ def first_steps_curves(record, *, title=None):
     """A first-steps record (``analysis.first_steps_record``) as two panels: each arm's training loss and accuracy
     by optimizer step, each point the mean of ``record["window"]`` steps (a batch's figures are noisy), the row's own
     run in black, the chance accuracy dashed. Returns the figure (a note where the record has no arm)."""
-    from ...analysis.first_steps import windows
+    from ...analysis.first_steps import ordered_arms, windows
 
-    arms = record.get("arms") or {}
+    arms = ordered_arms(record)
     window = record.get("window", 20)
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6))
     colours = palette([a for a in arms if a != "base"])

@@ -46,7 +46,7 @@ def first_steps_section(found, question, where, *, profile, paper="shaped"):
 
     from IPython.display import HTML
 
-    from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame
+    from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame, ordered_arms
     from ..figures import first_steps_curves
 
     display(Markdown(f"### {markdown_text(where)}"))
@@ -71,6 +71,6 @@ def first_steps_section(found, question, where, *, profile, paper="shaped"):
          + "." if ahead else f"No arm leads the row's own run by {LEAD_POINTS:g} points of training accuracy over the "
          f"last {found.get('window', 20)} steps.") + " " + provenance_line([found], profile=profile)))
     commands = "".join(f"<li><b>{escape(arm)}</b>: <code>{escape(a['command'])}</code></li>"
-                       for arm, a in found["arms"].items())
+                       for arm, a in ordered_arms(found).items())
     display(HTML(f"<details><summary>Each arm whole: its <code>vixnb train</code> command</summary><ul>{commands}"
                  "</ul></details>"))
