@@ -355,3 +355,60 @@ def test_trained_model_never_loads_the_weights_of_a_stale_result(monkeypatch):
     monkeypatch.setattr(runs, "stale_reason", lambda *a: "made by other model code (test)")
     module, record = runs.trained_model("vit_small_simplified", **options)
     assert module is None and "made by other model code (test)" in record["reason"]
+
+
+# ----- the stall question's arms: a warm-up, the loss in float32 (issue 47) ------------------------------------
+
+def test_a_warm_up_ramps_the_learning_rate_linearly_over_its_steps_then_follows_the_schedule(monkeypatch):
+    """``warmup_steps=N``: the k-th optimizer step (1-based) runs at lr * k / N of its epoch's lr (the cosine
+    schedule's), from step N on at the epoch's lr; the key changes only where it is set."""
+    from vixnb import steps as S
+
+    config = run_config("vit_small_simplified", profile="smoke", epochs=3, batch_size=4, warmup_steps=5, **TINY)
+    config["train_size"] = 4 * 3  # three steps an epoch: the warm-up spans the first two epochs
+    seen, real = [], S.TrainStep.__call__
+
+    def spy(self, images, labels, **kwargs):
+        seen.append(self.optimizer.param_groups[0]["lr"])
+        return real(self, images, labels, **kwargs)
+
+    monkeypatch.setattr(S.TrainStep, "__call__", spy)
+    engine.train(config, progress=False)
+    epoch_lr = [3e-3 * 0.5 * (1 + math.cos(math.pi * e / 3)) for e in range(3)]
+    expected = [epoch_lr[0] * k / 5 for k in (1, 2, 3)] + [epoch_lr[1] * k / 5 for k in (4, 5)] + [epoch_lr[1]] + \
+        [epoch_lr[2]] * 3
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert "warmup_steps" not in run_config("vit_small_simplified", profile="smoke", **TINY)
+    assert config_key_of(config) != config_key_of(run_config("vit_small_simplified", profile="smoke", epochs=3,
+                                                             batch_size=4, **TINY) | {"train_size": 12})
+    with pytest.raises(ValueError, match="warmup_steps warms up AdamW's learning rate; it is not defined with optimizer"):
+        run_config("fnet", profile="smoke", optimizer="dualopt", warmup_steps=3)
+
+
+def config_key_of(config):
+    from vixnb.profiles import config_key
+
+    return config_key(config)
+
+
+def test_the_loss_in_float32_is_computed_on_float32_logits_and_neither_arm_ensembles(monkeypatch):
+    """``loss_fp32``: the cross-entropy of float32 logits (under bf16 autocast it is bf16 otherwise); the seeds of
+    either arm train separately (the ensemble's step has neither)."""
+    from vixnb import steps as S
+    from vixnb.ensemble import can_ensemble
+
+    dtypes, real = [], S.F.cross_entropy
+
+    def spy(logits, labels, *args, **kwargs):
+        dtypes.append(logits.dtype)
+        return real(logits, labels, *args, **kwargs)
+
+    monkeypatch.setattr(S.F, "cross_entropy", spy)
+    for loss_fp32 in (False, True):
+        config = run_config("vit_small_simplified", profile="smoke", epochs=1, precision="bf16", loss_fp32=loss_fp32,
+                            **TINY)
+        engine.train(config, progress=False)
+    assert dtypes[0] == torch.bfloat16 and dtypes[-1] == torch.float32
+    for setting in ({"loss_fp32": True}, {"warmup_steps": 3}):
+        ok, why = can_ensemble(run_config("vit_small_simplified", profile="smoke", **setting, **TINY))
+        assert not ok and next(iter(setting)) in why

@@ -204,8 +204,7 @@ def _problems(paper_dir, key, edit):
 
     path = paper_dir / f"{key}.yaml"
     path.write_bytes(edit(path.read_bytes()))
-    papers.load.cache_clear() if hasattr(papers.load, "cache_clear") else None
-    papers._load_checked.cache_clear()
+    papers.load.cache_clear()
     return paper_contract.problems(key)
 
 

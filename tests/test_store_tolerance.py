@@ -98,11 +98,11 @@ def test_the_optional_configuration_keys_are_those_run_config_writes():
 # ----- issue 48, class 5: derived files are used when sound, else named once and worked around -------------------
 
 def _fresh_process():
-    from vixnb.errors import _SAID
+    from vixnb.errors import said_clear
     from vixnb.models import facts
 
     facts.kept_facts.cache_clear()
-    _SAID.clear()
+    said_clear()
 
 
 @pytest.mark.parametrize("ledger", ["{not json", '["a list"]', '{"budget/x": "not an entry"}'])

@@ -109,6 +109,10 @@ def can_ensemble(config, *, exact=True):
                                   "separately"),
         (warm_start_source(config), "warm starts begin from each seed's weights of this run, which an ensemble does "
                                     "not keep; train the seeds separately"),
+        (config.get("warmup_steps"), "warmup_steps: the ensemble's step sets its learning rate once an epoch; train "
+                                     "the seeds separately"),
+        (config.get("loss_fp32"), "loss_fp32: the ensemble's step computes its members' losses in the logits' "
+                                  "precision; train the seeds separately"),
     ]
     for bad, reason in refused:
         if bad:

@@ -6,24 +6,19 @@ batch pickles the job.
 """
 from __future__ import annotations
 
-import inspect
-import json
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, replace
 
-from . import papers
 from .errors import one_line
 from .estimates import estimate_record, estimate_run
-from .models import model_cfg
-from .profiles import run_config
 from .record_kinds import Request, kind_of, obtain
 from .results import StoreError, read_json
 from .results.policy import code_changed, stale_reason
 from .results.store import unusable
 from .runs import run
-from .runspec import Keep, RunSpec
+from .runspec import Keep, RunSpec, run_command
 
 #: what ``Entry.to_dict`` (``vixnb plan --json``) holds of each entry, in this order
 FIELDS = ("chapter", "paper", "kind", "name", "model", "dataset", "profile", "seed", "settings", "status", "reason",
@@ -205,29 +200,3 @@ class BenchEntry(RecordEntry):
         if done.returncode:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(f"`{self.command}` exited with {done.returncode}: {last}")
-
-
-def run_command(spec):
-    """The ``vixnb train`` command line of ``spec`` (its settings as the command line takes them: run options as
-    options, model settings as ``--override KEY=VALUE``; its ``keep`` as ``--keep-weights``)."""
-    run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
-
-    def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
-        shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        if isinstance(value, dict):  # a warm start: the row's name, or a chapter's run as '{"run": ..., "model": ...}'
-            rows = papers.paper_runs(model_cfg(spec.model)["paper"])
-            as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
-            shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
-        if value is True:  # a switch: --loss-fp32
-            return f" --{key.replace('_', '-')}"
-        return f" --{key.replace('_', '-')} {shown}"
-
-    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
-                    for k, v in spec.settings.items())
-    keep = {Keep.NONE: "", Keep.STORE: " --keep-weights", Keep.LOCAL: " --keep-weights local"}[spec.keep]
-    dataset = spec.dataset
-    trained_on = spec.config["dataset"]  # a profile's own data (the smoke profile's synthetic images)
-    if trained_on != dataset and replace(spec, dataset=trained_on).key == spec.key:
-        dataset = trained_on  # the same run, named by the data it trains on
-    return (f"vixnb train {spec.model} --dataset {dataset} --profile {spec.profile} --seed {spec.seed}"
-            f"{extra}{keep}")

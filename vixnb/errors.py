@@ -62,6 +62,11 @@ def report(command, error, *, debug=False, file=None):
 _SAID = set()
 
 
+def said_clear():
+    """Forget what ``say_once`` said: a new process would say it again (the tests' fresh processes)."""
+    _SAID.clear()
+
+
 def say_once(key, message):
     """Print ``message`` on stderr the first time ``key`` is said in this process (a derived file that cannot be used:
     named once, then worked around); later calls say nothing."""

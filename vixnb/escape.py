@@ -2,10 +2,12 @@
 put into a page's HTML (tables, captions) or Markdown, so that it is printed, never read as markup."""
 import functools
 import html
+import math
 import re
 
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, LogFormatterMathtext
 
 #: the characters Markdown (and MyST's dollar math) would read as markup, escaped with a backslash
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
@@ -65,8 +67,6 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 def _plain_log_ticks(ax):
     """A log axis of ``ax`` whose tick labels matplotlib would write as mathtext (``$\\mathdefault{10^{6}}$``, which a
     figure of plain text prints raw) gets plain ones instead: "10⁶" at each power of the base, nothing between."""
-    from matplotlib.ticker import FuncFormatter, LogFormatterMathtext
-
     for axis in (ax.xaxis, ax.yaxis):
         if axis.get_scale() != "log":
             continue
@@ -79,8 +79,6 @@ def _plain_log_ticks(ax):
 
 def _power_text(x, base):
     """"10⁶" for a power of ``base``, "" for any other tick (a minor one)."""
-    import math
-
     if x <= 0:
         return ""
     exponent = math.log(x, base)

@@ -13,6 +13,9 @@ import numbers
 
 import yaml
 
+from .data import DATASETS
+from .models import list_models
+from .profiles import REHEARSAL, list_profiles
 from .validate import COUNT_MAX, NAMED, Choice, Invalid, ListOf, Real, Rule, Whole
 
 #: how papermill's injected cell starts (its translators' ``codify`` with the default comment)
@@ -68,7 +71,7 @@ SINGULAR = {"seeds": "seed", "tokens": "tokens"}
 
 class OneOfNames(Rule):
     """One of the names ``names()`` gives when a value is checked (the registry's models, the profiles: read then,
-    so that this module imports nothing heavy); ``extra``: further values it takes ("auto")."""
+    as a notebook may register a model of its own); ``extra``: further values it takes ("auto")."""
 
     def __init__(self, what, names, extra=()):
         self.what, self.names, self.extra = what, names, tuple(extra)
@@ -84,31 +87,17 @@ class OneOfNames(Rule):
 
 
 def _profiles():
-    from .profiles import REHEARSAL, list_profiles
-
     return [*list_profiles(), *(p + REHEARSAL for p in list_profiles())]
 
 
-def _models():
-    from .models import list_models
-
-    return list_models()
-
-
-def _datasets():
-    from .data import DATASETS
-
-    return list(DATASETS)
-
-
-MODEL = OneOfNames("registered model (`vixnb models`)", _models)
+MODEL = OneOfNames("registered model (`vixnb models`)", list_models)
 #: every parameter the notebooks declare, once, with what it takes (numbers by the vocabulary's ``NAMED``); the
 #: same rule checks it before a kernel starts (``vixnb run``) and inside the notebook (plain papermill:
 #: ``check_injected``, from the notebook's runtime cell, its first cell after the parameters)
 PARAMETERS = {
     "profile": OneOfNames("profile", _profiles, extra=("auto",)),
     "compute": Choice(("auto", "never", "missing", "always")),
-    "dataset": OneOfNames("dataset", _datasets),
+    "dataset": OneOfNames("dataset", lambda: list(DATASETS)),
     "models": ListOf(MODEL),
     "accuracy_models": ListOf(MODEL),
     "seeds": ListOf(NAMED["seed"]),  # an empty list: the profile's seeds (a notebook's default)

@@ -97,10 +97,10 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
                                                                               seed=seed, **(spec.get("settings") or {}))))
         for row in spec.get("rows") or []:  # the row's run and its GPU arms, every seed, at the profile's protocol
             model, settings = row_runs(key, profile)[row]
-            for change in [{}] + [{k: v for k, v in spec["arms"][arm].items() if k != "seed"}
-                                  for arm in spec.get("gpu_arms") or []]:
+            for arm in [None, *(spec.get("gpu_arms") or [])]:
+                change = {k: v for k, v in spec["arms"][arm].items() if k != "seed"} if arm else {}
                 for seed in seeds:
-                    entries.append((2, f"question: {question}", row, RunSpec.of(
+                    entries.append((2, f"question: {question}", f"{row}: {arm}" if arm else row, RunSpec.of(
                         model, dataset=dataset, profile=profile, seed=seed, **{**settings, **change})))
     out = []
     for level, purpose, name, spec in entries:
@@ -135,11 +135,11 @@ def _record_entries(requests, profile, store, runs):
                                   level=2, purpose="speed targets (benchmarks)", command=command, path=path,
                                   request=request, nominal_minutes=kind.minutes, needs=needs))
         else:
-            purpose = (f"question: {request.name}" if request.kind == "first_steps" else
+            purpose = (f"question: {request.name}" if kind.question else
                        f"{request.paper} pages: {request.kind}" if request.paper else
                        f"maps pages: {request.kind.removeprefix('maps-')}")
             device = " --device cpu" if kind.cpu_ok else ""
-            level = 2 if request.kind == "first_steps" else 1  # a question's record: it answers a question
+            level = 2 if kind.question else 1  # a question's record: it answers a question
             out.append(MeasureEntry(chapter=request.chapter, paper=request.paper, name=name, profile=profile,
                                     level=level, purpose=purpose,
                                     command=f"vixnb batch --profile {profile}{device} --only {name}",

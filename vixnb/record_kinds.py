@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
-from .analysis.first_steps import arms_frame, first_steps_record
+from .analysis.first_steps import arms_frame, first_steps_record, question_arms, question_spec
 from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
@@ -83,6 +83,7 @@ class RecordKind:
     group: str = "measure"
     needs_gpu: bool = False
     cpu_ok: bool = False  # it times nothing: a CPU makes it as a GPU would, in any profile (``vixnb batch --device cpu``)
+    question: bool = False  # it answers a question of ours (its request's ``name``): the plan's level 2
     minutes: float = 5.0
     stale: Callable | None = None
     runs_read: Callable | None = None
@@ -247,8 +248,6 @@ REHEARSED_STEPS = 3
 def _first_steps_stale(record, store):
     """Why a stored first-steps record no longer answers its question: an arm asked for now that it lacks, one it
     holds under another run key (its settings or the row's run changed), or another number of steps."""
-    from .analysis.first_steps import question_arms, question_spec
-
     key, question, profile = record.get("paper"), record.get("question"), (record.get("provenance") or {}).get("profile")
     try:
         arms, spec = question_arms(key, question, profile), question_spec(key, question)
@@ -337,6 +336,7 @@ KINDS = {
                                    stale=record_stale, runs_read=_study_weights_read,
                                    description="the maps study's attributions"),
     "first_steps": RecordKind(lambda r: f"{r.paper}-first-steps-{r.name}", _make_first_steps, minutes=15, cpu_ok=True,
+                              question=True,
                               stale=_first_steps_stale, show=arms_frame,
                               description="a question's arms, each for its first optimizer steps: loss and accuracy "
                                           "by step"),

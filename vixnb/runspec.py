@@ -10,12 +10,16 @@ not, under the same key.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
+import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 
+from . import papers
+from .models import model_cfg
 from .profiles import config_key, run_config
 
 
@@ -115,3 +119,29 @@ def result_path(config):
     """The path in the store of run config ``config``'s result: ``<profile>/<model>-<dataset>-seed<seed>-<key>.json``
     (``ResultsStore.path`` is the store's root joined with it)."""
     return f"{config['profile']}/{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
+
+
+def run_command(spec):
+    """The ``vixnb train`` command line of ``spec`` (its settings as the command line takes them: run options as
+    options, model settings as ``--override KEY=VALUE``; its ``keep`` as ``--keep-weights``)."""
+    run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
+
+    def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
+        shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        if isinstance(value, dict):  # a warm start: the row's name, or a chapter's run as '{"run": ..., "model": ...}'
+            rows = papers.paper_runs(model_cfg(spec.model)["paper"])
+            as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
+            shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
+        if value is True:  # a switch: --loss-fp32
+            return f" --{key.replace('_', '-')}"
+        return f" --{key.replace('_', '-')} {shown}"
+
+    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
+                    for k, v in spec.settings.items())
+    keep = {Keep.NONE: "", Keep.STORE: " --keep-weights", Keep.LOCAL: " --keep-weights local"}[spec.keep]
+    dataset = spec.dataset
+    trained_on = spec.config["dataset"]  # a profile's own data (the smoke profile's synthetic images)
+    if trained_on != dataset and replace(spec, dataset=trained_on).key == spec.key:
+        dataset = trained_on  # the same run, named by the data it trains on
+    return (f"vixnb train {spec.model} --dataset {dataset} --profile {spec.profile} --seed {spec.seed}"
+            f"{extra}{keep}")

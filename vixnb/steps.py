@@ -18,6 +18,7 @@ cannot be graphed (a gradient scaler, ``torch.compile``, SGD); a step that sampl
 The attention kernel is an execution choice (``ATTENTION``, ``with_attention``): none changes what a run is meant
 to give, so none enters its key; ``execution`` records it with ``torch.compile`` in the result's provenance.
 """
+import math
 from contextlib import ExitStack
 
 import torch
@@ -127,6 +128,24 @@ def set_lr(optimizer, lr):
             group["lr"].fill_(lr)
         else:
             group["lr"] = lr
+
+
+def lr_at(config, epoch):
+    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``, or under ``schedule: cosine`` what
+    torch's CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form."""
+    if config.get("schedule") != "cosine":
+        return config["lr"]
+    return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
+
+
+def set_epoch_lr(optimizer, config, epoch):
+    """Under a schedule, set ``optimizer``'s lr for main-stage ``epoch`` (``lr_at``) from the epoch number alone
+    (no scheduler state: a resumed run is exact) and return ``{"lr": ...}`` for the history entry; else ``{}``."""
+    if not config.get("schedule"):
+        return {}
+    lr = lr_at(config, epoch)
+    set_lr(optimizer, lr)
+    return {"lr": lr}
 
 
 def portable_state(optimizer):

@@ -45,7 +45,7 @@ from .results import load_checkpoint, provenance, save_checkpoint
 from .results.checkpoints import other_architecture
 from .results.provenance import source_hashes
 from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker, layer_grad_norms,  # noqa: F401
-                    portable_state, set_lr, topk_fraction, with_attention)
+                    lr_at, portable_state, set_epoch_lr, set_lr, topk_fraction, with_attention)
 
 
 now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -120,14 +120,6 @@ def make_optimizer(model, config, phase):
     return adamw(model.parameters(), config)
 
 
-def lr_at(config, epoch):
-    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``, or under ``schedule: cosine`` what
-    torch's CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form."""
-    if config.get("schedule") != "cosine":
-        return config["lr"]
-    return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
-
-
 def layer_names(model, config):
     """The parameter names of each layer of ``model`` (each child of ``model.blocks``, first layer first:
     ``blocks.<i>.…``), for ``grad_norm_every``; an error naming the model where it has no ``blocks``."""
@@ -142,16 +134,6 @@ def layer_params(params, model, config):
     """The parameters of each layer of ``model`` (``layer_names``), taken from ``params`` (name -> tensor: the
     model's own, or an ensemble's stacked ones)."""
     return [[params[n] for n in names if n in params] for names in layer_names(model, config)]
-
-
-def set_epoch_lr(optimizer, config, epoch):
-    """Under a schedule, set ``optimizer``'s lr for main-stage ``epoch`` (``lr_at``) from the epoch number alone
-    (no scheduler state: a resumed run is exact) and return ``{"lr": ...}`` for the history entry; else ``{}``."""
-    if not config.get("schedule"):
-        return {}
-    lr = lr_at(config, epoch)
-    set_lr(optimizer, lr)
-    return {"lr": lr}
 
 
 def splits(config, device, download=False):

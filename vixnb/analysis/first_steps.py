@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import torch
 
 from .. import papers
 from ..data import dataset_spec
 from ..profiles import row_runs
 from ..results.provenance import provenance
-from ..runspec import RunSpec
+from ..runspec import RunSpec, run_command
 from ..train import STEP, STEPS_DONE, splits, training_steps
 
 #: steps averaged into one point of a curve and into the table's windows (a batch's loss is noisy)
@@ -82,8 +83,6 @@ def first_steps_record(key, question, profile, *, device="cpu", steps=None):
     """The question's arms (``question_arms``) each trained for its ``first_steps`` steps (``steps``: fewer, a dress
     rehearsal's) on ``device`` (``first_steps``): ``{"question", "steps", "window", "chance", "arms": {arm: {"key",
     "settings", "command", "loss", "acc", "seconds"}}, "provenance"}``."""
-    from ..entries import run_command
-
     spec = question_spec(key, question)
     steps = int(steps or spec["first_steps"])
     arms, out = question_arms(key, question, profile), {}
@@ -130,8 +129,6 @@ def arm_change(arm, base):
 def arms_frame(record, points=3):
     """A first-steps record as a page table: one row per arm (the base first), what it changes, and its mean training
     loss and accuracy over ``WINDOW`` steps at the start, the middle and the end of its ``steps``."""
-    import pandas as pd
-
     arms = ordered_arms(record)
     if not arms:
         return pd.DataFrame()

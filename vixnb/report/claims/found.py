@@ -10,6 +10,7 @@ import re
 import pandas as pd
 
 from ... import papers
+from ...analysis.first_steps import arms_ahead, ordered_arms
 from ...errors import StoreError
 from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
@@ -92,8 +93,6 @@ def _shaped(frame, link, store=None):
 def _stall_finding(store):
     """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
     plateau within their first steps on the CPU ("" where the record is not stored)."""
-    from ...analysis.first_steps import arms_ahead, ordered_arms
-
     store = store if store is not None else ResultsStore()
     record = store.load_record("measure", "shaped-first-steps-vanilla_stall_w128", profile="budget")
     if record is None:

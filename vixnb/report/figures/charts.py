@@ -2,10 +2,7 @@
 curves with a band over random seeds, values per layer, grids of maps, and curves with a band over images."""
 from __future__ import annotations
 
-import functools
 import math
-import re
-import zlib
 from html import escape
 
 import matplotlib.pyplot as plt
@@ -15,119 +12,16 @@ from IPython import get_ipython
 from IPython.display import HTML, display
 from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
+from ...analysis.first_steps import ordered_arms, windows
 from ...data import dataset_spec
 from ...escape import plain_text
 from ...layers import shaped_init
+from .colors import palette
 
 MARKERS = ("s", "^", "o", "D", "v", "P")
 #: a figure's width at the page's column width (inches at the figures' 100 dpi: about 690 px, shown unscaled), and
 #: the least size of its text (points): 9 pt at the column width
 PAGE_WIDTH, TEXT_PT = 6.9, 9
-#: the colour of a model's mechanism, from its name (first match): tab20's dark shade; a variant of the model
-#: (``LIGHT``: hybrid embedding, warm start, our earlier reading) takes the light shade of the same hue
-_HUES = [(r"ReLU", 8), (r"EXP", 9), (r"Performer|ViP|PiP|LeViP|CCP|CvP|CPV", 1),
-         (r"Linformer|ViL|PiL|LeViL|CCL|CvL|CLTV|CLVT", 2), (r"Nystr|ViN|PiN|LeViN|CCN|CvN|CNV", 3), (r"FNet", 4),
-         (r"ConvMixer|ResNet|WaveMix", 7), (r"Mixer", 5), (r"[Ss]implified|SAS", 6),
-         (r"ViT|[Vv]anilla|PiT|LeViT|CCT|CvT|[Ss]oftmax|Transformer", 0)]
-LIGHT = re.compile(r"Hybrid|hybrid|checkpoint|one LayerNorm|one-norm|sequential|earlier")
-
-
-def model_color(name: str) -> tuple:
-    """The colour of model ``name`` (a page's label: "Hybrid ViP", "ViP-ReLU (scratch)") in every figure of the
-    book: its mechanism's hue (``_HUES``), light for a variant; a name of no known mechanism gets one of the ten
-    dark colours from its text (the words in brackets where it has them: "0.5/0.5 (uniform)" and "uniform" are one
-    setting), the same on every page."""
-    tab20 = plt.get_cmap("tab20").colors
-    hue = next((h for pattern, h in _HUES if re.search(pattern, name)), None)
-    if hue is None:
-        key = (re.findall(r"\(([^)]*)\)", name) or [name])[-1]
-        return tab20[2 * (zlib.crc32(key.encode()) % 10)]
-    return tab20[2 * hue + (1 if LIGHT.search(name) else 0)]
-
-
-#: the sequential colour map of each hue of ``_HUES`` (tab20's pairs), from which a mechanism's third and later runs
-#: take their shades
-_HUE_MAPS = ("Blues", "Oranges", "Greens", "Reds", "Purples", "copper", "RdPu", "Greys", "YlGn", "GnBu")
-
-
-def run_identity(records):
-    """A run's identity in every figure: the store key of its configuration with the seed left out (its seeds are
-    one line), from the first of ``records`` that has a configuration; None where none has."""
-    from ...profiles import config_key
-
-    config = next((r["config"] for r in records or [] if isinstance(r, dict) and isinstance(r.get("config"), dict)), None)
-    return config_key({**config, "seed": 0}) if config else None
-
-
-@functools.cache
-def _run_ranks(profile):
-    """``{run identity: (hue, light, rank)}``: every run the paper files' chapters train in ``profile`` (their tables'
-    rows, then their questions' runs), in the files' order, each with its mechanism's hue (``_HUES``, from the row's
-    label and model), whether it is a variant (``LIGHT``) and its rank among the runs of that hue and shade: the
-    rank decides its colour (``run_color``), the same on every page."""
-    from ... import papers
-    from ...models import model_cfg
-    from ...profiles import table_runs
-    from ...runspec import RunSpec
-
-    ranks, counts = {}, {}
-    for key in papers.DOCUMENTS:
-        if key not in papers.list_papers():
-            continue
-        for chapter in papers.book_chapters(key):
-            for table in chapter.get("train") or []:
-                dataset, rows = papers.table(key, table)["dataset"], papers.table(key, table)["rows"]
-                for row, model, settings, _ in table_runs(key, chapter, table, profile):
-                    label = (rows[row].get("label") if isinstance(rows[row], dict) else None) or row
-                    text = f"{model_cfg(model).get('label', model)} {label} {' '.join(map(str, settings.values()))}"
-                    try:
-                        identity = RunSpec.of(model, dataset=dataset, profile=profile, **settings).key
-                    except ValueError:  # a setting the profile refuses: drawn by its label's colour
-                        continue
-                    if identity in ranks:
-                        continue
-                    hue = next((h for pattern, h in _HUES if re.search(pattern, text)), None)
-                    if hue is None:
-                        continue
-                    light = bool(LIGHT.search(text))
-                    counts[(hue, light)] = counts.get((hue, light), -1) + 1
-                    ranks[identity] = (hue, light, counts[(hue, light)])
-    return ranks
-
-
-def run_color(records, label):
-    """The colour of the run ``records`` (one configuration's seeds) drawn as ``label``: by its identity
-    (``run_identity``) where the paper files train it (``_run_ranks``): its hue's dark colour (light for a variant)
-    for the first run of that hue and shade, a shade of the hue's colour map (``_HUE_MAPS``) for each later one; else
-    by its label (``model_color``). One run, one colour, whatever a page calls it."""
-    identity = run_identity(records)
-    profile = next((r["config"].get("profile") for r in records or [] if isinstance(r, dict) and
-                    isinstance(r.get("config"), dict)), None)
-    found = _run_ranks(profile).get(identity) if identity and profile else None
-    if found is None:
-        return model_color(str(label))
-    hue, light, rank = found
-    if rank == 0:
-        return plt.get_cmap("tab20").colors[2 * hue + int(light)]
-    spread = (rank * 0.618034) % 1.0  # neighbouring ranks far apart on the map
-    low, high = (0.25, 0.5) if light else (0.5, 0.95)
-    return tuple(plt.get_cmap(_HUE_MAPS[hue])(low + (high - low) * spread)[:3])
-
-
-def palette(names, runs=None) -> dict:
-    """``{name: colour}`` for the names one figure draws: ``run_color`` of the name's records where ``runs``
-    (``{name: [records]}``) has them, else ``model_color``; a name whose colour an earlier name of the figure took
-    gets the first of tab20's colours still free (two lines never share one)."""
-    tab20, out = plt.get_cmap("tab20").colors, {}
-    for name in dict.fromkeys(names):
-        records = (runs or {}).get(name)
-        color = run_color(records, name) if records else model_color(str(name))
-        if color in out.values():
-            color = next((c for c in tab20 if c not in out.values()), color)
-        out[name] = color
-    return out
-
-
 def chance_level(records) -> float | None:
     """100 / classes of the data set the ``records`` (training records) ran on, or None where none says."""
     dataset = next((r.get("config", {}).get("dataset") for r in records if r.get("config", {}).get("dataset")), None)
@@ -571,8 +465,6 @@ def first_steps_curves(record, *, title=None):
     """A first-steps record (``analysis.first_steps_record``) as two panels: each arm's training loss and accuracy
     by optimizer step, each point the mean of ``record["window"]`` steps (a batch's figures are noisy), the row's own
     run in black, the chance accuracy dashed. Returns the figure (a note where the record has no arm)."""
-    from ...analysis.first_steps import ordered_arms, windows
-
     arms = ordered_arms(record)
     window = record.get("window", 20)
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6))

@@ -2,16 +2,20 @@
 it, and its provenance line."""
 from __future__ import annotations
 
+from html import escape
+
 import matplotlib.pyplot as plt
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from ... import papers
+from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame, ordered_arms
 from ...measure.costs import speed_table  # noqa: F401  (tables.speed_table: the speed kind's page table)
 from ...profiles import small_sizes
 from ...record_kinds import chapter_requests, kind_of, record_name
 from ..records.collect import record
 from ..records.provenance import provenance_line
 from ...escape import markdown_text
+from ..figures import first_steps_curves
 from .pages import not_yet_run, page_table
 
 
@@ -42,13 +46,6 @@ def first_steps_section(found, question, where, *, profile, paper="shaped"):
     arms' table (``analysis.arms_frame``: loss and accuracy at the start, middle and end of their steps), their
     curves, which arms lead the row's own run (``analysis.first_steps.arms_ahead``), the provenance and each arm's
     ``vixnb train`` command (it trains the arm whole); the command that makes the record where none is stored."""
-    from html import escape
-
-    from IPython.display import HTML
-
-    from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame, ordered_arms
-    from ..figures import first_steps_curves
-
     display(Markdown(f"### {markdown_text(where)}"))
     if found is None:
         display(Markdown(not_yet_run(f"`vixnb batch --profile {profile} --device cpu --only "

@@ -7,7 +7,9 @@ from ...entries import TrainEntry
 from ...plan import shown_settings, todo, totals
 from ...profiles import get_profile, row_runs
 from ...runs import run
+from ...data import dataset_spec
 from ..records.collect import mean_std
+from ..records.learning import failed_reason, not_learned_reason
 
 
 def plan_totals_frame(plans):
@@ -78,8 +80,6 @@ def _arms_frame(paper, spec, dataset, profile, seeds):
     """A question of rows and arms (``rows``, ``gpu_arms``): per row's run and per arm trained whole, its seeds stored
     of those asked, the last epoch's training accuracy and the best test top-1 (mean ± sd over the seeds), and how
     many of its seeds did not learn (``claims.rules.not_learned_reason``) or failed at chance."""
-    from ...data import dataset_spec
-    from ..claims.rules import failed_reason, not_learned_reason
 
     out, classes = {}, dataset_spec(dataset).num_classes
     for row in spec["rows"]:
