@@ -146,6 +146,7 @@ def seeded_model(name, dataset="cifar10", **overrides):
 ALL = "every test of the file"
 SLOW = {
     "test_engine_speed.py": {  # about 5 s each on two cores
+        "test_the_engine_gives_the_bits_it_gave_before",  # about 6 s: the pinned commit's engine in its own process
         "test_host_reads_grow_with_epochs_not_steps",
         "test_runs_at_once_each_give_their_solo_run_bitwise",
         "test_dualopt_randaugment_and_post_training_give_the_bits_they_gave_before",
@@ -261,6 +262,9 @@ SLOW = {
         "test_a_full_disk_names_the_path_the_bytes_needed_and_free",
         "test_batch_keeps_an_earlier_checkpoint_when_its_job_fails",
         "test_plain_papermill_with_a_misspelt_parameter_fails_in_the_notebook",  # starts two kernels
+    },
+    "test_shaped_chapter.py": {
+        "test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_order",  # about 10 s: 16 arms
     },
     "test_maps_study.py": {
         "test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them",

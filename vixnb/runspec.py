@@ -104,9 +104,10 @@ class RunSpec:
         """The resolved configuration (``profiles.run_config``): the run's whole identity."""
         return run_config(self.model, dataset=self.dataset, profile=self.profile, seed=self.seed, **self.settings)
 
-    @property
+    @cached_property
     def key(self):
-        """The store key: 16 hex digits of the configuration's hash (``profiles.config_key``)."""
+        """The store key: 16 hex digits of the configuration's hash (``profiles.config_key``; computed once: the
+        plan asks it of every entry many times)."""
         return config_key(self.config)
 
     @property

@@ -102,7 +102,8 @@ def settings_from_key(name, keyed):
 
 
 def list_models(pattern="*"):
-    return sorted(n for n in MODELS if fnmatch.fnmatch(n, pattern))
+    """The registered models' names whose name matches ``pattern`` (fnmatch; all by default), sorted."""
+    return sorted(MODELS) if pattern == "*" else sorted(n for n in MODELS if fnmatch.fnmatch(n, pattern))
 
 
 def _check(name):
