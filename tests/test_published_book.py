@@ -103,9 +103,10 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
 
     from vixnb.book.build import write_contents
 
-    totals = {"stored": 7, "missing": 920, "stale": 11, "gpu_hours_left": 575.31,
-              "per_profile": {"budget": {"stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
-                              "paper": {"stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}}
+    zero = dict.fromkeys(STATUSES, 0)
+    per = {"budget": {**zero, "entries": 466, "stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
+           "paper": {**zero, "entries": 472, "stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}
+    totals = {"per_profile": per, **{k: per["budget"][k] + per["paper"][k] for k in per["budget"]}}
     monkeypatch.setattr(vixnb.book.build, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
     monkeypatch.setattr(vixnb.book.build, "book_plans", lambda: {"budget": [], "paper": []})
     board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
@@ -115,9 +116,10 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     toc = tmp_path / "toc.yml"
     toc.write_text(yaml.safe_dump(published_toc(PROFILE, ROOT)))
     text = write_contents(tmp_path, toc).read_text(encoding="utf-8")
-    assert ("7 runs and measurements stored, 920 missing, 11 stale; about 575.3 GPU-hours to complete the book "
-            "(budget: 6 stored, 452 missing, 8 stale, 32.0 GPU-hours left; paper: 1 stored, 468 missing, 3 stale, "
-            "543.3 GPU-hours left)") in " ".join(text.split())
+    # the book's profile in full, the other GPU profile beside it: each plan's own entries (they share benchmarks)
+    assert (f"(the `{PROFILE}` plan: `vixnb plan --profile {PROFILE}`): of its 466 runs and measurements, 6 stored, "
+            "8 stale, 452 missing; about 32.0 GPU-hours to complete the book (the other GPU profile, `paper`: of its "
+            "472 entries, 1 stored, 3 stale, 468 missing, 543.3 GPU-hours left).") in " ".join(text.split())
     assert "|  | GPU-hours left |\n|---|---|\n| A document | 1.5 |" in text  # the dashboard, as a Markdown table
     assert f"{{doc}}`the synthesis </book/executed/{PROFILE}/synthesis>`" in text
     assert f"{{doc}}`the provenance page </book/executed/{PROFILE}/provenance>`" in text
@@ -164,10 +166,10 @@ def html_counts(html):
     from bs4 import BeautifulSoup
 
     intro = _plain((html / "book" / "intro.html").read_text(encoding="utf-8"))
-    out = {"intro": tuple(map(int, re.search(r"What the results store holds .*?: (\d+) runs and measurements stored, "
-                                             r"(\d+) missing, (\d+) stale", intro).groups())),
-           "intro per profile": {p: tuple(map(int, (a, b, c))) for p, a, b, c in re.findall(
-               r"(budget|paper): (\d+) stored, (\d+) missing, (\d+) stale", intro)},
+    held = intro.partition("What the results store holds")[2].partition("GPU-hours left)")[0]
+    out = {"intro per profile": {p: _statuses(int(n), rest) for p, n, rest in re.findall(
+               r"(budget|paper)(?: plan: vixnb plan --profile \1 \))? ?: of its (\d+) (?:runs and measurements|entries), "
+               r"([^;(]*)", held)},
            "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {},
            "intro chapters": sorted(_statuses(int(n), rest) for n, rest in re.findall(
                r"\(of its (\d+) entries: ([^)]*)\)", intro.partition("Results of ours are in the store for ")[2]))}
@@ -184,8 +186,8 @@ def html_counts(html):
         if footers:
             out["footers"][page.stem] = footers
     provenance = _plain((html / EXECUTED_DIR / PROFILE / "provenance.html").read_text(encoding="utf-8"))
-    out["provenance"] = tuple(map(int, re.search(r"The store holds (\d+) of the runs .*?; (\d+) are missing and (\d+) "
-                                                 r"are stale", provenance).groups()))
+    out["provenance per profile"] = {p: _statuses(int(n), rest) for n, p, rest in re.findall(
+        r"[Oo]f the (\d+) (?:entries )?of the (budget|paper) plan: ([^;.]*)", provenance)}
     out["plan page"] = plan_totals(html / EXECUTED_DIR / PROFILE / "plan.html")
     return out
 
@@ -237,9 +239,8 @@ def check_counts(html, plans):
 
     by = {p: Counter(e["status"] for e in entries) for p, entries in plans.items()}
     got = html_counts(html)
-    total = tuple(sum(by[p][s] for p in by) for s in ("stored", "missing", "stale"))
-    assert got["intro"] == total and got["provenance"] == total
-    assert got["intro per profile"] == {p: (c["stored"], c["missing"], c["stale"]) for p, c in by.items()}
+    want = {p: (sum(c.values()), tuple(c[s] for s in STATUSES)) for p, c in by.items()}
+    assert got["intro per profile"] == want and got["provenance per profile"] == want
     titles = {papers.load(key).get("title", key): key for key in papers.DOCUMENTS}
     assert set(got["dashboard"]) == set(titles), "a dashboard row per document"
     for title, row in got["dashboard"].items():

@@ -143,6 +143,12 @@ def cpu_makes(job):
     return all(getattr(e, "cpu_ok", False) for e in job.entries)
 
 
+def for_device(jobs, device):
+    """The ``jobs`` a batch on ``device`` makes: on ``"cpu"`` only what a CPU makes as a GPU would (``cpu_makes``),
+    on ``"cuda"`` only what needs the GPU (GPU time is not spent on the others)."""
+    return [job for job in jobs if cpu_makes(job) == (device == "cpu")]
+
+
 def cannot_run_here(job, executor):
     """Why a job cannot run on this machine (local and inline executors), or None."""
     e = job.entries[0]

@@ -36,7 +36,7 @@ from .ensemble import can_ensemble
 from .entries import BenchEntry, TrainEntry
 from .errors import one_line
 from .jobs import Job, RecordJob, TrainJob
-from .profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile
+from .profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile, gpu_profile
 from .results import ResultsStore
 from .results.pack import unpack
 from .runspec import Keep
@@ -174,8 +174,7 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
     plan)."""
     if budget is None and not only and not chapter:
         return None
-    entries = planning.build(profile, only=only, chapter=chapter, machine=True, order=order)
-    jobs = runner.jobs_from_plan(entries, ensemble=ensemble)
+    jobs = _batch_jobs(profile, only=only, chapter=chapter, order=order, ensemble=ensemble)
     names, left = set(), budget if budget is not None else float("inf")
     for job in jobs:
         if runner.lacks_data(job):  # the batch's device need not be here; its data must be
@@ -188,11 +187,18 @@ def reachable(profile, *, budget=None, only=None, chapter=None, order="chapters"
     return names
 
 
+def _batch_jobs(profile, *, only, chapter, order, ensemble):
+    """The jobs ``vixnb batch --profile profile`` with these options makes on a GPU (``batch.for_device``: not
+    the records a CPU makes, which ``--device cpu`` makes)."""
+    jobs = runner.jobs_from_plan(planning.build(profile, only=only, chapter=chapter, machine=True, order=order),
+                                 ensemble=ensemble)
+    return runner.for_device(jobs, "cuda") if gpu_profile(profile) else jobs
+
+
 def why_nothing(profile, *, budget=None, only=None, chapter=None, order="chapters", ensemble="auto",
                 pack_limit_mb=None):
     """Why ``reachable`` found nothing for these options, in words with the fix."""
-    jobs = runner.jobs_from_plan(planning.build(profile, only=only, chapter=chapter, machine=True, order=order),
-                                 ensemble=ensemble)
+    jobs = _batch_jobs(profile, only=only, chapter=chapter, order=order, ensemble=ensemble)
     if not jobs:
         return "no entry of the plan is left to run with these --only/--chapter; check the names with `vixnb plan`"
     if all(runner.lacks_data(job) for job in jobs):

@@ -307,11 +307,11 @@ def _batch(args, runner, planning, started):
         import os
 
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        jobs = [job for job in jobs if runner.cpu_makes(job)]
+        jobs = runner.for_device(jobs, "cpu")
         if not jobs and not args.dry_run:
             print(f"vixnb batch --device cpu: nothing left in profile {args.profile!r} that a CPU makes")
     elif args.executor != "slurm" and gpu_profile(args.profile) and torch.cuda.is_available():
-        jobs = [job for job in jobs if not runner.cpu_makes(job)]  # GPU time only for what needs one
+        jobs = runner.for_device(jobs, "cuda")  # GPU time only for what needs one
     if jobs and not args.dry_run and args.executor != "slurm":
         _check_runnable(jobs, args, runner)
     if not jobs:

@@ -36,11 +36,11 @@ def plan_todo_frame(entries, limit=15):
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()
 
 
-def question_frame(paper, question, profile):
+def question_frame(paper, question, profile, compute="never"):
     """The answer to one of a chapter's questions (its paper file entry's ``studies``): per model, top-1 (mean ± std
     over stored seeds) in the profile's own settings and in the question's, their difference, and whether it lies
     within the seed spread (the larger of the two standard deviations). Seeds not yet run are counted, never filled
-    in."""
+    in. ``compute``: as the page's (``runs.run``; the smoke profile trains what is missing)."""
     found = [c["studies"][question] for c in papers.book_chapters(paper) if question in (c.get("studies") or {})]
     if not found:
         raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")
@@ -48,12 +48,12 @@ def question_frame(paper, question, profile):
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
     if spec.get("rows"):
-        return _arms_frame(paper, spec, dataset, profile, seeds)
+        return _arms_frame(paper, spec, dataset, profile, seeds, compute)
     rows = {}
     for model in spec["models"]:
         got = {}
         for name, settings in (("profile", {}), ("question", spec["settings"])):
-            results = [run(model, dataset=dataset, profile=profile, seed=s, compute="never", **settings)
+            results = [run(model, dataset=dataset, profile=profile, seed=s, compute=compute, **settings)
                        for s in seeds]
             got[name] = [r["top1"] for r in results if r["status"] == "done"]
         label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
@@ -76,7 +76,7 @@ def _mean_sd(values, asked):
     return f"{mean:.2f}" + (f" ± {std:.2f}" if len(values) > 1 else "") + f" ({len(values)} of {asked})"
 
 
-def _arms_frame(paper, spec, dataset, profile, seeds):
+def _arms_frame(paper, spec, dataset, profile, seeds, compute):
     """A question of rows and arms (``rows``, ``gpu_arms``): per row's run and per arm trained whole, its seeds stored
     of those asked, the last epoch's training accuracy and the best test top-1 (mean ± sd over the seeds), and how
     many of its seeds did not learn (``claims.rules.not_learned_reason``) or failed at chance."""
@@ -86,7 +86,7 @@ def _arms_frame(paper, spec, dataset, profile, seeds):
         model, settings = row_runs(paper, profile)[row]
         for arm in [None, *(spec.get("gpu_arms") or [])]:
             change = {k: v for k, v in (spec["arms"][arm] if arm else {}).items() if k != "seed"}
-            done = [r for r in (run(model, dataset=dataset, profile=profile, seed=s, compute="never",
+            done = [r for r in (run(model, dataset=dataset, profile=profile, seed=s, compute=compute,
                                     **{**settings, **change}) for s in seeds) if r["status"] == "done"]
             stalled = sum(bool(not_learned_reason(r) or failed_reason(r, classes)) for r in done)
             label = f"{row}" + (f": {arm}" if arm else " (the row's own run)")
