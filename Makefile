@@ -3,7 +3,7 @@
 #                   the committed results store in PROFILE (budget), nothing trained or measured
 #   make check      the same install, then the smoke pipeline check's book: every chapter run on the CPU
 #   make test       the same install, then the fast tier of the test suite (pytest -m "not slow"; minutes)
-#   make test-all   the same install, then the whole suite (CI runs this: .ci/run)
+#   make test-all   the same install, then ruff (pyproject.toml's [tool.ruff]) and the whole suite (CI: .ci/run)
 # The install runs once and again whenever pyproject.toml changes (stamp file in .venv).
 
 PYTHON  ?= python3
@@ -32,6 +32,7 @@ test: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 test-all: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 clean:

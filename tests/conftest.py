@@ -337,3 +337,30 @@ def _whole_file_collected(config, file):
     if config.getoption("keyword") or config.getoption("markexpr") not in ("", "not slow", "slow"):
         return False
     return not any("::" in str(arg) for arg in config.args)
+
+
+def _torch_state():
+    """The process-wide torch settings a test could leave changed behind the next one's back (threads, modes on the
+    dispatch stack such as a FlopCounterMode never exited, anomaly detection, the profiler, determinism)."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return {"threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(),
+            "default dtype": torch.get_default_dtype(), "anomaly": torch.is_anomaly_enabled(),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "dispatch modes": len(_get_current_dispatch_mode_stack()),
+            "function modes": torch._C._len_torch_function_stack(),
+            "profiler": torch.autograd.profiler._is_profiler_enabled}
+
+
+@pytest.fixture(autouse=True)
+def torch_state_kept():
+    """Every test leaves torch's process-wide settings as it found them: nothing changes global state behind the
+    caller's back (a mode left on, one thread left set, slowed every later test of the suite)."""
+    if "torch" not in __import__("sys").modules:
+        yield
+        return
+    before = _torch_state()
+    yield
+    after = _torch_state()
+    assert after == before, f"the test changed torch's global state: {before} -> {after}"

@@ -76,7 +76,7 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
 
 def test_map_kinds_say_what_each_map_is_and_which_have_none():
     kinds = analysis.study_map_kinds("budget")
-    none = {label for label, k in kinds.items() if k["map"].startswith("no attention map")}
+    none = {label for label, k in kinds.items() if not k["draws"]}
     assert none == {"FNet", "MLP-Mixer", "ResNet-18", "ConvMixer-16", "WaveMix-5"}
     assert kinds["ViT"]["source"] == "vix table1, row vit" and kinds["CNV-5/4"]["model"] == "cnv_5_4"
 
@@ -102,7 +102,7 @@ def test_the_study_covers_every_mechanism_and_family():
     assert set(papers.table_models("vix", "table6")) <= models  # the RoPE forms
     assert kinds["Hybrid ViLT-6/8"]["model"] == "hybrid_vilt_6_8"
     for label, kind in kinds.items():
-        if kind["map"].startswith("no attention map"):
+        if not kind["draws"]:
             assert "no token-to-token matrix" in kind["map"] or "has no attention layer" in kind["map"], label
     # each run has an entry in the plan, the mapped ones that fit the cap keeping their weights
     entries = [e for e in plan.build("budget") if e.kind == "train"]
@@ -252,3 +252,26 @@ def test_the_pipeline_check_holds_every_run_the_maps_page_names():
                      ["cells"] if c["cell_type"] == "code")
     named = {label for label in study()["runs"] if f'"{label}"' in source}
     assert named and named <= set(study()["pipeline_check"])
+
+
+def test_whether_a_map_is_drawn_is_the_mixer_s_declaration_not_its_sentence():
+    import torch.nn as nn
+
+    from vixnb.analysis import maps
+
+    class Declared(nn.Module):  # says nothing of maps in words, declares it has none
+        map_kind = "a mixing whose line does not begin with the usual words"
+        draws_map = False
+
+        def attention_map(self, x):
+            raise NotImplementedError
+
+    class Worded(nn.Module):  # its words begin as a map-less mixer's do; it declares nothing: it has a map
+        map_kind = "no attention map, say these words, yet the class draws one"
+
+        def attention_map(self, x):
+            return x
+
+    assert [name for name, _ in maps.mappers(nn.Sequential(Declared(), Worded()))] == ["1"]
+    assert maps.model_draws_map(nn.Sequential(Declared())) is False
+    assert maps.model_draws_map(nn.Sequential(Worded())) is True

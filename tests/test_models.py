@@ -23,7 +23,7 @@ def test_registry_holds_every_row_of_the_vix_tables():
     from vixnb.models import model_family
 
     rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6") for m in papers.table_models("vix", t)}
-    studied = {m for c in papers.book_chapters("vix") for s in (c.get("studies") or {}).values() for m in s["models"]}
+    studied = {m for c in papers.book_chapters("vix") for s in (c.get("questions") or {}).values() for m in s["models"]}
     vix = {m for m in vixnb.list_models() if model_cfg(m)["paper"] == "vix"}
     assert vix == rows | studied and len(rows) == 12 + 18 + 8 and studied - rows == {"vip_relu_local"}
     assert [m for m in vixnb.list_models("hybrid_*") if m in vix] == sorted(m for m in rows if m.startswith("hybrid_"))
@@ -160,7 +160,7 @@ def test_paper_numbers_match_the_paper_text(paper_text):
     text = paper_text("vix")
     t1, t2 = text.index("Table 1. Test accuracy"), text.index("Table 2. Test accuracy")
     for table, block in [(TABLE1, text[:t1]), (TABLE2, text[t1:t2])]:
-        for name, row in table.iterrows():
+        for _, row in table.iterrows():
             line = re.search(rf"^{re.escape(row['label'])}\t(.*)$", block, re.M)
             assert line, f"{row['label']} not found in the paper's table"
             params, size, top1, top5, gpu = line.group(1).split("\t")

@@ -230,6 +230,6 @@ def test_a_byte_that_is_not_utf8_names_the_file_and_line(paper_dir):
     assert len(found) == 1 and re.match(r"^vixnb/papers/shaped\.yaml: byte 0xe9 at line \d+ is not UTF-8", found[0])
 
 
-def test_a_study_name_that_would_be_a_path_is_refused(paper_dir):
+def test_a_question_name_that_would_be_a_path_is_refused(paper_dir):
     found = _problems(paper_dir, "shaped", lambda text: text.replace(b"      vanilla_gap_w96:", b"      ../gap:", 1))
-    assert any("studies: the study '../gap' names a file of the results store" in line for line in found), found
+    assert any("questions: the question '../gap' names a file of the results store" in line for line in found), found

@@ -337,3 +337,12 @@ def test_the_test_check_finds_a_private_name_read_called_imported_or_patched():
     assert private_test_reads({"test_x.py": test}, _Sources(PLANTED_PACKAGE)) == [
         "test_x.py:4 from vixnb.planted_a import _helper", "test_x.py:9 monkeypatch.setattr(..., '_helper')",
         "test_x.py:10 monkeypatch.setattr(..., 'vixnb.planted_a._CACHE')", "test_x.py:11 b.planted_a.Thing()._state"]
+
+
+def test_the_readme_layout_names_every_module_and_package():
+    """README's Layout is where a newcomer finds a module: each top-level module and package of vixnb is named there."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout"):readme.index("A new kind of measurement touches")]
+    modules = [p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    packages = [f"{p.name}/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
+    assert [m for m in modules + packages if f"`{m}`" not in layout] == []

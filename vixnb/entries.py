@@ -189,6 +189,7 @@ class MeasureEntry(RecordEntry):
 class BenchEntry(RecordEntry):
     """A benchmark, made by its command line."""
     kind = "bench"
+    cpu_ok = False  # a benchmark times things: a CPU never makes it as a GPU would
 
     def run(self, store=None, *, deadline=None, download=False):
         """Run its command (``vixnb ...`` or ``python ...``) with this interpreter; a failure raises."""

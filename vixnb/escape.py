@@ -71,8 +71,8 @@ def _plain_log_ticks(ax):
         if axis.get_scale() != "log":
             continue
         base = getattr(axis.get_transform(), "base", 10)
-        for which, get, put in (("major", axis.get_major_formatter, axis.set_major_formatter),
-                                ("minor", axis.get_minor_formatter, axis.set_minor_formatter)):
+        for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                         (axis.get_minor_formatter, axis.set_minor_formatter)):
             if isinstance(get(), LogFormatterMathtext):
                 put(FuncFormatter(lambda x, pos, b=base: _power_text(x, b)))
 

@@ -4,7 +4,7 @@ with its status in the results store, an estimate of its GPU minutes, and a prio
 What a chapter needs is read from its paper file's ``book`` section (``vixnb.papers``): the tables whose
 every row is trained, on the table's dataset, with each of the profile's ``seeds`` (``profiles.yaml``);
 the stored measurements its pages read; the benchmarks it shows; the questions of our own it asks (its
-``studies``: a setting beside the profile's own runs). The maps chapter's measurements come from
+``questions``: a setting beside the profile's own runs). The maps chapter's measurements come from
 ``vixnb/analysis/study.yaml``.
 
 **Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current (its source hashes are
@@ -87,7 +87,7 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
     for table in chapter.get("train", []):
         for row, specs in table_specs(key, chapter, table, profile, seeds):
             entries += [(1 if i == 0 else 3, f"{key} {table}", row, spec) for i, spec in enumerate(specs)]
-    for question, spec in (chapter.get("studies") or {}).items():
+    for question, spec in (chapter.get("questions") or {}).items():
         if profile not in spec.get("profiles", []):
             continue
         dataset = papers.table(key, spec["table"])["dataset"]

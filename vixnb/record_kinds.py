@@ -387,7 +387,7 @@ def chapter_requests(key, chapter):
     asked += [Request(f"bench:{bench}", paper=key, chapter=chapter["notebook"], name=bench) for bench in chapter.get("bench") or []]
     asked += [Request("first_steps", paper=key, chapter=chapter["notebook"], name=question,
                       dataset=papers.table(key, spec["table"])["dataset"], part=chapter.get("part"))
-              for question, spec in (chapter.get("studies") or {}).items() if spec.get("first_steps")]
+              for question, spec in (chapter.get("questions") or {}).items() if spec.get("first_steps")]
     for request in asked:
         if request.kind not in KINDS:
             what = f"benchmark {request.name!r}" if request.name else f"measurement {request.kind!r}"

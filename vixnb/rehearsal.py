@@ -68,7 +68,7 @@ def rehearsal_jobs(entries):
         if e.model not in seen_models:
             seen_models.add(e.model)
             chosen.setdefault(e.key, e)
-    for name, uses in PROTOCOLS.items():
+    for uses in PROTOCOLS.values():
         if not any(uses(e.config) for e in chosen.values()):
             first = next((e for e in runnable if uses(e.config)), None)
             if first is not None:

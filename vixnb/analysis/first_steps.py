@@ -1,6 +1,6 @@
 """The first optimizer steps of a run and of its variants, one change at a time: where a run stalls, what changes it.
 
-A chapter's question may name ``arms`` (paper file, ``book: studies:``): each a change of one setting of a table's
+A chapter's question may name ``arms`` (paper file, ``book: questions:``): each a change of one setting of a table's
 row (``rows``: the run its table defines). ``first_steps_record`` trains the row's run and each arm for the question's
 ``first_steps`` optimizer steps with the engine itself (``train.training_steps``: the run's own data order,
 augmentation, schedule, autocast and optimizer), on the device at hand, and keeps every step's training loss and
@@ -53,7 +53,7 @@ def first_steps(config, steps, *, device="cpu"):
 
 
 def question_arms(key, question, profile, seed=0):
-    """``{arm: RunSpec}`` of a question with ``arms`` (paper ``key``'s ``book: studies:``): ``base`` (each of its
+    """``{arm: RunSpec}`` of a question with ``arms`` (paper ``key``'s ``book: questions:``): ``base`` (each of its
     ``rows``' run; ``row``, the row's name, where it names several), then each arm, the row's run with the arm's
     settings, on the question's table's dataset."""
     spec = question_spec(key, question)
@@ -72,11 +72,11 @@ def question_arms(key, question, profile, seed=0):
 
 
 def question_spec(key, question):
-    """The paper file's entry of ``question`` (a chapter's ``book: studies:``), or a one-line error naming the file."""
+    """The paper file's entry of ``question`` (a chapter's ``book: questions:``), or a one-line error naming the file."""
     for chapter in papers.book_chapters(key):
-        if question in (chapter.get("studies") or {}):
-            return chapter["studies"][question]
-    raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `studies`")
+        if question in (chapter.get("questions") or {}):
+            return chapter["questions"][question]
+    raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `questions`")
 
 
 def first_steps_record(key, question, profile, *, device="cpu", steps=None):

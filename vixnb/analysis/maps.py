@@ -6,8 +6,8 @@
   type (every module whose class defines ``attention_map``), so it needs no knowledge of the model's layout.
 - What they are: every mixer declares it, ``map_kind`` on its class (one line: the exact softmax, or the documented
   equivalent of an approximation; a property where it depends on the layer's settings, as the Performer's kernel);
-  a mixer without a token-to-token matrix declares a line starting "no attention map" that says why (FNet, the
-  token MLP). ``map_kind(model)`` gathers them in one line, or says why a model has no map (no mixer: a model class
+  a mixer without a token-to-token matrix declares ``draws_map = False`` and a line starting "no attention map" that
+  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_kind(model)`` gathers them in one line, or says why a model has no map (no mixer: a model class
   may say what it mixes by, ``mixes_by``); ``has_skip`` whether blocks add a residual.
 """
 from contextlib import contextmanager
@@ -85,16 +85,34 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
 NO_MAP = "no attention map"  # how a declared map_kind starts where the mixer has none
 
 
+def _declaring(module):
+    """The module whose map ``module``'s is: itself, or the first module inside a wrapper (a ``TokenMixer2d``'s
+    mixer) that declares ``map_kind``; None where none does."""
+    return next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
+
+
 def mechanism(module):
-    """(class name, ``map_kind``) of the module whose map ``module``'s is: itself, or the first module inside a wrapper
-    (a ``TokenMixer2d``'s mixer) that declares ``map_kind``; ``module``'s class name and None where none does."""
-    declared = next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
+    """(class name, ``map_kind``) of the module whose map ``module``'s is (``_declaring``); ``module``'s class name and
+    None where none declares one."""
+    declared = _declaring(module)
     return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_kind)
 
 
+def draws_map(module):
+    """Whether ``module``'s map can be made: what the declaring class says (``draws_map = False`` on a mixer with no
+    token-to-token matrix: FNet's Fourier mixing, MLP-Mixer's token MLP), True where it says nothing."""
+    declared = _declaring(module)
+    return bool(getattr(declared, "draws_map", True)) if declared is not None else True
+
+
 def mappers(model):
-    """(name, module) of the outermost modules with a map that can be made (those declaring ``NO_MAP`` left out)."""
-    return [(n, m) for n, m in outermost_mappers(model) if not (mechanism(m)[1] or "").startswith(NO_MAP)]
+    """(name, module) of the outermost modules with a map that can be made (``draws_map``)."""
+    return [(n, m) for n, m in outermost_mappers(model) if draws_map(m)]
+
+
+def model_draws_map(model):
+    """Whether any layer of ``model`` has a map that can be made (``mappers``)."""
+    return bool(mappers(model))
 
 
 def map_kind(model):

@@ -38,7 +38,7 @@ from .approximations import approximation_errors
 from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
                            row_entropy)
-from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
+from .maps import attention_maps, collect_attention_maps, has_skip, map_kind, model_draws_map
 from .sanity_checks import randomisation_check
 from ..validate import checked
 
@@ -232,14 +232,17 @@ def study_kept_rows(key, table, profile):
 
 
 def study_map_kinds(profile):
-    """``{label: {"model", "source", "map"}}`` of the study's runs: the model, the paper table row it is, and what its
-    attention map is (``maps.map_kind``), from the models built on the meta device (nothing trained or measured)."""
+    """``{label: {"model", "source", "map", "draws"}}`` of the study's runs: the model, the paper table row it is, what
+    its attention map is (``maps.map_kind``) and whether one can be made (``has_attention``), from the models built
+    on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
-        kind = model_fact(map_kind, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
+        settings_json = json.dumps({**_overrides(profile), **settings}, sort_keys=True)
+        kind = model_fact(map_kind, model, dataset, settings_json)
         out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
-                      "map": kind.removeprefix(f"{model}: ")}
+                      "map": kind.removeprefix(f"{model}: "),
+                      "draws": bool(model_fact(has_attention, model, dataset, settings_json))}
     return out
 
 
@@ -393,5 +396,5 @@ def study_labels(kind, profile=None):
 
 
 def has_attention(model):
-    """Whether ``model`` has an attention map (``maps.map_kind`` does not say "no attention map")."""
-    return not map_kind(model).startswith("no attention map")
+    """Whether ``model`` has an attention map that can be made (``maps.model_draws_map``: its mixers' declarations)."""
+    return model_draws_map(model)

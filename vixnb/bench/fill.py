@@ -101,14 +101,15 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
                "dtype": str(dt).removeprefix("torch."), "steps": steps, "torch": torch.__version__,
                "can_ensemble": exact, "can_ensemble_reason": reason}
         approaches = {
-            "one_seed": (lambda: ours_step(create_model(name).to(device), images, labels, bs=bs, dtype=dt), bs),
-            "ensemble": (lambda: _ensemble_step([create_model(name).to(device) for _ in range(seeds)], images, labels,
-                                                bs=bs, dtype=dt), seeds * bs)}
+            "one_seed": (lambda name=name, images=images, labels=labels, bs=bs: ours_step(
+                create_model(name).to(device), images, labels, bs=bs, dtype=dt), bs),
+            "ensemble": (lambda name=name, images=images, labels=labels, bs=bs: _ensemble_step(
+                [create_model(name).to(device) for _ in range(seeds)], images, labels, bs=bs, dtype=dt), seeds * bs)}
         if compile:
             for approach, mode in (("compiled", None), ("cuda_graphs", "reduce-overhead")):
                 if mode is None or device.type == "cuda":
-                    approaches[approach] = (lambda mode=mode: _compiled_step(name, images, labels, bs=bs, dtype=dt,
-                                                                             mode=mode), bs)
+                    approaches[approach] = (lambda mode=mode, name=name, images=images, labels=labels, bs=bs:
+                                            _compiled_step(name, images, labels, bs=bs, dtype=dt, mode=mode), bs)
         for approach, (make_step, images_per_step) in approaches.items():
             with local_rng(device):  # weights and batches from seed 0; the caller's RNG state kept
                 _time_approach(row, approach, make_step, images_per_step=images_per_step, device=device,

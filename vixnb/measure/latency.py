@@ -40,7 +40,7 @@ def latency_record(names, *, profile, dataset="cifar10"):
         for path in PATHS:
             try:
                 with execution_path(model, path), torch.no_grad():
-                    times = time_ms(lambda m=model: m(image), device, warmup=warmup, iters=iters)
+                    times = time_ms(lambda m=model, image=image: m(image), device, warmup=warmup, iters=iters)
                 row[f"ms ({path})"] = round(statistics.median(times), 3)
                 row[f"min ms ({path})"] = round(min(times), 3)
             except RuntimeError as e:

@@ -93,15 +93,15 @@ SECTIONS = {
         "references": _names("model names"),
         "bench": _names("benchmark names"),
         "profile_settings": Key(_MAPPING, "a mapping {profile: {setting: value}}", items=_MAPPING),
-        "studies": Key(_MAPPING, "a mapping {study name: study}"),
+        "questions": Key(_MAPPING, "a mapping {question name: question}"),
     },
-    "study": {
-        "question": Key(_TEXT, "text", required=True),
+    "question": {
+        "question": Key(_TEXT, "text: the question asked", required=True),
         "table": Key(_TEXT, "a table name", required=True),
         # models with ``settings`` beside the profile's own runs, or rows of the table with ``arms`` (one change each)
         "models": Key(_LIST, "a list of model names", items=_TEXT),
         "settings": _SETTINGS,
-        "rows": _names("row names (of the study's table)"),
+        "rows": _names("row names (of the question's table)"),
         "arms": Key(_MAPPING, "a mapping {arm: settings that change the row's run}", items=_MAPPING),
         "first_steps": Key(_WHOLE, "a whole number of optimizer steps (each arm's first steps, on the CPU)"),
         "gpu_arms": _names("arm names (of `arms`): trained whole, every seed, at the profile's protocol"),
@@ -228,7 +228,7 @@ def _row(where, at, entry, name, table):
         raise PaperFileError(f"{where}: {at} is a list of values; give tables.{name} its `columns`")
 
 
-#: a name that becomes part of a file's name in the results store (a chapter's ``part``, a study's name: its records)
+#: a name that becomes part of a file's name in the results store (a chapter's ``part``, a question's name: its records)
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -242,16 +242,16 @@ def _chapter(where, at, chapter, tables):
     _section(where, at, chapter, "chapter")
     if "part" in chapter:
         _file_name(where, f"{at}.part", chapter["part"])
-    for name in chapter.get("studies") or {}:
-        _file_name(where, f"{at}.studies: the study", name)
+    for name in chapter.get("questions") or {}:
+        _file_name(where, f"{at}.questions: the question", name)
     train = chapter.get("train") or []
     _refer(where, f"{at}.train", train, list(tables), "a table of the file", "its tables")
     _refer(where, f"{at}.keep_weights", chapter.get("keep_weights") or [], train, f"in {at}.train", "it lists")
     rows = {row: None for name in train if name in tables for row in tables[name]["rows"]}
     _refer(where, f"{at}.first", chapter.get("first") or [], rows, f"a row of {at}.train's tables", "their rows")
-    for name, study in (chapter.get("studies") or {}).items():
-        here = f"{at}.studies.{name}"
-        _section(where, here, study, "study")
+    for name, study in (chapter.get("questions") or {}).items():
+        here = f"{at}.questions.{name}"
+        _section(where, here, study, "question")
         _refer(where, f"{here}.table", [study["table"]], list(tables), "a table of the file", "its tables")
         if ("models" in study) == ("rows" in study):
             raise PaperFileError(f"{where}: {here} names neither or both of `models` (with `settings`) and `rows` "

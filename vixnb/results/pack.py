@@ -312,7 +312,7 @@ def unpack(files, *, root=None):
         for name, target, staged, mtime in _read_packs(files, root, Path(staging)):
             data = staged.read_bytes()
             if not target.exists():
-                atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                atomic_write(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
                 os.utime(target, (mtime, mtime))
                 report["written"].append(name)
                 continue
@@ -321,12 +321,12 @@ def unpack(files, *, root=None):
                 report["same"].append(name)
                 continue
             if ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
-                atomic_write(target, lambda f: f.write(data), binary=True, size=len(data))
+                atomic_write(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
                 os.utime(target, (mtime, mtime))
                 report["replaced"].append(name)
                 continue
             beside = _free(root / ".conflicts" / stamp / name)
-            atomic_write(beside, lambda f: f.write(data), binary=True, size=len(data))
+            atomic_write(beside, lambda f, data=data: f.write(data), binary=True, size=len(data))
             os.utime(beside, (mtime, mtime))
             when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, mtime)
             newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"

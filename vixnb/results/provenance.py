@@ -52,7 +52,7 @@ def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-_EXECUTION = ContextVar("vixnb_execution", default={})
+_EXECUTION = ContextVar("vixnb_execution", default=None)  # None: no batch said how
 
 
 @contextmanager
@@ -96,7 +96,7 @@ def provenance(device=None, *, stamp="date", **fields):
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "cuda": torch.version.cuda if cuda else None, "vixnb": __version__, "commit": git_commit(),
             "engine_version": ENGINE_VERSION, "tf32_matmul": torch.backends.cuda.matmul.allow_tf32 if cuda else None,
-            **_EXECUTION.get(), **fields, stamp: now()}
+            **(_EXECUTION.get() or {}), **fields, stamp: now()}
 
 
 def made_on(prov):

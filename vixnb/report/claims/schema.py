@@ -175,7 +175,7 @@ def claim_table(key, claim):
     if len(datasets) > 1:
         _fail(key, claim, f"the tables {', '.join(names)} are on different datasets ({', '.join(map(str, datasets))})")
     rows = {}
-    for name, table in zip(names, tables):
+    for table in tables:
         for model, row in table["rows"].items():
             if model in rows:
                 _fail(key, claim, f"model {model!r} is in more than one of the tables {', '.join(names)}")

@@ -156,7 +156,7 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
     # two panels a row; an odd last one spans its row (no empty panel beside it)
     axes = [fig.add_subplot(grid[i // ncols, i % ncols] if i < len(data) - 1 or len(data) % ncols == 0
                             else grid[i // ncols, :]) for i in range(len(data))]
-    for ax, (col, (pts, x_label, lower)) in zip(axes, data.items()):
+    for ax, (pts, x_label, lower) in zip(axes, data.values()):
         on = pts.iloc[pareto_front(list(pts["x"]), list(pts["y"]), x_lower_is_better=lower)].sort_values("x")
         ax.scatter(pts["x"], pts["y"], s=16, color="tab:blue", zorder=3)
         ax.scatter(on["x"], on["y"], s=70, facecolors="none", edgecolors="tab:red", zorder=4)

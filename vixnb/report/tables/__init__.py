@@ -5,7 +5,7 @@ from .architecture import levit_anomalies, model_costs, parameter_counts, softma
 from .compare import (PAPER_COMPARABLE_GPU, alone_frame, cost_changes, labelled_runs, model_trios, optimizer_pairs,
                       printed_change, ratio, relative_change, results_beside_paper, rope_deltas, row_labels,
                       rows_beside_paper, same_model_rows, times_against)
-from .maps import (ATTRIBUTION_METHODS, MAP_MEASURES, NO_MAP, approximation_panels, attribution_agreement,
+from .maps import (ATTRIBUTION_METHODS, MAP_MEASURES, approximation_panels, attribution_agreement,
                    attribution_areas, attribution_curves, attribution_rows, centre_query_rows, map_cell, map_groups,
                    not_measured, over_heads, per_layer_groups, randomisation_checks, rollout_rows)
 from .measurements import first_steps_section, records_section, speed_table
@@ -14,7 +14,7 @@ from .pages import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_pap
 from .plans import plan_todo_frame, plan_totals_frame, question_frame
 from .protocol import protocol_table
 
-__all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SHORT", "NO_MAP", "PAGE_TABLE_STYLE",
+__all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SHORT", "PAGE_TABLE_STYLE",
            "PAPER_COMPARABLE_GPU", "alone_frame", "approximation_panels", "attribution_agreement", "attribution_areas",
            "attribution_curves", "attribution_rows", "beside_paper", "cell_text", "centre_query_rows", "cost_changes",
            "differences", "glue", "label", "labelled_runs", "levit_anomalies", "map_cell", "map_groups", "model_costs",

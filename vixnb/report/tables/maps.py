@@ -17,7 +17,6 @@ ATTRIBUTION_METHODS = {"integrated_gradients": "IG", "occlusion": "Occlusion", "
 #: the per-layer measures of the attention maps: {axis title: the run's measure}
 MAP_MEASURES = {"row entropy / log N": "entropy", "diagonal prominence": "prominence",
                 "attention distance (pixels)": "distance_px"}
-NO_MAP = "no attention map"
 
 
 def not_measured(kind, profile):
@@ -65,7 +64,7 @@ def map_groups(groups, study_runs, kinds):
     out = {title: list(members) for title, members in groups.items()}
     named = {label for members in groups.values() for label in members}
     for label, spec in study_runs.items():
-        if label not in named and not kinds[label]["map"].startswith(NO_MAP):
+        if label not in named and kinds[label]["draws"]:
             out.setdefault(f"{spec['paper']} {spec['table']}", []).append(label)
     return out
 

@@ -37,13 +37,13 @@ def plan_todo_frame(entries, limit=15):
 
 
 def question_frame(paper, question, profile, compute="never"):
-    """The answer to one of a chapter's questions (its paper file entry's ``studies``): per model, top-1 (mean ± std
+    """The answer to one of a chapter's questions (its paper file entry's ``questions``): per model, top-1 (mean ± std
     over stored seeds) in the profile's own settings and in the question's, their difference, and whether it lies
     within the seed spread (the larger of the two standard deviations). Seeds not yet run are counted, never filled
     in. ``compute``: as the page's (``runs.run``; the smoke profile trains what is missing)."""
-    found = [c["studies"][question] for c in papers.book_chapters(paper) if question in (c.get("studies") or {})]
+    found = [c["questions"][question] for c in papers.book_chapters(paper) if question in (c.get("questions") or {})]
     if not found:
-        raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{paper}.yaml has it under `studies`")
+        raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{paper}.yaml has it under `questions`")
     spec = found[0]
     dataset = papers.table(paper, spec["table"])["dataset"]
     seeds = get_profile(profile).get("seeds") or [0]
