@@ -350,17 +350,34 @@ def _torch_state():
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "dispatch modes": len(_get_current_dispatch_mode_stack()),
             "function modes": torch._C._len_torch_function_stack(),
-            "profiler": torch.autograd.profiler._is_profiler_enabled}
+            "profiler": torch.autograd.profiler._is_profiler_enabled, **_signal_state()}
+
+
+def _signal_state():
+    """How this process and the processes it starts take SIGINT and SIGTERM: the handlers (a child inherits one set
+    to ignore) and the blocked signals (a child inherits the mask: a batch started by a later test would never see its
+    Ctrl-C)."""
+    import signal
+
+    state = {"SIGINT handler": signal.getsignal(signal.SIGINT), "SIGTERM handler": signal.getsignal(signal.SIGTERM),
+             "blocked signals": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))}
+    try:  # what the kernel holds (a library may set a disposition Python's getsignal does not see): Linux
+        status = dict(line.split(":", 1) for line in open("/proc/thread-self/status").read().splitlines() if ":" in line)
+        state.update({key: status[key].strip() for key in ("SigIgn", "SigBlk")})
+    except OSError:
+        pass
+    return state
 
 
 @pytest.fixture(autouse=True)
 def torch_state_kept():
-    """Every test leaves torch's process-wide settings as it found them: nothing changes global state behind the
-    caller's back (a mode left on, one thread left set, slowed every later test of the suite)."""
+    """Every test leaves torch's process-wide settings and the process's signal handling as it found them: nothing
+    changes global state behind the caller's back (a mode left on, one thread left set, slows every later test; a
+    signal left blocked reaches no batch a later test starts)."""
     if "torch" not in __import__("sys").modules:
         yield
         return
     before = _torch_state()
     yield
     after = _torch_state()
-    assert after == before, f"the test changed torch's global state: {before} -> {after}"
+    assert after == before, f"the test changed process-wide state: {before} -> {after}"

@@ -330,6 +330,8 @@ def test_every_mixer_class_declares_its_map(registered):
     for cls, module in found.items():
         if "map_kind" in vars(cls):
             assert isinstance(module.map_kind, str) and module.map_kind, cls.__name__
+            # the declaration code reads and the words a reader reads agree (``draws_map``, ``maps.NO_MAP``)
+            assert M.draws_map(module) != module.map_kind.startswith(M.NO_MAP), cls.__name__
         else:  # a wrapper: its map is its one mixer's
             assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_kind"
             inner = [m for m in module if M.has_attention_map(m)]
@@ -364,6 +366,7 @@ def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
             return x
 
     class Opaque(nn.Module):
+        draws_map = False
         map_kind = "no attention map: an opaque operator"
 
         def attention_map(self, x):

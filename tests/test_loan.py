@@ -31,6 +31,16 @@ def _processes_naming(text):
     return found
 
 
+def _end_all(text):
+    """Kill every process whose command line names ``text`` (what a failed test started must not run on and slow
+    the rest of the suite)."""
+    for pid in _processes_naming(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
 def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_path, isolated_results):
     """What ``timeout`` does to a running batch (SIGTERM), sent once its job has saved an epoch: within 30 s no job
@@ -58,9 +68,11 @@ def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_pat
         if process.poll() is None:
             process.kill()
             process.wait()
+        left = _processes_naming(str(isolated_results))
+        _end_all(str(isolated_results))
     assert time.time() - start < 30  # stopped within 30 s of the signal
     assert process.returncode != 0 and "BatchStopped" in err, err[-2000:]
-    assert _processes_naming(str(isolated_results)) == []  # no job process left
+    assert left == []  # no job process left (those found were ended after, so that none slows the suite)
     assert checkpoint.exists()  # the last whole epoch's checkpoint is kept
     assert ResultsStore().get(config) is None
 
@@ -71,7 +83,8 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     session of its own, sent once its local job has saved an epoch. The batch exits 130 saying "interrupted" once;
     no process prints a traceback (submitit's job controller, in the batch's group, printed one); the checkpoint is
     kept, and no process of the batch is left."""
-    script = ("import dataclasses, sys\n"
+    script = ("import dataclasses, faulthandler, signal, sys\n"
+              "faulthandler.register(signal.SIGUSR2, all_threads=True)  # the test asks for its stacks if it hangs\n"
               "from vixnb import batch\n"
               "from vixnb.cli import main\n"
               "planned = batch.jobs_from_plan\n"
@@ -86,6 +99,7 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
                                cwd=Path(__file__).parents[1], start_new_session=True)
+    batch_pids = []
     try:
         deadline = time.time() + 240
         while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
@@ -95,17 +109,26 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
         assert len(batch_pids) >= 3, batch_pids
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         start = time.time()
-        out, err = process.communicate(timeout=60)
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # name where it hangs: every thread's stack, then fail
+            os.kill(process.pid, signal.SIGUSR2)
+            time.sleep(2)
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            pytest.fail(f"the batch did not end within 60 s of Ctrl-C; its stacks and output:\n{err[-6000:]}")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        alive = [pid for pid in batch_pids if _alive(pid)]
+        _end_all(str(isolated_results))  # its job, in a session of its own, never outlives the test
     assert time.time() - start < 30  # stopped within 30 s of the signal
     assert process.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1] == "vixnb batch: interrupted" and (out + err).count("interrupted") == 1, err
     assert "Traceback" not in out + err, err[-2000:]
     assert checkpoint.exists()  # the last whole epoch's checkpoint is kept
-    assert [pid for pid in batch_pids if _alive(pid)] == []  # no process of the batch left
+    assert alive == []  # no process of the batch left (those found were ended after)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="SIGHUP is POSIX")

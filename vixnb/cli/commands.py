@@ -284,6 +284,24 @@ def batch(args):
 
 
 def _batch(args, runner, planning, started):
+    """``vixnb batch``; with ``--device cpu`` no GPU is visible to it or its jobs while it runs (the caller's
+    ``CUDA_VISIBLE_DEVICES`` restored after: ``main`` may run in a caller's process)."""
+    if args.device != "cpu" or args.rehearse:
+        return _batch_here(args, runner, planning, started)
+    import os
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # what a CPU makes as a GPU would, on this machine's CPU
+    try:
+        return _batch_here(args, runner, planning, started)
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+def _batch_here(args, runner, planning, started):
     import torch
 
     from ..profiles import gpu_profile
@@ -303,10 +321,7 @@ def _batch(args, runner, planning, started):
     entries = planning.build(args.profile, only=args.only, chapter=args.chapter, machine=True, order=args.order)
     _not_used(args.profile)
     jobs = runner.jobs_from_plan(entries, ensemble=args.ensemble, max_jobs=args.max_jobs, download=args.download)
-    if args.device == "cpu":  # what a CPU makes as a GPU would, on this machine's CPU (its jobs inherit it)
-        import os
-
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if args.device == "cpu":  # what a CPU makes as a GPU would (``_batch`` hides the GPU)
         jobs = runner.for_device(jobs, "cpu")
         if not jobs and not args.dry_run:
             print(f"vixnb batch --device cpu: nothing left in profile {args.profile!r} that a CPU makes")
