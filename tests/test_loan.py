@@ -31,6 +31,14 @@ def _processes_naming(text):
     return found
 
 
+def _as_from_a_terminal():
+    """In the child before it runs: SIGINT taken and not blocked, as a command a terminal starts has it. In the whole
+    suite this process ignored SIGINT by then (a library of an earlier test set it, unseen by Python's getsignal), and
+    a child inherits an ignored signal: the batch never saw its Ctrl-C (its stacks showed it joining its worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def _end_all(text):
     """Kill every process whose command line names ``text`` (what a failed test started must not run on and slow
     the rest of the suite)."""
@@ -98,7 +106,7 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     checkpoint = ResultsStore(isolated_results).checkpoint_path(profiles.run_config("fnet", profile="smoke", epochs=5000))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
-                               cwd=Path(__file__).parents[1], start_new_session=True)
+                               cwd=Path(__file__).parents[1], start_new_session=True, preexec_fn=_as_from_a_terminal)
     batch_pids = []
     try:
         deadline = time.time() + 240
@@ -114,9 +122,12 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
         except subprocess.TimeoutExpired:  # name where it hangs: every thread's stack, then fail
             os.kill(process.pid, signal.SIGUSR2)
             time.sleep(2)
+            alive = [pid for pid in batch_pids if _alive(pid)]
             os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-            pytest.fail(f"the batch did not end within 60 s of Ctrl-C; its stacks and output:\n{err[-6000:]}")
+            _end_all(str(isolated_results))  # a job left running holds the batch's output pipes open
+            out, err = process.communicate(timeout=30)
+            pytest.fail(f"the batch did not end its job within 60 s of Ctrl-C (alive then: {alive}, the batch "
+                        f"{process.pid}, exit {process.returncode}); its stacks and output:\n{err[-6000:]}")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
