@@ -7,8 +7,9 @@
 - What they are: every mixer declares it, ``map_kind`` on its class (one line: the exact softmax, or the documented
   equivalent of an approximation; a property where it depends on the layer's settings, as the Performer's kernel);
   a mixer without a token-to-token matrix declares ``draws_map = False`` and a line starting "no attention map" that
-  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_kind(model)`` gathers them in one line, or says why a model has no map (no mixer: a model class
-  may say what it mixes by, ``mixes_by``); ``has_skip`` whether blocks add a residual.
+  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_kind(model)``
+  gathers them in one line, or says why a model has no map (no mixer: a model class may say what it mixes by,
+  ``mixes_by``); ``has_skip`` whether blocks add a residual.
 """
 from contextlib import contextmanager
 

@@ -225,7 +225,7 @@ def study_kept_rows(key, table, profile):
         if (spec["paper"], spec["table"]) != (key, table):
             continue
         model, settings, seed, dataset = study_run(label, profile)
-        mapped = model_fact(has_attention, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
+        mapped = model_fact(model_draws_map, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
         if (mapped or label in s["attribution"]) and not _weights_over_cap(model, settings, seed, dataset, profile):
             rows.add(spec["row"])
     return rows
@@ -233,8 +233,8 @@ def study_kept_rows(key, table, profile):
 
 def study_map_kinds(profile):
     """``{label: {"model", "source", "map", "draws"}}`` of the study's runs: the model, the paper table row it is, what
-    its attention map is (``maps.map_kind``) and whether one can be made (``has_attention``), from the models built
-    on the meta device (nothing trained or measured)."""
+    its attention map is (``maps.map_kind``) and whether one can be made (``maps.model_draws_map``), from the models
+    built on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
@@ -242,7 +242,7 @@ def study_map_kinds(profile):
         kind = model_fact(map_kind, model, dataset, settings_json)
         out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
                       "map": kind.removeprefix(f"{model}: "),
-                      "draws": bool(model_fact(has_attention, model, dataset, settings_json))}
+                      "draws": bool(model_fact(model_draws_map, model, dataset, settings_json))}
     return out
 
 
@@ -362,7 +362,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
         model, settings, _, dataset = study_run(label, profile)
         if kind == "attention":
             meta = meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
-            if not has_attention(meta):
+            if not model_draws_map(meta):
                 out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
                 continue
         module, run, _ = trained(label, profile, compute if train is None else train, store)
@@ -393,8 +393,3 @@ def study_labels(kind, profile=None):
         check = set(study()["pipeline_check"])
         labels = [label for label in labels if label in check]
     return labels
-
-
-def has_attention(model):
-    """Whether ``model`` has an attention map that can be made (``maps.model_draws_map``: its mixers' declarations)."""
-    return model_draws_map(model)
