@@ -109,7 +109,7 @@ def torchsummary_report():
 def crash_after_checkpoint(monkeypatch):
     """A function that, once called, makes the training engine raise the exception class it returns right after
     every checkpoint it saves (a crash at each epoch boundary, the checkpoint on disk)."""
-    from vixnb import train as engine
+    from vixnb.engine import train as engine
 
     class Crash(Exception):
         pass

@@ -11,6 +11,7 @@ import vixnb
 from vixnb import analysis as M
 from vixnb import layers as A
 from vixnb.analysis import maps as maps_module
+from vixnb.layers import maps as declared_maps
 from vixnb.analysis import records
 from vixnb.analysis import sanity_checks
 from vixnb.layers.performer import FEATURES, FastAttention, orthogonal_gaussian
@@ -321,7 +322,7 @@ def test_every_mixer_class_declares_its_map(registered):
         built = [A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for kind in A.list_kinds()]
     for model in [*registered.values(), *built]:
         for module in model.modules():
-            if M.has_attention_map(module):
+            if declared_maps.has_attention_map(module):
                 found.setdefault(type(module), module)
     assert {"SoftmaxAttention", "CCTAttention", "OneMapAttention", "LeViTAttention", "ConvAttention",
             "PerformerAttention", "FastAttention", "LinformerAttention", "NystromAttention", "LinearAttention",
@@ -331,17 +332,17 @@ def test_every_mixer_class_declares_its_map(registered):
         if "map_kind" in vars(cls):
             assert isinstance(module.map_kind, str) and module.map_kind, cls.__name__
             # the declaration code reads and the words a reader reads agree (``draws_map``, ``maps.NO_MAP``)
-            assert M.draws_map(module) != module.map_kind.startswith(M.NO_MAP), cls.__name__
+            assert declared_maps.draws_map(module) != module.map_kind.startswith(declared_maps.NO_MAP), cls.__name__
         else:  # a wrapper: its map is its one mixer's
             assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_kind"
-            inner = [m for m in module if M.has_attention_map(m)]
+            inner = [m for m in module if declared_maps.has_attention_map(m)]
             assert len(inner) == 1 and "map_kind" in vars(type(inner[0])), cls.__name__
 
 
 def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registered):
     for name, model in registered.items():
         kind = M.map_kind(model)
-        mappers = maps_module.outermost_mappers(model)
+        mappers = declared_maps.outermost_mappers(model)
         declared = [maps_module.mechanism(m)[1] for _, m in mappers]
         assert all(declared), name
         if not mappers:

@@ -9,14 +9,14 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
-from vixnb import train as engine
+from vixnb.engine import train as engine
 from vixnb.data import load_split, normalize
 from vixnb.paths import checkout_root
-from vixnb.profiles import run_model_settings, run_config
+from vixnb.runs.spec import run_model_settings, run_config
 from vixnb.results import ResultsStore, StoreError, config_key, read_json
-from vixnb.train import without_timings
-from vixnb import runs
-from vixnb import augment
+from vixnb.engine.train import without_timings
+from vixnb.runs import make as runs
+from vixnb.engine import augment
 
 TINY = dict(width=16, depth=2, heads=2, patch=8)  # vit_small_* at 32 x 32: 16 patch tokens, two blocks
 BLOG = dict(schedule="cosine", augment={"hflip": True, "vflip": True, "rotate": 15}, grad_norm_every=1)
@@ -362,7 +362,7 @@ def test_trained_model_never_loads_the_weights_of_a_stale_result(monkeypatch):
 def test_a_warm_up_ramps_the_learning_rate_linearly_over_its_steps_then_follows_the_schedule(monkeypatch):
     """``warmup_steps=N``: the k-th optimizer step (1-based) runs at lr * k / N of its epoch's lr (the cosine
     schedule's), from step N on at the epoch's lr; the key changes only where it is set."""
-    from vixnb import steps as S
+    from vixnb.engine import steps as S
 
     config = run_config("vit_small_simplified", profile="smoke", epochs=3, batch_size=4, warmup_steps=5, **TINY)
     config["train_size"] = 4 * 3  # three steps an epoch: the warm-up spans the first two epochs
@@ -386,7 +386,7 @@ def test_a_warm_up_ramps_the_learning_rate_linearly_over_its_steps_then_follows_
 
 
 def config_key_of(config):
-    from vixnb.profiles import config_key
+    from vixnb.results.store import config_key
 
     return config_key(config)
 
@@ -394,8 +394,8 @@ def config_key_of(config):
 def test_the_loss_in_float32_is_computed_on_float32_logits_and_neither_arm_ensembles(monkeypatch):
     """``loss_fp32``: the cross-entropy of float32 logits (under bf16 autocast it is bf16 otherwise); the seeds of
     either arm train separately (the ensemble's step has neither)."""
-    from vixnb import steps as S
-    from vixnb.ensemble import can_ensemble
+    from vixnb.engine import steps as S
+    from vixnb.engine.ensemble import can_ensemble
 
     dtypes, real = [], S.F.cross_entropy
 

@@ -84,9 +84,9 @@ def test_the_parser_offers_the_choices_of_the_modules_it_runs():
     from vixnb import cli
     from vixnb.layers.nystrom import COMPILE_MODES
     from vixnb.measure import DTYPES
-    from vixnb.estimates import GPUS
-    from vixnb.plan import ORDERS
-    from vixnb.profiles import OPTIMIZERS, PRECISIONS, PROTOCOLS, STOPS
+    from vixnb.measure.flops import GPUS
+    from vixnb.plan.plan import ORDERS
+    from vixnb.runs.spec import OPTIMIZERS, PRECISIONS, PROTOCOLS, STOPS
     from vixnb.results.pack import TRAVEL_MB
 
     assert cli.TRAVEL_MB == TRAVEL_MB

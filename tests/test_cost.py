@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import vixnb
-import vixnb.runs
-import vixnb.train
+import vixnb.runs.make
+import vixnb.engine.train
 from vixnb import measure as M
 from vixnb import papers, record_kinds, report
 from vixnb.measure import costs
@@ -163,7 +163,7 @@ def no_measuring(monkeypatch):
         monkeypatch.setattr(M, name, shapes_only(getattr(M, name)))
     for name in ("scaling_sweep", "save_measurements", "gpu_memory_column", "training_memory", "throughput"):
         monkeypatch.setattr(M, name, fail)
-    monkeypatch.setattr(vixnb.runs, "train", fail)
+    monkeypatch.setattr(vixnb.runs.make, "train", fail)
     monkeypatch.setattr(ResultsStore, "save_record", fail)
     _gpu(monkeypatch, True)
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from vixnb import papers
-from vixnb import train as engine
+from vixnb.engine import train as engine
 from vixnb.models import create_model, list_models
-from vixnb.profiles import config_key, run_config, settings_of_model
+from vixnb.results.store import config_key
+from vixnb.runs.spec import run_config, settings_of_model
 
 TABLE1 = ("table1_cifar10", "table1_cifar100", "table1_tiny")
 
@@ -164,7 +165,7 @@ def test_sgd_alone_to_patience_resumes_into_the_same_stop(tmp_path, monkeypatch,
 
 
 def test_sgd_alone_to_patience_is_estimated_at_dualopts_nominal_length():
-    from vixnb.estimates import DUALOPT_NOMINAL_EPOCHS, expected_epochs
+    from vixnb.plan.estimates import DUALOPT_NOMINAL_EPOCHS, expected_epochs
 
     paper = run_config("cnv_5_4", profile="paper", optimizer="sgd", stop="patience")
     assert expected_epochs(paper) == (DUALOPT_NOMINAL_EPOCHS, f"; SGD alone: nominal {DUALOPT_NOMINAL_EPOCHS} epochs "
@@ -185,7 +186,7 @@ def test_the_gpu_measurement_is_at_the_papers_batch():
 
 
 def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
-    from vixnb import plan
+    from vixnb.plan import plan
 
     entries = [e for e in plan.build("budget", order="rows") if e.kind == "train"]  # the paper files' row order
     level1 = [(e.chapter, e.name, e.dataset) for e in entries if e.level == 1]
@@ -209,7 +210,7 @@ def test_a_cap_within_the_patience_makes_sgd_alone_to_patience_the_fixed_length_
 
 
 def test_the_plan_lists_sgd_alone_for_table_3s_models():
-    from vixnb import plan
+    from vixnb.plan import plan
 
     entries = [e for e in plan.build("paper", chapter=["cxv_dualopt"]) if e.kind == "train"]
     for stop, tables in ((None, "sgd_alone"), ("patience", "sgd_patience")):
@@ -299,7 +300,7 @@ def test_a_run_a_claim_names_reads_as_its_row_label():
 
 
 def test_a_claims_runs_are_made_as_the_chapter_that_trains_them_made_them():
-    from vixnb.profiles import row_runs
+    from vixnb.runs.asked import row_runs
 
     vanilla = {"width": 96, "depth": 8, "heads": 4, "patch": 4}
     assert row_runs("shaped", "smoke")["exp1_vanilla"] == ("vit_small_vanilla", {**vanilla, "depth": 2})
@@ -312,7 +313,7 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
     --randaugment 1 1 and --optimizer adamw included)."""
     import shlex
 
-    from vixnb import plan
+    from vixnb.plan import plan
     from vixnb.cli import parser
     from vixnb.cli import commands
     from vixnb.results import config_key
@@ -323,7 +324,7 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
     def fake_run(model, **kwargs):
         raise Asked(model, kwargs)
 
-    monkeypatch.setattr("vixnb.runs.run", fake_run)
+    monkeypatch.setattr("vixnb.runs.make.run", fake_run)
     entries = [e for e in plan.build("budget") if e.kind == "train" and e.paper == "cxv"]
     assert any(e.settings.get("randaugment") for e in entries) and any(e.settings.get("optimizer") for e in entries)
     for e in entries:

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vixnb import train as engine
+from vixnb.engine import train as engine
 from vixnb.bench.equivalence import execution_equivalence
-from vixnb.concurrent import sync_checked, train_concurrently
-from vixnb.profiles import run_config
-from vixnb.results.probe import code_at
+from vixnb.engine.concurrent import sync_checked, train_concurrently
+from vixnb.runs.spec import run_config
+from vixnb.runs.probe import code_at
 
 TINY = dict(width=16, depth=2, heads=2, patch=8)  # vit_small_* at 32 x 32: 16 patch tokens, two blocks
 FNET = dict(patch_size=4, dim=32, heads=2, dim_head=16, mlp_dim=64)
@@ -39,7 +39,7 @@ PINNED = {
 PINNED_SCRIPT = """
 import hashlib, json, sys
 import torch
-from vixnb import train as engine
+from vixnb.engine import train as engine
 torch.set_num_threads(int(sys.argv[1]))
 result = engine.train(json.load(sys.stdin), progress=False, with_weights=True)
 h = hashlib.sha256(json.dumps(engine.without_timings(result["history"]), sort_keys=True).encode())

@@ -1,14 +1,14 @@
-"""Seeds trained as one vectorised ensemble (vixnb.ensemble) equal separate runs of those seeds: histories,
+"""Seeds trained as one vectorised ensemble (vixnb.engine.ensemble) equal separate runs of those seeds: histories,
 metrics, best epoch and weights; protocol `fixed`; BatchNorm; refusals; the caller's RNG; pause and resume."""
 import pytest
 import torch
 from torch import nn
 
-from vixnb import train as engine
-from vixnb.ensemble import Ensemble, can_ensemble, member_state, train_ensemble
+from vixnb.engine import train as engine
+from vixnb.engine.ensemble import Ensemble, can_ensemble, member_state, train_ensemble
 from vixnb.models import registry
-from vixnb.profiles import run_config
-from vixnb.train import without_timings
+from vixnb.runs.spec import run_config
+from vixnb.engine.train import without_timings
 
 # small smoke models: 8 x 8 tokens (patch 4, or a hybrid stem of stride 4), width 32, one block
 TINY = dict(patch_size=4, dim=32, heads=2, dim_head=16, mlp_dim=64)
@@ -110,8 +110,8 @@ def test_convmixer_a_cxv_batchnorm_baseline_ensembles_exactly_under_adamw(tmp_pa
 
 
 def test_the_batch_trains_every_cxv_run_on_its_own_in_auto_mode():
-    from vixnb import plan
-    from vixnb.batch import jobs_from_plan
+    from vixnb.plan import plan
+    from vixnb.plan.batch import jobs_from_plan
 
     entries = [e for e in plan.build("budget") if e.paper == "cxv" and e.kind == "train"]
     jobs = jobs_from_plan(entries, ensemble="auto")
@@ -253,7 +253,7 @@ def test_a_checkpoint_of_other_seeds_is_refused(tmp_path):
 
 
 def test_a_non_finite_loss_names_the_members_seed(monkeypatch):
-    import vixnb.ensemble as ensemble_module
+    import vixnb.engine.ensemble as ensemble_module
 
     monkeypatch.setattr(ensemble_module, "normalize", lambda x: torch.full(x.shape, float("nan")))
     with pytest.raises(FloatingPointError, match=r"fnet seed 0: loss became nan at epoch 1, step 1; no result stored"):
@@ -288,7 +288,7 @@ def test_the_blog_protocol_in_an_ensemble_equals_separate_runs(tmp_path):
 @pytest.mark.filterwarnings("ignore:There is a performance drop")
 def test_run_ensemble_keeps_each_members_weights():
     """Each member's selected weights (equal to its separate run's: the test above) stored beside its result."""
-    from vixnb.ensemble import run_ensemble
+    from vixnb.runs.make import run_ensemble
     from vixnb.results import ResultsStore
 
     configs = [{**c, "epochs": 1} for c in _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import vixnb
-from vixnb.augment import flip_rotate
+from vixnb.engine.augment import flip_rotate
 from vixnb.data import normalize
 
 BUILT_ON_CPU = {"cct", "cct_6_4", "ccl", "ccn", "ccp"}  # trunc_normal_ needs real scalars

@@ -8,7 +8,7 @@ import torch
 import vixnb
 from vixnb.models import model_cfg
 from vixnb.models.cxv import CXV, Transformer2d
-from vixnb.profiles import get_profile
+from vixnb.runs.profiles import get_profile
 from conftest import seeded_model
 
 NAMES = ["cnv_5_4", "cpv_5_4", "cltv_5_4", "cltv_repo"]

@@ -12,7 +12,7 @@ from torchvision.models.resnet import BasicBlock, ResNet
 import vixnb
 from vixnb.models import model_cfg
 from vixnb.models.wavemix import haar_dwt
-from vixnb.profiles import get_profile
+from vixnb.runs.profiles import get_profile
 from conftest import seeded_model
 
 NAMES = ["resnet18_cifar", "resnet34_cifar", "mlp_mixer_5", "wavemix_5", "convmixer_16"]

@@ -11,7 +11,7 @@ from vixnb import layers
 from vixnb.measure import flops, paper_macs
 from vixnb.models import model_cfg, model_family, paper_mixers
 from vixnb.models.vilt import ViLT
-from vixnb.profiles import get_profile
+from vixnb.runs.profiles import get_profile
 from conftest import seeded_model
 
 LABELS = {"vit_10_4": "ViT-10/4", "fnet_10": "FNet-10", "hybrid_vin_6_8": "Hybrid ViN-6/8",

@@ -17,14 +17,17 @@ import pytest
 import torch
 from PIL import Image
 
-from vixnb import data, profiles, report
-from vixnb import train as engine
+from vixnb import data, report
+
+from vixnb.runs import profiles
+from vixnb.runs import spec as runspec
+from vixnb.engine import train as engine
 from vixnb.cli import main
 from vixnb.data import CIFAR10_CLASSES, DatasetSpec
 from vixnb.files import atomic_write
 from vixnb.results import ResultsStore, StoreError, load_checkpoint, previous_path, save_checkpoint
-from vixnb.train import without_timings
-from vixnb import runs
+from vixnb.engine.train import without_timings
+from vixnb.runs import make as runs
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 CPU_PROFILE = {"description": "CPU, real image folders (tests)", "page_title": "tests", "device": "cpu", "epochs": 2,
@@ -68,7 +71,7 @@ def _files(root):
 
 
 def _config(**kw):
-    return profiles.run_config("vit", dataset="cifar10", profile="cpu", **kw)
+    return runspec.run_config("vit", dataset="cifar10", profile="cpu", **kw)
 
 
 def _metrics(result):
@@ -406,7 +409,7 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("from vixnb.runs import run\n"
+        nbformat.v4.new_code_cell("from vixnb.runs.make import run\n"
                                   f"r = run('fnet', profile=profile, progress=False, **{TINY!r})"),
         nbformat.v4.new_code_cell("raise KeyboardInterrupt('stopped midway')")])
     path = tmp_path / "chapter.ipynb"
@@ -416,7 +419,7 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
     store = ResultsStore()
     files = [p for p in (store.root / "smoke").rglob("*") if p.is_file()]
     assert [p.suffix for p in files if p.suffix != ".lock"] == [".json"]  # one whole result, no temporary file
-    config = profiles.run_config("fnet", profile="smoke", **TINY)
+    config = runspec.run_config("fnet", profile="smoke", **TINY)
     assert store.get(config)["status"] == "done" and not store.checkpoint_path(config).exists()
 
 
@@ -471,13 +474,14 @@ def unwritable(monkeypatch):
 # ----- vixnb batch and the store's folders ----------------------------------------------------------------
 
 def _smoke_job(model="fnet"):
-    from vixnb import batch, plan as planning
+    from vixnb.plan import batch
+    from vixnb.plan import plan as planning
 
     return batch.jobs_from_plan(planning.build("smoke", only=[model], machine=True))[0]
 
 
 def test_batch_keeps_an_earlier_checkpoint_when_its_job_fails(capsys, monkeypatch, unwritable):
-    from vixnb import batch
+    from vixnb.plan import batch
 
     job = _smoke_job()
     real = engine.save_checkpoint
@@ -593,7 +597,7 @@ def test_a_damaged_result_is_named_never_printed_and_kept(cpu_data, capsys, monk
 
 def test_an_intact_result_is_still_printed(cpu_data, capsys):
     """A stored result of today's model (its architecture and counts) is read and printed, not trained again."""
-    from vixnb.results.policy import built_today
+    from vixnb.runs.policy import built_today
 
     config = _config()
     signature, counts = built_today(config["model"], config["dataset"], json.dumps(config["model_overrides"]))
@@ -605,7 +609,7 @@ def test_an_intact_result_is_still_printed(cpu_data, capsys):
 
 @pytest.mark.parametrize("kind", ["nan", "list", "missing key", "edited status"])
 def test_vixnb_plan_shows_a_damaged_result_and_goes_on(capsys, kind):
-    from vixnb import plan as planning
+    from vixnb.plan import plan as planning
 
     entry = next(e for e in planning.build("smoke", machine=True) if e.kind == "train")
     path = ResultsStore().path(entry.config)
@@ -769,7 +773,7 @@ def test_a_malformed_init_from_is_a_usage_error(capsys, value):
     (lambda: runs.run("vit", lr="1e-3", progress=False), "lr='1e-3': give a learning rate > 0"),
     (lambda: runs.run("vit", epochs="3", progress=False), "epochs='3': give a whole number >= 1"),
     (lambda: data.load_split("synthetic", "test", size="abc"), "size='abc': give a whole number >= 0"),
-    (lambda: profiles.run_config("vit", randaugment=[-1, -1]), "randaugment=\\[-1, -1\\]: give \\[NUM_OPS"),
+    (lambda: runspec.run_config("vit", randaugment=[-1, -1]), "randaugment=\\[-1, -1\\]: give \\[NUM_OPS"),
 ], ids=["create_model depth", "run lr", "run epochs", "load_split size", "run_config randaugment"])
 def test_the_python_api_names_an_argument_of_the_wrong_type(call, says):
     before = _store_hash()
@@ -805,7 +809,7 @@ def test_a_table_row_naming_an_unknown_model_names_the_paper_file_and_the_table(
 # ----- checkpoints, round two -------------------------------------------------------------------------------
 
 def test_a_checkpoint_of_another_architecture_is_set_aside(cpu_data, capsys, monkeypatch):
-    other = profiles.run_config("vit", dataset="cifar10", profile="cpu", dim=48)
+    other = runspec.run_config("vit", dataset="cifar10", profile="cpu", dim=48)
     ckpt = ResultsStore().checkpoint_path(_config())
     real = engine.save_checkpoint
 
@@ -890,7 +894,7 @@ def test_probe_and_unpack_find_a_read_only_store_before_any_work(capsys, unwrita
     import tarfile
 
     from vixnb.cli import main
-    from vixnb.results import probe as P
+    from vixnb.runs import probe as P
 
     store = ResultsStore()
     store.root.mkdir(parents=True, exist_ok=True)

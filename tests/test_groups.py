@@ -1,4 +1,4 @@
-"""`vixnb batch` trains small runs in groups at once (``vixnb.groups``): which runs group, and on the CPU (groups
+"""`vixnb batch` trains small runs in groups at once (``vixnb.plan.groups``): which runs group, and on the CPU (groups
 forced with ``together``) each run of a group gives bitwise its solo run, keeps its own result and provenance,
 pauses at an epoch boundary and keeps its checkpoint when the batch is stopped mid-group."""
 
@@ -6,13 +6,21 @@ import pickle
 
 import pytest
 
-from vixnb import batch, concurrent, groups, plan, train
-from vixnb.entries import TrainEntry
-from vixnb.jobs import TrainJob
+from vixnb.plan import batch
+
+from vixnb.engine import concurrent
+
+from vixnb.plan import groups
+
+from vixnb.plan import plan
+
+from vixnb.engine import train
+from vixnb.plan.entries import TrainEntry
+from vixnb.plan.jobs import TrainJob
 from vixnb.results import ResultsStore
-from vixnb.runspec import RunSpec
-from vixnb.steps import TrainStep
-from vixnb.stopping import BatchStopped
+from vixnb.runs.spec import RunSpec
+from vixnb.engine.steps import TrainStep
+from vixnb.plan.stopping import BatchStopped
 
 MODELS = ["fnet", "vil"]  # two models of the smoke profile (vil keeps its weights): a group of different models
 SOLO = {}  # each run trained alone, once for the module: {key: result}

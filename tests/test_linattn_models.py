@@ -10,10 +10,11 @@ from vixnb import papers
 from vixnb.layers.performer import FastAttention
 from vixnb.models.counting import count_params
 from vixnb.models.vix import B16_KERNELS
-from vixnb.profiles import chapter_settings, run_config, table_runs
+from vixnb.runs.asked import chapter_settings, table_runs
+from vixnb.runs.spec import run_config
 from vixnb.results import ResultsStore, config_key
-from vixnb import train as engine
-from vixnb import runs as training_runs
+from vixnb.engine import train as engine
+from vixnb.runs import make as training_runs
 
 #: the smoke profile's tiny config of the same code (the chapter's `profile_settings`)
 TINY = dict(input_size=32, patch_size=4, depth=2, dim=64, heads=4, dim_head=16, mlp_dim=128)
@@ -173,7 +174,7 @@ def test_a_warm_start_without_its_source_under_never_is_not_yet_run():
 
 
 def test_warm_start_runs_are_never_ensembled():
-    from vixnb.ensemble import can_ensemble
+    from vixnb.engine.ensemble import can_ensemble
 
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
     ok, why = can_ensemble(run_config("vil_b16_224", profile="smoke", **runs["vil_checkpoint"]))
@@ -204,7 +205,7 @@ def test_a_stored_source_is_not_trained_again_for_its_weights_and_a_changed_sour
 
 
 def test_a_warm_start_source_is_never_ensembled_and_train_needs_its_weights(tmp_path):
-    from vixnb.ensemble import can_ensemble
+    from vixnb.runs.make import can_ensemble_run as can_ensemble
 
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
     ok, why = can_ensemble(run_config("vit_b16_224", profile="smoke", **runs["vit_scratch"]))

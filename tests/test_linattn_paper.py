@@ -10,11 +10,11 @@ from conftest import source_document
 from vixnb import papers
 from vixnb.analysis import panel, prediction_record, record_stale
 from vixnb.data import load_split
-from vixnb.profiles import run_config
+from vixnb.runs.spec import run_config
 from vixnb.record_kinds import KINDS, chapter_requests, weights_read
 from vixnb.report.claims import schema as claim_schema
 from vixnb.results import ResultsStore
-from vixnb.runs import keep_where
+from vixnb.runs.make import keep_where
 
 KEY = "linattn"
 #: run -> (training table, test table), the report's numbering

@@ -10,12 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from vixnb import batch, plan, profiles
-from vixnb.entries import BenchEntry
-from vixnb.jobs import RecordJob
+from vixnb.plan import batch
+
+from vixnb.plan import plan
+
+from vixnb.runs import spec as runspec
+import importlib
+provenance_module = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
+from vixnb.plan.entries import BenchEntry
+from vixnb.plan.jobs import RecordJob
 from vixnb.record_kinds import Request
 from vixnb.results import ResultsStore
-from vixnb.results.policy import stale_reason
+from vixnb.runs.policy import stale_reason
 
 
 def _processes_naming(text):
@@ -59,7 +65,7 @@ def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_pat
               "entry = jobs[0].entries[0]\n"
               "entry.spec = dataclasses.replace(entry.spec, settings={'epochs': 5000})\n"
               "batch.run_local(jobs, executor='local', progress=print)\n")
-    config = profiles.run_config("fnet", profile="smoke", epochs=5000)
+    config = runspec.run_config("fnet", profile="smoke", epochs=5000)
     checkpoint = ResultsStore(isolated_results).checkpoint_path(config)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
@@ -103,7 +109,7 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
               "    return jobs\n"
               "batch.jobs_from_plan = one_long_job\n"
               "sys.exit(main(['batch', '--profile', 'smoke', '--only', 'fnet', '--ensemble', 'never']))\n")
-    checkpoint = ResultsStore(isolated_results).checkpoint_path(profiles.run_config("fnet", profile="smoke", epochs=5000))
+    checkpoint = ResultsStore(isolated_results).checkpoint_path(runspec.run_config("fnet", profile="smoke", epochs=5000))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
                                cwd=Path(__file__).parents[1], start_new_session=True, preexec_fn=_as_from_a_terminal)
@@ -146,7 +152,7 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
 def test_a_closed_terminal_stops_a_batch_as_sigterm_does():
     """A local job runs in a session of its own, so a closed terminal's SIGHUP reaches the batch alone: it stops
     the batch as SIGTERM does (``KeyboardInterrupt`` naming the signal), and the handlers before are restored."""
-    from vixnb.stopping import stopped_by_signals
+    from vixnb.plan.stopping import stopped_by_signals
 
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -172,7 +178,7 @@ def _jobs(models, profile="smoke"):
 def test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng(monkeypatch):
     import torch
 
-    from vixnb.rehearsal import gpu_check
+    from vixnb.plan.rehearsal import gpu_check
 
     jobs = _jobs(["fnet"])
     before = torch.random.get_rng_state()
@@ -204,11 +210,11 @@ def test_a_run_whose_checkpoint_cannot_travel_needs_its_whole_time_in_one_call(m
 
 
 def test_the_engine_version_is_compared_not_keyed(monkeypatch):
-    config = profiles.run_config("fnet", profile="smoke")
-    assert config["engine_version"] == profiles.KEY_VERSION == 1
-    monkeypatch.setattr(profiles, "ENGINE_VERSION", 2)
-    assert profiles.run_config("fnet", profile="smoke") == config  # the key stays: the result is found
-    from vixnb.results import policy
+    config = runspec.run_config("fnet", profile="smoke")
+    assert config["engine_version"] == runspec.KEY_VERSION == 1
+    monkeypatch.setattr(provenance_module, "ENGINE_VERSION", 2)
+    assert runspec.run_config("fnet", profile="smoke") == config  # the key stays: the result is found
+    from vixnb.runs import policy
 
     monkeypatch.setattr(policy, "ENGINE_VERSION", 2)
     stored = {"config": config, "provenance": {}}  # stored before provenance recorded the engine's version
@@ -217,7 +223,7 @@ def test_the_engine_version_is_compared_not_keyed(monkeypatch):
 
 
 def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_was_executed():
-    from vixnb.estimates import stored_timings
+    from vixnb.plan.estimates import stored_timings
     from vixnb.results.provenance import execution, made_alone, provenance
 
     assert made_alone({"provenance": {"commit": "d5fec8a4"}})
@@ -225,18 +231,18 @@ def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_w
     assert made_alone({"provenance": {"concurrent_jobs": 1, "execution": {"attention": "auto"}}})
     assert not made_alone({"provenance": {"concurrent_jobs": 1, "execution": "ensemble of 3 seeds"}})
     history = [{"seconds": 9.0, "eval_seconds": 1.0}, {"seconds": 4.0, "eval_seconds": 0.5}]
-    today = {"config": profiles.run_config("vit", profile="budget"), "history": history,
+    today = {"config": runspec.run_config("vit", profile="budget"), "history": history,
              "provenance": {"concurrent_jobs": 1, "device": "NVIDIA H100", "execution": {"attention": "auto"}}}
     shared = {**today, "provenance": {**today["provenance"], "concurrent_jobs": 4}}
-    assert stored_timings(SimpleNamespace(results=lambda profile: [today]), "budget")[1]["vit"]["epoch_s"] == 4.0
-    assert stored_timings(SimpleNamespace(results=lambda profile: [shared]), "budget") == ({}, {})
+    assert stored_timings(SimpleNamespace(results=lambda profile, unusable=None: [today]), "budget")[1]["vit"]["epoch_s"] == 4.0
+    assert stored_timings(SimpleNamespace(results=lambda profile, unusable=None: [shared]), "budget") == ({}, {})
     assert not made_alone({"provenance": {"commit": "2a2d461b"}})  # Table 1, several runs at a time on one H100
     assert not made_alone({"provenance": {"concurrent_jobs": 3}})
     assert made_alone({"provenance": {"concurrent_jobs": 1, "commit": "2a2d461b"}})
     with execution(concurrent_jobs=1, executor="inline"):
         inside = provenance("cpu")
     assert (inside["concurrent_jobs"], inside["executor"]) == (1, "inline")
-    assert inside["engine_version"] == profiles.ENGINE_VERSION
+    assert inside["engine_version"] == provenance_module.ENGINE_VERSION
     assert "executor" not in provenance("cpu")
 
 

@@ -14,7 +14,7 @@ from vixnb.report.claims import ours as claim_figures
 from vixnb.report.claims import rules
 from vixnb.report.claims.verdicts import FAILS, HOLDS, NOT_RUN, claims, protocol_note
 from vixnb.results import ResultsStore
-from vixnb.runspec import RunSpec
+from vixnb.runs.spec import RunSpec
 
 CLAIM = "shaped-fig8-localised-maps"
 #: the chapter's attention-map record, as its paper file asks for it

@@ -6,13 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from vixnb import analysis, batch, papers, plan
+from vixnb import analysis, papers
+
+from vixnb.plan import batch
+
+from vixnb.plan import plan
 from vixnb.analysis import records
-from vixnb.analysis.records import table_specs
+from vixnb.runs import asked
+from vixnb.runs.asked import table_specs
 from vixnb.results import ResultsStore
-from vixnb.entries import MeasureEntry, TrainEntry
+from vixnb.plan.entries import MeasureEntry, TrainEntry
 from vixnb.record_kinds import Request
-from vixnb.runspec import Keep, RunSpec
+from vixnb.runs.spec import Keep, RunSpec
 
 MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin"}
 
@@ -21,7 +26,7 @@ MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vi
 def test_every_study_run_is_a_table_row_its_chapter_trains(profile):
     study = analysis.study()
     for label in study["runs"]:
-        model, settings, seed, dataset = records.study_run(label, profile)
+        model, settings, seed, dataset = asked.study_run(label, profile)
         spec = study["runs"][label]
         assert (model, settings) == papers.row_run(spec["paper"], spec["table"], spec["row"]) or profile == "smoke"
         assert seed == 0 and dataset == papers.table(spec["paper"], spec["table"])["dataset"]
@@ -35,7 +40,7 @@ def test_unknown_profile_and_run_get_one_line_errors():
     with pytest.raises(ValueError, match=r"unknown profile 'huge'; valid profiles: budget, paper, smoke"):
         analysis.study_settings("huge")
     with pytest.raises(ValueError, match=r"'ViQ' is not a run of vixnb/analysis/study.yaml"):
-        records.study_run("ViQ", "budget")
+        asked.study_run("ViQ", "budget")
     with pytest.raises(ValueError, match="kind must be one of"):
         analysis.study_record_name("maps")
 
@@ -107,7 +112,7 @@ def test_the_study_covers_every_mechanism_and_family():
     # each run has an entry in the plan, the mapped ones that fit the cap keeping their weights
     entries = [e for e in plan.build("budget") if e.kind == "train"]
     for label in kinds:
-        model, settings, seed, dataset = records.study_run(label, "budget")
+        model, settings, seed, dataset = asked.study_run(label, "budget")
         assert any(e.model == model and e.dataset == dataset and e.seed == seed
                    and all(e.settings.get(k) == v for k, v in settings.items()) for e in entries), label
 
@@ -206,7 +211,7 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
 
 
 def test_over_the_cap_runs_are_not_kept_and_say_why(monkeypatch):
-    from vixnb.runs import WEIGHTS_LIMIT_MB
+    from vixnb.runs.make import WEIGHTS_LIMIT_MB
 
     _small_study(monkeypatch)
     module, run, _ = records.trained("ResNet-18", "budget", "never", ResultsStore())
@@ -229,7 +234,8 @@ def test_the_cifar10_panel_is_the_first_image_of_each_class_in_turns():
 
 
 def test_the_pipeline_check_maps_one_run_per_mechanism_and_family_and_a_gpu_profile_every_run():
-    from vixnb.analysis.records import study, study_labels
+    from vixnb.runs.asked import study
+    from vixnb.analysis.records import study_labels
     from vixnb.report.claims import synthesis
 
     runs, check = study()["runs"], study()["pipeline_check"]
@@ -246,7 +252,7 @@ def test_the_pipeline_check_maps_one_run_per_mechanism_and_family_and_a_gpu_prof
 def test_the_pipeline_check_holds_every_run_the_maps_page_names():
     import json
 
-    from vixnb.analysis.records import study
+    from vixnb.runs.asked import study
 
     source = "".join("".join(c["source"]) for c in json.load(open(Path(__file__).parents[1] / "notebooks" / "maps.ipynb"))
                      ["cells"] if c["cell_type"] == "code")
@@ -257,7 +263,7 @@ def test_the_pipeline_check_holds_every_run_the_maps_page_names():
 def test_whether_a_map_is_drawn_is_the_mixer_s_declaration_not_its_sentence():
     import torch.nn as nn
 
-    from vixnb.analysis import maps
+    from vixnb.layers import maps
 
     class Declared(nn.Module):  # says nothing of maps in words, declares it has none
         map_kind = "a mixing whose line does not begin with the usual words"
@@ -275,3 +281,50 @@ def test_whether_a_map_is_drawn_is_the_mixer_s_declaration_not_its_sentence():
     assert [name for name, _ in maps.mappers(nn.Sequential(Declared(), Worded()))] == ["1"]
     assert maps.model_draws_map(nn.Sequential(Declared())) is False
     assert maps.model_draws_map(nn.Sequential(Worded())) is True
+
+
+def test_a_model_of_our_own_enters_the_maps_study_by_name(monkeypatch, tmp_path):
+    """A model registered in one file of its family (here: in the test) is named in ``study.yaml`` as
+    ``{model: NAME}``: the study asks for its run itself (the plan lists it under the maps chapter, keeping its
+    weights), and the study's records read it as they read a paper's row."""
+    from vixnb.models import register_model
+    from vixnb.models.registry import CFGS, MODELS
+
+    @register_model(paper="vix", label="ViT, one block (ours)")
+    def vit_one_block_ours(**kwargs):
+        return MODELS["vit"](**{**kwargs, "depth": 1})
+
+    import yaml
+
+    def study_file(runs):  # study.yaml with these runs: every reader of the study reads it (``asked.study``)
+        path = tmp_path / f"study-{len(list(tmp_path.iterdir()))}.yaml"
+        path.write_text(yaml.safe_dump({**yaml.safe_load(asked.STUDY_FILE.read_text()), "runs": runs}))
+        monkeypatch.setattr(asked, "STUDY_FILE", path)
+        asked.study.cache_clear()
+
+    ours_run = {"model": "vit_one_block_ours", "settings": {"batch_size": 128}}  # the protocol's batch is per model
+    study = asked.study()
+    try:
+        study_file({**study["runs"], "Ours": ours_run})
+        assert asked.study_run("Ours", "budget") == ("vit_one_block_ours", {"batch_size": 128}, 0, "cifar10")
+        [(label, spec)] = asked.study_own_specs("budget")
+        assert (label, spec.model, spec.dataset, spec.keep) == ("Ours", "vit_one_block_ours", "cifar10", Keep.STORE)
+        entries = plan.build("budget", chapter=["maps"])
+        [ours] = [e for e in entries if isinstance(e, TrainEntry) and e.name == "Ours"]
+        assert (ours.chapter, ours.level, ours.keep_weights, ours.key) == ("maps", 1, Keep.STORE, spec.key)
+        readers = [e for e in entries if isinstance(e, MeasureEntry) and spec.key in e.needs]
+        assert {e.name for e in readers} == {"maps-attention-cifar10", "maps-attribution-cifar10"} or \
+            {e.name for e in readers} == {"maps-attention-cifar10"}
+        assert records.study_map_kinds("budget")["Ours"]["source"] == "the study's own run"
+        study_file({**study["runs"], "Ours": {"model": "vit_one_block_ours"}})
+        with pytest.raises(ValueError, match=r"'vit_one_block_ours': the vix paper's protocol gives no batch_size for "
+                                             r"it; pass batch_size="):
+            asked.study_own_specs("budget")
+        study_file({**study["runs"], "Ours": {"model": "vit_nowhere"}})
+        with pytest.raises(ValueError, match=r"run 'Ours' names model 'vit_nowhere', which is not registered"):
+            asked.study_run("Ours", "budget")
+    finally:
+        for registry in (MODELS, CFGS):
+            registry.pop("vit_one_block_ours", None)
+        monkeypatch.undo()
+        asked.study.cache_clear()

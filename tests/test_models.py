@@ -240,7 +240,7 @@ def test_torchsummary_agrees_with_our_count_and_the_paper(name, table, torchsumm
 
 def test_every_model_takes_the_smoke_profiles_overrides():
     """The smoke profile builds every model with ``depth=1`` (profiles.yaml): each family takes it."""
-    from vixnb.profiles import get_profile
+    from vixnb.runs.profiles import get_profile
 
     overrides = get_profile("smoke")["model_overrides"]
     with torch.device("meta"):

@@ -65,7 +65,7 @@ def test_the_paper_file_is_read_on_first_use_not_at_import():
     import subprocess
     import sys
 
-    code = ("import vixnb, vixnb.papers, vixnb.models, vixnb.profiles, vixnb.report; "
+    code = ("import vixnb, vixnb.papers, vixnb.models, vixnb.runs.profiles, vixnb.report; "
             "print(vixnb.papers.load.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"

@@ -9,11 +9,22 @@ import tarfile
 
 import pytest
 
-from vixnb import batch, estimates, papers, plan, profiles, train
+from vixnb import papers
+
+from vixnb.plan import batch
+
+from vixnb.plan import estimates
+
+from vixnb.plan import plan
+
+from vixnb.runs import profiles
+
+from vixnb.runs import spec as runspec
+from vixnb.engine import train
 from vixnb.cli import main
 from vixnb.results import ResultsStore
-from vixnb.train import without_timings
-from vixnb.results import policy
+from vixnb.engine.train import without_timings
+from vixnb.runs import policy
 
 TABLE1 = ["vit", "vip", "vil", "vin", "fnet", "mlp_mixer", "hybrid_vit", "hybrid_vip", "hybrid_vil", "hybrid_vin",
           "hybrid_fnet", "hybrid_mlp_mixer"]
@@ -116,10 +127,10 @@ def test_estimates_for_another_gpu_scale_every_entry_up_on_a_slower_one():
 
 
 def test_a_stored_run_is_the_first_basis_of_an_estimate():
-    from vixnb.estimates import STARTUP_SECONDS
+    from vixnb.plan.estimates import STARTUP_SECONDS
 
     store = ResultsStore()
-    config = profiles.run_config("fnet", profile="budget")
+    config = runspec.run_config("fnet", profile="budget")
     store.put(config, {**_fake_result(config), "history": [{"seconds": 30.0, "eval_seconds": 3.0}] +
                        [{"seconds": 10.0, "eval_seconds": 1.0}] * 3, "provenance": {"device": "GPU Y"}})
     other = next(e for e in plan.build("budget", store=store) if e.model == "fnet" and e.dataset == "cifar10"
@@ -132,7 +143,7 @@ def test_plan_status_stored_missing_and_stale():
     store = ResultsStore()
     # hybrid_fnet: a run that keeps no weights (vit's first seed keeps them for the maps study: without them, its
     # numbers stand and it wants its weights)
-    configs = {m: profiles.run_config(m, profile="smoke") for m in ("hybrid_fnet", "vit", "vip", "vil", "vin", "fnet",
+    configs = {m: runspec.run_config(m, profile="smoke") for m in ("hybrid_fnet", "vit", "vip", "vil", "vin", "fnet",
                                                                      "mlp_mixer")}
     store.put(configs["hybrid_fnet"], _fake_result(configs["hybrid_fnet"]))
     store.put(configs["vit"], _fake_result(configs["vit"]))
@@ -141,7 +152,7 @@ def test_plan_status_stored_missing_and_stale():
     del old["architecture"]
     store.put(configs["vil"], {**old, "params_true": 12})
     store.put(configs["vin"], _fake_result(configs["vin"], provenance={"data_fingerprint": "other-data"}))
-    other = profiles.run_config("fnet", profile="smoke", epochs=3)  # same model, dataset and seed; other settings
+    other = runspec.run_config("fnet", profile="smoke", epochs=3)  # same model, dataset and seed; other settings
     store.put(other, _fake_result(other))
     entries = _by_model(plan.build("smoke"))
     assert entries["hybrid_fnet"].status == "stored"
@@ -200,7 +211,7 @@ def test_budget_pauses_at_an_epoch_boundary_and_resumes_to_identical_metrics(mon
     monkeypatch.setattr(train, "now", lambda: real_now() + next(clock))
     jobs = batch.run_local(_spec_jobs(["fnet"]), budget=3600, executor="inline", progress=lambda _: None)
     assert [j.outcome for j in jobs] == ["paused"] and "paused after epoch 1 of 2" in jobs[0].note
-    config = profiles.run_config("fnet", profile="smoke")
+    config = runspec.run_config("fnet", profile="smoke")
     store = ResultsStore()
     assert store.get(config) is None and store.checkpoint_path(config).exists()
     monkeypatch.setattr(train, "now", real_now)
@@ -222,7 +233,7 @@ def test_local_executor_runs_two_smoke_jobs_end_to_end(tmp_path, capsys):
     assert "fnet synthetic seed 0" in out and "vil synthetic seed 0" in out and out.count("done") == 2
     store = ResultsStore()
     for m in ("fnet", "vil"):
-        result = store.get(profiles.run_config(m, profile="smoke"))
+        result = store.get(runspec.run_config(m, profile="smoke"))
         assert result["status"] == "done" and result["provenance"]["device_type"] == "cpu"
     with tarfile.open(tmp_path / "back.tar.gz") as tar:
         names = tar.getnames()
@@ -247,10 +258,10 @@ def test_a_failed_job_is_marked_failed_and_leaves_the_store_clean(monkeypatch, c
     assert code == 1 and "1 of 2 jobs failed: fnet synthetic seed 0" in captured.err
     assert "failed" in captured.out and "loss became nan" in captured.out
     store = ResultsStore()
-    config = profiles.run_config("fnet", profile="smoke")
+    config = runspec.run_config("fnet", profile="smoke")
     assert store.get(config) is None and not store.checkpoint_path(config).exists()
     leftovers = [p.name for p in (store.root / "smoke").iterdir() if p.is_file()]
-    assert leftovers == [store.path(profiles.run_config("vil", profile="smoke")).name]  # vil went on and finished
+    assert leftovers == [store.path(runspec.run_config("vil", profile="smoke")).name]  # vil went on and finished
 
 
 @pytest.fixture
@@ -344,7 +355,7 @@ def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, ca
     assert "fnet synthetic seed 0,1  done" in capsys.readouterr().out
     store = ResultsStore()
     for seed in (0, 1):
-        config = profiles.run_config("fnet", profile="smoke", seed=seed)
+        config = runspec.run_config("fnet", profile="smoke", seed=seed)
         stored = store.get(config)
         assert stored["provenance"]["execution"] == "ensemble of 2 seeds"
         separate = train.train(config, progress=False)
@@ -353,7 +364,7 @@ def test_an_ensemble_job_stores_every_member_as_its_separate_run(monkeypatch, ca
 
 
 def test_batch_trains_a_stale_result_again_and_the_plan_then_holds_it(capsys):
-    config = profiles.run_config("fnet", profile="smoke")
+    config = runspec.run_config("fnet", profile="smoke")
     store = ResultsStore()
     store.put(config, _fake_result(config, architecture="0000000000000000"))
     assert _by_model(plan.build("smoke", only=["fnet"]))["fnet"].status == "stale"
@@ -385,7 +396,7 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
     job = _spec_jobs(["fnet"])[0]
     with pytest.raises(SystemExit):
         batch.run_job(job)
-    assert ResultsStore().checkpoint_path(profiles.run_config("fnet", profile="smoke")).exists()
+    assert ResultsStore().checkpoint_path(runspec.run_config("fnet", profile="smoke")).exists()
 
 
 def test_pack_brings_back_the_kept_weights_of_the_packed_results(tmp_path):

@@ -4,12 +4,13 @@ stored beside the H100's bf16 one, never in its place."""
 import pytest
 import torch
 
-from vixnb import runs
-from vixnb.ensemble import can_ensemble
-from vixnb.profiles import config_key, run_config
+from vixnb.runs import make as runs
+from vixnb.engine.ensemble import can_ensemble
+from vixnb.results.store import config_key
+from vixnb.runs.spec import run_config
 from vixnb.results import ResultsStore
-from vixnb.runtime import amp_dtype, machine_precision
-from vixnb.train import autocasts
+from vixnb.engine.precision import amp_dtype, machine_precision
+from vixnb.engine.train import autocasts
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
@@ -62,7 +63,7 @@ def test_a_machine_without_bfloat16_trains_and_stores_the_fp16_run(monkeypatch, 
 
 
 def test_the_plan_of_a_machine_without_bfloat16_asks_its_fp16_runs(monkeypatch):
-    from vixnb import plan
+    from vixnb.plan import plan
 
     monkeypatch.setattr(plan, "machine_precision", lambda precision: "fp16" if precision == "bf16" else precision)
     # (a question's fp32 arm sets its own precision: left out)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 import vixnb
-from vixnb.results import ResultsStore
-from vixnb.results import probe as probing
-from vixnb.results.policy import code_changed
+from vixnb.runs import spec as runspec
+from vixnb.results import ResultsStore, config_key
+from vixnb.runs import probe as probing
+from vixnb.runs.policy import code_changed
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = sorted((REPO / "results" / "budget").glob("*.json"))
@@ -52,7 +53,7 @@ def test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_ex
          "def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):  # a comment\n    pixels = images"),
         ("models/vit_small.py", "self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)",
          "# where the tokens are\n        self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)"),
-        ("train.py", "def adamw(params, config):\n", "def adamw(parameters, config):\n    params = parameters\n"),
+        ("engine/train.py", "def adamw(params, config):\n", "def adamw(parameters, config):\n    params = parameters\n"),
     ])
     assert changed(refactor) == set()
     vit_small = {n for n in names if n.startswith("vit_small_")}
@@ -61,7 +62,7 @@ def test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_ex
     assert vit_small & set(sample) and changed(init, sample) == vit_small & set(sample)
     std = _tree(tmp_path, "std", [("data.py", "std=(0.5, 0.5, 0.5)):", "std=(0.25, 0.25, 0.25)):")])
     assert changed(std, sample) == set(sample)
-    beta2 = _tree(tmp_path, "beta2", [("train.py", 'betas=tuple(config["betas"])', 'betas=(config["betas"][0], 0.98)')])
+    beta2 = _tree(tmp_path, "beta2", [("engine/train.py", 'betas=tuple(config["betas"])', 'betas=(config["betas"][0], 0.98)')])
     assert changed(beta2, sample) == {n for n in sample if results[n]["config"]["betas"][1] != 0.98}
     dropout = changed(_tree(tmp_path, "dropout", [("models/vix.py", "channels=3, dropout=0.0,", "channels=3, dropout=0.1,")]),
                       sample)
@@ -72,14 +73,13 @@ def test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_ex
 
 
 def test_the_ledger_decides_a_changed_results_status(monkeypatch):
-    from vixnb import profiles
 
     store = ResultsStore()
-    config = profiles.run_config("fnet", profile="smoke")
+    config = runspec.run_config("fnet", profile="smoke")
     stored = {"config": config, "source_hash": {"model": "000000000000", "engine": "000000000000"}}
     assert code_changed(stored, store.root).startswith("unverified: its model and engine code changed")
-    rel = f"smoke/{profiles.config_key(config)}"
-    from vixnb.results.policy import config_overrides_json, source_today
+    rel = f"smoke/{config_key(config)}"
+    from vixnb.runs.policy import config_overrides_json, source_today
 
     entry = {"code": source_today("fnet", config["dataset"], config_overrides_json(config)), "equal": True, "why": ""}
     store.root.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def test_the_probe_reads_a_commits_code_and_says_unverified_where_it_cannot():
     with probing.code_at("0" * 40) as missing:
         assert missing is None
     with probing.code_at("HEAD") as head:
-        assert (head / "vixnb" / "train.py").is_file()
+        assert (head / "vixnb" / "engine" / "train.py").is_file()
 
 
 @pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git history (a clone)")

@@ -6,10 +6,14 @@ import shlex
 
 import pytest
 
-from vixnb import plan, report, runs
+from vixnb import report
+
+from vixnb.plan import plan
+
+from vixnb.runs import make as runs
 from vixnb.cli import parser
 from vixnb.results import ResultsStore
-from vixnb.results import policy
+from vixnb.runs import policy
 from vixnb.models import facts
 
 prov = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)

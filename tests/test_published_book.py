@@ -11,7 +11,7 @@ import yaml
 
 from vixnb.book.build import CONTENTS, build_book, chapter_run, copy_book_sources, published_toc, toc_notebooks
 from vixnb.book.execute import EXECUTED_DIR, NOTEBOOK_DIR, repo_root, run_notebook
-from vixnb.plan import STATUSES
+from vixnb.plan.plan import STATUSES
 
 ROOT = repo_root()
 PROFILE = "budget"

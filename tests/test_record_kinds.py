@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from IPython.display import Markdown
 
-from vixnb import plan, record_kinds, report
+from vixnb import record_kinds, report
+
+from vixnb.plan import plan
 from vixnb.record_kinds import KINDS, Request, missing_script, record_name
 from vixnb.report.claims import ours as claim_figures
 from vixnb.report.tables import measurements
@@ -20,7 +22,7 @@ def test_the_plan_and_the_batch_name_no_kind():
     """No special case keyed on a kind's or a benchmark's name: the plan and the batch ask the kind. ("train" is
     also what a plan entry is, beside "measure" and "bench": not a benchmark's name there.)"""
     entry_kinds = {"train", "measure", "bench"}
-    for module, reads in (("vixnb/plan.py", set()), ("vixnb/batch.py", {"fill"})):  # it reads `bench fill`'s winner
+    for module, reads in (("vixnb/plan/plan.py", set()), ("vixnb/plan/batch.py", {"fill"})):  # it reads `bench fill`'s winner
         source = (ROOT / module).read_text(encoding="utf-8")
         named = [name for kind in KINDS for name in {kind, kind.removeprefix("bench:")} - entry_kinds - reads
                  if re.search(rf"""["']{re.escape(name)}["']""", source)]

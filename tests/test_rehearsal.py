@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from vixnb import plan
+from vixnb.plan import plan
 from vixnb.cli import main
-from vixnb.entries import BenchEntry, MeasureEntry, TrainEntry
-from vixnb.jobs import RecordJob, TrainJob
+from vixnb.plan.entries import BenchEntry, MeasureEntry, TrainEntry
+from vixnb.plan.jobs import RecordJob, TrainJob
 from vixnb.record_kinds import Request
-from vixnb.profiles import get_profile, run_config
-from vixnb.rehearsal import PROTOCOLS, rehearsal_jobs
-from vixnb.runspec import RunSpec
+from vixnb.runs.profiles import get_profile
+from vixnb.runs.spec import run_config
+from vixnb.plan.rehearsal import PROTOCOLS, rehearsal_jobs
+from vixnb.runs.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR10 = ROOT.parent / "shared" / "data" / "cifar10-jpeg.tar.gz"
@@ -77,7 +78,8 @@ def test_the_budget_plan_rehearses_on_this_cpu_and_leaves_results_alone(tmp_path
 
 
 def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_start(monkeypatch):
-    from vixnb import batch as runner, rehearsal
+    from vixnb.plan import batch as runner
+    from vixnb.plan import rehearsal
 
     def train(model, minutes=0.0, dataset="cifar10"):
         return TrainEntry(chapter="c", paper="vix", name=model, profile="budget", est_gpu_minutes=minutes,
@@ -113,7 +115,7 @@ def test_a_rehearsal_with_the_batch_options_rehearses_what_that_batch_would_star
 def test_the_rehearsal_ensembles_two_seeds_of_the_configuration_with_the_smallest_checkpoint(monkeypatch):
     from types import SimpleNamespace
 
-    from vixnb import rehearsal
+    from vixnb.plan import rehearsal
 
     def run(model, seed, key, **settings):
         return SimpleNamespace(model=model, dataset="cifar10", seed=seed, key=key, settings=settings,
@@ -125,10 +127,10 @@ def test_the_rehearsal_ensembles_two_seeds_of_the_configuration_with_the_smalles
     alone, rehearsed = run("fnet", 0, "f0"), [run("pit", 0, "p0"), run("pit", 1, "p1")]
     sizes = {"vit_b16_224": 1300.0, "vit": 20.0, "fnet": 1.0, "pit": 2.0}
     monkeypatch.setattr(rehearsal.planning, "checkpoint_mb", lambda config, members=1: sizes[config["model"]])
-    monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (True, ""))
+    monkeypatch.setattr(rehearsal, "can_ensemble_run", lambda config: (True, ""))
     runnable = [*big, alone, *small, *rehearsed]
     # fnet has one seed only; pit's seed 0 is rehearsed alone already
     assert rehearsal.ensemble_pair(runnable, chosen={"p0": rehearsed[0]}) == small
-    monkeypatch.setattr(rehearsal, "can_ensemble", lambda config: (config["model"] == "vit_b16_224", "why"))
+    monkeypatch.setattr(rehearsal, "can_ensemble_run", lambda config: (config["model"] == "vit_b16_224", "why"))
     assert rehearsal.ensemble_pair(runnable, chosen={}) == big
     assert rehearsal.ensemble_pair([alone], chosen={}) is None

@@ -7,11 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
+from vixnb.runs import spec as runspec
 from vixnb import measure as M
 from vixnb import papers, report
-from vixnb.profiles import run_config
+from vixnb.runs.spec import run_config
 from vixnb.results import ResultsStore
-from vixnb import runs
+from vixnb.runs import make as runs
+from vixnb.runs.policy import obtain_record
 
 COMPARABLE = report.tables.PAPER_COMPARABLE_GPU
 
@@ -88,30 +90,30 @@ def test_obtain_follows_the_policy(monkeypatch):
 
     kw = dict(profile="budget")
     gpu(True)
-    assert store.obtain("measure", "x", make, compute="never", **kw) is None and not calls
+    assert obtain_record(store, "measure", "x", make, compute="never", **kw) is None and not calls
     gpu(False)  # a GPU profile on a CPU: nothing stored, nothing made
-    assert store.obtain("measure", "x", make, compute="missing", **kw) is None and not calls
+    assert obtain_record(store, "measure", "x", make, compute="missing", **kw) is None and not calls
     gpu(True)
-    assert store.obtain("measure", "x", make, compute="missing", **kw) == {"value": 1}
-    assert store.obtain("measure", "x", make, compute="missing", **kw) == {"value": 1}
-    assert store.obtain("measure", "x", make, compute="always", **kw) == {"value": 2}
+    assert obtain_record(store, "measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert obtain_record(store, "measure", "x", make, compute="missing", **kw) == {"value": 1}
+    assert obtain_record(store, "measure", "x", make, compute="always", **kw) == {"value": 2}
     gpu(False)  # stored: read where it cannot be made again
-    assert store.obtain("measure", "x", make, compute="always", **kw) == {"value": 2}
+    assert obtain_record(store, "measure", "x", make, compute="always", **kw) == {"value": 2}
     # a stale record is made again where it can be; read anyway, it says why
     stale = lambda record: "its weights changed" if record["value"] == 2 else None  # noqa: E731
-    assert store.obtain("measure", "x", make, compute="missing", stale=stale, **kw) == {
+    assert obtain_record(store, "measure", "x", make, compute="missing", stale=stale, **kw) == {
         "value": 2, "stale": "its weights changed; profile 'budget' needs a CUDA GPU to make it again"}
     gpu(True)
-    assert store.obtain("measure", "x", make, compute="missing", stale=stale, **kw) == {"value": 3}
+    assert obtain_record(store, "measure", "x", make, compute="missing", stale=stale, **kw) == {"value": 3}
     # a measurement that needs a GPU in any profile
     gpu(False)
-    assert store.obtain("measure", "y", make, compute="missing", needs_gpu=True, profile="smoke") is None
+    assert obtain_record(store, "measure", "y", make, compute="missing", needs_gpu=True, profile="smoke") is None
     with pytest.raises(ValueError, match="compute='sometimes': use one of 'never', 'missing', 'always'"):
-        store.obtain("measure", "x", make, compute="sometimes", **kw)
+        obtain_record(store, "measure", "x", make, compute="sometimes", **kw)
 
 
 def test_decide_is_the_one_policy():
-    from vixnb.results.policy import Decision, decide
+    from vixnb.runs.policy import Decision, decide
 
     stored = {"top1": 1.0}
     assert decide("never", stored=None, profile="smoke") == Decision("skip", "no stored result for this configuration")
@@ -365,8 +367,8 @@ def test_a_fitted_line_prints_as_a_formula():
 
 
 def test_the_dashboard_counts_what_the_papers_give_and_the_store_holds():
-    from vixnb.entries import TrainEntry
-    from vixnb.runspec import RunSpec
+    from vixnb.plan.entries import TrainEntry
+    from vixnb.runs.spec import RunSpec
     from vixnb.report.claims.standing import count_checks, printed_numbers
 
     assert count_checks("shaped") == (6, 6)  # the blog's six counts, rebuilt exactly
@@ -472,7 +474,6 @@ def test_csv_downloads_escape_formulas_and_list_only_used_results(isolated_resul
     import json
     import re
 
-    from vixnb import profiles
     from vixnb.report.claims import csv_link, runs_table
     from vixnb.results import ResultsStore
 
@@ -483,7 +484,7 @@ def test_csv_downloads_escape_formulas_and_list_only_used_results(isolated_resul
     assert rows[0] == "'=cmd,n" and rows[1] == "'=HYPERLINK(1),-1.5" and "'-15.85: does not hold" in text
     assert all(not line.startswith(("=", "+", "@")) for line in rows)
     store = ResultsStore(isolated_results)
-    config = profiles.run_config("fnet", profile="budget")
+    config = runspec.run_config("fnet", profile="budget")
     store.put(config, {"status": "done", "top1": 50.0, "history": [], "provenance": {}})
     foreign = dict(config, model="no_such_model")
     path = store.path(config).with_name("no_such_model-cifar10-seed0-0000000000000000.json")

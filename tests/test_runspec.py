@@ -1,16 +1,17 @@
-"""One run identity (``vixnb.runspec``): a frozen ``RunSpec`` whose config, key and path are the ones the store has
+"""One run identity (``vixnb.runs.spec``): a frozen ``RunSpec`` whose config, key and path are the ones the store has
 always used, and the plan's typed entries that the batch pickles."""
 import dataclasses
 import pickle
 
 import pytest
 
-from vixnb import plan
-from vixnb.entries import BenchEntry, MeasureEntry, TrainEntry
-from vixnb.profiles import config_key, run_config
+from vixnb.plan import plan
+from vixnb.plan.entries import BenchEntry, MeasureEntry, TrainEntry
+from vixnb.results.store import config_key
+from vixnb.runs.spec import run_config
 from vixnb.record_kinds import Request
 from vixnb.results import ResultsStore
-from vixnb.runspec import FrozenSettings, Keep, RunSpec, result_path
+from vixnb.runs.spec import FrozenSettings, Keep, RunSpec, result_path
 
 
 def test_a_spec_is_the_config_key_and_path_the_store_has_always_used(tmp_path):

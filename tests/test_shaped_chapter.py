@@ -6,10 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from vixnb import create_model, papers, plan, report
+from vixnb import create_model, papers, report
+
+from vixnb.plan import plan
 from vixnb.analysis import panel
 from vixnb.cli import parser
-from vixnb.profiles import config_key, run_model_settings, run_config, table_runs
+from vixnb.results.store import config_key
+from vixnb.runs.spec import run_model_settings, run_config
+from vixnb.runs.asked import table_runs
 from vixnb.report.records.metrics import RUN_STATISTICS
 
 
@@ -272,8 +276,8 @@ def test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_or
     import json as _json
 
     from vixnb.analysis.first_steps import arms_ahead, arms_frame, first_steps, first_steps_record, ordered_arms
-    from vixnb.profiles import run_config
-    from vixnb.train import train
+    from vixnb.runs.spec import run_config
+    from vixnb.engine.train import train
 
     config = run_config("vit_small_vanilla", profile="smoke", epochs=2, batch_size=4, width=16, depth=2, heads=2,
                         patch=8)

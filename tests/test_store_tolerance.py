@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from vixnb import profiles
+from vixnb.runs import spec as runspec
+import importlib
+provenance_module = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 from vixnb.cli import main
 from vixnb.results import ResultsStore
-from vixnb.results.store import OPTIONAL_CONFIG_KEYS, unusable
+from vixnb.runs.policy import OPTIONAL_CONFIG_KEYS, unusable
 
 REPO_RESULTS = Path(__file__).resolve().parents[1] / "results" / "budget"
 
@@ -42,9 +44,9 @@ def unusable_store(isolated_results):
                                                             "model 'gone_model' is not registered in this vixnb"),
         "vit-cifar10-seed0-1111111111111111.json": ({**config, "model": "vit", "mystery": 1},
                                                     "configuration key(s) mystery unknown to this vixnb"),
-        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit", "engine_version": profiles.ENGINE_VERSION + 1},
-                                                    f"made by a newer vixnb (engine version {profiles.ENGINE_VERSION + 1}, "
-                                                    f"this one has {profiles.ENGINE_VERSION}); upgrade vixnb to use it"),
+        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit", "engine_version": provenance_module.ENGINE_VERSION + 1},
+                                                    f"made by a newer vixnb (engine version {provenance_module.ENGINE_VERSION + 1}, "
+                                                    f"this one has {provenance_module.ENGINE_VERSION}); upgrade vixnb to use it"),
     }
     for name, (cfg, _) in kinds.items():
         (folder / name).write_text(json.dumps({**result, "config": cfg}))
@@ -58,13 +60,13 @@ def test_the_store_names_each_unusable_file_and_reads_the_rest(unusable_store, i
     before = _store_hash(isolated_results)
     store = ResultsStore()
     _full(store, unusable_store)
-    assert len(store.results("budget")) == 1  # the one usable result, and only it
+    assert len(store.results("budget", unusable=unusable)) == 1  # the one usable result, and only it
     assert _store_hash(isolated_results) == before
 
 
 def _full(store, expected):
     """The whole reasons ``unusable_files`` gives, checked to begin with the expected ones."""
-    found = {path.split("/", 1)[1]: why for path, why in store.unusable_files("budget")}
+    found = {path.split("/", 1)[1]: why for path, why in store.unusable_files("budget", unusable=unusable)}
     assert set(found) == set(expected)
     assert all(found[n].startswith(why) for n, why in expected.items()), found
     return found
@@ -84,14 +86,14 @@ def test_plan_lists_each_unusable_file_once_and_goes_on(unusable_store, isolated
     assert main(["batch", "--profile", "budget", "--dry-run", "--max-jobs", "1"]) == 0
     assert "not used: budget/gone_model" in capsys.readouterr().err
     assert _store_hash(isolated_results) == before
-    assert len(ResultsStore().results("budget")) == 1  # the one usable result, and only it
+    assert len(ResultsStore().results("budget", unusable=unusable)) == 1  # the one usable result, and only it
 
 
 def test_the_optional_configuration_keys_are_those_run_config_writes():
-    source = inspect.getsource(profiles.run_config)
+    source = inspect.getsource(runspec.run_config)
     top_level = re.findall(r'^ {8}\*\*\(\{"(\w+)":', source, flags=re.MULTILINE)  # the returned dict's own keys
     assert set(top_level) == set(OPTIONAL_CONFIG_KEYS)
-    assert unusable({"status": "done", "top1": 1.0, "config": profiles.run_config("vit", allow_resize=True,
+    assert unusable({"status": "done", "top1": 1.0, "config": runspec.run_config("vit", allow_resize=True,
                                                                                   grad_norm_every=2)}) is None
 
 
@@ -108,7 +110,7 @@ def _fresh_process():
 @pytest.mark.parametrize("ledger", ["{not json", '["a list"]', '{"budget/x": "not an entry"}'])
 def test_a_damaged_probe_ledger_is_named_once_and_the_plan_goes_on(isolated_results, capsys, ledger):
     """A damaged results/probe-ledger.json stopped `vixnb plan` (exit 2, a bare JSON error)."""
-    from vixnb.results.policy import read_ledger
+    from vixnb.runs.policy import read_ledger
 
     isolated_results.mkdir(parents=True, exist_ok=True)
     (isolated_results / "probe-ledger.json").write_text(ledger)
@@ -124,7 +126,7 @@ def test_a_damaged_probe_ledger_is_named_once_and_the_plan_goes_on(isolated_resu
 def test_kept_facts_of_the_wrong_shape_are_computed_again_and_named(tmp_path, monkeypatch, capsys):
     """The model-facts cache with wrong types crashed the plan, though it is a cache only."""
     from vixnb.models import facts
-    from vixnb.results.policy import architecture_today
+    from vixnb.runs.policy import architecture_today
 
     monkeypatch.setenv("VIXNB_CACHE", str(tmp_path))
     _fresh_process()
@@ -142,7 +144,7 @@ def test_kept_facts_of_the_wrong_shape_are_computed_again_and_named(tmp_path, mo
 
 def test_a_cache_folder_that_is_a_file_is_said_once(tmp_path, monkeypatch, capsys):
     """VIXNB_CACHE pointing at a file kept nothing and said nothing."""
-    from vixnb.results.policy import architecture_today
+    from vixnb.runs.policy import architecture_today
 
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("VIXNB_CACHE", str(tmp_path / "a-file"))
@@ -157,7 +159,7 @@ def test_a_cache_folder_that_is_a_file_is_said_once(tmp_path, monkeypatch, capsy
 
 def test_a_lock_that_is_a_folder_is_named_and_the_run_goes_on(isolated_results, capsys):
     store = ResultsStore(isolated_results)
-    config = profiles.run_config("fnet", profile="smoke")
+    config = runspec.run_config("fnet", profile="smoke")
     store.lock_path(config).mkdir(parents=True)
     _fresh_process()
     assert store.lock_held(config) is False

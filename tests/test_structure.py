@@ -90,8 +90,8 @@ def test_the_circle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("low", ["vixnb.plan", "vixnb.batch", "vixnb.record_kinds", "vixnb.runs", "vixnb.train",
-                                 "vixnb.results.policy"])
+@pytest.mark.parametrize("low", ["vixnb.plan.plan", "vixnb.plan.batch", "vixnb.record_kinds", "vixnb.runs.make", "vixnb.engine.train",
+                                 "vixnb.runs.policy"])
 def test_the_plan_batch_and_engine_never_reach_the_page_pieces(low):
     reached = {e for e in import_graph()[low] if e == "vixnb.report" or e.startswith("vixnb.report.")}
     assert not reached, f"{low} imports {sorted(reached)}"
@@ -111,8 +111,54 @@ def test_the_page_pieces_packages_import_downwards_only():
 
 
 def test_the_engine_does_not_decide_what_is_read_or_made():
-    engine = import_graph()["vixnb.train"]
-    assert "vixnb.runs" not in engine and "vixnb.results.policy" not in engine
+    engine = import_graph()["vixnb.engine.train"]
+    assert "vixnb.runs.make" not in engine and "vixnb.runs.policy" not in engine
+
+
+def _reaches(package, others, graph=None):
+    """``[(module, imported)]``: each import of a module of ``package`` (its ``__init__`` too) into one of ``others``
+    (packages or modules, dotted), at the top or inside a function (``graph``: default the package's)."""
+    inside = lambda m, p: m == p or m.startswith(p + ".")  # noqa: E731
+    return [(m, e) for m, edges in sorted((graph or import_graph()).items()) if inside(m, package)
+            for e in sorted(edges) if any(inside(e, o) for o in others)]
+
+
+#: the packages, lowest first: a package imports only those before it (and the loose modules); an import upwards is
+#: a circle between packages or a layer that knows more than it should
+PACKAGE_LAYERS = ("vixnb.results", "vixnb.engine", "vixnb.runs", "vixnb.plan")
+
+
+@pytest.mark.parametrize("package", PACKAGE_LAYERS)
+def test_the_store_engine_runs_and_plan_packages_import_downwards_only(package):
+    above = PACKAGE_LAYERS[PACKAGE_LAYERS.index(package) + 1:]
+    assert _reaches(package, above) == []
+
+
+def test_the_store_knows_no_run_model_or_profile():
+    """``results/`` stores: it imports nothing of a run's identity, the profiles, the compute policy or the models
+    (what a stored run means is ``runs/``'s)."""
+    assert _reaches("vixnb.results", ["vixnb.runs", "vixnb.models", "vixnb.engine", "vixnb.analysis"]) == []
+
+
+def test_the_plan_never_reaches_into_the_analysis():
+    """Which runs the book asks for, and what each keeps, is ``runs.asked``'s: the plan and the batch never import
+    ``analysis/`` for it."""
+    assert _reaches("vixnb.plan", ["vixnb.analysis"]) == []
+
+
+def test_the_package_check_finds_an_import_upwards():
+    graph = {"vixnb.results.store": {"vixnb.runs.spec", "vixnb.files"}, "vixnb.runs.spec": {"vixnb.results.store"},
+             "vixnb.resultsx": {"vixnb.runs"}}
+    assert _reaches("vixnb.results", ["vixnb.runs"], graph) == [("vixnb.results.store", "vixnb.runs.spec")]
+
+
+#: the most modules at the top of the package (beside its packages): the rest live in a package of their concept
+MAX_TOP_MODULES = 12
+
+
+def test_the_top_level_holds_at_most_12_modules():
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
 
 
 def test_no_module_is_over_500_lines():
@@ -132,13 +178,13 @@ _TORCHVISION = ("every process stays light: torchvision loads torch._dynamo (abo
 DEFERRED_IMPORTS = {
     ("vixnb/measure/costs.py", "timm"): "optional dependency (not one of vixnb's)",
     ("vixnb/results/store.py", "fcntl"): "optional dependency (missing on Windows)",
-    ("vixnb/batch.py", "submitit"): "optional dependency (the inline executor runs without it)",
-    ("vixnb/stopping.py", "submitit"): "optional dependency (the inline executor runs without it)",
+    ("vixnb/plan/batch.py", "submitit"): "optional dependency (the inline executor runs without it)",
+    ("vixnb/plan/stopping.py", "submitit"): "optional dependency (the inline executor runs without it)",
     ("vixnb/report/tables/pages.py", "myst_nb"): "optional dependency (the book's environment only)",
     ("vixnb/models/wavemix.py", "ptwt"): "optional dependency (only WaveMix needs it)",
     ("vixnb/models/warm_start.py", "pandas"): "the command line stays light (`vixnb models` imports no pandas)",
     ("vixnb/data.py", "torchvision"): _TORCHVISION,
-    ("vixnb/augment.py", "torchvision"): _TORCHVISION,
+    ("vixnb/engine/augment.py", "torchvision"): _TORCHVISION,
     ("vixnb/models/resnet_cifar.py", "torchvision"): _TORCHVISION,
     ("vixnb/bench/training.py", "torchvision"): _TORCHVISION,
     ("vixnb/errors.py", "traceback"): "the command line stays light (the parser imports it; only --verbose needs it)",
@@ -239,7 +285,7 @@ class _Sources:
         self.defined = set().union(*self.private.values())
 
     def module_of(self, node, aliases):
-        """The vixnb module an expression names (``plan``, ``vixnb.plan``, ``rehearsal.planning``), else None."""
+        """The vixnb module an expression names (``plan``, ``vixnb.plan.plan``, ``rehearsal.planning``), else None."""
         if isinstance(node, ast.Name):
             return aliases.get(node.id)
         if isinstance(node, ast.Attribute) and (base := self.module_of(node.value, aliases)):

@@ -16,7 +16,7 @@ from vixnb.validate import COUNT, POSITIVE, PROBABILITY, SEED, SEEDS, Choice, In
 BAD_VALUES = (0, -1, 1.5, "abc", None)
 
 #: the public API: every name these modules export (``__all__``), and every public function of those without one
-API_MODULES = ("vixnb", "vixnb.models", "vixnb.runs", "vixnb.ensemble", "vixnb.data", "vixnb.profiles", "vixnb.bench",
+API_MODULES = ("vixnb", "vixnb.models", "vixnb.runs.make", "vixnb.engine.ensemble", "vixnb.data", "vixnb.runs.profiles", "vixnb.bench",
                "vixnb.measure", "vixnb.analysis", "vixnb.book.build", "vixnb.book.execute",
                "vixnb.book.links")
 
@@ -192,7 +192,7 @@ def test_every_numeric_argument_of_the_public_api_is_checked():
 
 
 def test_the_api_refuses_what_the_cli_refuses():
-    from vixnb import runs
+    from vixnb.runs import make as runs
     from vixnb.data import load_split
 
     with pytest.raises(ValueError, match=r"^seed=1.5: give a whole number >= 0"):
@@ -265,7 +265,7 @@ def test_every_whole_number_is_bounded_by_its_consumers_range():
     command line's and a notebook's has an upper bound, and a value past it is refused naming the option, the
     argument or the parameter, on the command line, in the API and in a notebook's parameters (a value a consumer
     wraps would be another run, stored under the value asked for)."""
-    from vixnb import runs
+    from vixnb.runs import make as runs
     from vixnb.cli import main
     from vixnb.parameters import parameter_rule
     from vixnb.validate import COUNT_MAX, NAMED, SEED_MAX, ListOf, Whole

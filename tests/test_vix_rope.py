@@ -5,7 +5,7 @@ import torch
 
 import vixnb
 from vixnb import layers, papers
-from vixnb.profiles import run_config
+from vixnb.runs.spec import run_config
 
 ROPE = ["vit_rope", "vip_rope", "vil_rope", "vin_rope", "hybrid_vit_rope", "hybrid_vip_rope", "hybrid_vil_rope",
         "hybrid_vin_rope"]

@@ -53,7 +53,7 @@ def test_create_model_names_a_setting_the_data_set_gives(capsys):
 
 
 def test_a_rehearsal_that_reaches_nothing_says_why(isolated_results):
-    from vixnb.rehearsal import rehearse
+    from vixnb.plan.rehearsal import rehearse
 
     lines = []
     rows, _ = rehearse("budget", executor="inline", progress=lines.append, budget=1)
@@ -75,7 +75,7 @@ def test_a_run_held_by_another_process_is_not_called_resumed(isolated_results):
     the first one's result did not resume it)."""
     import multiprocessing
 
-    from vixnb.profiles import run_config
+    from vixnb.runs.spec import run_config
     from vixnb.results import ResultsStore
 
     store, config = ResultsStore(), run_config("vit")

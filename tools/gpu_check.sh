@@ -46,9 +46,9 @@ stamp "phase 1: sync debug mode 'error' over the steps of epochs 2-3; graphed ag
 timeout "$(limit 90)" $PY - "$DRY" <<'EOF' || stamp "phase 1 FAILED"
 import sys, warnings
 import torch
-from vixnb.concurrent import sync_checked
-from vixnb.profiles import run_config
-from vixnb.train import train, without_timings
+from vixnb.engine.concurrent import sync_checked
+from vixnb.runs.profiles import run_config
+from vixnb.engine.train import train, without_timings
 
 dry = sys.argv[1] == "1"
 TINY = dict(width=16, depth=2, heads=2, patch=8)
@@ -113,9 +113,9 @@ stamp "phase 3: budget runs at CIFAR-10's sizes (synthetic images)"
 timeout "$(limit 150)" $PY - "$DRY" <<'EOF' || stamp "phase 3 FAILED"
 import functools, sys, time
 import torch
-import vixnb.train as engine
-from vixnb.concurrent import train_concurrently
-from vixnb.profiles import run_config
+import vixnb.engine.train as engine
+from vixnb.engine.concurrent import train_concurrently
+from vixnb.runs.profiles import run_config
 
 dry = sys.argv[1] == "1"
 engine.load_split = functools.lru_cache(engine.load_split)  # this script's runs share one synthetic set
@@ -179,7 +179,7 @@ timeout "$(limit 90)" $PY - "$DRY" <<'EOF' || stamp "phase 4 FAILED"
 import sys
 import torch
 from vixnb.bench.equivalence import equivalence_lines, execution_equivalence
-from vixnb.profiles import run_config
+from vixnb.runs.profiles import run_config
 
 dry = sys.argv[1] == "1"
 bs, epochs, steps = (4, 2, 5) if dry else (64, 4, 25)  # the dry run: 10 steps (the CPU suite checks 100)

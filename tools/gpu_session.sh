@@ -48,7 +48,7 @@ if [ ! -d "$VIXNB_DATA/cifar10/train" ] && [ -f data/cifar10-jpeg.tar.gz ]; then
 fi
 phase "data extracted"
 pack() {  # the batch packs when it ends; this covers a batch that could not
-  ls "$OUT"/results.tar.gz* >/dev/null 2>&1 || python3 -c 'import sys; from vixnb.batch import pack; print(pack(sys.argv[1], sys.argv[2], since=float(sys.argv[3]))[0])' \
+  ls "$OUT"/results.tar.gz* >/dev/null 2>&1 || python3 -c 'import sys; from vixnb.plan.batch import pack; print(pack(sys.argv[1], sys.argv[2], since=float(sys.argv[3]))[0])' \
     "$OUT/results.tar.gz" "$PROFILE" "$start" >>"$LOG" 2>&1
 }
 trap pack EXIT

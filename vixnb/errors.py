@@ -1,7 +1,7 @@
 """How an error reaches a person: one line, and an exit code that says what kind of error it was.
 
 The command line (``vixnb.cli.main``) is the one error boundary; a batch job's failure is reported in the same
-one-line form (``vixnb.batch``)."""
+one-line form (``vixnb.plan.batch``)."""
 import sys
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from .data import DATASETS
 from .models import list_models
-from .profiles import REHEARSAL, list_profiles
+from .runs.profiles import REHEARSAL, list_profiles
 from .validate import COUNT_MAX, NAMED, Choice, Invalid, ListOf, Real, Rule, Whole
 
 #: how papermill's injected cell starts (its translators' ``codify`` with the default comment)

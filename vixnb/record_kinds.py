@@ -1,5 +1,5 @@
 """What the book measures and keeps besides training runs, by kind: the measurements a chapter's pages read, the
-maps study's records, and the benchmarks. Training runs are the other kind of result; ``vixnb.runs`` makes them.
+maps study's records, and the benchmarks. Training runs are the other kind of result; ``vixnb.runs.make`` makes them.
 
 Each ``RecordKind`` says how its record is named, how it is made, whether making it needs a GPU (whatever the
 profile), its nominal GPU minutes (what the plan counts until a stored timing says more), what makes a stored
@@ -24,14 +24,17 @@ import pandas as pd
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
 from .analysis.first_steps import arms_frame, first_steps_record, question_arms, question_spec
-from .analysis.records import STUDY_RECORDS, study, study_labels, study_record, study_run
+from .analysis.records import STUDY_RECORDS, study_labels, study_record
+from .runs.asked import study, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .measure.latency import latency_record, latency_table
-from .profiles import run_model_settings, small_sizes, table_runs
+from .runs.spec import run_model_settings
+from .runs.profiles import small_sizes
+from .runs.asked import table_runs
 from .results import ResultsStore
-from .results.policy import training_policy, weights_changed
-from .runspec import RunSpec
+from .runs.policy import obtain_record, training_policy, weights_changed
+from .runs.spec import RunSpec
 
 
 class PartialRecord(RuntimeError):
@@ -435,7 +438,7 @@ def stored_figures(kind, dataset, models, *, owner, profile, store):
 
 
 def obtain(request, *, profile, compute="missing", store=None, train=None, required=False):
-    """``request``'s record under the compute policy (``ResultsStore.obtain``): read, or made and stored; None
+    """``request``'s record under the compute policy (``runs.policy.obtain_record``): read, or made and stored; None
     where nothing is stored and nothing can be made here. A stored record that has gone stale (its kind's
     ``stale``) is made again where it can be, else read with the reason under ``"stale"``. ``train``: the
     compute policy for training the runs whose weights a record reads (default ``compute``, but "always"
@@ -457,7 +460,7 @@ def obtain(request, *, profile, compute="missing", store=None, train=None, requi
 
     stale = (lambda record: kind.stale(record, store)) if kind.stale else None
     try:
-        return store.obtain(kind.group, record_name(request), make, profile=profile, compute=compute, stale=stale,
+        return obtain_record(store, kind.group, record_name(request), make, profile=profile, compute=compute, stale=stale,
                             needs_gpu=kind.needs_gpu, cpu_ok=kind.cpu_ok)
     except PartialRecord as e:
         if required:

@@ -16,16 +16,16 @@ from .attribution import (TokensToGrid, attribute, attribution_measures, deletio
                           rank_agreement)
 from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_entropy, class_token_map,
                            diagonal_prominence, rollout, row_entropy)
-from .maps import (NO_MAP, attention_maps, collect_attention_maps, draws_map, has_attention_map, has_skip, map_kind,
-                   model_draws_map)
-from .records import (attention_record, model_maps, panel, panel_images, prediction_record, record_stale, study_runs, study, study_map_kinds, study_record,
-                      study_record_name, study_settings)
+from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
+from .records import (attention_record, model_maps, panel, panel_images, prediction_record, record_stale, study_runs,
+                      study_map_kinds, study_record, study_record_name, study_settings)
+from ..runs.asked import study
 from .sanity_checks import randomisation_check
 
 __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insertion", "gradcam_layer", "rank_agreement",
            "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_entropy", "class_token_map", "collect_attention_maps",
            "diagonal_prominence",
-           "exact_softmax_map", "draws_map", "has_attention_map", "has_skip", "map_distance", "map_kind", "model_draws_map", "NO_MAP", "model_maps",
+           "exact_softmax_map", "has_skip", "map_distance", "map_kind", "model_maps",
            "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale", "rollout", "row_entropy",
            "study", "study_map_kinds", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

@@ -10,7 +10,8 @@ from torch import nn
 
 from ..layers import SoftmaxAttention, moore_penrose_pinv
 from ..layers.performer import FastAttention, orthogonal_gaussian
-from .maps import evaluating, recorded_inputs, has_attention_map
+from ..layers.maps import has_attention_map
+from .maps import evaluating, recorded_inputs
 from ..validate import checked
 
 

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..data import normalize
 from .map_measures import rounded
-from .maps import mappers
+from ..layers.maps import mappers
 from .sanity_checks import spearman
 from ..validate import checked
 

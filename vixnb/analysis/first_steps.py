@@ -19,10 +19,10 @@ import torch
 
 from .. import papers
 from ..data import dataset_spec
-from ..profiles import row_runs
+from ..runs.asked import row_runs
 from ..results.provenance import provenance
-from ..runspec import RunSpec, run_command
-from ..train import STEP, STEPS_DONE, splits, training_steps
+from ..runs.spec import RunSpec, run_command
+from ..engine.train import STEP, STEPS_DONE, splits, training_steps
 
 #: steps averaged into one point of a curve and into the table's windows (a batch's loss is noisy)
 WINDOW = 20

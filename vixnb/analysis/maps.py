@@ -15,19 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
-
-def has_attention_map(module):
-    """Whether ``module``'s class defines ``attention_map``: every token mixer of ``layers.MIXERS`` and the families'
-    own attentions (LeViT's, CvT's, the `shaped` paper's one-map attention), whatever wraps them."""
-    return callable(getattr(type(module), "attention_map", None))
-
-
-def outermost_mappers(model):
-    """(name, module) of the outermost submodules whose class defines ``attention_map``, in module order (a
-    Performer's inner ``FastAttention`` and a ``TokenMixer2d``'s inner mixer are inside their wrapper's map)."""
-    named = [(n, m) for n, m in model.named_modules() if m is not model and has_attention_map(m)]
-    outer = [n for n, _ in named]
-    return [(n, m) for n, m in named if not any(n.startswith(o + ".") for o in outer)]
+from ..layers.maps import NO_MAP, declaring, mappers, outermost_mappers
 
 
 @contextmanager
@@ -83,37 +71,11 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
 
 # ---------------------------------------------------------------- what each mechanism's map is
 
-NO_MAP = "no attention map"  # how a declared map_kind starts where the mixer has none
-
-
-def _declaring(module):
-    """The module whose map ``module``'s is: itself, or the first module inside a wrapper (a ``TokenMixer2d``'s
-    mixer) that declares ``map_kind``; None where none does."""
-    return next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
-
-
 def mechanism(module):
-    """(class name, ``map_kind``) of the module whose map ``module``'s is (``_declaring``); ``module``'s class name and
+    """(class name, ``map_kind``) of the module whose map ``module``'s is (``declaring``); ``module``'s class name and
     None where none declares one."""
-    declared = _declaring(module)
+    declared = declaring(module)
     return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_kind)
-
-
-def draws_map(module):
-    """Whether ``module``'s map can be made: what the declaring class says (``draws_map = False`` on a mixer with no
-    token-to-token matrix: FNet's Fourier mixing, MLP-Mixer's token MLP), True where it says nothing."""
-    declared = _declaring(module)
-    return bool(getattr(declared, "draws_map", True)) if declared is not None else True
-
-
-def mappers(model):
-    """(name, module) of the outermost modules with a map that can be made (``draws_map``)."""
-    return [(n, m) for n, m in outermost_mappers(model) if draws_map(m)]
-
-
-def model_draws_map(model):
-    """Whether any layer of ``model`` has a map that can be made (``mappers``)."""
-    return bool(mappers(model))
 
 
 def map_kind(model):

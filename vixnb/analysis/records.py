@@ -17,28 +17,24 @@ of the book's panel, one image of each class (``per_class``).
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import replace
-from functools import cache
-from pathlib import Path
 
 import torch
-import yaml
 
-from .. import layers, papers
+from .. import layers
 from ..data import DatasetNotFoundError, load_split, normalize
 from ..models import meta_model, model_fact
-from ..profiles import get_profile, small_sizes, table_runs
+from ..runs.profiles import get_profile, small_sizes
 from ..results import provenance
-from ..results.policy import training_policy, weights_changed
-from ..runs import keep_where, trained_model, weights_too_large
-from ..runspec import RunSpec
+from ..runs.policy import training_policy, weights_changed
+from ..runs.asked import study, study_model_json, study_run, weights_over_cap
+from ..runs.make import trained_model
 from .approximations import approximation_errors
 from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
                            row_entropy)
-from .maps import attention_maps, collect_attention_maps, has_skip, map_kind, model_draws_map
+from ..layers.maps import model_draws_map
+from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
 from .sanity_checks import randomisation_check
 from ..validate import checked
 
@@ -172,12 +168,6 @@ def record_stale(record, store):
 STUDY_RECORDS = ("attention", "attribution")
 
 
-@cache
-def study():
-    """The maps study's settings (``vixnb/analysis/study.yaml``): its runs, figures' runs and per-profile sizes."""
-    return yaml.safe_load(Path(__file__).with_name("study.yaml").read_text())
-
-
 def study_settings(profile):
     """The maps study's sizes in ``profile`` (images, shown maps, IG steps, occlusion window and stride, curve steps)."""
     settings = study()["profiles"]
@@ -196,51 +186,17 @@ def study_record_name(kind, dataset=None):
     return f"maps-{kind}-{dataset or study()['dataset']}"
 
 
-def study_run(label, profile):
-    """``(model, settings, seed, dataset)`` of the study's run ``label``: its paper's table row as that paper's
-    chapter trains it in ``profile`` (``profiles.table_runs``; the first seed)."""
-    runs = study()["runs"]
-    if label not in runs:
-        raise ValueError(f"{label!r} is not a run of vixnb/analysis/study.yaml; its runs: {', '.join(runs)}")
-    spec = runs[label]
-    chapter = papers.training_chapter(spec["paper"], spec["table"])
-    for row, model, settings, seeds in table_runs(spec["paper"], chapter, spec["table"], profile):
-        if row == spec["row"]:
-            return model, settings, seeds[0], papers.table(spec["paper"], spec["table"])["dataset"]
-    raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names row {spec['row']!r}, which table "
-                     f"{spec['table']!r} of vixnb/papers/{spec['paper']}.yaml does not have")
-
-
-def _weights_over_cap(model, settings, seed, dataset, profile):
-    """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
-    return weights_too_large(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).config)
-
-
-def study_kept_rows(key, table, profile):
-    """The rows of paper ``key``'s ``table`` whose first-seed run keeps its weights for the maps study: the study's
-    runs that have an attention map or are attributed, where the weights fit the cap."""
-    s = study()
-    rows = set()
-    for label, spec in s["runs"].items():
-        if (spec["paper"], spec["table"]) != (key, table):
-            continue
-        model, settings, seed, dataset = study_run(label, profile)
-        mapped = model_fact(model_draws_map, model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
-        if (mapped or label in s["attribution"]) and not _weights_over_cap(model, settings, seed, dataset, profile):
-            rows.add(spec["row"])
-    return rows
-
-
 def study_map_kinds(profile):
     """``{label: {"model", "source", "map", "draws"}}`` of the study's runs: the model, the paper table row it is, what
-    its attention map is (``maps.map_kind``) and whether one can be made (``maps.model_draws_map``), from the models
+    its attention map is (``maps.map_kind``) and whether one can be made (``layers.maps.model_draws_map``), from the models
     built on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
         model, settings, _, dataset = study_run(label, profile)
-        settings_json = json.dumps({**_overrides(profile), **settings}, sort_keys=True)
+        settings_json = study_model_json(settings, profile)
         kind = model_fact(map_kind, model, dataset, settings_json)
-        out[label] = {"model": model, "source": f"{spec['paper']} {spec['table']}, row {spec['row']}",
+        source = f"{spec['paper']} {spec['table']}, row {spec['row']}" if "row" in spec else "the study's own run"
+        out[label] = {"model": model, "source": source,
                       "map": kind.removeprefix(f"{model}: "),
                       "draws": bool(model_fact(model_draws_map, model, dataset, settings_json))}
     return out
@@ -262,37 +218,12 @@ def panel_images(record, count=None):
     return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
 
 
-def table_specs(key, chapter, table, profile, seeds=None):
-    """``[(row, [RunSpec per seed])]``: the runs ``chapter`` (its entry in paper ``key``'s ``book`` list) makes of
-    ``table`` in ``profile`` (``profiles.table_runs``, on the table's dataset), each with what it keeps of its trained
-    weights. The one keep
-    decision, which the plan and the pages both ask: the first seed of every row of the chapter's ``keep_weights``
-    tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store where they fit
-    its cap, else on this machine (``runs.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
-    dataset = papers.table(key, table)["dataset"]
-    if table in (chapter.get("keep_weights") or []):
-        kept = {row for row, *_ in papers.table_runs(key, table)}
-    else:
-        kept = study_kept_rows(key, table, profile)
-    out = []
-    for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds):
-        specs = [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in run_seeds]
-        if row in kept and specs:
-            specs[0] = replace(specs[0], keep=keep_where(specs[0].config))
-        out.append((row, specs))
-    return out
-
-
-def _overrides(profile):
-    return dict(get_profile(profile).get("model_overrides") or {})
-
-
 def trained(label, profile, compute, store):
     """``(module, result, run)`` of a study run: its trained model (``runs.trained_model``; measuring again never
     trains again) or ``(None, {"status", "reason"}, run)``."""
     model, settings, seed, dataset = study_run(label, profile)
     run = {"model": model, "settings": settings, "seed": seed}
-    over = _weights_over_cap(model, settings, seed, dataset, profile)
+    over = weights_over_cap(model, settings, seed, dataset, profile)
     if over:
         return None, {"status": "not kept", "reason": over}, run
     module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
@@ -361,7 +292,7 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     for label in study_labels(kind, profile):
         model, settings, _, dataset = study_run(label, profile)
         if kind == "attention":
-            meta = meta_model(model, dataset, json.dumps({**_overrides(profile), **settings}, sort_keys=True))
+            meta = meta_model(model, dataset, study_model_json(settings, profile))
             if not model_draws_map(meta):
                 out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
                 continue

@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 from .map_measures import class_token_count, layer_maps, rollout
-from .maps import evaluating, mappers, attention_maps, has_skip, map_kind
+from ..layers.maps import mappers
+from .maps import evaluating, attention_maps, has_skip, map_kind
 from ..validate import checked
 
 

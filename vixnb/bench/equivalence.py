@@ -6,8 +6,8 @@ seed-to-seed spread of the default's, max - min). The CPU suite checks the kerne
 (tests/test_engine_speed.py); ``tools/gpu_check.sh`` the GPU's kernels and ``torch.compile``."""
 from contextlib import contextmanager
 
-from .. import train as engine
-from ..steps import TrainStep
+from ..engine import train as engine
+from ..engine.steps import TrainStep
 
 
 @contextmanager

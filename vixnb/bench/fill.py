@@ -3,7 +3,7 @@
 For each model, measured in ONE run (same process, same data, same dtype), training images/s of:
 
 - ``one_seed``: one seed, our engine's step (``bench train``'s "ours" path, ``training._ours_step``);
-- ``ensemble``: ``seeds`` seeds as one vmapped ensemble (``vixnb.ensemble.ensemble_step``, the step
+- ``ensemble``: ``seeds`` seeds as one vmapped ensemble (``vixnb.engine.ensemble.ensemble_step``, the step
   ``train_ensemble`` runs), counted as seeds x batch images per step;
 - ``compiled``: the one-seed step with the model under ``torch.compile`` (mode default);
 - ``cuda_graphs``: the same under ``mode="reduce-overhead"`` (CUDA graphs), on a GPU only.
@@ -15,7 +15,7 @@ separate runs one after another at ``one_seed``'s speed (below 1: faster). ``win
 the ensemble's images/s beat every single-seed approach measured, else "separate" (None where the ensemble
 or the one-seed step was not measured); ``fill_winner`` reads it back, for a batch runner choosing per model.
 ``can_ensemble`` says whether the model's paper-profile configuration can be ensembled exactly
-(``vixnb.ensemble.can_ensemble``; dropout models need ``exact=False``).
+(``vixnb.engine.ensemble.can_ensemble``; dropout models need ``exact=False``).
 """
 from contextlib import nullcontext
 
@@ -23,10 +23,10 @@ import torch
 
 from .. import papers
 from ..data import load_split
-from ..ensemble import Ensemble, can_ensemble, ensemble_step
+from ..engine.ensemble import Ensemble, can_ensemble, ensemble_step
 from ..measure import as_dtype, local_rng
 from ..models import create_model
-from ..runspec import RunSpec
+from ..runs.spec import RunSpec
 from .training import bench_adamw, ours_step, time_steps
 from ..validate import COUNT_MAX, Whole, checked
 

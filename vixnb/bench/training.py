@@ -9,13 +9,13 @@ from PIL import Image
 
 from .. import papers
 from ..data import dataset_spec, load_split, normalize
-from ..estimates import GPUS, RATE_CAP
+from ..measure.flops import GPUS, RATE_CAP
 from ..layers import fused_attn
 from ..measure import as_dtype, dtype_name, local_rng
 from ..measure.flops import flops
 from ..models import create_model
-from ..runspec import RunSpec
-from ..steps import WARMUP_STEPS, TrainStep
+from ..runs.spec import RunSpec
+from ..engine.steps import WARMUP_STEPS, TrainStep
 from ..validate import checked
 
 
@@ -194,7 +194,7 @@ def _drive(runs, batches, device, count):
 
 
 def _peak_tflops(device):
-    """The dense matrix throughput of this GPU (``estimates.GPUS``; an H200 as an H100), or None."""
+    """The dense matrix throughput of this GPU (``measure.flops.GPUS``; an H200 as an H100), or None."""
     if device.type != "cuda":
         return None
     name = torch.cuda.get_device_name(device).lower().replace("h200", "h100")
@@ -205,7 +205,7 @@ def bench_engine(models=ENGINE_MODELS, *, device=None, dtype=None, batch=32, ste
                  dw_steps=100, overrides=None):
     """The engine's step (``steps.TrainStep``) per model at ``batch``: images/s eager, graphed (one CUDA graph; on a
     CPU the graphed path runs eagerly) and of K graphed runs at once (each on its own stream, ``concurrent``); the
-    share of the FLOP floor (3 x the forward's FLOPs an image at ``estimates.RATE_CAP`` of the GPU's peak: 1.0 is
+    share of the FLOP floor (3 x the forward's FLOPs an image at ``measure.flops.RATE_CAP`` of the GPU's peak: 1.0 is
     the floor, more is faster); and the largest |difference| of any weight after ``dw_steps`` steps from one seed
     on the same batches, eager against graphed beside eager against eager (the floor of the kernels' own noise).
     ``overrides``: model settings (``SMOKE``)."""

@@ -26,8 +26,8 @@ import yaml
 from .. import papers
 from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, error_outputs, relative_path, say, repo_root,
                         run_notebook)
-from ..profiles import get_profile, gpu_profile, list_profiles
-from ..plan import counts
+from ..runs.profiles import get_profile, gpu_profile, list_profiles
+from ..plan.plan import counts
 from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger
 from ..report.records import book_plans, book_totals, status_counts
 from ..validate import checked

@@ -33,7 +33,7 @@ from papermill.translators import PythonTranslator
 from .. import RELEASE_TAG, REPOSITORY_URL
 from ..parameters import as_list, check_parameter
 from ..paths import checkout_root, repo_root
-from ..profiles import get_profile, gpu_profile
+from ..runs.profiles import get_profile, gpu_profile
 
 __all__ = [
     "repo_root",

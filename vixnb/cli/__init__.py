@@ -14,10 +14,10 @@ from ..validate import COUNT_MAX, NON_NEGATIVE, POSITIVE, SEED, Real, Whole, opt
 
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
-PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt", "sgd")  # vixnb.profiles
-PRECISIONS, STOPS = ("fp32", "bf16", "fp16"), ("epochs", "patience")  # vixnb.profiles
-ORDERS = ("chapters", "rows")  # vixnb.plan
-GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.estimates
+PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt", "sgd")  # vixnb.runs.profiles
+PRECISIONS, STOPS = ("fp32", "bf16", "fp16"), ("epochs", "patience")  # vixnb.runs.profiles
+ORDERS = ("chapters", "rows")  # vixnb.plan.plan
+GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.measure.flops.GPUS
 TRAVEL_MB = 60  # vixnb.results.pack
 
 

@@ -23,7 +23,7 @@ def models(args):
 
 def train(args):
     """``vixnb train MODEL``: train one model (or load its stored result) and print a summary."""
-    from ..runs import run
+    from ..runs.make import run
 
     options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
@@ -221,7 +221,7 @@ def papers_check(args):
 
 def plan(args):
     """``vixnb plan``: what the book needs in a profile, what is stored, what is left, in GPU-hours."""
-    from .. import plan as planning
+    from ..plan import plan as planning
     from .tables import plan_table, plan_totals
 
     entries = planning.build(args.profile, machine=True, order=args.order, gpu=args.gpu)
@@ -243,9 +243,10 @@ def _not_used(profile):
     import sys
 
     from ..results import ResultsStore
+    from ..runs.policy import unusable
 
     store = ResultsStore()
-    for path, why in store.unusable_files(profile):
+    for path, why in store.unusable_files(profile, unusable=unusable):
         print(f"vixnb: not used: {path}: {why}; it is left as it is (move or delete it to silence this)",
               file=sys.stderr)
 
@@ -274,7 +275,8 @@ def batch(args):
     started = time.time()  # the budget counts from here: building the plan is part of it
     if args.pack and not args.dry_run:  # an archive that cannot be written is found now, not after the jobs ran
         writable_file(args.pack, "--pack")
-    from .. import batch as runner, plan as planning
+    from ..plan import batch as runner
+    from ..plan import plan as planning
     from ..results import ResultsStore
 
     if args.dry_run:  # writes nothing, so waits for no other batch
@@ -304,10 +306,10 @@ def _batch(args, runner, planning, started):
 def _batch_here(args, runner, planning, started):
     import torch
 
-    from ..profiles import gpu_profile
+    from ..runs.profiles import gpu_profile
 
     if args.rehearse:
-        from ..rehearsal import rehearsal_table, rehearse
+        from ..plan.rehearsal import rehearsal_table, rehearse
 
         rows, seconds = rehearse(args.profile, executor=args.executor, folder=args.folder,
                                  progress=lambda line: print(line, flush=True), budget=args.budget, only=args.only,
@@ -345,7 +347,7 @@ def _batch_here(args, runner, planning, started):
         budget = max(args.budget - (time.time() - started), 1) if args.budget else None
         try:
             if args.gpu_check and jobs:
-                from ..rehearsal import gpu_check
+                from ..plan.rehearsal import gpu_check
 
                 print(runner.stamp("GPU check"), flush=True)
                 budget = _gpu_check(gpu_check, jobs, budget)
@@ -395,7 +397,7 @@ def probe(args):
     """``vixnb probe``: probe the stored results whose code changed (``--all``: every one) and write the ledger;
     ``--check``: write nothing, fail where one is not current."""
     from ..results import ResultsStore
-    from ..results.probe import ledger_path, probe_store
+    from ..runs.probe import ledger_path, probe_store
     from ..results.store import writable_folder
 
     store = ResultsStore()

@@ -1,8 +1,8 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
 ``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
-from ..entries import TrainEntry
-from ..plan import shown_settings
+from ..plan.entries import TrainEntry
+from ..plan.plan import shown_settings
 
 
 def text_cell(value, spec, *, blank="-"):
@@ -119,7 +119,7 @@ def train_table(rows):
 
 
 def plan_table(entries):
-    """A plain-text table of plan entries (``vixnb.plan.Entry``): priority, what, status, GPU minutes, basis."""
+    """A plain-text table of plan entries (``vixnb.plan.plan.Entry``): priority, what, status, GPU minutes, basis."""
     width = max([len("chapter"), *(len(e.chapter) for e in entries)]) + 2
     whats = [entry_words(e) for e in entries]
     what_width = max([len("what"), *map(len, whats)]) + 2

@@ -5,9 +5,10 @@ module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_kinds()`` na
 has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
 have none and raise ``NotImplementedError``), and says on its class what that map is: ``map_kind``, one line (a
 property where it depends on the layer's settings; starting "no attention map" and saying why where there is
-none, the class then declaring ``draws_map = False``: what code reads), and beside it the ``mechanism`` it implements ("softmax attention", "Linformer", ...: a model family with its
-own attention class declares it too; the synthesis page groups the models by it). ``vixnb.analysis`` collects the maps
-of any model by mixer type, describes them by their ``map_kind`` and measures them.
+none, the class then declaring ``draws_map = False``: what code reads, ``maps``), and beside it the ``mechanism``
+it implements ("softmax attention", "Linformer", ...: a model family with its own attention class declares it too;
+the synthesis page groups the models by it). ``vixnb.analysis`` collects the maps of any model by mixer type,
+describes them by their ``map_kind`` and measures them.
 
 Layer-wise initialisation: ``build`` takes the layer's ``layer_index`` (1-based) and the ``depth`` of the
 stack from whoever builds a stack (the ``Transformer`` of ``blocks``, ``build_stack``) and passes them on only

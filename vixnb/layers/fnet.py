@@ -11,7 +11,7 @@ from torch import nn
 
 class FourierMixer(nn.Module):
     mechanism = "FNet (Fourier mixing)"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    draws_map = False  # a declaration the maps' code reads (``analysis.maps.draws_map``); map_kind says why
+    draws_map = False  # a declaration the maps' code reads (``layers.maps.draws_map``); map_kind says why
     map_kind = ("no attention map: FNet's Fourier mixing (the real part of a 2-D FFT over tokens and channels) is "
                 "a fixed operator with no token-to-token matrix")
 

@@ -7,7 +7,8 @@ import importlib.util
 import pandas as pd
 
 from ..models import list_models
-from ..profiles import get_profile, run_model_settings, small_sizes
+from ..runs.profiles import get_profile, small_sizes
+from ..runs.spec import run_model_settings
 from .frames import records_frame
 from .per_model import measure, measure_many, measure_model
 from .runtime import PATHS

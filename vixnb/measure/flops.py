@@ -20,6 +20,12 @@ from ..models.counting import input_size_of
 from ..validate import POSITIVE, checked, env_number
 from .runtime import GB, execution_path, local_rng
 
+
+RATE_CAP = 0.4  # of a GPU's peak matrix throughput: the most a rate fitted to FLOPs may reach (``plan.estimates``)
+#: dense matrix throughput (TFLOP/s) of each GPU at the precision it trains a bf16 run in
+#: (``engine.precision.machine_precision``), from the vendors' data sheets
+GPUS = {"h100": (989.0, "bf16"), "a100": (312.0, "bf16"), "l4": (121.0, "bf16"), "t4": (65.0, "fp16"),
+        "p100": (18.7, "fp16")}
 CONVENTIONS = {
     "matmul_flops": "torch.utils.flop_counter: matrix products and convolutions, FLOPs = 2 x MACs",
     "macs": "matmul_flops / 2 (multiply-accumulates of matrix products and convolutions)",

@@ -10,7 +10,7 @@ import torch
 
 from ..models import create_model, list_models
 from ..models.counting import input_size_of
-from ..profiles import get_profile, small_sizes
+from ..runs.profiles import get_profile, small_sizes
 from .runtime import PATHS, execution_path, is_oom, local_rng, oom_record, provenance, release_memory
 from .storage import jsonable
 from .timing import time_ms, timing_label

@@ -117,6 +117,15 @@ def model_entrypoint(name):
     return MODELS[name]
 
 
+def model_modules(name, model):
+    """The modules that make a built ``model``: those defining its module classes and, for a registered ``name``,
+    the family file that registers it (what its source hash digests: ``results.provenance.source_hashes``)."""
+    modules = {type(m).__module__ for m in model.modules()}
+    if name in list_models():
+        modules.add(model_entrypoint(name).__module__)
+    return sorted(modules)
+
+
 def model_family(name):
     """The family file model ``name`` is registered in (``"vix"``, ``"levit"``, ...): what its tables and
     figures group it by."""

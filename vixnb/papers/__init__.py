@@ -226,7 +226,7 @@ def per_model(setting, model):
 
 def book_chapters(key):
     """The book's chapters on paper ``key``: its file's ``book`` list, one mapping per chapter, each with its
-    ``notebook`` (see ``vixnb.plan``). Empty when it has none."""
+    ``notebook`` (see ``vixnb.plan.plan``). Empty when it has none."""
     return list(load(key).get("book") or [])
 
 

@@ -1,14 +1,13 @@
-"""The results store (training runs, measurements, benchmarks), the one provenance function, and the one
-compute policy (``compute="never" | "missing" | "always"``: ``policy``)."""
+"""The results store (training runs, measurements, benchmarks, keyed by ``config_key``), checkpoints, the one
+provenance function and the pack that carries results between machines. It stores; whether a stored result
+answers, and whether to make one, is the compute policy's (``runs.policy``)."""
 from .provenance import device_name, git_commit, made_on, provenance
 from .checkpoints import (has_checkpoint, load_checkpoint, previous_path, remove_checkpoints,
                           remove_failed_checkpoints, save_checkpoint)
-from .policy import COMPUTE, check_compute
 from ..errors import StoreError
-from ..profiles import config_key
-from .store import ResultsStore, default_root, read_json
+from .store import ResultsStore, config_key, default_root, read_json
 
-__all__ = ["COMPUTE", "ResultsStore", "StoreError", "read_json", "load_checkpoint", "previous_path", "remove_checkpoints",
+__all__ = ["ResultsStore", "StoreError", "read_json", "load_checkpoint", "previous_path", "remove_checkpoints",
            "has_checkpoint", "remove_failed_checkpoints",
-           "save_checkpoint", "check_compute", "config_key", "default_root", "device_name", "git_commit", "made_on",
+           "save_checkpoint", "config_key", "default_root", "device_name", "git_commit", "made_on",
            "provenance"]

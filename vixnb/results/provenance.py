@@ -16,10 +16,14 @@ from functools import cache
 import torch
 
 from .. import __version__
-from ..models.registry import list_models, model_entrypoint
 from ..paths import checkout_root
-from ..profiles import ENGINE_VERSION
 from ..validate import env_text
+
+#: the engine's version, recorded in each result's provenance and compared (``runs.policy.other_engine``), not
+#: in the key: a bump flags stored results stale (still shown, with the reason) instead of hiding them. Bump it by
+#: hand for what the CPU probe (``runs.probe``) cannot see: GPU-only paths (bf16, fused AdamW, compile) and
+#: logic after the probe's steps.
+ENGINE_VERSION = 1
 
 
 def device_name(device):
@@ -88,7 +92,7 @@ def made_alone(result):
 
 def provenance(device=None, *, stamp="date", **fields):
     """Where, when and from what a result was made: device (name and type), torch / CUDA / vixnb versions,
-    the commit, the engine's version (``profiles.ENGINE_VERSION``), how it was executed (``execution``, where a
+    the commit, the engine's version (``ENGINE_VERSION``), how it was executed (``execution``, where a
     batch said), the UTC time under ``stamp``, and the caller's ``fields`` (profile, seed, dtype, batch size,
     data, ...). ``device`` defaults to the GPU when there is one."""
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -108,7 +112,7 @@ def made_on(prov):
 #: the training engine's modules, whose source the ``engine`` hash covers: the loop, the optimizers and
 #: schedules, evaluation and checkpoints (``train``), several seeds as one vectorised job (``ensemble``), and the
 #: data pipeline they feed (``data``)
-ENGINE_MODULES = ("vixnb.train", "vixnb.augment", "vixnb.ensemble", "vixnb.data")
+ENGINE_MODULES = ("vixnb.engine.train", "vixnb.engine.augment", "vixnb.engine.ensemble", "vixnb.data")
 
 
 @cache
@@ -176,15 +180,12 @@ def _digest(names):
     return digest.hexdigest()[:12]
 
 
-def source_hashes(model_name, model):
-    """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of every vixnb module that
-    defines a module class of ``model`` or registers ``model_name`` (its family file), and every vixnb module they
-    import (``imported_modules``: helpers such as ``layers/blocks.py`` and the packages' ``__init__``); and over the
-    training engine's modules (``ENGINE_MODULES``) and what they import. A stored result records them. They are a
+def source_hashes(model_modules):
+    """``{"model": ..., "engine": ...}``: 12 hex digits of SHA-256 over the source of ``model_modules`` (the vixnb
+    modules that define a model's module classes and register it: ``models.model_modules``) and every vixnb module
+    they import (``imported_modules``: helpers such as ``layers/blocks.py`` and the packages' ``__init__``); and over
+    the training engine's modules (``ENGINE_MODULES``) and what they import. A stored result records them. They are a
     cache key only: any edit changes them, a comment too; where they differ from today's, the behavioural probe
-    (``results.probe``) decides whether the result is still current (``policy.code_changed``)."""
-    modules = {type(m).__module__ for m in model.modules()}
-    if model_name in list_models():
-        modules.add(model_entrypoint(model_name).__module__)
-    own = imported_modules(m for m in modules if m.split(".")[0] == "vixnb")
+    (``runs.probe``) decides whether the result is still current (``runs.policy.code_changed``)."""
+    own = imported_modules(m for m in model_modules if m.split(".")[0] == "vixnb")
     return {"model": _digest(own), "engine": _digest(imported_modules(ENGINE_MODULES))}

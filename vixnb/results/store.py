@@ -15,7 +15,6 @@ the repository's ``results/`` (so the book can be rebuilt on a CPU from them); `
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
 and two processes finishing the same run leave one complete file.
 """
-import functools
 import hashlib
 import io
 import json
@@ -31,11 +30,7 @@ import torch
 
 from ..errors import StoreError, say_once
 from ..files import atomic_write
-from ..models import list_models
 from ..paths import results_root
-from ..profiles import ENGINE_VERSION
-from ..runspec import RunSpec, result_path
-from .policy import decide
 
 
 BATCH_LOCK = ".locks/batch.lock"  # in the store's root (git-ignored, as the runs' locks): held by its running batch
@@ -78,37 +73,16 @@ def damage(result):
     return None
 
 
-#: the keys a training run's configuration holds only where set (``profiles.run_config``); with those of a plain
-#: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
-OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
-                        "loss_fp32")
+def config_key(config):
+    """A training run's key in the store: 16 hex digits of SHA-256 over its whole configuration (``runs.spec``'s
+    ``run_config``), which names its result file."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def unusable(result):
-    """Why a stored training run (``result``, read back) cannot be used by this vixnb, or None: ``damage``, a model
-    no longer registered, a newer engine version than this one, or a configuration key this vixnb does not
-    write. Such a file is listed as "not used" (``ResultsStore.unusable_files``) and left as it is."""
-    if (why := damage(result)) is not None:
-        return why
-    config = result.get("config")
-    if not isinstance(config, dict):
-        return "it has no config"
-    if config.get("model") not in list_models():
-        return f"model {config.get('model')!r} is not registered in this vixnb (renamed or removed)"
-    version = config.get("engine_version")
-    if isinstance(version, int) and version > ENGINE_VERSION:
-        return (f"made by a newer vixnb (engine version {version}, this one has {ENGINE_VERSION}); upgrade vixnb "
-                "to use it")
-    unknown = sorted(set(config) - _config_keys())
-    if unknown:
-        return f"configuration key(s) {', '.join(unknown)} unknown to this vixnb (made by another version?)"
-    return None
-
-
-@functools.cache
-def _config_keys():
-    """Every key of a training run's configuration that this vixnb writes."""
-    return set(RunSpec.of("vit", profile="smoke").config) | set(OPTIONAL_CONFIG_KEYS)
+def result_path(config):
+    """The path in the store of run config ``config``'s result: ``<profile>/<model>-<dataset>-seed<seed>-<key>.json``
+    (``ResultsStore.path`` is the store's root joined with it)."""
+    return f"{config['profile']}/{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
 
 
 def damaged_result(path, why):
@@ -144,7 +118,7 @@ class ResultsStore:
         self.root = Path(root) if root is not None else default_root()
 
     def path(self, config):
-        """Where the result of run config ``config`` is (``runspec.result_path`` under the store's root)."""
+        """Where the result of run config ``config`` is (``result_path`` under the store's root)."""
         return self.root / result_path(config)
 
     def checkpoint_path(self, config):
@@ -306,9 +280,11 @@ class ResultsStore:
         size = len(json.dumps(whole, indent=1, sort_keys=True).encode())  # what a full disk's message says it needs
         return atomic_write(self.path(config), lambda f: json.dump(whole, f, indent=1, sort_keys=True), size=size)
 
-    def results(self, profile=None):
-        """Every stored training run of ``profile`` (default: of every profile); an unreadable or damaged file is
-        left out (``get`` names it where a run asks for it; ``vixnb plan`` shows it as damaged)."""
+    def results(self, profile=None, *, unusable=damage):
+        """Every stored training run of ``profile`` (default: of every profile) that ``unusable`` (why a run read back
+        cannot be used, or None; default ``damage``; ``runs.policy.unusable`` adds what this vixnb cannot use) lets
+        through; an unreadable file is left out (``get`` names it where a run asks for it; ``vixnb plan`` shows it as
+        damaged)."""
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
         found = []
         for path in (p for folder in folders for p in sorted(folder.glob("*.json"))):
@@ -320,10 +296,11 @@ class ResultsStore:
                 found.append(result)
         return found
 
-    def unusable_files(self, profile):
+    def unusable_files(self, profile, *, unusable=damage):
         """``[(path relative to the store, why)]``: each file of ``profile``'s training runs, measurements (and of
-        the benchmarks) that cannot be used (not JSON, a folder, damaged, a model no longer registered, a newer
-        engine, an unknown configuration key). Nothing is deleted: ``vixnb plan`` lists each as "not used"."""
+        the benchmarks) that cannot be used (not JSON, a folder, or what ``unusable`` says of a training run: damaged,
+        and with ``runs.policy.unusable`` a model no longer registered, a newer engine, an unknown configuration key).
+        Nothing is deleted: ``vixnb plan`` lists each as "not used"."""
         out = []
         for folder, training in ((self.root / profile, True), (self.root / profile / "measure", False),
                                  (self.root / "bench", False)):
@@ -385,20 +362,3 @@ class ResultsStore:
         found = {int(p.stem.rsplit("-", 1)[1]): p.stem for p in folder.glob(f"{prefix}-*.json")
                  if p.stem.rsplit("-", 1)[1].isdigit()}
         return found[max(found)] if found else prefix
-
-    def obtain(self, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False, cpu_ok=False):
-        """Record ``name`` under the compute policy (``policy.decide``): read from the store, or made (``make()``
-        returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
-        a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
-        profile (a GPU-memory measurement); ``cpu_ok``: a CPU makes it in any profile (it times nothing). None where
-        nothing is stored and nothing can be made here."""
-        stored = self.load_record(group, name, profile=profile)
-        why = stale(stored) if stale is not None and stored is not None else None
-        decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
-        if decision.action == "read":
-            return {**stored, "stale": decision.reason} if decision.reason else stored
-        if decision.action == "skip":
-            return None
-        record = make()
-        self.save_record(group, name, record, profile=profile)
-        return record

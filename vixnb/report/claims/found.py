@@ -14,10 +14,10 @@ from ...analysis.first_steps import arms_ahead, ordered_arms
 from ...errors import StoreError
 from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
-from ...profiles import table_runs
+from ...runs.asked import table_runs
 from ...results import ResultsStore, made_on, read_json
-from ...results.store import unusable
-from ...runspec import RunSpec
+from ...runs.policy import unusable
+from ...runs.spec import RunSpec
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
 from .verdicts import claim_anchor, claims, verdict_text
 from .standing import count_checks

@@ -13,9 +13,10 @@ from ... import papers
 from ...measure import flops
 from ...record_kinds import KINDS, stored_figures
 from ...models import create_model, list_models, model_cfg
-from ...profiles import row_runs
-from ...runspec import RunSpec
-from ...results import ResultsStore, check_compute
+from ...runs.asked import row_runs
+from ...runs.spec import RunSpec
+from ...results import ResultsStore
+from ...runs.policy import check_compute, unusable
 from .schema import in_sections, paper_claims, parse_claim
 from .verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
                              claims_readings, claims_summary)
@@ -131,7 +132,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
     precisions, a failed run), for the verdict rules."""
     check_compute(compute)
     store = store if store is not None else ResultsStore()
-    stored = store.results(profile) if (store.root / profile).is_dir() else []
+    stored = store.results(profile, unusable=unusable) if (store.root / profile).is_dir() else []
     ours, records, seen = rules.Figures(), [], set()
 
     def keep(record):

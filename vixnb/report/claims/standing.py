@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import papers
 from ...models import list_models
-from ...plan import counts
+from ...plan.plan import counts
 from .verdicts import claims
 from ..records.collect import current_counts
 from .rules import NOT_DECIDED

@@ -16,8 +16,10 @@ import pandas as pd
 from ... import papers
 from ...layers import MIXERS, SoftmaxAttention
 from ...models import list_models, model_fact, model_family
-from ...profiles import get_profile, row_runs, settings_of_model
-from ...runs import run
+from ...runs.profiles import get_profile
+from ...runs.asked import row_runs
+from ...runs.spec import settings_of_model
+from ...runs.make import run
 from ...results import ResultsStore, read_json
 from .ours import ledger
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE

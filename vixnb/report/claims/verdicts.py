@@ -12,7 +12,7 @@ import pandas as pd
 from ... import papers
 from ...escape import html_text
 from ...models import list_models
-from ...profiles import get_profile
+from ...runs.profiles import get_profile
 from .schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
                            UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections, paper_claims, parse_claim)
 from ..records.metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit

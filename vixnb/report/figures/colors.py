@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt
 
 from ... import papers
 from ...models import model_cfg
-from ...profiles import config_key, table_runs
-from ...runspec import RunSpec
+from ...results.store import config_key
+from ...runs.asked import table_runs
+from ...runs.spec import RunSpec
 
 #: the colour of a model's mechanism, from its name (first match): tab20's dark shade; a variant of the model
 #: (``LIGHT``: hybrid embedding, warm start, our earlier reading) takes the light shade of the same hue

@@ -9,15 +9,16 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ... import papers
-from ...analysis.records import STUDY_RECORDS, table_specs
+from ...analysis.records import STUDY_RECORDS
+from ...runs.asked import table_specs
 from ...data import DatasetNotFoundError
 from ...models import model_fact
 from ...models.counting import recorded_counts
 from ...record_kinds import Request, kind_of, obtain, record_name, study_requests
 from ...results import ResultsStore, StoreError, made_on
-from ...results.policy import other_code
-from ...runs import run
-from ...runspec import RunSpec
+from ...runs.policy import other_code
+from ...runs.make import run
+from ...runs.spec import RunSpec
 from .metrics import METRICS, PER_SEED
 from .provenance import short_device
 
@@ -30,7 +31,7 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
                  **settings):
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
-    ``settings``: run and ``create_model`` settings beyond the profile's (``profiles.run_config``);
+    ``settings``: run and ``create_model`` settings beyond the profile's (``spec.run_config``);
     ``keep_weights``: as ``runs.run``."""
     jobs = [(m, s) for m in models for s in seeds]
     bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
@@ -189,7 +190,7 @@ def study_measurement(kind, *, profile, compute="missing", train=None, store=Non
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):
-    """``{row: [result per seed]}`` of one table of a chapter (``profiles.table_runs``: the table's settings and the
+    """``{row: [result per seed]}`` of one table of a chapter (``asked.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights where
     ``analysis.records.table_specs`` (the plan's own keep decision) says."""

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...entries import BenchEntry, TrainEntry
+from ...plan.entries import BenchEntry, TrainEntry
 from ...escape import markdown_text
-from ...plan import STATUSES, build, counts, shown_settings, todo
-from ...profiles import get_profile, gpu_profile, list_profiles
+from ...plan.plan import STATUSES, build, counts, shown_settings, todo
+from ...runs.profiles import get_profile, gpu_profile, list_profiles
 from ...results import ResultsStore, StoreError, made_on, read_json
-from ...results.policy import cannot_make_here, code_changed
+from ...runs.policy import cannot_make_here, code_changed
 
 
 def short_device(device):
@@ -129,7 +129,7 @@ def gpu_profiles():
 
 
 def book_plans(profiles=None, *, store=None):
-    """``{profile: plan entries}`` (``vixnb.plan.build``) of the GPU profiles: build them once and pass them to
+    """``{profile: plan entries}`` (``vixnb.plan.plan.build``) of the GPU profiles: build them once and pass them to
     ``book_totals``, ``stored_results_frame`` and ``missing_runs_frame``."""
     return {p: build(p, store=store) for p in (profiles or gpu_profiles())}
 

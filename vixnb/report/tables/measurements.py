@@ -10,7 +10,7 @@ from IPython.display import HTML, Markdown, display
 from ... import papers
 from ...analysis.first_steps import LEAD_POINTS, arms_ahead, arms_frame, ordered_arms
 from ...measure.costs import speed_table  # noqa: F401  (tables.speed_table: the speed kind's page table)
-from ...profiles import small_sizes
+from ...runs.profiles import small_sizes
 from ...record_kinds import chapter_requests, kind_of, record_name
 from ..records.collect import record
 from ..records.provenance import provenance_line

@@ -1,12 +1,13 @@
-"""Page pieces of the plan (``vixnb.plan``): GPU-hours per chapter and profile, the entries left to run, and
+"""Page pieces of the plan (``vixnb.plan.plan``): GPU-hours per chapter and profile, the entries left to run, and
 the answer to a chapter's question (a setting beside the profile's own runs, with the seed spread)."""
 import pandas as pd
 
 from ... import papers
-from ...entries import TrainEntry
-from ...plan import shown_settings, todo, totals
-from ...profiles import get_profile, row_runs
-from ...runs import run
+from ...plan.entries import TrainEntry
+from ...plan.plan import shown_settings, todo, totals
+from ...runs.profiles import get_profile
+from ...runs.asked import row_runs
+from ...runs.make import run
 from ...data import dataset_spec
 from ..records.collect import mean_std
 from ..records.learning import failed_reason, not_learned_reason

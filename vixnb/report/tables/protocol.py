@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...runspec import RunSpec
+from ...runs.spec import RunSpec
 from .pages import page_table
 
 
@@ -50,7 +50,7 @@ def _reported(config):
 
 
 def protocol_rows(config):
-    """``{aspect: value}``: the training protocol of ``config`` (``profiles.run_config``) in words: optimizer,
+    """``{aspect: value}``: the training protocol of ``config`` (``spec.run_config``) in words: optimizer,
     schedule, augmentation, batch size, epochs, post-training (where there is one), precision, the epoch reported,
     and the per-layer gradient norms (where recorded)."""
     rows = {"optimizer": _optimizer(config), "schedule": config.get("schedule", "constant"),
@@ -65,7 +65,7 @@ def protocol_rows(config):
 
 
 def protocol_table(model, profile, *, rows=None, **settings):
-    """The training protocol of ``model``'s run in ``profile`` (``profiles.run_config`` with ``settings``) as a page
+    """The training protocol of ``model``'s run in ``profile`` (``spec.run_config`` with ``settings``) as a page
     table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page adds
     (``{"input": "224 px"}``)."""
     protocol = {**protocol_rows(RunSpec.of(model, profile=profile, **settings).config), **(rows or {})}

@@ -20,7 +20,7 @@ same model, dataset and seed whose configuration differs and which no other entr
 rows a later change superseded, or one the behavioural probe found today's code making other numbers for;
 ``missing``; ``damaged``: a result file that cannot be read (named, kept).
 
-**Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.estimates`` (a stored run of the model, the
+**Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.plan.estimates`` (a stored run of the model, the
 ``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
 at their kind's nominal minutes), for the H100 of the stored figures or another GPU (``gpu``).
 
@@ -41,18 +41,19 @@ import math
 import os
 from dataclasses import replace
 
-from . import papers
-from .analysis.records import table_specs
-from .data import source_fingerprint
+from .. import papers
+from ..runs.asked import row_runs, study, study_own_specs, table_specs
+from ..data import source_fingerprint
 from .entries import BenchEntry, MeasureEntry, TrainEntry
 from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, stored_timings
-from .profiles import get_profile, gpu_profile, row_runs, run_model_settings
-from .record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
-from .results import ResultsStore
-from .results.pack import TRAVEL_MB
-from .results.policy import architecture_today
-from .runspec import Keep, RunSpec
-from .runtime import machine_precision
+from ..runs.profiles import get_profile, gpu_profile
+from ..runs.spec import run_model_settings
+from ..record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
+from ..results import ResultsStore
+from ..results.pack import TRAVEL_MB
+from ..runs.policy import architecture_today
+from ..runs.spec import Keep, RunSpec
+from ..engine.precision import machine_precision
 
 LEVELS = {
     1: "one seed of every published row, and the measurements the pages read",
@@ -82,7 +83,7 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
     key: TrainEntry}``, shared by the chapters and filled here): a run already there (another table's or an earlier
     chapter's) stays one entry, at the lowest level asked for, keeping its weights if any table asks for them
     (``analysis.records.table_specs``, the one keep decision). ``machine``: each run in the precision this machine
-    trains it in (``runtime.machine_precision``: a T4's fp16 run of a bf16 row)."""
+    trains it in (``engine.precision.machine_precision``: a T4's fp16 run of a bf16 row)."""
     entries = []
     for table in chapter.get("train", []):
         for row, specs in table_specs(key, chapter, table, profile, seeds):
@@ -102,8 +103,15 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
                 for seed in seeds:
                     entries.append((2, f"question: {question}", f"{row}: {arm}" if arm else row, RunSpec.of(
                         model, dataset=dataset, profile=profile, seed=seed, **{**settings, **change})))
+    return _entries_of(entries, key, chapter["notebook"], profile, runs, machine)
+
+
+def _entries_of(asked, key, notebook, profile, runs, machine):
+    """The ``TrainEntry`` s of ``asked`` (``[(level, purpose, name, RunSpec)]``) not yet in ``runs`` (``{config key:
+    TrainEntry}``, shared by the chapters and the study, filled here): a run already there stays one entry, at the
+    lowest level asked for, keeping its weights if any asks for them. ``machine``: as ``_train_entries``."""
     out = []
-    for level, purpose, name, spec in entries:
+    for level, purpose, name, spec in asked:
         if machine and (precision := machine_precision(spec.config["precision"])) != spec.config["precision"]:
             spec = replace(spec, settings={**spec.settings, "precision": precision})
         k = spec.key
@@ -114,7 +122,7 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
                 first.keeping(spec.keep, spec.dataset)
             continue
         needs = {spec.config["init_from"]["key"]} if spec.config.get("init_from") else set()  # after its source
-        runs[k] = TrainEntry(chapter=chapter["notebook"], paper=key, name=name, profile=profile, level=level,
+        runs[k] = TrainEntry(chapter=notebook, paper=key, name=name, profile=profile, level=level,
                              purpose=purpose, spec=spec, needs=frozenset(needs))
         out.append(runs[k])
     return out
@@ -171,7 +179,7 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     ``vixnb batch``), in the precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters``
     (whole chapters, every seed, runs and measurements together, the cheapest chapter first:
     ``_chapters_cheapest_first``) or ``rows`` (the levels across the book: one seed of every row first, ``LEVELS``).
-    ``gpu``: estimate the minutes for that GPU (``estimates.GPUS``) instead of the H100 of the stored figures."""
+    ``gpu``: estimate the minutes for that GPU (``measure.flops.GPUS``) instead of the H100 of the stored figures."""
     check_gpu(gpu)
     if order not in ORDERS:
         raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
@@ -191,6 +199,8 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
         entries += _train_entries(key, chapter_entry, profile, seeds, store, runs, machine)
         if records:  # a CPU profile's pages measure as they render
             entries += _record_entries(chapter_requests(key, chapter_entry), profile, store, runs)
+    study_runs = [(1, "maps study", label, spec) for label, spec in study_own_specs(profile)]
+    entries += _entries_of(study_runs, "maps", study()["notebook"], profile, runs, machine)
     if records:
         entries += _record_entries(study_requests(), profile, store, runs)
     needed = {e.path for e in entries}  # of the whole plan: a file another chapter needs is not "other settings"

@@ -1,78 +1,30 @@
-"""Run profiles (smoke / budget / paper), the resolved configuration that identifies one training run, and the
-runs a chapter makes of a paper table in a profile (``table_runs``)."""
-import hashlib
+"""One training run's identity, made once (from a paper row, a chapter's table, the maps study or the command line)
+and carried unchanged to the batch, the store and the page: ``RunSpec``.
+
+A ``RunSpec`` is its model, dataset, profile, seed and settings (a paper row's, a chapter's profile settings, a
+study's: ``FrozenSettings``) and where its trained weights are kept (``Keep``). Its ``config`` is the resolved
+configuration (``run_config``), its ``key`` the store key (``results.store.config_key``) and its ``path`` the
+result file's path in the store. Where the weights are kept is not part of the identity: the same run keeps them or
+not, under the same key.
+"""
+from __future__ import annotations
+
+import copy
 import inspect
 import json
 import numbers
-from functools import cache
-from importlib import resources
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from functools import cached_property
 
-import torch
-import yaml
-
-from .data import dataset_spec, source_fingerprint
-from . import papers
-from .models import list_models, model_cfg, settings_from_key, settings_in_key
-from .validate import Choice, checked
-
-
-@cache
-def profiles_file():
-    """``profiles.yaml`` as read (every profile's settings)."""
-    return yaml.safe_load(resources.files("vixnb").joinpath("profiles.yaml").read_text())
-
-
-def list_profiles():
-    """Names of the run profiles (profiles.yaml), sorted."""
-    return sorted(profiles_file()["profiles"])
-
-
-#: the suffix of a profile's dress rehearsal (``rehearsal_profile``): ``budget-rehearsal``
-REHEARSAL = "-rehearsal"
-REHEARSAL_BATCH = {"cpu": 2, "cuda": 8}  # a rehearsal's batch, on the device at hand
-#: the blocks of each model in a rehearsal on a CPU, where the profile sets none (a GPU's rehearsal builds the models
-#: whole): every code path of a run (a loop over layers included) at a sixth of a ViT-B/16's cost
-REHEARSAL_CPU_DEPTH = 2
-
-
-def get_profile(name):
-    base = name.removesuffix(REHEARSAL) if isinstance(name, str) else name
-    if base not in list_profiles():
-        raise ValueError(f"unknown profile {name!r}; valid profiles: {', '.join(list_profiles())} (and each with "
-                         f"{REHEARSAL}, its dress rehearsal)")
-    profile = dict(profiles_file()["profiles"][base], name=name)
-    return rehearsal_profile(profile) if base != name else profile
-
-
-def small_sizes(name):
-    """Whether profile ``name`` measures at a CPU's small sizes (the smoke profile, and any dress rehearsal) rather
-    than the papers' (a GPU profile)."""
-    profile = get_profile(name)
-    return profile["device"] != "cuda" or bool(profile.get("rehearsal"))
-
-
-def rehearsal_profile(profile):
-    """The dress rehearsal of ``profile`` (``vixnb batch --rehearse``): every run of it on the device at hand, in its
-    precision there (fp32 on a CPU), for two epochs of one step each (a DualOpT run: one with AdamW, one with SGD)
-    and one test batch, at a small batch, seeds 0 and 1 (an ensemble needs two), on the data here: CIFAR-10's copy
-    where there is one, else the synthetic set; on a CPU each model has ``REHEARSAL_CPU_DEPTH`` blocks unless the
-    profile or the run sets its depth. Its results prove that a run works, nothing about the models."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    batch = REHEARSAL_BATCH[device]
-    if device == "cpu":
-        profile = {**profile, "model_overrides": {"depth": REHEARSAL_CPU_DEPTH, **profile.get("model_overrides", {})}}
-    return {**profile, "page_title": f"dress rehearsal of the {profile['name'].removesuffix(REHEARSAL)} profile",
-            "description": "every run, measurement and benchmark of the profile for a couple of steps: a check that "
-                           "each works on this machine, not a result",
-            "rehearsal": profile["name"].removesuffix(REHEARSAL), "device": device,
-            "precision": profile["precision"] if device == "cuda" else "fp32",
-            "epochs": 2, "batch_size": batch, "train_size": batch, "test_size": batch, "val_size": batch,
-            "seeds": [0, 1], **({} if source_fingerprint("cifar10") else {"dataset_override": "synthetic"})}
-
-
-def gpu_profile(name):
-    """Whether profile ``name`` trains and measures on a CUDA GPU (its results are committed; a CPU renders them)."""
-    return get_profile(name)["device"] == "cuda"
+from .. import papers
+from ..data import dataset_spec
+from ..models import list_models, model_cfg, settings_from_key, settings_in_key
+from ..results.store import config_key, result_path
+from ..validate import Choice, checked
+from .profiles import get_profile
 
 
 def _first(*values):
@@ -88,11 +40,6 @@ AUGMENT_KEYS = ("hflip", "vflip", "rotate")
 #: the run config's ``engine_version`` field: fixed, part of every run's key (it was the engine's version when
 #: results were keyed on it; every stored result keeps its key and file name). Never change it.
 KEY_VERSION = 1
-#: the engine's version, recorded in each result's provenance and compared (``results.policy.other_engine``), not
-#: in the key: a bump flags stored results stale (still shown, with the reason) instead of hiding them. Bump it by
-#: hand for what the CPU probe (``results.probe``) cannot see: GPU-only paths (bf16, fused AdamW, compile) and
-#: logic after the probe's steps.
-ENGINE_VERSION = 1
 
 
 def _augment(value):
@@ -146,7 +93,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     quirks when set to True / False; ``compile`` (torch.compile) and ``channels_last`` are speed switches.
 
     ``precision``: ``fp32``, ``bf16`` (autocast), or ``fp16`` (autocast with a gradient scaler: a GPU without native
-    bfloat16 trains a bf16 run in it, as another run, ``runtime.machine_precision``).
+    bfloat16 trains a bf16 run in it, as another run, ``engine.precision.machine_precision``).
 
     ``schedule`` (``constant`` | ``cosine``), ``augment`` (``{hflip, vflip, rotate}``: random flips and rotations
     of training batches; False for none) and ``grad_norm_every`` (record per-layer gradient norms every N-th step;
@@ -233,6 +180,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     loss_fp32 = _first(loss_fp32, proto.get("loss_fp32"), False)
     if not isinstance(loss_fp32, bool):
         raise ValueError(f"loss_fp32={loss_fp32!r}: give true or false")
+    for name, given in (("epochs", length or dualopt or patience), ("batch_size", _first(batch_size, prof.get("batch_size")))):
+        if not given and papers.per_model(proto[name], model) is None:
+            raise ValueError(f"{model!r}: the {model_cfg(model)['paper']} paper's protocol gives no {name} for it; pass "
+                             f"{name}= (a run the maps study names: `settings: {{{name}: N}}` in its study.yaml entry)")
     return {
         "engine_version": KEY_VERSION,
         "model": model,
@@ -286,12 +237,6 @@ def run_model_settings(config):
     return settings_from_key(config["model"], config.get("model_overrides") or {})
 
 
-def config_key(config):
-    """The run's identity: 16 hex digits of SHA-256 over its whole configuration (``run_config``), which names its
-    result file in the store."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def _init_source(init_from, model, dataset, profile, seed):
     """``{"run", "model", "settings", "key"}`` of the run whose weights ``init_from`` names (``run_config``)."""
     paper = model_cfg(model)["paper"]
@@ -314,60 +259,127 @@ def _init_source(init_from, model, dataset, profile, seed):
     return {**source, "key": config_key(config)}
 
 
-@checked("seeds")
-def table_runs(key, chapter, table, profile, seeds=None):
-    """``[(row, model, settings, seeds)]``: the runs a chapter (``chapter``, one chapter of paper ``key``'s ``book``
-    section) makes of ``table`` in ``profile``. Settings are the table's (``papers.row_run``), then the chapter's
-    ``profile_settings`` of the profile (the smoke profile's smaller models). Seeds are the profile's, or as many
-    as the table's ``runs`` where the paper made more runs (GPU profiles only); a table with ``first_seed_only``
-    (runs kept as they were made, not asked for again) takes only the first."""
-    prof = get_profile(profile)
-    seeds = list(seeds if seeds is not None else prof.get("seeds") or [0])
-    if papers.table(key, table).get("first_seed_only"):
-        seeds = seeds[:1]
-    runs = papers.table(key, table).get("runs", 0)
-    if prof["device"] == "cuda" and runs > len(seeds):
-        seeds += [max(seeds) + 1 + i for i in range(runs - len(seeds))]
-    shrink = (chapter.get("profile_settings") or {}).get(profile) or {}
-    runs = papers.table_runs(key, table)
-    if unknown := [(row, model) for row, model, _ in runs if model not in list_models()]:
-        row, model = unknown[0]
-        raise papers.PaperFileError(f"vixnb/papers/{key}.yaml: table {table!r}, row {row!r} names unknown model "
-                                    f"{model!r}; give the row a registered model's name (or a `model:` one; `vixnb "
-                                    "models` lists them)")
-    return [(row, model, chapter_settings(key, settings, shrink), seeds) for row, model, settings in runs]
-
-
-def row_runs(key, profile):
-    """``{row: (model, settings)}``: every row of paper ``key``'s tables as the first chapter that trains its table
-    makes it in ``profile`` (``table_runs``: the chapter's profile settings, a warm start resolved); a row no chapter
-    trains, as its table gives it (``papers.row_run``). The one answer to "which run is this row" for the plan, the
-    claims and the pages."""
-    found = {}
-    for chapter in papers.book_chapters(key):
-        for table in chapter.get("train") or []:
-            for row, model, settings, _ in table_runs(key, chapter, table, profile):
-                found.setdefault(row, (model, settings))
-    for row, run in papers.paper_runs(key).items():
-        found.setdefault(row, run)
-    return found
-
-
-def chapter_settings(key, settings, shrink):
-    """A run's ``settings`` (a row of paper ``key``) as a chapter makes it: with the chapter's profile settings
-    ``shrink``, and a warm start from a row (``init_from: vit_scratch``) naming that row's run as the chapter makes
-    it too (``{"run", "model", "settings"}``, the same ``shrink`` applied)."""
-    settings = {**settings, **shrink}
-    source = settings.get("init_from")
-    runs = papers.paper_runs(key) if isinstance(source, str) else {}
-    if source in runs:
-        settings["init_from"] = row_source(runs, source, shrink)
-    return settings
-
-
 def row_source(runs, row, shrink=None):
     """``{"run", "model", "settings"}``: the run of ``row`` (``runs``: ``papers.paper_runs``) that a warm start names,
     with the profile settings ``shrink`` its chapter applies."""
     model, settings = runs[row]
     return {"run": row, "model": model, "settings": {**settings, **(shrink or {})}}
 
+
+class Keep(str, Enum):
+    """What a run keeps of its selected weights: ``NONE`` nothing; ``STORE`` float16 beside the result in the store
+    (committed with it; at most ``runs.WEIGHTS_LIMIT_MB``); ``LOCAL`` in the profile's ``.weights-local/`` folder on
+    this machine only (never committed nor packed, no cap). The values are the command line's and the plan's
+    (``vixnb plan --json``'s ``keep_weights``)."""
+    NONE = "no"
+    STORE = "store"
+    LOCAL = "local"
+
+    @classmethod
+    def of(cls, value):
+        """``value`` (a ``Keep`` or one of its values) as a ``Keep``, or a one-line error naming it and the values."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"keep_weights={value!r}: use one of {', '.join(repr(k.value) for k in cls)}") from None
+
+    def __str__(self):
+        return self.value
+
+
+class FrozenSettings(Mapping):
+    """A run's settings beyond its profile's, read-only: each value is a copy (a warm start's ``init_from`` is a
+    mapping of its own), the order given is kept (commands show it), and equal settings hash alike."""
+    __slots__ = ("_items",)
+
+    def __init__(self, settings=None):
+        object.__setattr__(self, "_items", copy.deepcopy(dict(settings or {})))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("FrozenSettings are read-only: make another RunSpec with dataclasses.replace")
+
+    def __getstate__(self):
+        return self._items
+
+    def __setstate__(self, state):
+        object.__setattr__(self, "_items", state)
+
+    def __getitem__(self, key):
+        return copy.deepcopy(self._items[key])
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __hash__(self):
+        return hash(json.dumps(self._items, sort_keys=True, default=str))
+
+    def __repr__(self):
+        return f"FrozenSettings({self._items!r})"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run: ``model`` on ``dataset`` (as asked: the profile may train another, ``config["dataset"]``)
+    in ``profile`` with ``seed`` and ``settings`` (``run_config``'s options and model settings), keeping its weights
+    as ``keep`` says. Make it with ``RunSpec.of``."""
+    model: str
+    dataset: str
+    profile: str
+    seed: int
+    settings: FrozenSettings = field(default_factory=FrozenSettings)
+    keep: Keep = Keep.NONE
+
+    def __post_init__(self):
+        if not isinstance(self.settings, FrozenSettings):
+            object.__setattr__(self, "settings", FrozenSettings(self.settings))
+        object.__setattr__(self, "keep", Keep.of(self.keep))
+
+    @classmethod
+    def of(cls, model, *, dataset="cifar10", profile="smoke", seed=0, keep=Keep.NONE, **settings):
+        """The run of ``model`` as ``spec.run_config`` takes it (its defaults too), keeping weights as ``keep``."""
+        return cls(model, dataset, profile, seed, FrozenSettings(settings), keep)
+
+    @cached_property
+    def config(self):
+        """The resolved configuration (``spec.run_config``): the run's whole identity."""
+        return run_config(self.model, dataset=self.dataset, profile=self.profile, seed=self.seed, **self.settings)
+
+    @cached_property
+    def key(self):
+        """The store key: 16 hex digits of the configuration's hash (``results.store.config_key``; computed once: the
+        plan asks it of every entry many times)."""
+        return config_key(self.config)
+
+    @property
+    def path(self):
+        """The result file's path in the store (``<profile>/<model>-<dataset>-seed<seed>-<key>.json``)."""
+        return result_path(self.config)
+
+
+def run_command(spec):
+    """The ``vixnb train`` command line of ``spec`` (its settings as the command line takes them: run options as
+    options, model settings as ``--override KEY=VALUE``; its ``keep`` as ``--keep-weights``)."""
+    run_options = inspect.signature(run_config).parameters  # the rest are model settings: --override KEY=VALUE
+
+    def option(key, value):  # a run option as the CLI takes it (a list as its items: --randaugment 1 1)
+        shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        if isinstance(value, dict):  # a warm start: the row's name, or a chapter's run as '{"run": ..., "model": ...}'
+            rows = papers.paper_runs(model_cfg(spec.model)["paper"])
+            as_row = rows.get(value.get("run")) == (value.get("model"), value.get("settings"))
+            shown = value["run"] if as_row else shlex.quote(json.dumps(value, separators=(",", ":")))
+        if value is True:  # a switch: --loss-fp32
+            return f" --{key.replace('_', '-')}"
+        return f" --{key.replace('_', '-')} {shown}"
+
+    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
+                    for k, v in spec.settings.items())
+    keep = {Keep.NONE: "", Keep.STORE: " --keep-weights", Keep.LOCAL: " --keep-weights local"}[spec.keep]
+    dataset = spec.dataset
+    trained_on = spec.config["dataset"]  # a profile's own data (the smoke profile's synthetic images)
+    if trained_on != dataset and replace(spec, dataset=trained_on).key == spec.key:
+        dataset = trained_on  # the same run, named by the data it trains on
+    return (f"vixnb train {spec.model} --dataset {dataset} --profile {spec.profile} --seed {spec.seed}"
+            f"{extra}{keep}")

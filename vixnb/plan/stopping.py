@@ -1,5 +1,5 @@
 """Stopping a batch: SIGTERM (``timeout``, a batch system) and SIGHUP (its terminal closed) stop it as Ctrl-C does,
-and the batch stops the job processes it started (``vixnb.batch.run_local``): each is signalled, given
+and the batch stops the job processes it started (``vixnb.plan.batch.run_local``): each is signalled, given
 ``STOP_GRACE_S`` to end (a training run keeps its last whole epoch's checkpoint), then killed with what it started.
 Nothing keeps running after it. A local job runs in a session of its own (``local_executor``), so that a terminal's
 Ctrl-C reaches the batch alone and the batch stops its jobs, each once."""

@@ -1,7 +1,7 @@
-"""The plan's entries (``vixnb.plan``), by type: a training run (``TrainEntry``, of a ``runspec.RunSpec``), a stored
+"""The plan's entries (``vixnb.plan.plan``), by type: a training run (``TrainEntry``, of a ``runspec.RunSpec``), a stored
 measurement (``MeasureEntry``) or a benchmark (``BenchEntry``), the last two ``RecordEntry``s of a
 ``record_kinds.Request``. Each says its status in a store (``stored_status``), estimates its GPU minutes
-(``estimate``) and makes itself (``run``); a batch's job (``vixnb.jobs``) holds its entries themselves, and the
+(``estimate``) and makes itself (``run``); a batch's job (``vixnb.plan.jobs``) holds its entries themselves, and the
 batch pickles the job.
 """
 from __future__ import annotations
@@ -11,14 +11,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 
-from .errors import one_line
+from ..errors import one_line
 from .estimates import estimate_record, estimate_run
-from .record_kinds import Request, kind_of, obtain
-from .results import StoreError, read_json
-from .results.policy import code_changed, stale_reason
-from .results.store import unusable
-from .runs import run
-from .runspec import Keep, RunSpec, run_command
+from ..record_kinds import Request, kind_of, obtain
+from ..results import StoreError, read_json
+from ..runs.policy import code_changed, stale_reason
+from ..runs.policy import unusable
+from ..runs.make import run
+from ..runs.spec import Keep, RunSpec, run_command
 
 #: what ``Entry.to_dict`` (``vixnb plan --json``) holds of each entry, in this order
 FIELDS = ("chapter", "paper", "kind", "name", "model", "dataset", "profile", "seed", "settings", "status", "reason",

@@ -1,4 +1,4 @@
-"""``vixnb batch``: run what the plan (``vixnb.plan``) lacks, highest priority first, through submitit.
+"""``vixnb batch``: run what the plan (``vixnb.plan.plan``) lacks, highest priority first, through submitit.
 
 Executors:
 - ``local``: submitit's ``LocalExecutor``, one job at a time per visible GPU (``CUDA_VISIBLE_DEVICES`` set per
@@ -10,7 +10,7 @@ Executors:
   checkpoint.
 - ``inline``: in this process, one job after another (notebooks, Colab, debugging; no submitit).
 
-Each job (``vixnb.jobs``) runs itself (``run_job``): the job's process receives it pickled.
+Each job (``vixnb.plan.jobs``) runs itself (``run_job``): the job's process receives it pickled.
 
 ``budget`` (seconds) bounds a local or inline batch: a training run still going when time is up stops at an
 epoch boundary with its checkpoint kept, and the next batch resumes it; a measurement or benchmark starts only
@@ -31,18 +31,18 @@ from pathlib import Path
 import torch
 
 from . import plan as planning
-from .bench.fill import fill_winner
-from .ensemble import can_ensemble
+from ..bench.fill import fill_winner
+from ..runs.make import can_ensemble_run
 from .entries import BenchEntry, TrainEntry
-from .errors import one_line
+from ..errors import one_line
 from .estimates import STARTUP_SECONDS, expected_epochs
 from .groups import group_jobs, settle
 from .jobs import RecordJob, TrainJob
-from .profiles import gpu_profile
-from .record_kinds import missing_script
-from .results import ResultsStore, default_root
-from .results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
-from .results.policy import cannot_make_here
+from ..runs.profiles import gpu_profile
+from ..record_kinds import missing_script
+from ..results import ResultsStore, default_root
+from ..results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
+from ..runs.policy import cannot_make_here
 from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
 
 EXECUTORS = ("local", "slurm", "inline")
@@ -57,7 +57,7 @@ def _store_root():
 # ----- what a job does (in the job's process) ----------------------------------------------------------
 
 def run_job(job, deadline=None, *, store=None, download=False, executor=None, stop_on_sigterm=False):
-    """Run one job (``vixnb.jobs``: a training run or the seeds of one configuration as an ensemble, a record, a
+    """Run one job (``vixnb.plan.jobs``: a training run or the seeds of one configuration as an ensemble, a record, a
     group of small runs trained at once, a rehearsal's jobs) into the store at ``store`` (default: the results store)
     by its own ``run``; returns its outcome, ``{"outcome": "done" | "resumed" | "paused", "note": ...}`` (a group's
     with each run's under ``"runs"``). A failure raises (the executor marks the job failed); a training run's
@@ -122,7 +122,7 @@ def _fill_record():
 
 
 def _ensemble_ok(entry, mode, fill):
-    exact, _ = can_ensemble(entry.config)
+    exact, _ = can_ensemble_run(entry.config)
     if not exact:
         return False
     if mode == "always":

@@ -1,4 +1,4 @@
-"""Training runs under the compute policy: ``run`` reads a stored result or trains it (``vixnb.train``), keeps its
+"""Training runs under the compute policy: ``run`` reads a stored result or trains it (``vixnb.engine.train``), keeps its
 weights where asked, and finds a warm start's source; ``trained_model`` gives a run's trained module.
 
 What a run does with its selected weights is a ``runspec.Keep`` (given here as the enum or its value), the same
@@ -9,19 +9,21 @@ training: ``weights_too_large``); ``"local"``, in the profile's ``.weights-local
 """
 import json
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
 
-from . import papers
-from .models import model_cfg, model_fact
-from .profiles import run_model_settings
-from .results import ResultsStore, config_key, remove_checkpoints
-from .results.policy import decide, source_config, stale_reason
-from .runspec import Keep, RunSpec
-from .runtime import machine_precision
-from .train import build_model, train, without_timings
-from .validate import checked
+from .. import papers
+from ..models import model_cfg, model_fact
+from .spec import run_model_settings
+from ..results import ResultsStore, config_key, remove_checkpoints
+from .policy import decide, source_config, stale_reason
+from .spec import Keep, RunSpec
+from ..engine.ensemble import can_ensemble, train_ensemble
+from ..engine.precision import machine_precision
+from ..engine.train import build_model, train, without_timings
+from ..validate import checked
 
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
 
@@ -71,7 +73,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     keeping them) and starts from its weights; a run that some row of its paper file starts from
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
     them. Several runs trained at once in one process: ``pending`` for each, then ``Pending.train_options`` and
-    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.groups``)."""
+    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.plan.groups``)."""
     todo = pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
                    progress=progress, download=download, deadline=deadline, keep_weights=keep_weights, **overrides)
     if not isinstance(todo, Pending):
@@ -246,3 +248,66 @@ def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute=
         module, _ = build_model(result["config"])
     module.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     return module.eval(), result
+
+
+# ----- the seeds of one run as one ensemble --------------------------------------------------------------------
+
+def can_ensemble_run(config, *, exact=True):
+    """``engine.ensemble.can_ensemble`` for a run the book asks for: also refused where a paper row's warm start
+    begins from this run's weights (``warm_start_source``), which each seed keeps as a separate run."""
+    if warm_start_source(config):
+        return False, "warm starts begin from each seed's weights of this run, which an ensemble does not keep; " \
+                      "train the seeds separately"
+    return can_ensemble(config, exact=exact)
+
+
+def checkpoint_path(store, configs):
+    """Where an unfinished ensemble of ``configs`` keeps its checkpoint in ``store``: beside the members' own
+    (``<profile>/.checkpoints/``), named by the first member and the seeds."""
+    first = store.checkpoint_path(configs[0])
+    seeds = "-".join(str(c["seed"]) for c in configs)
+    return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
+
+
+def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
+    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
+    result where ``runs.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
+    the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
+    and the next call with the same members resumes it. ``keep_weights``: a ``runspec.Keep`` (or its value) for every
+    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
+    stored result whose weights are missing counts as lacking)."""
+    store = store if store is not None else ResultsStore()
+    ok, reason = can_ensemble_run(configs[0], exact=exact)
+    if not ok:
+        raise ValueError(f"{configs[0]['model']}: cannot train seeds as an ensemble: {reason}")
+    keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
+    for c in configs:
+        Keep.of(keep[id(c)])
+        if keep[id(c)] == Keep.STORE and (too_large := weights_too_large(c)):
+            raise ValueError(f"{too_large}; train it with keep_weights 'no' or 'local'")
+
+    def lacking(c):  # not stored, or stale (as `runs.run` decides), or without the weights it should keep
+        stored = store.get(c)
+        return stored is None or stale_reason(stored, store) is not None or \
+            bool(keep[id(c)] != "no" and store.weights_missing(c, stored))
+
+    todo = [c for c in configs if lacking(c)]
+    if todo:
+        for c in todo:
+            store.check_writable(c)
+        with ExitStack() as locks:
+            for c in sorted(todo, key=lambda c: str(store.path(c))):
+                locks.enter_context(store.lock(c))
+            todo = [c for c in todo if lacking(c)]  # another process may have stored some meanwhile
+            if todo:
+                checkpoint = checkpoint_path(store, todo)
+                results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
+                                         download=download, exact=exact,
+                                         with_weights=any(keep[id(c)] != "no" for c in todo))
+                for c, result in zip(todo, results):
+                    best_state = result.pop("best_state", None)
+                    if keep[id(c)] != "no":  # the weights first, as runs.run
+                        result["weights"] = store.save_weights(c, best_state, local=keep[id(c)] == "local")
+                    store.put(c, result)
+                remove_checkpoints(checkpoint)
+    return [store.get(c) for c in configs]

@@ -1,6 +1,6 @@
-"""The training engine for the papers' protocols: one run of a config (``profiles.run_config``), epoch by epoch,
+"""The training engine for the papers' protocols: one run of a config (``spec.run_config``), epoch by epoch,
 checkpointed after each (``train``). Whether a run is read from the store or trained, and what is kept of it, is
-``vixnb.runs``.
+``vixnb.runs.make``.
 
 Data stay on the device as uint8 tensors; batches are indexed there and normalised there (no DataLoader workers on the
 hot path). The authors' protocol (notes section 3): AdamW, no schedule, no augmentation, the test set evaluated every
@@ -12,10 +12,10 @@ Protocol ``fixed`` selects the epoch on a held-out validation split and evaluate
 ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings for the whole run
 (section 5.1.1's "only SGD"; with ``stop: patience`` it ends as DualOpT's SGD phase does); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data (paper `cxv`,
-Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.steps``: no host read
+Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.engine.steps``: no host read
 inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
 
-The blog's protocol (paper `shaped`) adds, as config keys present only where set (``profiles.run_config``): ``schedule:
+The blog's protocol (paper `shaped`) adds, as config keys present only where set (``spec.run_config``): ``schedule:
 cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so a resumed run is exact;
 each history entry records its ``lr``), ``augment`` (random horizontal and vertical flips and rotations of the main
 stage's training batches on the device, ``augment.flip_rotate``, drawn from the run's own generator, saved in the
@@ -36,14 +36,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .augment import augment_batch, augment_generator, flip_rotate
-from .data import describe_source, load_split, normalize, source_fingerprint
-from .layers import alpha_beta
-from .models import create_model, model_fact, settings_from_key
-from .models.counting import recorded_counts
-from .models.warm_start import transfer
-from .results import load_checkpoint, provenance, save_checkpoint
-from .results.checkpoints import other_architecture
-from .results.provenance import source_hashes
+from ..data import describe_source, load_split, normalize, source_fingerprint
+from ..layers import alpha_beta
+from ..models import create_model, model_fact, model_modules, settings_from_key
+from ..models.counting import recorded_counts
+from ..models.warm_start import transfer
+from ..results import load_checkpoint, provenance, save_checkpoint
+from ..results.checkpoints import other_architecture
+from ..results.provenance import source_hashes
 from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker, layer_grad_norms,  # noqa: F401
                     lr_at, portable_state, set_epoch_lr, set_lr, topk_fraction, with_attention)
 
@@ -226,7 +226,7 @@ def build_model(config):
     model = create_model(config["model"], dataset=config["dataset"], **settings)
     counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True),
                         built=model)  # counted on this model where not kept yet: no meta build
-    return model, {**counts, "source_hash": source_hashes(config["model"], model)}
+    return model, {**counts, "source_hash": source_hashes(model_modules(config["model"], model))}
 
 
 #: a config's precision -> the autocast dtype of its forward (fp32: none)
@@ -235,7 +235,7 @@ AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def autocasts(config, device, *, cache=True):
     """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk: bf16 and
-    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``runtime.machine_precision``) and the authors'
+    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``engine.precision.machine_precision``) and the authors'
     AMP (``amp_loss_only``) scale the loss. ``cache=False``: autocast keeps no cast weights (a CUDA graph's capture
     needs that; the numbers are the same)."""
     dtype = AUTOCAST_DTYPES.get(config["precision"])
@@ -288,7 +288,7 @@ def out_of_time(deadline, history, last_epoch=None):
 
 def train(config, *, progress=True, device=None, checkpoint=None, download=False, deadline=None, with_weights=False,
           init_state=None, init_sha256=None, graphs=None, attention=None, compile=None):
-    """Train one run described by ``config`` (from ``profiles.run_config``); return the result dict.
+    """Train one run described by ``config`` (from ``spec.run_config``); return the result dict.
 
     With ``checkpoint`` (a path), the state is saved atomically after every epoch and a run
     interrupted at any point (even ``kill -9``) resumes from the last saved epoch, ending with the same

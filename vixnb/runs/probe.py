@@ -31,8 +31,8 @@ from pathlib import Path
 from ..files import atomic_write
 from ..paths import checkout_root
 from .policy import LEDGER, config_overrides_json, code_changed, ledger_key, read_ledger, source_today
-from .provenance import now
-from .store import read_json
+from ..results.provenance import now
+from ..results.store import read_json
 
 STEPS = 3
 #: the probe's batch: two fixed images (four took twice the time and found nothing more: a numeric change shows in
@@ -41,9 +41,10 @@ IMAGES = 2
 
 #: the probe as a script, run with one version of the package on ``PYTHONPATH``: it names only the engine's
 #: entry points every stored result's commit has (``create_model``, from ``models`` or its earlier home
-#: ``registry``; ``train.make_optimizer``, earlier ``train._optimizer``; ``data.dataset_spec`` and
-#: ``data.normalize``), and ``models.settings_from_key`` where the code has it (the settings a key means,
-#: ``register_model(changed_defaults=...)``); a rename of one of them renames it here too
+#: ``registry``; ``engine.train``, earlier the top-level ``train``; ``train.make_optimizer``, earlier
+#: ``train._optimizer``; ``data.dataset_spec`` and ``data.normalize``), and ``models.settings_from_key`` where the
+#: code has it (the settings a key means, ``register_model(changed_defaults=...)``); a move or rename of one of them
+#: is followed here too
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
@@ -57,7 +58,10 @@ try:  # a setting whose default changed: the key leaves the earlier default out
 except ImportError:  # code from before any default changed: the key's settings are the model's
     def settings_from_key(name, keyed):
         return keyed
-from vixnb import train
+try:
+    from vixnb.engine import train
+except ImportError:  # the engine's earlier home: a module of its own
+    from vixnb import train
 from vixnb.data import dataset_spec, normalize
 make_optimizer = getattr(train, "make_optimizer", None) or getattr(train, "_optimizer")  # its name before issue 40
 
@@ -150,7 +154,7 @@ def probe(store, results, *, head_root=None):
     """Probe ``results`` (``{result path relative to the store: stored result}``) at their commits and with today's
     code (``head_root``: the package's folder's parent; default this package's), and return their ledger entries:
     ``{ledger key: {"file", "code", "equal" (True / False / None: unverified), "why", "commit", "probed"}}``."""
-    head_root = Path(head_root) if head_root else Path(__file__).resolve().parents[2]
+    head_root = Path(head_root) if head_root else Path(__file__).resolve().parents[2]  # vixnb/runs/probe.py
     paths = sorted(results)
     today = digests([results[p]["config"] for p in paths], head_root)
     entries = {}

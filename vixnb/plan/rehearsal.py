@@ -31,16 +31,16 @@ import torch.nn.functional as F
 
 from . import batch as runner
 from . import plan as planning
-from .data import dataset_spec
-from .ensemble import can_ensemble
+from ..data import dataset_spec
+from ..runs.make import can_ensemble_run
 from .entries import BenchEntry, TrainEntry
-from .errors import one_line
+from ..errors import one_line
 from .jobs import Job, RecordJob, TrainJob
-from .profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile, gpu_profile
-from .results import ResultsStore
-from .results.pack import unpack
-from .runspec import Keep
-from .train import autocasts, build_model, first_phase, make_optimizer, training_device
+from ..runs.profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile, gpu_profile
+from ..results import ResultsStore
+from ..results.pack import unpack
+from ..runs.spec import Keep
+from ..engine.train import autocasts, build_model, first_phase, make_optimizer, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -104,7 +104,7 @@ def ensemble_pair(runnable, chosen):
     the ensemble's code path is one for every model."""
     by_config = {}
     for e in runnable:
-        if e.key in chosen or not can_ensemble(e.config)[0]:
+        if e.key in chosen or not can_ensemble_run(e.config)[0]:
             continue
         ident = (e.model, e.dataset, tuple(sorted((k, str(v)) for k, v in e.settings.items())))
         by_config.setdefault(ident, []).append(e)

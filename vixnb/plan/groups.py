@@ -1,4 +1,4 @@
-"""Groups of small training runs that a batch (``vixnb.batch``) trains at once, in one process on one GPU
+"""Groups of small training runs that a batch (``vixnb.plan.batch``) trains at once, in one process on one GPU
 (``concurrent.train_concurrently``: each run exactly its solo run, on its own CUDA stream).
 
 Which runs (``groupable``): a training job of one run (not an ensemble job), without a warm start (it trains its
@@ -31,14 +31,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .concurrent import train_concurrently
-from .errors import one_line
+from ..engine.concurrent import train_concurrently
+from ..errors import one_line
 from .estimates import step_gflop
 from .jobs import Job, executing
-from .profiles import gpu_profile
-from .results import ResultsStore, has_checkpoint, remove_failed_checkpoints
-from .runs import Pending, kept_published, pending
-from .train import TrainingPaused, splits, training_device
+from ..runs.profiles import gpu_profile
+from ..results import ResultsStore, has_checkpoint, remove_failed_checkpoints
+from ..runs.policy import unusable
+from ..runs.make import Pending, kept_published, pending
+from ..engine.train import TrainingPaused, splits, training_device
 
 MAX_TOGETHER = 8  # the most runs a group trains at once
 SMALL_STEP_GFLOP = 128  # the most training work per step (GFLOP) of a run that trains in a group
@@ -74,7 +75,7 @@ def groupable(job):
 def stored_peaks(store, profile):
     """``{model: GiB}``: the largest peak GPU memory (``gpu_gb_reserved``) a stored run of each model recorded."""
     peaks = {}
-    for result in store.results(profile):
+    for result in store.results(profile, unusable=unusable):
         if (gb := result.get("gpu_gb_reserved")) is not None:
             model = result["config"]["model"]
             peaks[model] = max(gb, peaks.get(model, 0.0))

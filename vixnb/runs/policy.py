@@ -24,12 +24,14 @@ import torch
 
 from ..data import source_fingerprint
 from ..errors import StoreError, say_once
-from ..models import architecture_signature, model_fact
+from ..models import architecture_signature, list_models, model_fact, model_modules
 from ..models.counting import count_params
 from ..paths import results_root
-from ..profiles import ENGINE_VERSION, config_key, get_profile, gpu_profile, run_model_settings
-from ..runspec import RunSpec
-from .provenance import source_hashes
+from .profiles import get_profile, gpu_profile
+from .spec import run_model_settings
+from .spec import RunSpec
+from ..results.provenance import ENGINE_VERSION, source_hashes
+from ..results.store import config_key, damage
 
 COMPUTE = ("never", "missing", "always")
 ACTIONS = ("read", "make", "skip")
@@ -79,10 +81,63 @@ def decide(compute, *, stored, profile, stale=None, needs_gpu=False, cpu_ok=Fals
     return Decision("make", stale or "")
 
 
+def obtain_record(store, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False, cpu_ok=False):
+    """Record ``name`` under the compute policy (``decide``): read from ``store``, or made (``make()``
+    returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
+    a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
+    profile (a GPU-memory measurement); ``cpu_ok``: a CPU makes it in any profile (it times nothing). None where
+    nothing is stored and nothing can be made here."""
+    stored = store.load_record(group, name, profile=profile)
+    why = stale(stored) if stale is not None and stored is not None else None
+    decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
+    if decision.action == "read":
+        return {**stored, "stale": decision.reason} if decision.reason else stored
+    if decision.action == "skip":
+        return None
+    record = make()
+    store.save_record(group, name, record, profile=profile)
+    return record
+
+
 def training_policy(compute):
     """The compute policy for training the runs whose weights a measurement reads: ``compute``, except that
     measuring again (``"always"``) never trains again (``"missing"``)."""
     return "missing" if check_compute(compute) == "always" else compute
+
+
+# ----- whether this vixnb can use a stored run -----------------------------------------------------------------
+
+#: the keys a training run's configuration holds only where set (``spec.run_config``); with those of a plain
+#: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
+OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
+                        "loss_fp32")
+
+
+def unusable(result):
+    """Why a stored training run (``result``, read back) cannot be used by this vixnb, or None: ``damage``, a model
+    no longer registered, a newer engine version than this one, or a configuration key this vixnb does not
+    write. Such a file is listed as "not used" (``ResultsStore.unusable_files``) and left as it is."""
+    if (why := damage(result)) is not None:
+        return why
+    config = result.get("config")
+    if not isinstance(config, dict):
+        return "it has no config"
+    if config.get("model") not in list_models():
+        return f"model {config.get('model')!r} is not registered in this vixnb (renamed or removed)"
+    version = config.get("engine_version")
+    if isinstance(version, int) and version > ENGINE_VERSION:
+        return (f"made by a newer vixnb (engine version {version}, this one has {ENGINE_VERSION}); upgrade vixnb "
+                "to use it")
+    unknown = sorted(set(config) - _config_keys())
+    if unknown:
+        return f"configuration key(s) {', '.join(unknown)} unknown to this vixnb (made by another version?)"
+    return None
+
+
+@cache
+def _config_keys():
+    """Every key of a training run's configuration that this vixnb writes."""
+    return set(RunSpec.of("vit", profile="smoke").config) | set(OPTIONAL_CONFIG_KEYS)
 
 
 # ----- why a stored training result is stale ------------------------------------------------------------------
@@ -195,7 +250,7 @@ def source_today(model, dataset, overrides_json="{}"):
 
 def model_source_hashes(model):
     """``results.provenance.source_hashes`` of a model built by ``create_model`` (its ``default_cfg`` names it)."""
-    return source_hashes(model.default_cfg["name"], model)
+    return source_hashes(model_modules(model.default_cfg["name"], model))
 
 
 #: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)

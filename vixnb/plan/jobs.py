@@ -1,4 +1,4 @@
-"""A batch's jobs (``vixnb.batch``), by type, each of which runs itself: a training run, or the seeds of one
+"""A batch's jobs (``vixnb.plan.batch``), by type, each of which runs itself: a training run, or the seeds of one
 configuration trained as one ensemble (``TrainJob``), and a measurement or a benchmark (``RecordJob``); a group of
 small runs trained at once is ``groups.GroupJob``, a dress rehearsal's jobs one after another
 ``rehearsal.RehearsalJob``.
@@ -13,12 +13,12 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from .ensemble import checkpoint_path, run_ensemble
+from ..runs.make import checkpoint_path, run_ensemble
 from .plan import finite, shown_settings
-from .results import has_checkpoint, remove_failed_checkpoints
-from .results.provenance import execution
-from .runs import kept_published
-from .train import TrainingPaused
+from ..results import has_checkpoint, remove_failed_checkpoints
+from ..results.provenance import execution
+from ..runs.make import kept_published
+from ..engine.train import TrainingPaused
 
 
 @dataclass(kw_only=True)

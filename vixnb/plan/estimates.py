@@ -1,4 +1,4 @@
-"""GPU minutes of the plan's entries (``vixnb.plan``), with where each estimate comes from (its ``basis``).
+"""GPU minutes of the plan's entries (``vixnb.plan.plan``), with where each estimate comes from (its ``basis``).
 
 A training run's minutes come, in that order of trust, from
 1. a stored run of the same model in the profile: its measured seconds per training epoch and per test pass (the
@@ -25,19 +25,16 @@ import statistics
 from functools import cache
 
 
-from .data import dataset_spec
-from .measure.flops import flops
-from .models import model_cfg, model_fact
-from .profiles import gpu_profile, run_model_settings
-from .results.provenance import made_alone
+from ..data import dataset_spec
+from ..measure.flops import GPUS, RATE_CAP, flops
+from ..models import model_cfg, model_fact
+from ..runs.profiles import gpu_profile
+from ..runs.spec import run_model_settings
+from ..results.provenance import made_alone
+from ..runs.policy import unusable
 
 STARTUP_SECONDS = 25  # measured on an H100: a batch job's process, CUDA context and data (2026-11-25, vit_small)
 EVAL_COST = 1 / 3  # an evaluation forward, against a training step, per image
-RATE_CAP = 0.4  # of a GPU's peak matrix throughput: the most a fitted rate may reach
-#: dense matrix throughput (TFLOP/s) of each GPU at the precision it trains a bf16 run in
-#: (``runtime.machine_precision``), from the vendors' data sheets
-GPUS = {"h100": (989.0, "bf16"), "a100": (312.0, "bf16"), "l4": (121.0, "bf16"), "t4": (65.0, "fp16"),
-        "p100": (18.7, "fp16")}
 MEASURED_ON = "h100"  # the GPU of the stored figures (results and benchmarks)
 
 
@@ -94,7 +91,7 @@ def stored_timings(store, profile):
     left out where there are more: start-up) of the first stored run, its device, and the training images of an
     epoch. Only runs that had the device to themselves (``made_alone``)."""
     by_config, by_model = {}, {}
-    for result in store.results(profile):
+    for result in store.results(profile, unusable=unusable):
         history, config = result.get("history"), result.get("config") or {}
         if not history or not made_alone(result):
             continue  # a shared device's seconds are not a run's own; an ensemble's are all its members'

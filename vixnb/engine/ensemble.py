@@ -2,7 +2,7 @@
 
 The members' parameters and buffers are stacked (``torch.func.stack_module_state``: member i is index i of every
 stacked tensor) and the model is called once for all of them through ``functional_call`` under ``vmap``. Each
-member keeps what makes it a separate run of its seed (``vixnb.train.train``): its initialisation (the model
+member keeps what makes it a separate run of its seed (``vixnb.engine.train.train``): its initialisation (the model
 built under ``torch.manual_seed(seed)``), its data order (its own ``torch.Generator`` drawing ``randperm`` each
 epoch), its own selection epoch and best weights. One AdamW steps the stacked parameters: AdamW is elementwise,
 so each member's update is its separate run's. The loss is the sum over members of each member's mean
@@ -53,7 +53,7 @@ import copy
 import json
 import math
 import time
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -62,14 +62,11 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from .augment import augment_generator, flip_rotate
-from .data import normalize
-from .layers import ShapedAttention
-from .layers.blocks import DropPath
-from .models import meta_model, settings_from_key
-from .results import ResultsStore, load_checkpoint, remove_checkpoints, save_checkpoint
-from .results.policy import stale_reason
-from .runs import warm_start_source, weights_too_large
-from .runspec import Keep
+from ..data import normalize
+from ..layers import ShapedAttention
+from ..layers.blocks import DropPath
+from ..models import meta_model, settings_from_key
+from ..results import load_checkpoint, save_checkpoint
 from .train import (TrainingInterrupted, TrainingPaused, adamw, autocasts, build_model, evaluate, layer_params,
                     out_of_time, run_result, set_epoch_lr, splits, training_device)
 
@@ -107,8 +104,6 @@ def can_ensemble(config, *, exact=True):
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
         (config.get("init_from"), "init_from: each seed starts from its own source run's weights; train the seeds "
                                   "separately"),
-        (warm_start_source(config), "warm starts begin from each seed's weights of this run, which an ensemble does "
-                                    "not keep; train the seeds separately"),
         (config.get("warmup_steps"), "warmup_steps: the ensemble's step sets its learning rate once an epoch; train "
                                      "the seeds separately"),
         (config.get("loss_fp32"), "loss_fp32: the ensemble's step computes its members' losses in the logits' "
@@ -388,52 +383,3 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                        ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
                for c, history, fact, test in zip(configs, histories, facts, tests)]
     return [{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if with_weights else results
-
-
-def checkpoint_path(store, configs):
-    """Where an unfinished ensemble of ``configs`` keeps its checkpoint in ``store``: beside the members' own
-    (``<profile>/.checkpoints/``), named by the first member and the seeds."""
-    first = store.checkpoint_path(configs[0])
-    seeds = "-".join(str(c["seed"]) for c in configs)
-    return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
-
-
-def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
-    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
-    result where ``runs.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
-    the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it. ``keep_weights``: a ``runspec.Keep`` (or its value) for every
-    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
-    stored result whose weights are missing counts as lacking)."""
-    store = store if store is not None else ResultsStore()
-    keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
-    for c in configs:
-        Keep.of(keep[id(c)])
-        if keep[id(c)] == Keep.STORE and (too_large := weights_too_large(c)):
-            raise ValueError(f"{too_large}; train it with keep_weights 'no' or 'local'")
-
-    def lacking(c):  # not stored, or stale (as `runs.run` decides), or without the weights it should keep
-        stored = store.get(c)
-        return stored is None or stale_reason(stored, store) is not None or \
-            bool(keep[id(c)] != "no" and store.weights_missing(c, stored))
-
-    todo = [c for c in configs if lacking(c)]
-    if todo:
-        for c in todo:
-            store.check_writable(c)
-        with ExitStack() as locks:
-            for c in sorted(todo, key=lambda c: str(store.path(c))):
-                locks.enter_context(store.lock(c))
-            todo = [c for c in todo if lacking(c)]  # another process may have stored some meanwhile
-            if todo:
-                checkpoint = checkpoint_path(store, todo)
-                results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                                         download=download, exact=exact,
-                                         with_weights=any(keep[id(c)] != "no" for c in todo))
-                for c, result in zip(todo, results):
-                    best_state = result.pop("best_state", None)
-                    if keep[id(c)] != "no":  # the weights first, as runs.run
-                        result["weights"] = store.save_weights(c, best_state, local=keep[id(c)] == "local")
-                    store.put(c, result)
-                remove_checkpoints(checkpoint)
-    return [store.get(c) for c in configs]

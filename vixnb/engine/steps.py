@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.optim import AdamW
 
-from .data import normalize
-from .layers import has_both_paths
+from ..data import normalize
+from ..layers import has_both_paths
 
 WARMUP_STEPS = 3  # eager full-batch steps before a CUDA graph captures the step
 

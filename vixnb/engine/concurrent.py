@@ -4,7 +4,7 @@ Each run keeps its own model, optimizer, step (graphed on a GPU: ``steps.TrainSt
 generators, checkpoint and deadline, and the global CPU and CUDA random states it would have alone (dropout,
 RandAugment draw from those): the driver swaps them in before it resumes a run and out after. The runs advance one
 training step each in turn, each on its own CUDA stream, so that a GPU overlaps the kernels of small runs that
-alone leave it idle. Unlike a vmapped ensemble (``vixnb.ensemble``) nothing is shared between the runs: dropout,
+alone leave it idle. Unlike a vmapped ensemble (``vixnb.engine.ensemble``) nothing is shared between the runs: dropout,
 DualOpT and different models and settings are all allowed. On a CPU the runs simply interleave (the tests check
 that each gives bitwise its solo history).
 
