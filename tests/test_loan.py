@@ -60,7 +60,7 @@ def test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint(tmp_pat
     """What ``timeout`` does to a running batch (SIGTERM), sent once its job has saved an epoch: within 30 s no job
     process is left and the checkpoint is kept. The signal waits for the first checkpoint, so a slow start-up on a
     busy machine cannot make the test race it."""
-    script = ("import dataclasses\nfrom vixnb import batch, plan\n"
+    script = ("import dataclasses\nfrom vixnb.plan import batch, plan\n"
               "jobs = batch.jobs_from_plan(plan.build('smoke', only=['fnet']), ensemble='never')[:1]\n"
               "entry = jobs[0].entries[0]\n"
               "entry.spec = dataclasses.replace(entry.spec, settings={'epochs': 5000})\n"
@@ -99,7 +99,7 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     kept, and no process of the batch is left."""
     script = ("import dataclasses, faulthandler, signal, sys\n"
               "faulthandler.register(signal.SIGUSR2, all_threads=True)  # the test asks for its stacks if it hangs\n"
-              "from vixnb import batch\n"
+              "from vixnb.plan import batch\n"
               "from vixnb.cli import main\n"
               "planned = batch.jobs_from_plan\n"
               "def one_long_job(*args, **kwargs):\n"

@@ -44,7 +44,7 @@ def test_store_write_is_atomic_under_a_crash(tmp_path, monkeypatch):
 
 
 def test_two_processes_writing_the_same_run_leave_one_whole_file(tmp_path):
-    code = ("import sys; from vixnb.results import ResultsStore; from vixnb.runs.profiles import run_config\n"
+    code = ("import sys; from vixnb.results import ResultsStore; from vixnb.runs.spec import run_config\n"
             "s = ResultsStore(sys.argv[1]); c = run_config('vit', profile='smoke')\n"
             "for i in range(30): s.put(c, {'status': 'done', 'top1': 50.0, 'writer': sys.argv[2], 'pad': 'x' * 100000})")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), w]) for w in "ab"]
@@ -146,7 +146,7 @@ def test_resume_after_kill_gives_identical_metrics(tmp_path):
     ckpt = tmp_path / "run.pt"
     code = (
         "import os, sys, signal, torch, vixnb.engine.train as t\n"
-        "from vixnb.runs.profiles import run_config\n"
+        "from vixnb.runs.spec import run_config\n"
         f"config = run_config('vit', profile='smoke', epochs=3, **{TINY!r})\n"
         "real = t.save_checkpoint\n"
         "def save_then_die(path, state):\n"

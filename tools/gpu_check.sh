@@ -47,7 +47,7 @@ timeout "$(limit 90)" $PY - "$DRY" <<'EOF' || stamp "phase 1 FAILED"
 import sys, warnings
 import torch
 from vixnb.engine.concurrent import sync_checked
-from vixnb.runs.profiles import run_config
+from vixnb.runs.spec import run_config
 from vixnb.engine.train import train, without_timings
 
 dry = sys.argv[1] == "1"
@@ -115,7 +115,7 @@ import functools, sys, time
 import torch
 import vixnb.engine.train as engine
 from vixnb.engine.concurrent import train_concurrently
-from vixnb.runs.profiles import run_config
+from vixnb.runs.spec import run_config
 
 dry = sys.argv[1] == "1"
 engine.load_split = functools.lru_cache(engine.load_split)  # this script's runs share one synthetic set
@@ -179,7 +179,7 @@ timeout "$(limit 90)" $PY - "$DRY" <<'EOF' || stamp "phase 4 FAILED"
 import sys
 import torch
 from vixnb.bench.equivalence import equivalence_lines, execution_equivalence
-from vixnb.runs.profiles import run_config
+from vixnb.runs.spec import run_config
 
 dry = sys.argv[1] == "1"
 bs, epochs, steps = (4, 2, 5) if dry else (64, 4, 25)  # the dry run: 10 steps (the CPU suite checks 100)
