@@ -12,7 +12,7 @@ from torchvision.transforms.v2 import functional as TF
 from vixnb.engine import train as engine
 from vixnb.data import load_split, normalize
 from vixnb.paths import checkout_root
-from vixnb.runs.spec import run_model_settings, run_config
+from vixnb.runs.spec import RunSpec, run_config, run_model_settings
 from vixnb.results import ResultsStore, StoreError, config_key, read_json
 from vixnb.engine.train import without_timings
 from vixnb.runs import make as runs
@@ -268,7 +268,7 @@ def _half(state):
 
 def test_kept_weights_round_trip(isolated_results):
     options = dict(profile="smoke", epochs=2, seed=1, **TINY)
-    result = runs.run("vit_small_simplified", progress=False, keep_weights="store", **options)
+    result = runs.run(RunSpec.of("vit_small_simplified", keep="store", **options), progress=False)
     config, store = result["config"], ResultsStore()
     record = result["weights"]
     path = store.weights_path(config)
@@ -282,7 +282,7 @@ def test_kept_weights_round_trip(isolated_results):
     assert all(v.dtype == torch.float16 and torch.equal(v, _half(best)[k]) for k, v in state.items())
 
     before = torch.random.get_rng_state()
-    module, stored = runs.trained_model("vit_small_simplified", **options)
+    module, stored = runs.trained_model(RunSpec.of("vit_small_simplified", **options))
     assert torch.equal(torch.random.get_rng_state(), before) and stored["top1"] == result["top1"]
     assert not module.training and all(v.dtype == torch.float32 for v in module.state_dict().values())
     assert all(torch.equal(v, state[k].float()) for k, v in module.state_dict().items())
@@ -296,11 +296,11 @@ def test_kept_weights_round_trip(isolated_results):
 
 
 def test_no_kept_weights_under_never_is_a_record_with_the_reason():
-    assert runs.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY) == \
+    assert runs.trained_model(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY)) == \
         (None, {"status": "not yet run", "config": run_config("vit_small_simplified", profile="smoke", epochs=1, **TINY),
                 "reason": "no stored result for this configuration"})
-    runs.run("vit_small_simplified", profile="smoke", epochs=1, progress=False, **TINY)  # without keep_weights
-    module, record = runs.trained_model("vit_small_simplified", profile="smoke", epochs=1, **TINY)
+    runs.run(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY), progress=False)  # without keep_weights
+    module, record = runs.trained_model(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY))
     assert module is None and record["status"] == "not yet run" and "keeps no weights" in record["reason"]
     assert ResultsStore().load_weights(record["config"]) is None
 
@@ -309,32 +309,32 @@ def test_the_size_cap_is_checked_before_training(monkeypatch):
     monkeypatch.setattr(runs, "WEIGHTS_LIMIT_MB", 0.01)
     monkeypatch.setattr(engine, "splits", lambda *a, **k: pytest.fail("loaded data although the cap is passed"))
     with pytest.raises(ValueError, match=r"vit_small_simplified: its weights take 0\.\d+ MiB in float16, over the 0\.01 MiB cap"):
-        runs.run("vit_small_simplified", profile="smoke", progress=False, keep_weights="store", **TINY)
+        runs.run(RunSpec.of("vit_small_simplified", profile="smoke", keep="store", **TINY), progress=False)
     assert not list(ResultsStore().root.rglob("*.json"))
     width_96 = run_config("vit_small_simplified", profile="paper", depth=8)  # the blog's 209,210 parameters
     assert runs.weights_bytes(width_96) < 1 * 2**20
 
 
 def test_run_trains_again_where_the_weights_are_missing(monkeypatch, capsys):
-    options = dict(profile="smoke", epochs=1, progress=False, keep_weights="store", **TINY)
-    first = runs.run("vit_small_simplified", **options)
+    options = dict(profile="smoke", epochs=1, keep="store", **TINY)
+    first = runs.run(RunSpec.of("vit_small_simplified", **options))
     path = ResultsStore().weights_path(first["config"])
     path.unlink()
-    never = runs.run("vit_small_simplified", compute="never", **options)
+    never = runs.run(RunSpec.of("vit_small_simplified", **options), compute="never")
     assert never["weights"] == first["weights"] and not path.exists()  # as stored, weights record and all
     trained = []
     real = engine.train
     monkeypatch.setattr(runs, "train", lambda *a, **k: trained.append(1) or real(*a, **k))
-    again = runs.run("vit_small_simplified", **options)
+    again = runs.run(RunSpec.of("vit_small_simplified", **options))
     assert trained == [1] and path.exists() and again["weights"] == first["weights"]  # the same bytes again on a CPU
     assert f"{ResultsStore().path(first['config']).name} lacks its weights file" in capsys.readouterr().err
-    runs.run("vit_small_simplified", **options)
+    runs.run(RunSpec.of("vit_small_simplified", **options))
     assert trained == [1]  # present now: loaded
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_a_gpu_profiles_trained_model_on_a_cpu_is_not_yet_run():
-    module, record = runs.trained_model("vit_small_simplified", profile="paper", compute="missing")
+    module, record = runs.trained_model(RunSpec.of("vit_small_simplified", profile="paper"), compute="missing")
     assert module is None and record["status"] == "not yet run" and "needs a CUDA GPU" in record["reason"]
 
 
@@ -344,16 +344,16 @@ def test_a_stored_gpu_result_without_weights_stays_a_result_on_a_cpu():
     config = run_config("vit_small_simplified", profile="paper", **TINY)
     store = ResultsStore()
     store.put(config, {"status": "done", "top1": 50.0, "top5": 90.0, "history": []})
-    result = runs.run("vit_small_simplified", profile="paper", keep_weights="store", **TINY)
+    result = runs.run(RunSpec.of("vit_small_simplified", profile="paper", keep="store", **TINY))
     assert result["status"] == "done" and result["top1"] == 50.0
     assert result["weights_missing"] == "keeps no weights; profile 'paper' needs a CUDA GPU to make it again"
 
 
 def test_trained_model_never_loads_the_weights_of_a_stale_result(monkeypatch):
     options = dict(profile="smoke", epochs=1, **TINY)
-    runs.run("vit_small_simplified", progress=False, keep_weights="store", **options)
+    runs.run(RunSpec.of("vit_small_simplified", keep="store", **options), progress=False)
     monkeypatch.setattr(runs, "stale_reason", lambda *a: "made by other model code (test)")
-    module, record = runs.trained_model("vit_small_simplified", **options)
+    module, record = runs.trained_model(RunSpec.of("vit_small_simplified", **options))
     assert module is None and "made by other model code (test)" in record["reason"]
 
 

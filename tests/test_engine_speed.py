@@ -39,7 +39,10 @@ PINNED = {
 PINNED_SCRIPT = """
 import hashlib, json, sys
 import torch
-from vixnb.engine import train as engine
+try:  # the pinned commit's engine, a module of its own (an editable install would lend it today's vixnb.engine)
+    from vixnb import train as engine
+except ImportError:
+    from vixnb.engine import train as engine
 torch.set_num_threads(int(sys.argv[1]))
 result = engine.train(json.load(sys.stdin), progress=False, with_weights=True)
 h = hashlib.sha256(json.dumps(engine.without_timings(result["history"]), sort_keys=True).encode())

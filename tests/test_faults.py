@@ -28,6 +28,7 @@ from vixnb.files import atomic_write
 from vixnb.results import ResultsStore, StoreError, load_checkpoint, previous_path, save_checkpoint
 from vixnb.engine.train import without_timings
 from vixnb.runs import make as runs
+from vixnb.runs.spec import RunSpec
 
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 CPU_PROFILE = {"description": "CPU, real image folders (tests)", "page_title": "tests", "device": "cpu", "epochs": 2,
@@ -355,8 +356,7 @@ def test_a_second_process_on_the_same_run_waits_for_the_first(cpu_data, capsys, 
     fcntl.flock(holder, fcntl.LOCK_EX)  # another process is training this run
     monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained a run another process is training"))
     got = {}
-    waiter = threading.Thread(target=lambda: got.update(r=runs.run("vit", dataset="cifar10", profile="cpu",
-                                                                      progress=False)))
+    waiter = threading.Thread(target=lambda: got.update(r=runs.run(RunSpec.of("vit", dataset="cifar10", profile="cpu"), progress=False)))
     waiter.start()
     time.sleep(0.5)
     assert waiter.is_alive()  # waiting, not training
@@ -409,8 +409,8 @@ def test_a_chapter_interrupted_midway_leaves_the_store_consistent(tmp_path, caps
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("from vixnb.runs.make import run\n"
-                                  f"r = run('fnet', profile=profile, progress=False, **{TINY!r})"),
+        nbformat.v4.new_code_cell("from vixnb.runs.make import run\nfrom vixnb.runs.spec import RunSpec\n"
+                                  f"r = run(RunSpec.of('fnet', profile=profile, **{TINY!r}), progress=False)"),
         nbformat.v4.new_code_cell("raise KeyboardInterrupt('stopped midway')")])
     path = tmp_path / "chapter.ipynb"
     nbformat.write(nb, path)
@@ -770,8 +770,8 @@ def test_a_malformed_init_from_is_a_usage_error(capsys, value):
 
 @pytest.mark.parametrize("call, says", [
     (lambda: __import__("vixnb").create_model("vit", depth="2"), "depth='2': model 'vit' takes a whole number >= 1"),
-    (lambda: runs.run("vit", lr="1e-3", progress=False), "lr='1e-3': give a learning rate > 0"),
-    (lambda: runs.run("vit", epochs="3", progress=False), "epochs='3': give a whole number >= 1"),
+    (lambda: runs.run(RunSpec.of("vit", lr="1e-3"), progress=False), "lr='1e-3': give a learning rate > 0"),
+    (lambda: runs.run(RunSpec.of("vit", epochs="3"), progress=False), "epochs='3': give a whole number >= 1"),
     (lambda: data.load_split("synthetic", "test", size="abc"), "size='abc': give a whole number >= 0"),
     (lambda: runspec.run_config("vit", randaugment=[-1, -1]), "randaugment=\\[-1, -1\\]: give \\[NUM_OPS"),
 ], ids=["create_model depth", "run lr", "run epochs", "load_split size", "run_config randaugment"])

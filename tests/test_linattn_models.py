@@ -11,7 +11,7 @@ from vixnb.layers.performer import FastAttention
 from vixnb.models.counting import count_params
 from vixnb.models.vix import B16_KERNELS
 from vixnb.runs.asked import chapter_settings, table_runs
-from vixnb.runs.spec import run_config
+from vixnb.runs.spec import RunSpec, run_config
 from vixnb.results import ResultsStore, config_key
 from vixnb.engine import train as engine
 from vixnb.runs import make as training_runs
@@ -145,8 +145,8 @@ def test_init_from_names_a_run_of_the_paper_or_says_which_exist():
 def test_a_warm_started_run_trains_its_source_keeps_it_locally_and_records_the_transfer(monkeypatch):
     monkeypatch.setattr(training_runs, "WEIGHTS_LIMIT_MB", 0.01)  # the tiny ViT's weights as large as ViT-B/16's: over the cap
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
-    options = dict(profile="smoke", epochs=1, progress=False)
-    result = training_runs.run("vil_b16_224", **options, **runs["vil_checkpoint"])
+    options = dict(profile="smoke", epochs=1)
+    result = training_runs.run(RunSpec.of("vil_b16_224", **options, **runs["vil_checkpoint"]))
     assert result["status"] == "done"
     transfer = result["transfer"]
     assert transfer["source"] == "vit_scratch" and transfer["counts"]["unused"] == 0
@@ -154,7 +154,7 @@ def test_a_warm_started_run_trains_its_source_keeps_it_locally_and_records_the_t
     assert 0 <= transfer["top1"] <= 100 and transfer["loss"] > 0
     store = ResultsStore()
     # the source is the row's own run (the profile's epochs), not one of the warm start's length
-    source = training_runs.run("vit_b16_224", profile="smoke", compute="never", **runs["vit_scratch"])
+    source = training_runs.run(RunSpec.of("vit_b16_224", profile="smoke", **runs["vit_scratch"]), compute="never")
     assert source["status"] == "done" and source["weights"]["file"].startswith(".weights-local/")
     assert store.weights_path(source["config"], local=True).is_file()
     # the stored transfer record is plain JSON, and every history entry has the test loss and pass time
@@ -163,13 +163,13 @@ def test_a_warm_started_run_trains_its_source_keeps_it_locally_and_records_the_t
     assert all(h["select_loss"] > 0 and h["eval_seconds"] > 0 for h in stored["history"])
     trained = []
     monkeypatch.setattr(training_runs, "train", lambda *a, **k: trained.append(1))
-    again = training_runs.run("vil_b16_224", **options, **runs["vil_checkpoint"])
+    again = training_runs.run(RunSpec.of("vil_b16_224", **options, **runs["vil_checkpoint"]))
     assert again["transfer"] == transfer and not trained  # stored: nothing trains again
 
 
 def test_a_warm_start_without_its_source_under_never_is_not_yet_run():
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
-    record = training_runs.run("vip_b16_224", profile="smoke", compute="never", **runs["viprelu_checkpoint"])
+    record = training_runs.run(RunSpec.of("vip_b16_224", profile="smoke", **runs["viprelu_checkpoint"]), compute="never")
     assert record["status"] == "not yet run"
 
 
@@ -184,23 +184,23 @@ def test_warm_start_runs_are_never_ensembled():
 def test_a_stored_source_is_not_trained_again_for_its_weights_and_a_changed_source_makes_warm_starts_stale(monkeypatch):
     monkeypatch.setattr(training_runs, "WEIGHTS_LIMIT_MB", 0.01)  # kept locally, as ViT-B/16's
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
-    options = dict(profile="smoke", progress=False)
-    warm = training_runs.run("vip_b16_224", **options, **runs["viprelu_checkpoint"])
-    source = training_runs.run("vit_b16_224", compute="never", **options, **runs["vit_scratch"])
+    options = dict(profile="smoke")
+    warm = training_runs.run(RunSpec.of("vip_b16_224", **options, **runs["viprelu_checkpoint"]))
+    source = training_runs.run(RunSpec.of("vit_b16_224", **options, **runs["vit_scratch"]), compute="never")
     assert warm["transfer"]["source_weights_sha256"] == source["weights"]["sha256"]
     store = ResultsStore()
     store.weights_path(source["config"], local=True).unlink()  # another machine: the local weights are not there
     trained = []
     real = engine.train
     monkeypatch.setattr(training_runs, "train", lambda *a, **k: trained.append(a[0]["model"]) or real(*a, **k))
-    assert training_runs.run("vit_b16_224", **options, **runs["vit_scratch"])["status"] == "done" and not trained
-    assert "stale" not in training_runs.run("vip_b16_224", compute="never", **options, **runs["viprelu_checkpoint"])
+    assert training_runs.run(RunSpec.of("vit_b16_224", **options, **runs["vit_scratch"]))["status"] == "done" and not trained
+    assert "stale" not in training_runs.run(RunSpec.of("vip_b16_224", **options, **runs["viprelu_checkpoint"]), compute="never")
     # the source trained again (other weights): its stored warm starts say so, and "missing" makes them again
     path = store.path(source["config"])
     record = json.loads(path.read_text())
     record["weights"]["sha256"] = "0" * 64
     path.write_text(json.dumps(record))
-    stale = training_runs.run("vip_b16_224", compute="never", **options, **runs["viprelu_checkpoint"])
+    stale = training_runs.run(RunSpec.of("vip_b16_224", **options, **runs["viprelu_checkpoint"]), compute="never")
     assert stale["stale"] == "made from other weights of 'vit_scratch' than those stored now"
 
 

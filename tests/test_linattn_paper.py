@@ -10,7 +10,7 @@ from conftest import source_document
 from vixnb import papers
 from vixnb.analysis import panel, prediction_record, record_stale
 from vixnb.data import load_split
-from vixnb.runs.spec import run_config
+from vixnb.runs.spec import RunSpec, run_config
 from vixnb.record_kinds import KINDS, chapter_requests, weights_read
 from vixnb.report.claims import schema as claim_schema
 from vixnb.results import ResultsStore
@@ -188,7 +188,8 @@ def test_the_chapter_keeps_the_test_runs_weights_locally_and_asks_for_their_pred
     kind = KINDS["predictions"]
     assert (kind.needs_gpu, kind.reads_weights, kind.record_name(request)) == (True, True, "linattn-predictions-cifar10")
     read = weights_read(request, "budget")
-    assert [(m, s.get("init_from"), seed) for m, s, seed, _ in read][:2] == [("vit_b16_224", None, 0), ("vil_b16_224", None, 0)]
+    assert [(r.model, r.settings.get("init_from"), r.seed) for r in read][:2] == [("vit_b16_224", None, 0),
+                                                                                   ("vil_b16_224", None, 0)]
     assert len(read) == len(papers.table("linattn", "test")["rows"])
     # ViT-B/16's 172 MB are over the store's cap: kept on the GPU machine; the smoke profile's tiny model fits
     assert keep_where(run_config("vit_b16_224", profile="budget")) == "local"
@@ -198,7 +199,8 @@ def test_the_chapter_keeps_the_test_runs_weights_locally_and_asks_for_their_pred
 def test_the_prediction_record_of_a_smoke_model():
     store = ResultsStore()
     shrink = papers.book_chapter("linattn", "linattn")["profile_settings"]["smoke"]
-    runs = {"vit_scratch": ("vit_b16_224", shrink, 0), "vil_scratch": ("vil_b16_224", shrink, 0)}
+    runs = {"vit_scratch": RunSpec.of("vit_b16_224", profile="smoke", **shrink),
+            "vil_scratch": RunSpec.of("vil_b16_224", profile="smoke", **shrink)}
     unmade = prediction_record(runs, dataset="cifar10", profile="smoke", compute="never", store=store)
     assert {r["status"] for r in unmade["runs"].values()} == {"not yet run"}
     record = prediction_record(runs, dataset="cifar10", profile="smoke", compute="missing", store=store)

@@ -14,7 +14,6 @@ from vixnb.report.claims import ours as claim_figures
 from vixnb.report.claims import rules
 from vixnb.report.claims.verdicts import FAILS, HOLDS, NOT_RUN, claims, protocol_note
 from vixnb.results import ResultsStore
-from vixnb.runs.spec import RunSpec
 
 CLAIM = "shaped-fig8-localised-maps"
 #: the chapter's attention-map record, as its paper file asks for it
@@ -66,15 +65,14 @@ def test_the_claim_on_the_committed_store_names_the_run_that_did_not_learn():
 
 
 def _configs(profile="budget"):
-    return {row: RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config
-            for row, (model, settings, seed) in kept_runs(REQUEST, profile).items()}
+    return {row: spec.config for row, spec in kept_runs(REQUEST, profile).items()}
 
 
 def _planted(store, maps, *, profile="budget", dataset="cifar10", made_in="budget"):
     """An attention-map record as ``analysis.attention_record`` stores it (five panel images, twelve layers, 64
     patches; a GPU's provenance), of the chapter's Experiment 3 runs, whose class token's rows are ``maps``."""
     configs, kept = _configs(made_in), kept_runs(REQUEST, made_in)
-    runs = {row: {"status": "done", "model": config["model"], "settings": kept[row][1], "seed": 0, "config": config,
+    runs = {row: {"status": "done", "model": config["model"], "settings": dict(kept[row].settings), "seed": 0, "config": config,
                   "weights_sha256": "0" * 64, "class_token": maps[row], "prominence": [[1.0] * 4] * 12,
                   "prominence_softmax": [[1.0] * 4] * 12, "identity_share": [],
                   "training": {"device": "NVIDIA H100 80GB HBM3", "profile": made_in, "seed": 0}}

@@ -26,10 +26,12 @@ MAPPED_VIX = {"vit", "vip", "vil", "vin", "hybrid_vit", "hybrid_vip", "hybrid_vi
 def test_every_study_run_is_a_table_row_its_chapter_trains(profile):
     study = analysis.study()
     for label in study["runs"]:
-        model, settings, seed, dataset = asked.study_run(label, profile)
+        run = asked.study_run(label, profile)
         spec = study["runs"][label]
-        assert (model, settings) == papers.row_run(spec["paper"], spec["table"], spec["row"]) or profile == "smoke"
-        assert seed == 0 and dataset == papers.table(spec["paper"], spec["table"])["dataset"]
+        assert (run.model, dict(run.settings)) == papers.row_run(spec["paper"], spec["table"], spec["row"]) or \
+            profile == "smoke"
+        assert run.seed == 0 and run.dataset == papers.table(spec["paper"], spec["table"])["dataset"]
+        assert run.keep == Keep.NONE  # what a run keeps is the keep decision's (table_specs, study_own_specs)
     for name in ("linear", "attribution"):
         assert set(study[name]) <= set(study["runs"])
     assert study["approximation"] in study["runs"]
@@ -112,9 +114,8 @@ def test_the_study_covers_every_mechanism_and_family():
     # each run has an entry in the plan, the mapped ones that fit the cap keeping their weights
     entries = [e for e in plan.build("budget") if e.kind == "train"]
     for label in kinds:
-        model, settings, seed, dataset = asked.study_run(label, "budget")
-        assert any(e.model == model and e.dataset == dataset and e.seed == seed
-                   and all(e.settings.get(k) == v for k, v in settings.items()) for e in entries), label
+        run = asked.study_run(label, "budget")
+        assert any(e.key == run.key for e in entries), label
 
 
 def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
@@ -306,7 +307,8 @@ def test_a_model_of_our_own_enters_the_maps_study_by_name(monkeypatch, tmp_path)
     study = asked.study()
     try:
         study_file({**study["runs"], "Ours": ours_run})
-        assert asked.study_run("Ours", "budget") == ("vit_one_block_ours", {"batch_size": 128}, 0, "cifar10")
+        assert asked.study_run("Ours", "budget") == RunSpec.of("vit_one_block_ours", dataset="cifar10",
+                                                               profile="budget", seed=0, batch_size=128)
         [(label, spec)] = asked.study_own_specs("budget")
         assert (label, spec.model, spec.dataset, spec.keep) == ("Ours", "vit_one_block_ours", "cifar10", Keep.STORE)
         entries = plan.build("budget", chapter=["maps"])

@@ -7,7 +7,7 @@ import torch
 from vixnb.runs import make as runs
 from vixnb.engine.ensemble import can_ensemble
 from vixnb.results.store import config_key
-from vixnb.runs.spec import run_config
+from vixnb.runs.spec import RunSpec, run_config
 from vixnb.results import ResultsStore
 from vixnb.engine.precision import amp_dtype, machine_precision
 from vixnb.engine.train import autocasts
@@ -54,7 +54,7 @@ def test_an_fp16_ensemble_is_refused():
 
 def test_a_machine_without_bfloat16_trains_and_stores_the_fp16_run(monkeypatch, capsys):
     monkeypatch.setattr(runs, "machine_precision", lambda precision: "fp16" if precision == "bf16" else precision)
-    result = runs.run("vit", profile="smoke", precision="bf16", epochs=1, progress=False, **TINY)
+    result = runs.run(RunSpec.of("vit", profile="smoke", precision="bf16", epochs=1, **TINY), progress=False)
     assert result["status"] == "done" and result["config"]["precision"] == "fp16"
     store = ResultsStore()
     assert store.get(run_config("vit", profile="smoke", precision="fp16", epochs=1, **TINY)) is not None

@@ -15,6 +15,7 @@ from vixnb.cli import parser
 from vixnb.results import ResultsStore
 from vixnb.runs import policy
 from vixnb.models import facts
+from vixnb.runs.spec import RunSpec
 
 prov = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
@@ -42,7 +43,7 @@ def test_source_hashes_cover_the_models_own_modules_and_the_engine(monkeypatch):
 
 
 def test_a_run_records_its_source_hash_and_code_changed_names_the_part():
-    result = runs.run("vit", profile="smoke", progress=False, **TINY)
+    result = runs.run(RunSpec.of("vit", profile="smoke", **TINY), progress=False)
     config = result["config"]
     overrides = json.dumps(config["model_overrides"], sort_keys=True)
     assert result["source_hash"] == policy.source_today("vit", config["dataset"], overrides)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vixnb.engine import train as engine
-from vixnb.runs.spec import run_config
+from vixnb.runs.spec import RunSpec, run_config
 from vixnb.results import ResultsStore, StoreError
 from vixnb.engine.train import without_timings
 from vixnb.runs import make as runs
@@ -82,21 +82,21 @@ def test_training_leaves_the_global_rng_alone():
 def test_nan_loss_stops_the_run_and_stores_nothing(monkeypatch, isolated_results):
     monkeypatch.setattr(engine, "normalize", lambda x: torch.full(x.shape, float("nan")))
     with pytest.raises(FloatingPointError, match="no result stored"):
-        runs.run("fnet", profile="smoke", progress=False, **TINY)
+        runs.run(RunSpec.of("fnet", profile="smoke", **TINY), progress=False)
     assert not list(isolated_results.rglob("*.json"))
 
 
 def test_run_loads_stored_results_and_compute_always_forces_training(monkeypatch):
-    first = runs.run("fnet", profile="smoke", progress=False, **TINY)
+    first = runs.run(RunSpec.of("fnet", profile="smoke", **TINY), progress=False)
     monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained although a stored result exists"))
-    assert runs.run("fnet", profile="smoke", progress=False, **TINY)["top1"] == first["top1"]
+    assert runs.run(RunSpec.of("fnet", profile="smoke", **TINY), progress=False)["top1"] == first["top1"]
     monkeypatch.setattr(runs, "train", lambda config, **k: {"status": "done", "top1": -1.0})
-    assert runs.run("fnet", profile="smoke", compute="always", progress=False, **TINY)["top1"] == -1.0
+    assert runs.run(RunSpec.of("fnet", profile="smoke", **TINY), compute="always", progress=False)["top1"] == -1.0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_gpu_profile_on_cpu_is_not_yet_run():
-    result = runs.run("vit", profile="paper")
+    result = runs.run(RunSpec.of("vit", profile="paper"))
     assert result["status"] == "not yet run" and "CUDA" in result["reason"]
 
 

@@ -11,6 +11,7 @@ import pytest
 from vixnb import validate
 from vixnb.cli import main, parser
 from vixnb.validate import COUNT, POSITIVE, PROBABILITY, SEED, SEEDS, Choice, Invalid, Real, Whole
+from vixnb.runs.spec import RunSpec
 
 #: what the audits call every numeric argument with
 BAD_VALUES = (0, -1, 1.5, "abc", None)
@@ -196,7 +197,7 @@ def test_the_api_refuses_what_the_cli_refuses():
     from vixnb.data import load_split
 
     with pytest.raises(ValueError, match=r"^seed=1.5: give a whole number >= 0"):
-        runs.run("vit", seed=1.5)  # it would have been stored as seed 1
+        runs.run(RunSpec.of("vit", seed=1.5))  # it would have been stored as seed 1
     with pytest.raises(ValueError, match=r"^seed=-1: give a whole number >= 0"):
         load_split("synthetic", "test", seed=-1)
     assert load_split("synthetic", "test", seed=2.0, size=4)[1].shape == (4,)  # 2.0 is the whole number 2
@@ -281,6 +282,6 @@ def test_every_whole_number_is_bounded_by_its_consumers_range():
     with pytest.raises(SystemExit):
         main(["train", "vit", "--epochs", str(COUNT_MAX + 1)])
     with pytest.raises(ValueError, match=rf"^seed={SEED_MAX + 1}: give a whole number >= 0 \(at most {SEED_MAX}\)"):
-        runs.run("vit", seed=SEED_MAX + 1)
+        runs.run(RunSpec.of("vit", seed=SEED_MAX + 1))
     with pytest.raises(ValueError, match=r"^seeds=.*element 0"):
         parameter_rule("seeds", [0])([SEED_MAX + 1], "seeds")

@@ -23,18 +23,16 @@ import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
-from .analysis.first_steps import arms_frame, first_steps_record, question_arms, question_spec
+from .analysis.first_steps import arms_frame, first_steps_record
 from .analysis.records import STUDY_RECORDS, study_labels, study_record
-from .runs.asked import study, study_run
+from .runs.asked import kept_specs, question_arms, question_spec, row_specs, study, study_run, table_runs
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .measure.latency import latency_record, latency_table
 from .runs.spec import run_model_settings
 from .runs.profiles import small_sizes
-from .runs.asked import table_runs
 from .results import ResultsStore
 from .runs.policy import obtain_record, training_policy, weights_changed
-from .runs.spec import RunSpec
 
 
 class PartialRecord(RuntimeError):
@@ -113,6 +111,13 @@ def _chapter_runs(request, profile):
             for run in table_runs(request.paper, chapter, table, profile)]
 
 
+def _chapter_specs(request, profile):
+    """``[(row, [RunSpec per seed])]`` of the chapter's tables trained on the request's dataset."""
+    chapter = papers.book_chapter(request.paper, request.chapter)
+    return [run for table in chapter.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
+            for run in row_specs(request.paper, chapter, table, profile)]
+
+
 def _gpu_memory_name(request):
     batch = papers.gpu_batch_size(request.paper)
     return f"{request.paper}{'-' + request.part if request.part else ''}-gpu-memory-{request.dataset}-b{batch}"
@@ -130,15 +135,15 @@ def _make_speed(request, *, profile, **_):
     """Every efficiency figure of each model configuration the chapter trains on the dataset (a warm start is the
     same architecture as its scratch run: measured once): ``measure.configuration_speeds``."""
     configs = {}
-    for row, model, settings, seeds in _chapter_runs(request, profile):
-        config = RunSpec.of(model, dataset=request.dataset, profile=profile, seed=seeds[0], **settings).config
+    for row, specs in _chapter_specs(request, profile):
+        model, config = specs[0].model, specs[0].config
         configs.setdefault((model, json.dumps(run_model_settings(config), sort_keys=True)), (row, model, config))
     return configuration_speeds(list(configs.values()), cpu=small_sizes(profile))
 
 
 def _kept_weights_read(request, profile):
     """The runs whose kept weights a chapter's record reads: its ``keep_weights`` tables' first seeds."""
-    return [(model, settings, seed, request.dataset) for model, settings, seed in kept_runs(request, profile).values()]
+    return list(kept_runs(request, profile).values())
 
 
 def _study_weights_read(request, profile):
@@ -147,11 +152,9 @@ def _study_weights_read(request, profile):
 
 
 def kept_runs(request, profile):
-    """``{row: (model, settings, seed)}``: the runs whose weights the chapter keeps (its ``keep_weights`` tables,
-    first seed)."""
-    chapter = papers.book_chapter(request.paper, request.chapter)
-    return {row: (model, settings, seeds[0]) for table in chapter.get("keep_weights") or []
-            for row, model, settings, seeds in table_runs(request.paper, chapter, table, profile)}
+    """``{row: RunSpec}``: the runs whose weights the chapter keeps (``asked.kept_specs``: its ``keep_weights``
+    tables, first seed)."""
+    return kept_specs(request.paper, request.chapter, profile)
 
 
 def _of_kept_weights(measure):
@@ -407,7 +410,7 @@ def study_requests():
 
 
 def weights_read(request, profile):
-    """``[(model, settings, seed, dataset)]``: the runs whose kept weights ``request``'s record reads in ``profile``
+    """``[RunSpec]``: the runs whose kept weights ``request``'s record reads in ``profile``
     (its kind's ``runs_read``; the plan puts the record after them)."""
     kind = kind_of(request)
     return kind.runs_read(request, profile) if kind.runs_read else []

@@ -19,10 +19,10 @@ import torch
 
 from .. import papers
 from ..data import dataset_spec
-from ..runs.asked import row_runs
 from ..results.provenance import provenance
-from ..runs.spec import RunSpec, run_command
+from ..runs.spec import run_command
 from ..engine.train import STEP, STEPS_DONE, splits, training_steps
+from ..runs.asked import question_arms, question_spec
 
 #: steps averaged into one point of a curve and into the table's windows (a batch's loss is noisy)
 WINDOW = 20
@@ -50,33 +50,6 @@ def first_steps(config, steps, *, device="cpu"):
             run.close()
     return {"loss": [r[0] for r in rows], "acc": [100.0 * r[1] for r in rows],
             "seconds": time.perf_counter() - start}
-
-
-def question_arms(key, question, profile, seed=0):
-    """``{arm: RunSpec}`` of a question with ``arms`` (paper ``key``'s ``book: questions:``): ``base`` (each of its
-    ``rows``' run; ``row``, the row's name, where it names several), then each arm, the row's run with the arm's
-    settings, on the question's table's dataset."""
-    spec = question_spec(key, question)
-    dataset = papers.table(key, spec["table"])["dataset"]
-    runs, out = row_runs(key, profile), {}
-    for row in spec["rows"]:
-        model, settings = runs[row]
-        name = "base" if len(spec["rows"]) == 1 else row
-        out[name] = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings)
-        for arm, change in (spec.get("arms") or {}).items():
-            change = dict(change)
-            arm_seed = change.pop("seed", seed)
-            label = arm if len(spec["rows"]) == 1 else f"{row}: {arm}"
-            out[label] = RunSpec.of(model, dataset=dataset, profile=profile, seed=arm_seed, **{**settings, **change})
-    return out
-
-
-def question_spec(key, question):
-    """The paper file's entry of ``question`` (a chapter's ``book: questions:``), or a one-line error naming the file."""
-    for chapter in papers.book_chapters(key):
-        if question in (chapter.get("questions") or {}):
-            return chapter["questions"][question]
-    raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `questions`")
 
 
 def first_steps_record(key, question, profile, *, device="cpu", steps=None):

@@ -6,7 +6,7 @@ then the second of each), so that its first five are five different classes (the
 those five). The smoke profile's synthetic set gives its own panel the same way.
 
 ``attention_record(runs, ...)`` is the stored measurement behind the `shaped` chapter's Fig. 8 and Fig. 11: for
-each trained model (weights kept by ``runs.run(keep_weights="store")``), the class token's attention over the
+each trained model (weights kept where its ``RunSpec.keep`` says), the class token's attention over the
 patches in every layer for the panel's first images, and the diagonal prominence (``diagonal_prominence``)
 per layer and head over the first test images, of the map each mixer applies (rows normalised to sum 1: shaped
 attention's alpha I + beta A divided by alpha + beta) and of its softmax part alone.
@@ -27,8 +27,8 @@ from ..models import meta_model, model_fact
 from ..runs.profiles import get_profile, small_sizes
 from ..results import provenance
 from ..runs.policy import training_policy, weights_changed
-from ..runs.asked import study, study_model_json, study_run, weights_over_cap
-from ..runs.make import trained_model
+from ..runs.asked import study, study_model_json, study_run
+from ..runs.make import trained_model, weights_too_large
 from .approximations import approximation_errors
 from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
@@ -77,15 +77,15 @@ def model_maps(model, images, *, prominence_images=None):
 
 @checked("images", "prominence_images")
 def attention_record(runs, *, dataset, profile, compute="never", store=None, images=5, prominence_images=1000):
-    """The measurement record of ``runs`` ``{name: (model, settings, seed)}``: for each, its trained model's
+    """The measurement record of ``runs`` ``{name: RunSpec}``: for each, its trained model's
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
     training run it comes from, and where it was measured. A run whose weights are not stored (and cannot be
     trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
     used, test_x, test_y, shown = _panel_split(dataset, profile, images)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = {}
-    for name, module, out[name] in _trained_runs(runs, dataset=dataset, profile=profile, compute=compute,
-                                                 store=store, device=device):  # out[name]: the run's entry
+    for name, module, out[name] in _trained_runs(runs, compute=compute, store=store,
+                                                 device=device):  # out[name]: the run's entry
         if module is not None:
             out[name].update(model_maps(module, test_x[shown].to(device),
                                         prominence_images=test_x[:prominence_images].to(device)))
@@ -95,7 +95,7 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
 
 @checked("images")
 def prediction_record(runs, *, dataset, profile, compute="never", store=None, images=10):
-    """The measurement record of the predicted labels of ``runs`` ``{name: (model, settings, seed)}`` (paper
+    """The measurement record of the predicted labels of ``runs`` ``{name: RunSpec}`` (paper
     `linattn`'s panels of test images with each model's predicted label), in two selections of ``images`` test
     images: the report's, the first ones of the test set (``panel``, ``labels``, and each run's ``predicted``, in
     order), and the book's panel, one of each class (``per_class``: ``{"panel", "labels", "predicted": {name: [...]}}``);
@@ -105,8 +105,8 @@ def prediction_record(runs, *, dataset, profile, compute="never", store=None, im
     first = list(range(min(images, len(test_y))))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out, of_class = {}, {}
-    for name, module, out[name] in _trained_runs(runs, dataset=dataset, profile=profile, compute=compute,
-                                                 store=store, device=device):  # out[name]: the run's entry
+    for name, module, out[name] in _trained_runs(runs, compute=compute, store=store,
+                                                 device=device):  # out[name]: the run's entry
         if module is not None:
             with torch.no_grad():  # the forward only: trained_model may train the run first
                 logits = module(normalize(test_x[first + per_class].to(device)))
@@ -125,25 +125,23 @@ def _panel_split(dataset, profile, images):
     return used, test_x, test_y, panel(used, labels=test_y)[:images]
 
 
-def _trained_runs(runs, *, dataset, profile, compute, store, device):
-    """``(name, module on device or None, record entry)`` of each run of ``runs`` ``{name: (model, settings, seed)}``
+def _trained_runs(runs, *, compute, store, device):
+    """``(name, module on device or None, record entry)`` of each run of ``runs`` ``{name: RunSpec}``
     (``_trained_run``), one after another."""
-    for name, (model, settings, seed) in runs.items():
-        module, entry = _trained_run(model, settings, seed, dataset=dataset, profile=profile, compute=compute,
-                                     store=store)
+    for name, spec in runs.items():
+        module, entry = _trained_run(spec, compute=compute, store=store)
         yield name, (module.to(device) if module is not None else None), entry
 
 
-def _trained_run(model, settings, seed, *, dataset, profile, compute, store):
-    """``(module, entry)``: a run's trained model (``runs.trained_model``; measuring again never trains again:
-    "always" reuses the stored weights) and its record entry (the run, its config and weights' SHA-256, where it was
-    trained), or ``(None, {"status": "not yet run", "reason": ...})``."""
-    module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
-                                   compute=training_policy(compute), store=store, **settings)
+def _trained_run(spec, *, compute, store):
+    """``(module, entry)``: the trained model of run ``spec`` (``runs.make.trained_model``; measuring again never trains
+    again: "always" reuses the stored weights) and its record entry (the run, its config and weights' SHA-256, where
+    it was trained), or ``(None, {"status": "not yet run", "reason": ...})``."""
+    module, result = trained_model(spec, compute=training_policy(compute), store=store)
     if module is None:
         return None, {"status": "not yet run", "reason": result.get("reason", "no stored weights")}
     prov = result["provenance"]
-    return module, {"status": "done", "model": model, "settings": settings, "seed": seed,
+    return module, {"status": "done", "model": spec.model, "settings": dict(spec.settings), "seed": spec.seed,
                     "config": result["config"], "weights_sha256": result["weights"]["sha256"],
                     "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}
 
@@ -192,13 +190,13 @@ def study_map_kinds(profile):
     built on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
-        model, settings, _, dataset = study_run(label, profile)
-        settings_json = study_model_json(settings, profile)
-        kind = model_fact(map_kind, model, dataset, settings_json)
+        run = study_run(label, profile)
+        model, settings_json = run.model, study_model_json(run.settings, profile)
+        kind = model_fact(map_kind, model, run.dataset, settings_json)
         source = f"{spec['paper']} {spec['table']}, row {spec['row']}" if "row" in spec else "the study's own run"
         out[label] = {"model": model, "source": source,
                       "map": kind.removeprefix(f"{model}: "),
-                      "draws": bool(model_fact(model_draws_map, model, dataset, settings_json))}
+                      "draws": bool(model_fact(model_draws_map, model, run.dataset, settings_json))}
     return out
 
 
@@ -219,20 +217,15 @@ def panel_images(record, count=None):
 
 
 def trained(label, profile, compute, store):
-    """``(module, result, run)`` of a study run: its trained model (``runs.trained_model``; measuring again never
+    """``(module, result, run)`` of a study run: its trained model (``runs.make.trained_model``; measuring again never
     trains again) or ``(None, {"status", "reason"}, run)``."""
-    model, settings, seed, dataset = study_run(label, profile)
-    run = {"model": model, "settings": settings, "seed": seed}
-    over = weights_over_cap(model, settings, seed, dataset, profile)
+    spec = study_run(label, profile)
+    run = {"model": spec.model, "settings": dict(spec.settings), "seed": spec.seed}
+    over = weights_too_large(spec.config)
     if over:
         return None, {"status": "not kept", "reason": over}, run
-    module, result = trained_model(model, dataset=dataset, profile=profile, seed=seed,
-                                   compute=training_policy(compute), store=store, **settings)
-    if module is None:
-        return None, {"status": "not yet run", "reason": result.get("reason", "no stored weights")}, run
-    prov = result["provenance"]
-    return module, {"status": "done", **run, "config": result["config"], "weights_sha256": result["weights"]["sha256"],
-                    "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}, run
+    module, entry = _trained_run(spec, compute=compute, store=store)
+    return module, entry, run
 
 
 def _panel_images(profile):
@@ -290,15 +283,15 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     images = images.to(device)
     out = {}
     for label in study_labels(kind, profile):
-        model, settings, _, dataset = study_run(label, profile)
+        spec = study_run(label, profile)
         if kind == "attention":
-            meta = meta_model(model, dataset, study_model_json(settings, profile))
+            meta = meta_model(spec.model, spec.dataset, study_model_json(spec.settings, profile))
             if not model_draws_map(meta):
-                out[label] = {"status": "no attention map", "model": model, "kind": map_kind(meta)}
+                out[label] = {"status": "no attention map", "model": spec.model, "kind": map_kind(meta)}
                 continue
         module, run, _ = trained(label, profile, compute if train is None else train, store)
         if module is None:
-            out[label] = {**run, "model": model}
+            out[label] = {**run, "model": spec.model}
             continue
         module = module.to(device)
         if kind == "attention":

@@ -24,6 +24,7 @@ def models(args):
 def train(args):
     """``vixnb train MODEL``: train one model (or load its stored result) and print a summary."""
     from ..runs.make import run
+    from ..runs.spec import Keep, RunSpec
 
     options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
@@ -33,14 +34,16 @@ def train(args):
                "init_from": _yaml_values([("--init-from", args.init_from)])["--init-from"]
                if args.init_from else None}
     overrides = {k: v for k, v in options.items() if v is not None and v is not False}
-    keep = {"keep_weights": {True: "store", "local": "local"}[args.keep_weights]} if args.keep_weights else {}
+    keep = {True: "store", "local": "local"}[args.keep_weights] if args.keep_weights else "no"
     settings = parse_overrides(args.override)
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
                          f"--{clash[0].replace('_', '-')} instead")
     _check_overrides(args.model, settings)
-    result = run(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, compute="always" if args.recompute else "missing",
-                 progress=not args.quiet, download=args.download, **keep, **overrides, **settings)
+    spec = RunSpec.of(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, keep=Keep.of(keep),
+                      **overrides, **settings)  # a run named on the command line
+    result = run(spec, compute="always" if args.recompute else "missing", progress=not args.quiet,
+                 download=args.download)
     if result["status"] != "done":
         raise RuntimeError(f"{args.model}: {result['status']}: {result['reason']}")
     summary = {"model": args.model, "dataset": result["config"]["dataset"], "profile": args.profile, "seed": args.seed,

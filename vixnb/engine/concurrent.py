@@ -11,7 +11,7 @@ that each gives bitwise its solo history).
 For a batch: ``train_concurrently([{"config": c, "checkpoint": store.checkpoint_path(c)}, ...], deadline=...)``
 gives one outcome per job, in order: the result dict ``train`` would give, or the exception the run ended with
 (``TrainingPaused``, a ``FloatingPointError``, ...), so one run's failure leaves the others running; store each
-result as ``runs.run`` does. ``sync_checked`` trains one run with ``torch.cuda.set_sync_debug_mode("error")`` over
+result as ``runs.make.run`` does. ``sync_checked`` trains one run with ``torch.cuda.set_sync_debug_mode("error")`` over
 every epoch's steps after the first (the GPU check of "no host synchronisation inside an epoch").
 """
 import contextlib

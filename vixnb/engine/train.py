@@ -295,7 +295,7 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     metrics as an uninterrupted run on the CPU. With ``deadline`` (a ``time.time()`` value; needs
     ``checkpoint``), a run whose next epoch would end after it stops at the epoch boundary with
     ``TrainingPaused``; its checkpoint is kept, and the next call resumes it. ``with_weights``: the result also
-    holds ``best_state``, the selected weights (tensors, not JSON: ``runs.run`` stores them and takes them out).
+    holds ``best_state``, the selected weights (tensors, not JSON: ``runs.make.run`` stores them and takes them out).
 
     ``init_state`` (a config with ``init_from``): the source run's weights, carried into the new model before
     epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report, the test top-1,
@@ -361,7 +361,7 @@ def training_steps(config, *, progress, device, checkpoint, download, deadline, 
     elif config.get("init_from"):
         if init_state is None:
             raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
-                             "weights (init_state) where no checkpoint of the run is saved; runs.run finds them")
+                             "weights (init_state) where no checkpoint of the run is saved; runs.make.run finds them")
         transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)

@@ -1,4 +1,4 @@
-"""The plan's entries (``vixnb.plan.plan``), by type: a training run (``TrainEntry``, of a ``runspec.RunSpec``), a stored
+"""The plan's entries (``vixnb.plan.plan``), by type: a training run (``TrainEntry``, of a ``runs.spec.RunSpec``), a stored
 measurement (``MeasureEntry``) or a benchmark (``BenchEntry``), the last two ``RecordEntry``s of a
 ``record_kinds.Request``. Each says its status in a store (``stored_status``), estimates its GPU minutes
 (``estimate``) and makes itself (``run``); a batch's job (``vixnb.plan.jobs``) holds its entries themselves, and the
@@ -124,12 +124,10 @@ class TrainEntry(Entry):
         return estimate_run(self.config, **context)
 
     def run(self, store, *, deadline=None, download=False):
-        """Train it into ``store`` (``runs.run``, keeping its weights as its spec says); a failure raises."""
-        spec = self.spec
-        result = run(spec.model, dataset=spec.dataset, profile=spec.profile, seed=spec.seed, store=store,
-                     progress=False, deadline=deadline, download=download, keep_weights=spec.keep, **spec.settings)
+        """Train it into ``store`` (``runs.make.run``, keeping its weights as its spec says); a failure raises."""
+        result = run(self.spec, store=store, progress=False, deadline=deadline, download=download)
         if result["status"] != "done":
-            raise RuntimeError(f"{spec.model}: {result['status']}: {result.get('reason', '')}")
+            raise RuntimeError(f"{self.spec.model}: {result['status']}: {result.get('reason', '')}")
         return result
 
 

@@ -159,11 +159,9 @@ class GroupJob(Job):
         with executing(executor or "inline", len(entries)):
             todos, earlier, resumed, published = [], [], [], []
             for e in entries:
-                spec = e.spec
                 try:
-                    todo = pending(spec.model, dataset=spec.dataset, profile=spec.profile, seed=spec.seed,
-                                   compute="missing", store=store, progress=False, download=download,
-                                   deadline=deadline, keep_weights=spec.keep, **spec.settings)
+                    todo = pending(e.spec, compute="missing", store=store, progress=False, download=download,
+                                   deadline=deadline)
                 except Exception as error:  # noqa: BLE001  (this run fails; the others train)
                     todo = error
                 config = todo.config if isinstance(todo, Pending) else None
@@ -199,7 +197,7 @@ def settle(job, result):
 
 
 def _train_pending(todos, store, deadline, download):
-    """One outcome per item of ``todos`` (``runs.pending``'s: a result dict, a ``Pending`` run, or the error it
+    """One outcome per item of ``todos`` (``runs.make.pending``'s: a result dict, a ``Pending`` run, or the error it
     raised): the result, the error, or the ``Pending`` run trained with the others at once, under their locks."""
     outcomes, trainers = list(todos), []
     with ExitStack() as locks:

@@ -70,7 +70,7 @@ class TrainJob(Job):
         """Train it (an ensemble: ``ensemble.run_ensemble``): ``resumed`` where it went on from a checkpoint that no
         other process trains from, ``paused`` where ``deadline`` stopped it. A failure removes the checkpoints this
         job made itself, and raises; one kept from an earlier run (an interrupted one) stays. A run trained again
-        for its weights keeps its published numbers where they differ (``runs.kept_published``)."""
+        for its weights keeps its published numbers where they differ (``runs.make.kept_published``)."""
         with executing(executor):
             return self._train(store, deadline, download)
 

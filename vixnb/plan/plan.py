@@ -8,7 +8,7 @@ the stored measurements its pages read; the benchmarks it shows; the questions o
 ``vixnb/analysis/study.yaml``.
 
 **Status** (``STATUSES``; ``count`` is the one count every page shows). ``stored``: current (its source hashes are
-today's, or the behavioural probe found today's code making it bitwise the same: ``results.probe``);
+today's, or the behavioural probe found today's code making it bitwise the same: ``runs.probe``);
 ``unverified``: its code changed and the probe has not run on today's code or could not (shown; not made again;
 ``vixnb probe`` decides); ``weights wanted``:
 stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
@@ -42,7 +42,7 @@ import os
 from dataclasses import replace
 
 from .. import papers
-from ..runs.asked import row_runs, study, study_own_specs, table_specs
+from ..runs.asked import question_specs, study, study_own_specs, table_specs
 from ..data import source_fingerprint
 from .entries import BenchEntry, MeasureEntry, TrainEntry
 from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, stored_timings
@@ -52,7 +52,7 @@ from ..record_kinds import chapter_requests, kind_of, record_name, study_request
 from ..results import ResultsStore
 from ..results.pack import TRAVEL_MB
 from ..runs.policy import architecture_today
-from ..runs.spec import Keep, RunSpec
+from ..runs.spec import Keep
 from ..engine.precision import machine_precision
 
 LEVELS = {
@@ -82,27 +82,16 @@ def _train_entries(key, chapter, profile, seeds, store, runs, machine=False):
     """The training runs of ``chapter`` (its entry in paper ``key``'s ``book`` list) not yet in ``runs`` (``{config
     key: TrainEntry}``, shared by the chapters and filled here): a run already there (another table's or an earlier
     chapter's) stays one entry, at the lowest level asked for, keeping its weights if any table asks for them
-    (``analysis.records.table_specs``, the one keep decision). ``machine``: each run in the precision this machine
+    (``runs.asked.table_specs``, the one keep decision). ``machine``: each run in the precision this machine
     trains it in (``engine.precision.machine_precision``: a T4's fp16 run of a bf16 row)."""
     entries = []
     for table in chapter.get("train", []):
         for row, specs in table_specs(key, chapter, table, profile, seeds):
             entries += [(1 if i == 0 else 3, f"{key} {table}", row, spec) for i, spec in enumerate(specs)]
     for question, spec in (chapter.get("questions") or {}).items():
-        if profile not in spec.get("profiles", []):
-            continue
-        dataset = papers.table(key, spec["table"])["dataset"]
-        for model in spec.get("models") or []:
-            for seed in seeds:
-                entries.append((2, f"question: {question}", model, RunSpec.of(model, dataset=dataset, profile=profile,
-                                                                              seed=seed, **(spec.get("settings") or {}))))
-        for row in spec.get("rows") or []:  # the row's run and its GPU arms, every seed, at the profile's protocol
-            model, settings = row_runs(key, profile)[row]
-            for arm in [None, *(spec.get("gpu_arms") or [])]:
-                change = {k: v for k, v in spec["arms"][arm].items() if k != "seed"} if arm else {}
-                for seed in seeds:
-                    entries.append((2, f"question: {question}", f"{row}: {arm}" if arm else row, RunSpec.of(
-                        model, dataset=dataset, profile=profile, seed=seed, **{**settings, **change})))
+        if profile in spec.get("profiles", []):  # its models, and its rows' runs with their GPU arms, every seed
+            entries += [(2, f"question: {question}", name, run)
+                        for name, runs in question_specs(key, spec, profile, seeds).items() for run in runs]
     return _entries_of(entries, key, chapter["notebook"], profile, runs, machine)
 
 
@@ -159,8 +148,7 @@ def _record_entries(requests, profile, store, runs):
 def _needs(request, profile, runs):
     """The keys of the plan's runs (``runs``) whose kept weights the record ``request`` reads
     (``record_kinds.weights_read``)."""
-    keys = {RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).key
-            for model, settings, seed, dataset in weights_read(request, profile)}
+    keys = {spec.key for spec in weights_read(request, profile)}
     return frozenset(k for k in keys if k in runs and runs[k].keep_weights != Keep.NONE)
 
 

@@ -3,14 +3,14 @@
 Layout:
 - training runs: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``, keyed by a hash of the run's
   configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``; a run's
-  kept weights (``runs.run(..., keep_weights="store")``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
+  kept weights (a run whose ``RunSpec.keep`` is ``"store"``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
   committed with the results (unlike checkpoints), their SHA-256 recorded in the result;
   ``keep_weights="local"`` keeps them in ``<root>/<profile>/.weights-local/`` instead, on this machine only
   (never committed nor packed: a warm start's large source);
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
-What a caller reads or makes is the compute policy's (``results.policy``). Results of GPU profiles live in
+What a caller reads or makes is the compute policy's (``runs.policy``). Results of GPU profiles live in
 the repository's ``results/`` (so the book can be rebuilt on a CPU from them); ``results/smoke/`` is
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
 and two processes finishing the same run leave one complete file.
@@ -162,7 +162,7 @@ class ResultsStore:
         path = self.root / config["profile"] / result["weights"]["file"]
         if hashlib.sha256(path.read_bytes()).hexdigest() != result["weights"]["sha256"]:
             raise StoreError(f"weights file {path} does not match the SHA-256 its result records; delete it and train "
-                             "again (runs.run(..., keep_weights=\"store\") trains a result whose weights are missing)")
+                             "again (a run that keeps its weights, `vixnb train ... --keep-weights`, trains a result whose weights are missing)")
         return torch.load(path, weights_only=True, map_location="cpu")
 
     def get(self, config):

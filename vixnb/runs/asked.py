@@ -92,9 +92,10 @@ def study():
 
 
 def study_run(label, profile):
-    """``(model, settings, seed, dataset)`` of the study's run ``label``: its paper's table row as that paper's
-    chapter trains it in ``profile`` (``table_runs``; the first seed), or a registered model the study names itself
-    (``{model: NAME, settings: {...}}``), on the study's dataset with the profile's first seed."""
+    """The ``RunSpec`` of the study's run ``label``: its paper's table row as that paper's chapter trains it in
+    ``profile`` (``row_specs``; the first seed), or a registered model the study names itself (``{model: NAME,
+    settings: {...}}``), on the study's dataset with the profile's first seed. It keeps no weights here (what a run
+    keeps is ``table_specs``' and ``study_own_specs``')."""
     runs = study()["runs"]
     if label not in runs:
         raise ValueError(f"{label!r} is not a run of vixnb/analysis/study.yaml; its runs: {', '.join(runs)}")
@@ -103,19 +104,15 @@ def study_run(label, profile):
         if spec["model"] not in list_models():
             raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names model {spec['model']!r}, which is not "
                              "registered; give a registered model's name (`vixnb models` lists them)")
-        settings = {**profile_model_overrides(profile), **(spec.get("settings") or {})}
-        return spec["model"], settings, (get_profile(profile).get("seeds") or [0])[0], study()["dataset"]
+        seeds = (get_profile(profile).get("seeds") or [0])[:1]
+        return _run_specs(spec["model"], spec.get("settings") or {}, dataset=study()["dataset"], profile=profile,
+                          seeds=seeds)[0]
     chapter = papers.training_chapter(spec["paper"], spec["table"])
-    for row, model, settings, seeds in table_runs(spec["paper"], chapter, spec["table"], profile):
+    for row, specs in row_specs(spec["paper"], chapter, spec["table"], profile):
         if row == spec["row"]:
-            return model, settings, seeds[0], papers.table(spec["paper"], spec["table"])["dataset"]
+            return specs[0]
     raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names row {spec['row']!r}, which table "
                      f"{spec['table']!r} of vixnb/papers/{spec['paper']}.yaml does not have")
-
-
-def weights_over_cap(model, settings, seed, dataset, profile):
-    """Why the run's weights cannot be kept in the store (``runs.weights_too_large``), or None."""
-    return weights_too_large(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings).config)
 
 
 def study_kept_rows(key, table, profile):
@@ -126,9 +123,9 @@ def study_kept_rows(key, table, profile):
     for label, spec in s["runs"].items():
         if (spec.get("paper"), spec.get("table")) != (key, table):
             continue
-        model, settings, seed, dataset = study_run(label, profile)
-        mapped = model_fact(model_draws_map, model, dataset, study_model_json(settings, profile))
-        if (mapped or label in s["attribution"]) and not weights_over_cap(model, settings, seed, dataset, profile):
+        run = study_run(label, profile)
+        mapped = model_fact(model_draws_map, run.model, run.dataset, study_model_json(run.settings, profile))
+        if (mapped or label in s["attribution"]) and not weights_too_large(run.config):
             rows.add(spec["row"])
     return rows
 
@@ -139,19 +136,34 @@ def table_specs(key, chapter, table, profile, seeds=None):
     weights. The one keep
     decision, which the plan and the pages both ask: the first seed of every row of the chapter's ``keep_weights``
     tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store where they fit
-    its cap, else on this machine (``runs.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
-    dataset = papers.table(key, table)["dataset"]
+    its cap, else on this machine (``runs.make.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
     if table in (chapter.get("keep_weights") or []):
         kept = {row for row, *_ in papers.table_runs(key, table)}
     else:
         kept = study_kept_rows(key, table, profile)
     out = []
-    for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds):
-        specs = [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in run_seeds]
+    for row, specs in row_specs(key, chapter, table, profile, seeds):
         if row in kept and specs:
             specs[0] = replace(specs[0], keep=keep_where(specs[0].config))
         out.append((row, specs))
     return out
+
+
+def row_specs(key, chapter, table, profile, seeds=None):
+    """``[(row, [RunSpec per seed])]``: ``table_runs`` as runs, on the table's dataset, keeping no weights (what they
+    keep: ``table_specs``)."""
+    dataset = papers.table(key, table)["dataset"]
+    return [(row, _run_specs(model, settings, dataset=dataset, profile=profile, seeds=run_seeds))
+            for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds)]
+
+
+def kept_specs(key, notebook, profile):
+    """``{row: RunSpec}``: the runs whose weights chapter ``notebook`` of paper ``key`` keeps (the first seed of each
+    row of its ``keep_weights`` tables, as ``table_specs`` keeps them), which its measurements of trained weights
+    read."""
+    chapter = papers.book_chapter(key, notebook)
+    return {row: specs[0] for table in chapter.get("keep_weights") or []
+            for row, specs in table_specs(key, chapter, table, profile) if specs}
 
 
 def study_own_specs(profile):
@@ -161,8 +173,7 @@ def study_own_specs(profile):
     out = []
     for label, spec in study()["runs"].items():
         if "model" in spec:
-            model, settings, seed, dataset = study_run(label, profile)
-            run = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings)
+            run = study_run(label, profile)
             out.append((label, replace(run, keep=keep_where(run.config))))
     return out
 
@@ -176,3 +187,56 @@ def study_model_json(settings, profile):
 def profile_model_overrides(profile):
     """The profile's ``model_overrides`` (the smoke profile's smaller models), which a study run of a model takes."""
     return dict(get_profile(profile).get("model_overrides") or {})
+
+
+# ----- a chapter's questions of our own -------------------------------------------------------------------------
+
+def question_specs(key, question, profile, seeds=None):
+    """``{name: [RunSpec per seed]}``: the runs a chapter's ``question`` (its entry under ``questions`` in paper
+    ``key``'s file) asks for in ``profile``, on its table's dataset with the profile's seeds (``seeds``: those
+    instead): each of its ``models`` in the question's ``settings`` (named by the model), and the run of each of its
+    ``rows`` (as the first chapter that trains the row makes it: ``row_runs``) with each of its ``gpu_arms`` (named
+    ``row`` and ``row: arm``; an arm changes the row's settings, its seed aside)."""
+    dataset = papers.table(key, question["table"])["dataset"]
+    seeds = list(seeds if seeds is not None else get_profile(profile).get("seeds") or [0])
+    asked = {model: (model, dict(question.get("settings") or {})) for model in question.get("models") or []}
+    for row in question.get("rows") or []:
+        model, settings = row_runs(key, profile)[row]
+        for arm in [None, *(question.get("gpu_arms") or [])]:
+            change = {k: v for k, v in question["arms"][arm].items() if k != "seed"} if arm else {}
+            asked[f"{row}: {arm}" if arm else row] = (model, {**settings, **change})
+    return {name: _run_specs(model, settings, dataset=dataset, profile=profile, seeds=seeds)
+            for name, (model, settings) in asked.items()}
+
+
+def question_arms(key, question, profile, seed=0):
+    """``{arm: RunSpec}`` of a question with ``arms`` (paper ``key``'s ``book: questions:``): ``base`` (each of its
+    ``rows``' run; ``row``, the row's name, where it names several), then each arm, the row's run with the arm's
+    settings, on the question's table's dataset."""
+    spec = question_spec(key, question)
+    dataset = papers.table(key, spec["table"])["dataset"]
+    runs, out = row_runs(key, profile), {}
+    for row in spec["rows"]:
+        model, settings = runs[row]
+        name = "base" if len(spec["rows"]) == 1 else row
+        out[name] = _run_specs(model, settings, dataset=dataset, profile=profile, seeds=[seed])[0]
+        for arm, change in (spec.get("arms") or {}).items():
+            change = dict(change)
+            arm_seed = change.pop("seed", seed)
+            label = arm if len(spec["rows"]) == 1 else f"{row}: {arm}"
+            out[label] = _run_specs(model, {**settings, **change}, dataset=dataset, profile=profile, seeds=[arm_seed])[0]
+    return out
+
+
+def question_spec(key, question):
+    """The paper file's entry of ``question`` (a chapter's ``book: questions:``), or a one-line error naming the file."""
+    for chapter in papers.book_chapters(key):
+        if question in (chapter.get("questions") or {}):
+            return chapter["questions"][question]
+    raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `questions`")
+
+
+def _run_specs(model, settings, *, dataset, profile, seeds):
+    """``[RunSpec per seed]`` of ``model`` in ``settings`` (a row's, a question's, a study run's) on ``dataset``:
+    where every run this module answers for is made."""
+    return [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in seeds]

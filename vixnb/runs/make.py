@@ -1,29 +1,28 @@
-"""Training runs under the compute policy: ``run`` reads a stored result or trains it (``vixnb.engine.train``), keeps its
-weights where asked, and finds a warm start's source; ``trained_model`` gives a run's trained module.
+"""Training runs under the compute policy: ``run(spec)`` reads the stored result of a ``RunSpec`` or trains it
+(``engine.train``), keeps its weights where its spec says, and finds a warm start's source; ``trained_model(spec)``
+gives a run's trained module; ``run_ensemble`` trains the seeds of one run as one vectorised job.
 
-What a run does with its selected weights is a ``runspec.Keep`` (given here as the enum or its value), the same
-from the paper file's chapter to the store (``analysis.records.table_specs`` decides it): ``"no"``; ``"store"``,
-float16 beside the result in the store (committed with it; at most ``WEIGHTS_LIMIT_MB``, checked once, before
-training: ``weights_too_large``); ``"local"``, in the profile's ``.weights-local/`` folder on this machine only
-(never committed nor packed, no cap: a warm start's large source).
+What a run does with its selected weights is its spec's ``keep`` (a ``spec.Keep``), the same from the paper file's
+chapter to the store (``asked.table_specs`` decides it): ``"no"``; ``"store"``, float16 beside the result in the
+store (committed with it; at most ``WEIGHTS_LIMIT_MB``, checked once, before training: ``weights_too_large``);
+``"local"``, in the profile's ``.weights-local/`` folder on this machine only (never committed nor packed, no cap: a
+warm start's large source).
 """
 import json
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from .. import papers
 from ..models import model_cfg, model_fact
-from .spec import run_model_settings
 from ..results import ResultsStore, config_key, remove_checkpoints
-from .policy import decide, source_config, stale_reason
-from .spec import Keep, RunSpec
+from .policy import decide, stale_reason
+from .spec import Keep, RunSpec, run_model_settings, warm_start_spec
 from ..engine.ensemble import can_ensemble, train_ensemble
 from ..engine.precision import machine_precision
 from ..engine.train import build_model, train, without_timings
-from ..validate import checked
 
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
 
@@ -55,16 +54,15 @@ def keep_where(config):
     return Keep.LOCAL if weights_too_large(config) else Keep.STORE
 
 
-@checked("seed")
-def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing", store=None, progress=True,
-        download=False, deadline=None, keep_weights="no", **overrides):
-    """One training run under the compute policy (``results.policy.decide``): the stored result, or trained now
-    (``"always"`` trains anew from epoch 1), or a ``{"status": "not yet run"}`` record with the reason.
+def run(spec, *, compute="missing", store=None, progress=True, download=False, deadline=None):
+    """The training run ``spec`` (a ``RunSpec``: the run's identity and what it keeps of its weights) under the
+    compute policy (``policy.decide``): the stored result, or trained now (``"always"`` trains anew from epoch 1),
+    or a ``{"status": "not yet run"}`` record with the reason.
 
     A stored result that no longer answers for its configuration (``policy.stale_reason``: other model code,
     other data, a warm start's source retrained) is never reused silently: ``"missing"`` trains it again where
     the profile can train here; read anyway (``"never"``, or a machine that cannot train it), it says why under
-    ``"stale"``. With ``keep_weights`` (``"store"``, ``"local"``) a stored result whose weights are missing is
+    ``"stale"``. Where it keeps weights (``spec.keep``: ``"store"``, ``"local"``) a stored result whose weights are missing is
     trained again to keep them; read anyway, it says why under ``"weights_missing"``. Two processes on one run:
     the second waits for the first's result (a lock per run). ``deadline``: see ``train.train`` (a run stopped
     by it raises ``TrainingPaused`` and keeps its checkpoint).
@@ -74,8 +72,7 @@ def run(model, *, dataset="cifar10", profile="smoke", seed=0, compute="missing",
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
     them. Several runs trained at once in one process: ``pending`` for each, then ``Pending.train_options`` and
     ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.plan.groups``)."""
-    todo = pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
-                   progress=progress, download=download, deadline=deadline, keep_weights=keep_weights, **overrides)
+    todo = pending(spec, compute=compute, store=store, progress=progress, download=download, deadline=deadline)
     if not isinstance(todo, Pending):
         return todo
     with todo.store.lock(todo.config) as waited:
@@ -123,12 +120,10 @@ class Pending:
         return {**result, "config": self.config}
 
 
-@checked("seed")
-def pending(model, *, dataset, profile, seed, compute, store, progress, download, deadline, keep_weights, **overrides):
-    """What ``run`` decides before training: the result it returns without training (stored, stale, ``not yet
-    run``), or a ``Pending`` run to train (a warm start's source trained and loaded first)."""
-    keep_weights = Keep.of(keep_weights)
-    config = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **overrides).config
+def pending(spec, *, compute, store, progress, download, deadline):
+    """What ``run`` decides before training the run ``spec``: the result it returns without training (stored, stale,
+    ``not yet run``), or a ``Pending`` run to train (a warm start's source trained and loaded first)."""
+    keep_weights, config, profile = spec.keep, spec.config, spec.profile
     store = store if store is not None else ResultsStore()
     stored = store.get(config)
     stale = stale_reason({**stored, "config": config}, store) if stored is not None else None
@@ -143,9 +138,8 @@ def pending(model, *, dataset, profile, seed, compute, store, progress, download
     if (precision := machine_precision(config["precision"])) != config["precision"]:  # this GPU's own run of it
         print(f"vixnb: {config['model']}: this GPU has no native bfloat16; training the {precision} run instead "
               f"(another run than the {config['precision']} one)", file=sys.stderr, flush=True)
-        return pending(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
-                       progress=progress, download=download, deadline=deadline, keep_weights=keep_weights,
-                       **{**overrides, "precision": precision})
+        return pending(replace(spec, settings={**spec.settings, "precision": precision}), compute=compute,
+                       store=store, progress=progress, download=download, deadline=deadline)
     if decision.reason:
         print(f"vixnb: {store.path(config).name} was {stale}; training it again" if stale else
               f"vixnb: {store.path(config).name} {unkept}; training it again to keep them", file=sys.stderr, flush=True)
@@ -208,13 +202,12 @@ def _source_weights(config, store, **options):
     """``(state, sha256, None)``: the weights of ``config``'s ``init_from`` run (its stored ones, else trained now and
     kept: in the store where they fit, else locally) and their SHA-256, or ``(None, None, why)`` where they cannot
     be had."""
-    init, source = config["init_from"], source_config(config)
-    if config_key(source) != init["key"]:
+    init, source = config["init_from"], warm_start_spec(config)
+    if source.key != init["key"]:
         raise RuntimeError(f"{config['model']}: init_from {init['run']!r} resolved to another run than its config "
-                           "records; rebuild the config (profiles.run_config)")
-    keep = keep_where(source)
-    result = run(init["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                 compute="missing", store=store, keep_weights=keep, **init["settings"], **options)
+                           "records; rebuild the config (spec.run_config)")
+    result = run(replace(source, keep=keep_where(source.config)), compute="missing", store=store, **options)
+    source = source.config
     if result["status"] != "done":
         return None, None, f"its source run {init['run']!r} is {result['status']}: {result.get('reason', '')}"
     state = store.load_weights(source)
@@ -223,17 +216,14 @@ def _source_weights(config, store, **options):
     return state, result["weights"]["sha256"], None
 
 
-@checked("seed")
-def trained_model(model, *, dataset="cifar10", profile="smoke", seed=0, compute="never", store=None, **overrides):
-    """``(module, result)``: the trained model of a run (``run`` under ``compute``, its weights kept where they fit:
-    ``keep_where``),
+def trained_model(spec, *, compute="never", store=None):
+    """``(module, result)``: the trained model of the run ``spec`` (``run`` under ``compute``, its weights kept where
+    they fit: ``keep_where``),
     built as the engine builds it (under a forked, seeded RNG: the caller's is untouched), its kept weights loaded
     (cast back to float32), in eval mode; or ``(None, record)`` where there are no stored weights and ``compute``
     does not allow training them (a ``{"status": "not yet run", "reason": ...}`` record)."""
     store = store if store is not None else ResultsStore()
-    keep = keep_where(RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **overrides).config)
-    result = run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, store=store,
-                 keep_weights=keep, **overrides)
+    result = run(replace(spec, keep=keep_where(spec.config)), compute=compute, store=store)
     if result["status"] == "done" and result.get("stale"):  # weights of other model code or data: never loaded
         return None, {"status": "not yet run", "config": result["config"],
                       "reason": f"the stored result was {result['stale']}; train it again with compute='missing'"}
@@ -271,9 +261,9 @@ def checkpoint_path(store, configs):
 
 def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
     """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
-    result where ``runs.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
+    result where ``runs.make.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
     the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it. ``keep_weights``: a ``runspec.Keep`` (or its value) for every
+    and the next call with the same members resumes it. ``keep_weights``: a ``runs.spec.Keep`` (or its value) for every
     member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
     stored result whose weights are missing counts as lacking)."""
     store = store if store is not None else ResultsStore()
@@ -286,7 +276,7 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
         if keep[id(c)] == Keep.STORE and (too_large := weights_too_large(c)):
             raise ValueError(f"{too_large}; train it with keep_weights 'no' or 'local'")
 
-    def lacking(c):  # not stored, or stale (as `runs.run` decides), or without the weights it should keep
+    def lacking(c):  # not stored, or stale (as `run` decides), or without the weights it should keep
         stored = store.get(c)
         return stored is None or stale_reason(stored, store) is not None or \
             bool(keep[id(c)] != "no" and store.weights_missing(c, stored))
@@ -306,7 +296,7 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
                                          with_weights=any(keep[id(c)] != "no" for c in todo))
                 for c, result in zip(todo, results):
                     best_state = result.pop("best_state", None)
-                    if keep[id(c)] != "no":  # the weights first, as runs.run
+                    if keep[id(c)] != "no":  # the weights first, as run does
                         result["weights"] = store.save_weights(c, best_state, local=keep[id(c)] == "local")
                     store.put(c, result)
                 remove_checkpoints(checkpoint)

@@ -11,7 +11,7 @@ architecture signature, or for a result older than signatures its parameter coun
 from other data (``other_data``: its data fingerprint differs from the copy here), or, for a warm start, from other
 weights of its source than those stored now (``source_changed``), or by another engine version (``other_engine``).
 ``code_changed``: where a result's source hashes changed since, what the behavioural probe's ledger says
-(``results.probe``): current, stale (other numbers), or unverified. Staleness of a measurement
+(``runs.probe``): current, stale (other numbers), or unverified. Staleness of a measurement
 of trained weights (``weights_changed``): a run it measured keeps other weights now."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ..models.counting import count_params
 from ..paths import results_root
 from .profiles import get_profile, gpu_profile
 from .spec import run_model_settings
-from .spec import RunSpec
+from .spec import RunSpec, warm_start_spec
 from ..results.provenance import ENGINE_VERSION, source_hashes
 from ..results.store import config_key, damage
 
@@ -201,13 +201,6 @@ def other_data(stored):
     return None
 
 
-def source_config(config):
-    """The run config of ``config``'s warm-start source (its ``init_from``): the same dataset, profile and seed."""
-    source = config["init_from"]
-    return RunSpec.of(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                      **source["settings"]).config
-
-
 def source_changed(stored, store):
     """Why a stored warm start no longer matches its source, or None: the source run's stored result now keeps other
     weights (SHA-256) than those the warm start was made from (the source was trained again), or is gone."""
@@ -216,7 +209,7 @@ def source_changed(stored, store):
     if not made_from or not init:
         return None
     try:
-        source = store.get(source_config(stored["config"]))
+        source = store.get(warm_start_spec(stored["config"]).config)
     except StoreError:
         source = None
     now = ((source or {}).get("weights") or {}).get("sha256")
@@ -253,7 +246,7 @@ def model_source_hashes(model):
     return source_hashes(model_modules(model.default_cfg["name"], model))
 
 
-#: the behavioural probe's committed ledger, in the results store's folder (``results.probe``)
+#: the behavioural probe's committed ledger, in the results store's folder (``runs.probe``)
 LEDGER = "probe-ledger.json"
 
 
@@ -282,7 +275,7 @@ def read_ledger(root=None):
 def code_changed(stored, root=None):
     """Why a stored run's code may not make it any more, or None where it does: None where its recorded
     ``source_hash`` equals today's (``source_hashes`` of today's model in the same configuration), or where the
-    committed probe ledger (``results.probe``) found today's code (the same source hashes) making it bitwise the
+    committed probe ledger (``runs.probe``) found today's code (the same source hashes) making it bitwise the
     same; else the ledger's reason (the probe differs: other numbers), or ``unverified: ...`` where the probe has
     not run on today's code or could not. None too for a result stored before source hashes were recorded.
     ``root``: the results store whose ledger to read (default the results store's folder)."""

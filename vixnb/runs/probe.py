@@ -58,10 +58,10 @@ try:  # a setting whose default changed: the key leaves the earlier default out
 except ImportError:  # code from before any default changed: the key's settings are the model's
     def settings_from_key(name, keyed):
         return keyed
-try:
+try:  # the engine's earlier home, a module of its own, first: an editable install would lend an old tree today's
+    from vixnb import train  # vixnb.engine, which does not run on the old modules beside it
+except ImportError:
     from vixnb.engine import train
-except ImportError:  # the engine's earlier home: a module of its own
-    from vixnb import train
 from vixnb.data import dataset_spec, normalize
 make_optimizer = getattr(train, "make_optimizer", None) or getattr(train, "_optimizer")  # its name before issue 40
 

@@ -268,7 +268,7 @@ def row_source(runs, row, shrink=None):
 
 class Keep(str, Enum):
     """What a run keeps of its selected weights: ``NONE`` nothing; ``STORE`` float16 beside the result in the store
-    (committed with it; at most ``runs.WEIGHTS_LIMIT_MB``); ``LOCAL`` in the profile's ``.weights-local/`` folder on
+    (committed with it; at most ``runs.make.WEIGHTS_LIMIT_MB``); ``LOCAL`` in the profile's ``.weights-local/`` folder on
     this machine only (never committed nor packed, no cap). The values are the command line's and the plan's
     (``vixnb plan --json``'s ``keep_weights``)."""
     NONE = "no"
@@ -357,6 +357,14 @@ class RunSpec:
     def path(self):
         """The result file's path in the store (``<profile>/<model>-<dataset>-seed<seed>-<key>.json``)."""
         return result_path(self.config)
+
+
+def warm_start_spec(config):
+    """The ``RunSpec`` of run config ``config``'s warm-start source (its ``init_from``): the same dataset, profile and
+    seed."""
+    source = config["init_from"]
+    return RunSpec.of(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
+                      **source["settings"])
 
 
 def run_command(spec):

@@ -118,7 +118,7 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
 
     ``ours`` is ``{dataset: {model: {metric: value}}}`` for every dataset the claims read (``metrics.METRICS``
     says where each comes from): for every model of the tables the claims read, the stored training runs on that
-    table's dataset (``runs.run`` under ``compute``; default "never": only read the store) and the best top-1 over
+    table's dataset (``runs.make.run`` under ``compute``; default "never": only read the store) and the best top-1 over
     the stored seeds, with top-5 of that run; parameters and Size (MB) of the models as built today (no run needed);
     the figures each record kind declares (``RecordKind.metrics``) from its stored records on the dataset, those of
     the paper the models belong to first (``record_kinds.stored_figures``: the GPU-memory measurements at the paper's

@@ -19,7 +19,7 @@ from ...models import list_models, model_fact, model_family
 from ...runs.profiles import get_profile
 from ...runs.asked import row_runs
 from ...runs.spec import settings_of_model
-from ...runs.make import run
+from ..records.collect import collect_runs
 from ...results import ResultsStore, read_json
 from .ours import ledger
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE
@@ -78,8 +78,8 @@ def _ours(key, row, dataset, profile, runs_of):
         return None
     model, settings = runs_of[row]
     seeds = get_profile(profile).get("seeds") or [0]
-    done = [r["top1"] for r in (run(model, dataset=dataset, profile=profile, seed=s, compute="never", **settings)
-                                for s in seeds) if r.get("status") == "done"]
+    done = [r["top1"] for r in collect_runs([model], dataset=dataset, profile=profile, seeds=seeds, compute="never",
+                                            progress=False, **settings) if r.get("status") == "done"]
     return sum(done) / len(done) if done else None
 
 

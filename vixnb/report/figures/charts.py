@@ -187,7 +187,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
                     ax=None):
     """One line per model over epochs: the mean of ``metric`` over the random seeds done, with a band over the
     seeds (none for a single seed): ``band="range"`` from the lowest to the highest seed, ``"std"`` mean ± one
-    standard deviation. ``results``: training records (``runs.run``), grouped by model, or a mapping
+    standard deviation. ``results``: training records (``runs.make.run``), grouped by model, or a mapping
     ``{name: [records]}`` (one line per name: a paper's runs of one model in several settings). ``ax``: draw
     there (the figure is then the caller's); returns the figure."""
     if band not in ("range", "std"):

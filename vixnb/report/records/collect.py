@@ -18,7 +18,7 @@ from ...record_kinds import Request, kind_of, obtain, record_name, study_request
 from ...results import ResultsStore, StoreError, made_on
 from ...runs.policy import other_code
 from ...runs.make import run
-from ...runs.spec import RunSpec
+from ...runs.spec import Keep, RunSpec
 from .metrics import METRICS, PER_SEED
 from .provenance import short_device
 
@@ -32,16 +32,22 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
     ``settings``: run and ``create_model`` settings beyond the profile's (``spec.run_config``);
-    ``keep_weights``: as ``runs.run``."""
-    jobs = [(m, s) for m in models for s in seeds]
-    bar = tqdm(jobs, desc=f"{profile} runs", disable=not progress)
+    ``keep_weights``: as ``runs.make.run``."""
+    specs = [RunSpec.of(m, dataset=dataset, profile=profile, seed=s, keep=Keep.of(keep_weights), **settings)
+             for m in models for s in seeds]  # the runs a notebook names
+    return results_of(specs, compute=compute, progress=progress, store=store)
+
+
+def results_of(specs, *, compute="missing", progress=True, store=None):
+    """One result per run of ``specs`` (``RunSpec`` s) under the compute policy: stored, freshly trained, or marked
+    "not yet run" (also when the data set is not on this machine: the reason says how to get it)."""
     results = []
-    for model, seed in bar:
-        bar.set_postfix(model=model, seed=seed)
-        spec = RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings)
+    bar = tqdm(specs, desc=f"{specs[0].profile} runs" if specs else "runs", disable=not progress)
+    for spec in bar:
+        model, dataset, profile = spec.model, spec.dataset, spec.profile
+        bar.set_postfix(model=model, seed=spec.seed)
         try:
-            results.append(run(model, dataset=dataset, profile=profile, seed=seed, compute=compute, progress=False,
-                               store=store, keep_weights=keep_weights, **settings))
+            results.append(run(spec, compute=compute, progress=False, store=store))
         except StoreError as e:  # a truncated or foreign result file: the page says which, and still builds
             results.append({"status": "unreadable", "config": spec.config, "reason": str(e)})
         except DatasetNotFoundError as e:
@@ -70,7 +76,7 @@ def summarize_runs(results):
     """One row per model (a DataFrame indexed by model name): seeds done of seeds asked, top-1 / top-5 best and
     mean ± std over the seeds done, the best seed's epochs, batch size and training-run peak GPU memory, and
     its provenance (commit, date, device), with a note when the run was made by other model code than today's
-    (``results.policy.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
+    (``runs.policy.other_code``). A model with no seed done has ``seeds`` 0 and nothing else."""
     by_model = {}
     for r in results:
         by_model.setdefault(r["config"]["model"], []).append(r)
@@ -193,15 +199,12 @@ def table_results(paper, notebook, table, *, profile, compute="missing", store=N
     """``{row: [result per seed]}`` of one table of a chapter (``asked.table_runs``: the table's settings and the
     profile's seeds, more where the paper made more runs) under the compute policy; the first seed of the
     chapter's ``keep_weights`` tables and of the maps study's runs keeps its weights where
-    ``analysis.records.table_specs`` (the plan's own keep decision) says."""
+    ``runs.asked.table_specs`` (the plan's own keep decision) says."""
     chapter = papers.book_chapter(paper, notebook)
-    options = dict(dataset=papers.table(paper, table)["dataset"], profile=profile, compute=compute, store=store,
-                   progress=progress)
+    options = dict(compute=compute, store=store, progress=progress)
     out = {}
     for row, specs in table_specs(paper, chapter, table, profile):
-        model, settings = specs[0].model, dict(specs[0].settings)
-        out[row] = [result for spec in specs for result in
-                    collect_runs([model], seeds=[spec.seed], keep_weights=spec.keep, **options, **settings)]
+        out[row] = results_of(specs, **options)
     return out
 
 

@@ -133,7 +133,7 @@ def _best_epoch_loss(run):
 # the table
 
 METRICS = {
-    "top1": Metric("top-1", "points", "best top-1 over the stored seeds of the run (runs.run)", EPOCHS, "runs",
+    "top1": Metric("top-1", "points", "best top-1 over the stored seeds of the run (runs.make.run)", EPOCHS, "runs",
                    per_seed=_top1, over_seeds="max", heading="best test top-1 (%)"),
     "top5": Metric("top-5", "points", "top-5 of the run with the best top-1", EPOCHS, "runs",
                    per_seed=_top5, over_seeds="at_best_top1"),

@@ -81,7 +81,7 @@ def missing_line(counted):
 
 def provenance_line(records, *, profile=None):
     """One line naming the profile, devices, commits, torch versions and dates (UTC day a run finished or a
-    measurement was made) behind ``records``: training results (``runs.run``; their seeds and data too),
+    measurement was made) behind ``records``: training results (``runs.make.run``; their seeds and data too),
     measurement records, or saved benchmarks. ``profile`` names the profile where the records do not;
     records without provenance that are "not yet run" are counted."""
     made = [r for r in records if isinstance(r, dict) and r.get("provenance")]
@@ -136,7 +136,7 @@ def book_plans(profiles=None, *, store=None):
 
 def code_flags(plans, store):
     """``{result path: why}`` for the stored training runs of ``plans`` whose model or engine code changed since
-    (``results.policy.code_changed``); the plan itself does not count them stale."""
+    (``runs.policy.code_changed``); the plan itself does not count them stale."""
     flags = {}
     for entries in plans.values():
         for e in entries:
@@ -180,7 +180,7 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
     device, torch, vixnb commit (10 digits), UTC day, wall time, status: the plan's ("stored", or "stale: <why>"),
     or "not in the plan" for a file no chapter reads any more, and a note where the model or engine code changed
-    since (``results.policy.code_changed``; the plan does not count that stale); ``settings``, a run's settings beyond its profile's (a paper row's), as
+    since (``runs.policy.code_changed``; the plan does not count that stale); ``settings``, a run's settings beyond its profile's (a paper row's), as
     key=value. Sorted by profile, notebook, model, settings and seed. ``for_page``: the same in four columns that
     fit a page, numbered: the run (model, settings), the notebook and where (dataset, profile, protocol, seed), where
     and when it was made (device, torch, commit, day, wall time), and the status without its reason."""

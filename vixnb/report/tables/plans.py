@@ -1,12 +1,12 @@
 """Page pieces of the plan (``vixnb.plan.plan``): GPU-hours per chapter and profile, the entries left to run, and
 the answer to a chapter's question (a setting beside the profile's own runs, with the seed spread)."""
+from dataclasses import replace
+
 import pandas as pd
 
-from ... import papers
 from ...plan.entries import TrainEntry
 from ...plan.plan import shown_settings, todo, totals
-from ...runs.profiles import get_profile
-from ...runs.asked import row_runs
+from ...runs.asked import question_spec, question_specs
 from ...runs.make import run
 from ...data import dataset_spec
 from ..records.collect import mean_std
@@ -41,24 +41,20 @@ def question_frame(paper, question, profile, compute="never"):
     """The answer to one of a chapter's questions (its paper file entry's ``questions``): per model, top-1 (mean ± std
     over stored seeds) in the profile's own settings and in the question's, their difference, and whether it lies
     within the seed spread (the larger of the two standard deviations). Seeds not yet run are counted, never filled
-    in. ``compute``: as the page's (``runs.run``; the smoke profile trains what is missing)."""
-    found = [c["questions"][question] for c in papers.book_chapters(paper) if question in (c.get("questions") or {})]
-    if not found:
-        raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{paper}.yaml has it under `questions`")
-    spec = found[0]
-    dataset = papers.table(paper, spec["table"])["dataset"]
-    seeds = get_profile(profile).get("seeds") or [0]
+    in. ``compute``: as the page's (``runs.make.run``; the smoke profile trains what is missing)."""
+    spec = question_spec(paper, question)
+    asked = question_specs(paper, spec, profile)  # {model: [its run in the question's settings, per seed]}
+    seeds = len(next(iter(asked.values())))
     if spec.get("rows"):
-        return _arms_frame(paper, spec, dataset, profile, seeds, compute)
+        return _arms_frame(spec, asked, seeds, compute)
     rows = {}
     for model in spec["models"]:
         got = {}
-        for name, settings in (("profile", {}), ("question", spec["settings"])):
-            results = [run(model, dataset=dataset, profile=profile, seed=s, compute=compute, **settings)
-                       for s in seeds]
+        for name, runs in (("profile", [replace(r, settings={}) for r in asked[model]]), ("question", asked[model])):
+            results = [run(r, compute=compute) for r in runs]
             got[name] = [r["top1"] for r in results if r["status"] == "done"]
         label = ", ".join(f"{k} {v}" for k, v in spec["settings"].items())
-        row = {f"{profile} profile": _mean_sd(got["profile"], len(seeds)), label: _mean_sd(got["question"], len(seeds))}
+        row = {f"{profile} profile": _mean_sd(got["profile"], seeds), label: _mean_sd(got["question"], seeds)}
         if min(len(got["profile"]), len(got["question"])) >= 2:
             diff = mean_std(got["question"])[0] - mean_std(got["profile"])[0]
             spread = max(mean_std(got["profile"])[1], mean_std(got["question"])[1])
@@ -77,23 +73,21 @@ def _mean_sd(values, asked):
     return f"{mean:.2f}" + (f" ± {std:.2f}" if len(values) > 1 else "") + f" ({len(values)} of {asked})"
 
 
-def _arms_frame(paper, spec, dataset, profile, seeds, compute):
-    """A question of rows and arms (``rows``, ``gpu_arms``): per row's run and per arm trained whole, its seeds stored
-    of those asked, the last epoch's training accuracy and the best test top-1 (mean ± sd over the seeds), and how
-    many of its seeds did not learn (``claims.rules.not_learned_reason``) or failed at chance."""
-
-    out, classes = {}, dataset_spec(dataset).num_classes
+def _arms_frame(spec, asked, seeds, compute):
+    """A question of rows and arms (``rows``, ``gpu_arms``; ``asked``: their runs, ``asked.question_specs``): per
+    row's run and per arm trained whole, its seeds stored of those asked, the last epoch's training accuracy and the
+    best test top-1 (mean ± sd over the seeds), and how many of its seeds did not learn
+    (``claims.rules.not_learned_reason``) or failed at chance."""
+    out = {}
     for row in spec["rows"]:
-        model, settings = row_runs(paper, profile)[row]
         for arm in [None, *(spec.get("gpu_arms") or [])]:
-            change = {k: v for k, v in (spec["arms"][arm] if arm else {}).items() if k != "seed"}
-            done = [r for r in (run(model, dataset=dataset, profile=profile, seed=s, compute=compute,
-                                    **{**settings, **change}) for s in seeds) if r["status"] == "done"]
+            runs = asked[f"{row}: {arm}" if arm else row]
+            classes = dataset_spec(runs[0].dataset).num_classes
+            done = [r for r in (run(s, compute=compute) for s in runs) if r["status"] == "done"]
             stalled = sum(bool(not_learned_reason(r) or failed_reason(r, classes)) for r in done)
             label = f"{row}" + (f": {arm}" if arm else " (the row's own run)")
-            out[label] = {"seeds": f"{len(done)} of {len(seeds)}",
-                          "last training accuracy (%)": _mean_sd([r["history"][-1]["train_acc"] for r in done],
-                                                                 len(seeds)),
-                          "test top-1 (%)": _mean_sd([r["top1"] for r in done], len(seeds)),
+            out[label] = {"seeds": f"{len(done)} of {seeds}",
+                          "last training accuracy (%)": _mean_sd([r["history"][-1]["train_acc"] for r in done], seeds),
+                          "test top-1 (%)": _mean_sd([r["top1"] for r in done], seeds),
                           "did not learn": f"{stalled} of {len(done)}" if done else "not yet run"}
     return pd.DataFrame.from_dict(out, orient="index")
