@@ -321,8 +321,8 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
     class Asked(Exception):
         pass
 
-    def fake_run(model, **kwargs):
-        raise Asked(model, kwargs)
+    def fake_run(spec, **options):
+        raise Asked(spec)
 
     monkeypatch.setattr("vixnb.runs.make.run", fake_run)
     entries = [e for e in plan.build("budget") if e.kind == "train" and e.paper == "cxv"]
@@ -331,6 +331,7 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
         args = parser().parse_args(shlex.split(e.command)[1:])
         with pytest.raises(Asked) as asked:
             commands.train(args)
-        model, kwargs = asked.value.args
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("compute", "progress", "download", "keep_weights")}
-        assert config_key(run_config(model, **kwargs)) == e.key, e.command
+        (spec,) = asked.value.args
+        assert spec.key == e.key and spec.keep == e.keep_weights, e.command
+        assert config_key(run_config(spec.model, dataset=spec.dataset, profile=spec.profile, seed=spec.seed,
+                                     **spec.settings)) == e.key, e.command

@@ -144,7 +144,8 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     assert process.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1] == "vixnb batch: interrupted" and (out + err).count("interrupted") == 1, err
     assert "Traceback" not in out + err, err[-2000:]
-    assert checkpoint.exists()  # the last whole epoch's checkpoint is kept
+    left = sorted(p.name for p in checkpoint.parent.iterdir()) if checkpoint.parent.is_dir() else []
+    assert checkpoint.exists(), f"the last whole epoch's checkpoint is gone (left: {left}); the batch said:\n{err[-3000:]}"
     assert alive == []  # no process of the batch left (those found were ended after)
 
 

@@ -14,10 +14,9 @@ from ...analysis.first_steps import arms_ahead, ordered_arms
 from ...errors import StoreError
 from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
-from ...runs.asked import table_runs
+from ...runs.asked import row_specs
 from ...results import ResultsStore, made_on, read_json
 from ...runs.policy import unusable
-from ...runs.spec import RunSpec
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
 from .verdicts import claim_anchor, claims, verdict_text
 from .standing import count_checks
@@ -57,9 +56,9 @@ def earlier_reading(store, profile="budget"):
     store = store if store is not None else ResultsStore()
     chapter = papers.book_chapter("shaped", "simplified")
     tops = []
-    for _, model, settings, seeds in table_runs("shaped", chapter, "earlier_reading", profile):
-        for seed in seeds:
-            stored = store.get(RunSpec.of(model, dataset="cifar10", profile=profile, seed=seed, **settings).config)
+    for _, specs in row_specs("shaped", chapter, "earlier_reading", profile):
+        for spec in specs:
+            stored = store.get(spec.config)
             if stored and stored.get("status") == "done":
                 tops.append(stored["top1"])
     return sum(abs(t - 10.0) <= 2.0 for t in tops), len(tops)

@@ -11,8 +11,7 @@ import matplotlib.pyplot as plt
 from ... import papers
 from ...models import model_cfg
 from ...results.store import config_key
-from ...runs.asked import table_runs
-from ...runs.spec import RunSpec
+from ...runs.asked import row_specs
 
 #: the colour of a model's mechanism, from its name (first match): tab20's dark shade; a variant of the model
 #: (``LIGHT``: hybrid embedding, warm start, our earlier reading) takes the light shade of the same hue
@@ -60,12 +59,13 @@ def _run_ranks(profile):
             continue
         for chapter in papers.book_chapters(key):
             for table in chapter.get("train") or []:
-                dataset, rows = papers.table(key, table)["dataset"], papers.table(key, table)["rows"]
-                for row, model, settings, _ in table_runs(key, chapter, table, profile):
+                rows = papers.table(key, table)["rows"]
+                for row, (spec, *_) in row_specs(key, chapter, table, profile):
+                    model, settings = spec.model, spec.settings
                     label = (rows[row].get("label") if isinstance(rows[row], dict) else None) or row
                     text = f"{model_cfg(model).get('label', model)} {label} {' '.join(map(str, settings.values()))}"
                     try:
-                        identity = RunSpec.of(model, dataset=dataset, profile=profile, **settings).key
+                        identity = spec.key
                     except ValueError:  # a setting the profile refuses: drawn by its label's colour
                         continue
                     if identity in ranks:
