@@ -317,7 +317,18 @@ def test_a_model_of_our_own_enters_the_maps_study_by_name(monkeypatch, tmp_path)
         readers = [e for e in entries if isinstance(e, MeasureEntry) and spec.key in e.needs]
         assert {e.name for e in readers} == {"maps-attention-cifar10", "maps-attribution-cifar10"} or \
             {e.name for e in readers} == {"maps-attention-cifar10"}
-        assert records.study_map_kinds("budget")["Ours"]["source"] == "the study's own run"
+        kinds = records.study_map_kinds("budget")
+        assert kinds["Ours"]["source"] == "the study's own run" and kinds["Ours"]["draws"]
+        from vixnb.report.tables.maps import OWN_RUNS, map_groups
+
+        groups = map_groups({}, asked.study()["runs"], kinds)
+        assert groups[OWN_RUNS] == ["Ours"] and list(groups)[-1] == OWN_RUNS  # its own group, after the papers'
+        # over the store's cap, the study keeps none of its weights and its records do not wait for it
+        monkeypatch.setattr(asked, "weights_too_large", lambda config: "over the cap")
+        [(_, over)] = asked.study_own_specs("budget")
+        assert over.keep == Keep.NONE
+        monkeypatch.undo()
+        study_file({**study["runs"], "Ours": ours_run})
         study_file({**study["runs"], "Ours": {"model": "vit_one_block_ours"}})
         with pytest.raises(ValueError, match=r"'vit_one_block_ours': the vix paper's protocol gives no batch_size for "
                                              r"it; pass batch_size="):

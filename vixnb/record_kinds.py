@@ -320,7 +320,7 @@ KINDS = {
                                      _ENTROPY_COLUMN, decided_by="epochs")},
                                  per_model=_attention_per_model,
                                  description="attention maps and diagonal prominence of kept weights"),
-    # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.keep_where)
+    # the linattn models are ViT-B/16 at 224 px (their kept weights stay on the GPU machine: runs.make.keep_where)
     "predictions": RecordKind(lambda r: f"{r.paper}-predictions-{r.dataset}", _of_kept_weights(prediction_record),
                               needs_gpu=True, minutes=2, stale=record_stale, runs_read=_kept_weights_read,
                               description="each kept model's predicted label of the panel's test images"),

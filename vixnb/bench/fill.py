@@ -15,7 +15,8 @@ separate runs one after another at ``one_seed``'s speed (below 1: faster). ``win
 the ensemble's images/s beat every single-seed approach measured, else "separate" (None where the ensemble
 or the one-seed step was not measured); ``fill_winner`` reads it back, for a batch runner choosing per model.
 ``can_ensemble`` says whether the model's paper-profile configuration can be ensembled exactly
-(``vixnb.engine.ensemble.can_ensemble``; dropout models need ``exact=False``).
+(``runs.make.can_ensemble_run``: the engine's refusals and a warm start's source; dropout models need
+``exact=False``).
 """
 from contextlib import nullcontext
 
@@ -23,7 +24,8 @@ import torch
 
 from .. import papers
 from ..data import load_split
-from ..engine.ensemble import Ensemble, can_ensemble, ensemble_step
+from ..engine.ensemble import Ensemble, ensemble_step
+from ..runs.make import can_ensemble_run
 from ..measure import as_dtype, local_rng
 from ..models import create_model
 from ..runs.spec import RunSpec
@@ -96,7 +98,7 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
         bs = batch or paper["batch_size"]
         images, labels = load_split("synthetic", "train", size=max(bs * seeds, bs * 2))
         images, labels = images.to(device), labels.to(device)
-        exact, reason = can_ensemble(paper)
+        exact, reason = can_ensemble_run(paper)
         row = {"model": name, "batch_size": bs, "seeds": seeds, "device": str(device),
                "dtype": str(dt).removeprefix("torch."), "steps": steps, "torch": torch.__version__,
                "can_ensemble": exact, "can_ensemble_reason": reason}

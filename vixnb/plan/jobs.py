@@ -67,7 +67,7 @@ class TrainJob(Job):
         return f"{e.model} {e.dataset} seed {seeds}{extra}"
 
     def run(self, store, deadline=None, download=False, executor=None):
-        """Train it (an ensemble: ``ensemble.run_ensemble``): ``resumed`` where it went on from a checkpoint that no
+        """Train it (an ensemble: ``runs.make.run_ensemble``): ``resumed`` where it went on from a checkpoint that no
         other process trains from, ``paused`` where ``deadline`` stopped it. A failure removes the checkpoints this
         job made itself, and raises; one kept from an earlier run (an interrupted one) stays. A run trained again
         for its weights keeps its published numbers where they differ (``runs.make.kept_published``)."""

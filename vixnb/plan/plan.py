@@ -14,7 +14,7 @@ today's, or the behavioural probe found today's code making it bitwise the same:
 stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
 again for them; its numbers stay shown meanwhile); ``stale``: a stored result that no longer answers, still shown
 with the reason, because it was made by other model code (its recorded architecture signature, or for older
-results its parameter count, differs from today's model), by another engine version (``profiles.ENGINE_VERSION``),
+results its parameter count, differs from today's model), by another engine version (``results.provenance.ENGINE_VERSION``),
 from other data (its data fingerprint differs from the copy here), or under other settings (a result file of the
 same model, dataset and seed whose configuration differs and which no other entry asks for), or a benchmark whose
 rows a later change superseded, or one the behavioural probe found today's code making other numbers for;

@@ -26,7 +26,7 @@ from ..models import list_models, model_fact
 from ..validate import checked
 from .make import keep_where, weights_too_large
 from .profiles import get_profile
-from .spec import RunSpec, row_source, settings_of_model
+from .spec import Keep, RunSpec, row_source, settings_of_model
 
 #: the maps study's file: its runs, figures' runs and per-profile sizes
 STUDY_FILE = Path(__file__).resolve().parents[1] / "analysis" / "study.yaml"
@@ -123,11 +123,16 @@ def study_kept_rows(key, table, profile):
     for label, spec in s["runs"].items():
         if (spec.get("paper"), spec.get("table")) != (key, table):
             continue
-        run = study_run(label, profile)
-        mapped = model_fact(model_draws_map, run.model, run.dataset, study_model_json(run.settings, profile))
-        if (mapped or label in s["attribution"]) and not weights_too_large(run.config):
+        if study_keeps(label, study_run(label, profile), profile):
             rows.add(spec["row"])
     return rows
+
+
+def study_keeps(label, run, profile):
+    """Whether the maps study keeps the weights of its run ``label`` (``run``, its ``RunSpec``): it draws a map or is
+    attributed, and its weights fit the store's cap (``make.weights_too_large``)."""
+    mapped = model_fact(model_draws_map, run.model, run.dataset, study_model_json(run.settings, profile))
+    return bool(mapped or label in study()["attribution"]) and not weights_too_large(run.config)
 
 
 def table_specs(key, chapter, table, profile, seeds=None):
@@ -168,13 +173,14 @@ def kept_specs(key, notebook, profile):
 
 def study_own_specs(profile):
     """``[(label, RunSpec)]``: the maps study's runs that are no paper's table row (a model ``study.yaml`` names), which
-    the study asks for itself (the plan lists them under the maps chapter), each keeping its first seed's weights (in
-    the store where they fit its cap, else on this machine: ``make.keep_where``)."""
+    the study asks for itself (the plan lists them under the maps chapter). Each keeps its weights by the rule of the
+    study's table rows (``study_keeps``): in the store where it draws a map or is attributed and its weights fit the
+    cap; else none (a run over the cap is "not kept" in the study's records, which never wait for it)."""
     out = []
     for label, spec in study()["runs"].items():
         if "model" in spec:
             run = study_run(label, profile)
-            out.append((label, replace(run, keep=keep_where(run.config))))
+            out.append((label, replace(run, keep=Keep.STORE) if study_keeps(label, run, profile) else run))
     return out
 
 

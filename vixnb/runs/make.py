@@ -44,7 +44,7 @@ def weights_too_large(config):
     size = weights_bytes(config) / 2**20
     if size > WEIGHTS_LIMIT_MB:
         return (f"{config['model']}: its weights take {size:.1f} MiB in float16, over the {WEIGHTS_LIMIT_MB} MiB cap "
-                "on weights kept in the store (runs.WEIGHTS_LIMIT_MB)")
+                "on weights kept in the store (runs.make.WEIGHTS_LIMIT_MB)")
     return None
 
 
@@ -267,9 +267,6 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
     member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
     stored result whose weights are missing counts as lacking)."""
     store = store if store is not None else ResultsStore()
-    ok, reason = can_ensemble_run(configs[0], exact=exact)
-    if not ok:
-        raise ValueError(f"{configs[0]['model']}: cannot train seeds as an ensemble: {reason}")
     keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
     for c in configs:
         Keep.of(keep[id(c)])
@@ -283,6 +280,9 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
 
     todo = [c for c in configs if lacking(c)]
     if todo:
+        ok, reason = can_ensemble_run(todo[0], exact=exact)  # what it would train: stored members are read as before
+        if not ok:
+            raise ValueError(f"{todo[0]['model']}: cannot train seeds as an ensemble: {reason}")
         for c in todo:
             store.check_writable(c)
         with ExitStack() as locks:

@@ -220,7 +220,7 @@ def source_changed(stored, store):
 
 
 def other_engine(stored):
-    """Why a stored run was made by another version of the engine than today's (``profiles.ENGINE_VERSION``,
+    """Why a stored run was made by another version of the engine than today's (``results.provenance.ENGINE_VERSION``,
     recorded in its provenance; a result older than that record: its config's ``engine_version``), or None."""
     recorded = (stored.get("provenance") or {}).get("engine_version", stored["config"].get("engine_version"))
     if recorded == ENGINE_VERSION:

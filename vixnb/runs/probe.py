@@ -14,7 +14,7 @@ and today's source hashes:
 - cannot be checked (no commit recorded, a commit not in this clone, code that does not run): ``unverified``.
 
 ``vixnb probe`` (CI: ``vixnb probe --check``) probes every stored result whose code changed and writes the ledger.
-What the CPU probe cannot see (bf16, fused AdamW, compile; logic after its steps) is ``profiles.ENGINE_VERSION``'s.
+What the CPU probe cannot see (bf16, fused AdamW, compile; logic after its steps) is ``results.provenance.ENGINE_VERSION``'s.
 """
 from __future__ import annotations
 

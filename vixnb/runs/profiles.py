@@ -1,5 +1,6 @@
-"""Run profiles (smoke / budget / paper), the resolved configuration that identifies one training run, and the
-runs a chapter makes of a paper table in a profile (``table_runs``)."""
+"""Run profiles (smoke / budget / paper, each with its ``-rehearsal``: ``profiles.yaml``) and what each means for
+the machine that makes its results. A run's configuration is ``spec.run_config``'s; which runs a chapter makes of
+a table, ``asked.table_runs``."""
 from functools import cache
 from importlib import resources
 

@@ -29,7 +29,7 @@ SUMMARY_COLUMNS = ["seeds", "asked", "top1 best", "top1 mean", "top1 std", "top5
 
 def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress=True, store=None, keep_weights="no",
                  **settings):
-    """One result per (model, seed) under the compute policy (``vixnb.results``): stored, freshly trained, or
+    """One result per (model, seed) under the compute policy (``runs.policy``): stored, freshly trained, or
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
     ``settings``: run and ``create_model`` settings beyond the profile's (``spec.run_config``);
     ``keep_weights``: as ``runs.make.run``."""

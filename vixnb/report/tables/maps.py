@@ -57,15 +57,23 @@ def attribution_rows(runs, count, methods=ATTRIBUTION_METHODS):
             for label, run in runs.items() for k in range(count)}
 
 
+#: the group of the maps study's own models (no paper's table row) on the pages
+OWN_RUNS = "the study's own models"
+
+
 def map_groups(groups, study_runs, kinds):
     """``groups`` (``{title: [labels]}``) and, after them, one group per paper table (``"<paper> <table>"``) of
     the other runs of ``study_runs`` (the study's ``{label: spec}``) whose model has a map (``kinds``:
-    ``analysis.study_map_kinds``). A new dict; ``groups`` is left as it is."""
+    ``analysis.study_map_kinds``), and the study's own models (``{model: NAME}``) in one group last. A new dict;
+    ``groups`` is left as it is."""
     out = {title: list(members) for title, members in groups.items()}
     named = {label for members in groups.values() for label in members}
     for label, spec in study_runs.items():
         if label not in named and kinds[label]["draws"]:
-            out.setdefault(f"{spec['paper']} {spec['table']}", []).append(label)
+            group = f"{spec['paper']} {spec['table']}" if "table" in spec else OWN_RUNS
+            out.setdefault(group, []).append(label)
+    if OWN_RUNS in out:  # after the papers' tables
+        out[OWN_RUNS] = out.pop(OWN_RUNS)
     return out
 
 
