@@ -25,7 +25,7 @@ from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
 from .analysis.first_steps import arms_frame, first_steps_record
 from .analysis.records import STUDY_RECORDS, study_labels, study_record
-from .runs.asked import kept_specs, question_arms, question_spec, row_specs, study, study_run, table_runs
+from .runs.asked import kept_specs, question_arms, question_spec, row_specs, study, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
 from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .measure.latency import latency_record, latency_table
@@ -104,13 +104,6 @@ class RecordKind:
 
 # ----- the makers: what each chapter's record holds -------------------------------------------------------
 
-def _chapter_runs(request, profile):
-    """``[(row, model, settings, seeds)]`` of the chapter's tables trained on the request's dataset."""
-    chapter = papers.book_chapter(request.paper, request.chapter)
-    return [run for table in chapter.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
-            for run in table_runs(request.paper, chapter, table, profile)]
-
-
 def _chapter_specs(request, profile):
     """``[(row, [RunSpec per seed])]`` of the chapter's tables trained on the request's dataset."""
     chapter = papers.book_chapter(request.paper, request.chapter)
@@ -126,7 +119,7 @@ def _gpu_memory_name(request):
 def _make_gpu_memory(request, *, profile, **_):
     """The GPU memory of one training step at the paper's GPU batch, of every model of the chapter's tables on the
     dataset, on the authors' path and ours (``measure.gpu_memory_column``)."""
-    models = list(dict.fromkeys(model for _, model, _, _ in _chapter_runs(request, profile)))
+    models = list(dict.fromkeys(specs[0].model for _, specs in _chapter_specs(request, profile) if specs))
     frame = measure.gpu_memory_column(models, dataset=request.dataset, batch_size=papers.gpu_batch_size(request.paper))
     return {"rows": frame.to_dict(orient="index"), "provenance": frame.attrs["provenance"]}
 
