@@ -1,5 +1,5 @@
 """Checks of ``vixnb.analysis``'s maps: collecting maps from every family, what each family's map is (every mixer's
-own ``map_kind``), rollout, the measures of maps (exact values on hand-made maps), the exact softmax map and its
+own ``map_description``), rollout, the measures of maps (exact values on hand-made maps), the exact softmax map and its
 Performer and Nystrom approximations, and the randomisation sanity check. CPU, small shapes."""
 import math
 
@@ -249,7 +249,7 @@ FAMILIES = [
 @pytest.mark.parametrize("name,overrides,rows,start", FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_attention_maps_of_every_family(name, overrides, rows, start):
     model = vixnb.create_model(name, depth=1, **overrides)
-    kind = M.map_kind(model)
+    kind = M.map_description(model)
     assert kind.startswith(f"{name}: ") and not kind.startswith("no attention map")
     maps = M.attention_maps(model, torch.randn(1, 3, 32, 32))
     modules = dict(model.named_modules())
@@ -257,7 +257,7 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
     for key, a in maps.items():
         assert a.dim() == 4 and a.shape[0] == 1 and a.shape[-1] == a.shape[-2]
         mechanism, declared = maps_module.mechanism(modules[key])
-        assert f"of {mechanism} ({declared})" in kind  # the mixer's own map_kind
+        assert f"of {mechanism} ({declared})" in kind  # the mixer's own map_description
         if rows is not None:
             torch.testing.assert_close(a.sum(dim=-1), torch.ones(a.shape[:-1]), atol=rows, rtol=0)
     side = math.isqrt(list(maps.values())[-1].shape[-1])
@@ -269,7 +269,7 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
                                       ("convmixer_16", "convolution")])
 def test_models_without_a_map_say_why(name, why):
     model = vixnb.create_model(name, depth=1)
-    kind = M.map_kind(model)
+    kind = M.map_description(model)
     assert kind.startswith("no attention map") and why in kind
     with pytest.raises(ValueError) as error:
         M.attention_maps(model, torch.randn(1, 3, 32, 32))
@@ -278,7 +278,7 @@ def test_models_without_a_map_say_why(name, why):
 
 
 def test_map_kind_never_raises():
-    assert "could not be described" in M.map_kind(object())
+    assert "could not be described" in M.map_description(object())
 
 
 def test_attention_maps_keys_repeated_calls_and_restores_the_mode():
@@ -298,7 +298,7 @@ def test_attention_maps_keys_repeated_calls_and_restores_the_mode():
     assert list(maps) == ["mix", "other", "mix#2"]
     torch.testing.assert_close(maps["mix"], model.mix.attention_map(x))
     assert model.training
-    assert "2 layers of" not in M.map_kind(model) and "SoftmaxAttention" in M.map_kind(model)
+    assert "2 layers of" not in M.map_description(model) and "SoftmaxAttention" in M.map_description(model)
 
 
 def test_has_skip():
@@ -316,10 +316,10 @@ def registered():
 
 def test_every_mixer_class_declares_its_map(registered):
     """Every class with an ``attention_map`` in a registered model or among ``layers.MIXERS`` says on itself what
-    its map is (``map_kind``, not inherited), or is a wrapper (a Sequential) of one mixer that does."""
+    its map is (``map_description``, not inherited), or is a wrapper (a Sequential) of one mixer that does."""
     found = {}
     with torch.device("meta"):
-        built = [A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for kind in A.list_kinds()]
+        built = [A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for kind in A.list_mixers()]
     for model in [*registered.values(), *built]:
         for module in model.modules():
             if declared_maps.has_attention_map(module):
@@ -329,19 +329,19 @@ def test_every_mixer_class_declares_its_map(registered):
             "ImageLinearAttention", "ShapedAttention", "FourierMixer", "TokenMLP", "TokenMixer2d"} <= {
         c.__name__ for c in found}
     for cls, module in found.items():
-        if "map_kind" in vars(cls):
-            assert isinstance(module.map_kind, str) and module.map_kind, cls.__name__
+        if "map_description" in vars(cls):
+            assert isinstance(module.map_description, str) and module.map_description, cls.__name__
             # the declaration code reads and the words a reader reads agree (``draws_map``, ``maps.NO_MAP``)
-            assert declared_maps.draws_map(module) != module.map_kind.startswith(declared_maps.NO_MAP), cls.__name__
+            assert declared_maps.draws_map(module) != module.map_description.startswith(declared_maps.NO_MAP), cls.__name__
         else:  # a wrapper: its map is its one mixer's
-            assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_kind"
+            assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_description"
             inner = [m for m in module if declared_maps.has_attention_map(m)]
-            assert len(inner) == 1 and "map_kind" in vars(type(inner[0])), cls.__name__
+            assert len(inner) == 1 and "map_description" in vars(type(inner[0])), cls.__name__
 
 
 def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registered):
     for name, model in registered.items():
-        kind = M.map_kind(model)
+        kind = M.map_description(model)
         mappers = declared_maps.outermost_mappers(model)
         declared = [maps_module.mechanism(m)[1] for _, m in mappers]
         assert all(declared), name
@@ -351,14 +351,14 @@ def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registere
             assert kind == f"{declared[0]} ({name})"
         else:
             assert kind.startswith(f"{name}: ") and all(d in kind for d in declared), kind
-    assert "wavelet" in M.map_kind(registered["wavemix_5"])
+    assert "wavelet" in M.map_description(registered["wavemix_5"])
 
 
 def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
-    """A mixer unknown to ``analysis`` is described by its own ``map_kind``; one declaring no map has none."""
+    """A mixer unknown to ``analysis`` is described by its own ``map_description``; one declaring no map has none."""
 
     class Keep(nn.Module):
-        map_kind = "each token keeps itself (the identity)"
+        map_description = "each token keeps itself (the identity)"
 
         def attention_map(self, x):
             return torch.eye(x.shape[1]).expand(x.shape[0], 1, -1, -1)
@@ -368,10 +368,10 @@ def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
 
     class Opaque(nn.Module):
         draws_map = False
-        map_kind = "no attention map: an opaque operator"
+        map_description = "no attention map: an opaque operator"
 
         def attention_map(self, x):
-            raise NotImplementedError(self.map_kind)
+            raise NotImplementedError(self.map_description)
 
         def forward(self, x):
             return x
@@ -388,18 +388,18 @@ def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
 
     x = x_input()
     model = Stack(Keep)
-    assert M.map_kind(model) == "Stack: 2 layers of Keep (each token keeps itself (the identity))"
+    assert M.map_description(model) == "Stack: 2 layers of Keep (each token keeps itself (the identity))"
     maps = M.attention_maps(model, x)
     assert list(maps) == ["mixers.0", "mixers.1"] and torch.equal(maps["mixers.1"], Keep().attention_map(x))
     opaque = Stack(Opaque)
-    assert M.map_kind(opaque) == "no attention map: an opaque operator (Stack)"
+    assert M.map_description(opaque) == "no attention map: an opaque operator (Stack)"
     with pytest.raises(ValueError, match="an opaque operator"):
         M.attention_maps(opaque, x)
 
 
 def test_performer_map_kind_names_its_kernel():
     for kernel, phi in FEATURES.items():
-        kind = M.map_kind(tiny_vit(depth=1, mixer="performer", kernel=kernel))
+        kind = M.map_description(tiny_vit(depth=1, mixer="performer", kernel=kernel))
         assert f"PerformerAttention (Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi});" in kind
 
 

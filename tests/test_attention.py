@@ -634,7 +634,7 @@ GRIDS = {
 
 
 def test_every_kind_has_a_grid():
-    assert sorted(GRIDS) == A.list_kinds()
+    assert sorted(GRIDS) == A.list_mixers()
 
 
 @pytest.mark.parametrize("kind", sorted(GRIDS))
@@ -793,12 +793,12 @@ def test_bench_mixers_small():
     from vixnb.measure import sweep_mechanisms
 
     rows = bench_mixers(device="cpu", tokens=33, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
-                        isolate=False, kinds=["nystrom", "fnet"])
+                        isolate=False, mechanisms=["nystrom", "fnet"])
     assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "nystrom", "fnet"]
     assert rows[0]["ratio_vs_materialized_softmax"] == 1.0
     assert all(r["ms"] > 0 and r["peak_mb"] is None for r in rows)
     assert "nystrom" in format_table(rows)
-    assert {m[1] for m in sweep_mechanisms()} == set(A.list_kinds())
+    assert {m[1] for m in sweep_mechanisms()} == set(A.list_mixers())
     iso = bench_mixers(device="cpu", tokens=33, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
-                       kinds=["softmax (fused)"])
+                       mechanisms=["softmax (fused)"])
     assert iso[0]["peak_mb"] is not None and iso[1]["ratio_vs_materialized_softmax"] > 0

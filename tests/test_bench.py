@@ -96,7 +96,7 @@ def test_committed_gpu_benchmarks_parse_and_name_their_run(name):
 
 def test_bench_mixers_can_time_compiled_mixers():
     rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=1, steps=1,
-                              kinds=[], isolate=False, compile=True)
+                              mechanisms=[], isolate=False, compile=True)
     assert [r["mechanism"] for r in rows] == ["softmax (materialised)"]
     assert rows[0]["compiled"] == "default" and rows[0]["ms"] > 0 and "aten_ops" not in rows[0]
     assert "torch.compile" in mixers_table(rows)
@@ -113,7 +113,7 @@ def test_bench_mixers_counts_dispatched_operators():
     """The count is of one forward + backward: the fused softmax dispatches one attention kernel each way;
     the materialised one forms the matrix (softmax forward and backward) in more operators."""
     rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
-                              kinds=["softmax (fused)"], isolate=False)
+                              mechanisms=["softmax (fused)"], isolate=False)
     ref, fused = rows
     assert 0 < fused["aten_ops_compute"] < fused["aten_ops"]
     assert ref["aten_ops_compute"] > fused["aten_ops_compute"]
@@ -129,7 +129,7 @@ def test_benchmarks_keep_the_rng_state_and_the_thread_count():
     torch.manual_seed(123)
     before = torch.get_rng_state()
     rows = bench.bench_mixers(device="cpu", tokens=9, dim=16, heads=2, dim_head=8, batch=2, warmup=0, steps=1,
-                              kinds=["performer"], isolate=False, threads=threads)
+                              mechanisms=["performer"], isolate=False, threads=threads)
     assert [r["mechanism"] for r in rows] == ["softmax (materialised)", "performer"]
     bench.bench_train(["fnet"], device="cpu", batch=4, steps=1, warmup=0)
     assert torch.get_num_threads() == before_threads

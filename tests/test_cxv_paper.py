@@ -188,7 +188,7 @@ def test_the_gpu_measurement_is_at_the_papers_batch():
 def test_the_plan_runs_the_named_rows_first_and_a_shared_run_once():
     from vixnb.plan import plan
 
-    entries = [e for e in plan.build("budget", order="rows") if e.kind == "train"]  # the paper files' row order
+    entries = [e for e in plan.build("budget", order="rows") if e.job == "train"]  # the paper files' row order
     level1 = [(e.chapter, e.name, e.dataset) for e in entries if e.level == 1]
     assert level1[:8] == [("cxv_table1", m, "cifar10") for m in
                           ("cnv_5_4", "cpv_5_4", "cltv_5_4", "hybrid_vilt_6_8", "resnet18_cifar")] + \
@@ -212,7 +212,7 @@ def test_a_cap_within_the_patience_makes_sgd_alone_to_patience_the_fixed_length_
 def test_the_plan_lists_sgd_alone_for_table_3s_models():
     from vixnb.plan import plan
 
-    entries = [e for e in plan.build("paper", chapter=["cxv_dualopt"]) if e.kind == "train"]
+    entries = [e for e in plan.build("paper", chapter=["cxv_dualopt"]) if e.job == "train"]
     for stop, tables in ((None, "sgd_alone"), ("patience", "sgd_patience")):
         sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"
                and e.settings.get("stop") == stop}
@@ -325,7 +325,7 @@ def test_every_plan_command_parses_back_to_its_run(monkeypatch):
         raise Asked(spec)
 
     monkeypatch.setattr("vixnb.runs.make.run", fake_run)
-    entries = [e for e in plan.build("budget") if e.kind == "train" and e.paper == "cxv"]
+    entries = [e for e in plan.build("budget") if e.job == "train" and e.paper == "cxv"]
     assert any(e.settings.get("randaugment") for e in entries) and any(e.settings.get("optimizer") for e in entries)
     for e in entries:
         args = parser().parse_args(shlex.split(e.command)[1:])

@@ -113,7 +113,7 @@ def test_the_batch_trains_every_cxv_run_on_its_own_in_auto_mode():
     from vixnb.plan import plan
     from vixnb.plan.batch import jobs_from_plan
 
-    entries = [e for e in plan.build("budget") if e.paper == "cxv" and e.kind == "train"]
+    entries = [e for e in plan.build("budget") if e.paper == "cxv" and e.job == "train"]
     jobs = jobs_from_plan(entries, ensemble="auto")
     assert jobs and all(len(job.entries) == 1 for job in jobs)
 

@@ -96,7 +96,7 @@ def test_mixers_are_the_vix_mixers_at_the_stage_sequence_length():
     for name, vix in (("cvp", "vip"), ("cvl", "vil"), ("cvn", "vin")):
         for dataset in DATASETS:
             model = built(name, dataset)
-            assert (model.mixer_kind, model.mixer_options) == mixers[vix]
+            assert (model.mixer_name, model.mixer_options) == mixers[vix]
             if name == "cvl":  # 32 x 32 tokens in every stage, at both image sizes
                 assert [m.seq_len for m in model.modules() if isinstance(m, layers.LinformerAttention)] == [1024] * 4
 

@@ -68,7 +68,7 @@ def test_mixers_are_the_vix_ones():
     mixers = paper_mixers()
     for name, vix_name in [("levip", "vip"), ("levil", "vil"), ("levin", "vin")]:
         model = vixnb.create_model(name)
-        assert (model.mixer_kind, model.mixer_options) == mixers[vix_name]
+        assert (model.mixer_name, model.mixer_options) == mixers[vix_name]
     assert vixnb.create_model("levit").mixer_options == {"pos_bias": False}
 
 

@@ -82,7 +82,7 @@ def test_mixers_are_the_vix_models(name):
     """Kind and options come from the ViX model functions (``paper_mixers``), in both stages."""
     model = vixnb.create_model(name)
     kind, options = paper_mixers()[LIKE[name.removeprefix("hybrid_")]]
-    assert (model.mixer_kind, model.mixer_options) == (kind, options)
+    assert (model.mixer_name, model.mixer_options) == (kind, options)
     assert all(isinstance(stage.layers[0][0].fn, layers.MIXERS[kind]) for stage in model.layers[::2])
 
 

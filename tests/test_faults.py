@@ -611,7 +611,7 @@ def test_an_intact_result_is_still_printed(cpu_data, capsys):
 def test_vixnb_plan_shows_a_damaged_result_and_goes_on(capsys, kind):
     from vixnb.plan import plan as planning
 
-    entry = next(e for e in planning.build("smoke", machine=True) if e.kind == "train")
+    entry = next(e for e in planning.build("smoke", machine=True) if e.job == "train")
     path = ResultsStore().path(entry.config)
     says = _damage(path, entry.config, kind)
     before = _store_hash()

@@ -43,7 +43,7 @@ def test_unknown_profile_and_run_get_one_line_errors():
         analysis.study_settings("huge")
     with pytest.raises(ValueError, match=r"'ViQ' is not a run of vixnb/analysis/study.yaml"):
         asked.study_run("ViQ", "budget")
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(ValueError, match="measurement must be one of"):
         analysis.study_record_name("maps")
 
 
@@ -81,11 +81,11 @@ def test_kept_rows_are_the_mapped_and_attributed_runs_that_fit_the_cap():
     assert kept_rows("vix", vix, "table2", "budget") == set()
 
 
-def test_map_kinds_say_what_each_map_is_and_which_have_none():
-    kinds = analysis.study_map_kinds("budget")
-    none = {label for label, k in kinds.items() if not k["draws"]}
+def test_the_study_says_what_each_map_is_and_which_have_none():
+    maps = analysis.study_maps("budget")
+    none = {label for label, k in maps.items() if not k["draws"]}
     assert none == {"FNet", "MLP-Mixer", "ResNet-18", "ConvMixer-16", "WaveMix-5"}
-    assert kinds["ViT"]["source"] == "vix table1, row vit" and kinds["CNV-5/4"]["model"] == "cnv_5_4"
+    assert maps["ViT"]["source"] == "vix table1, row vit" and maps["CNV-5/4"]["model"] == "cnv_5_4"
 
 
 def test_the_study_covers_every_mechanism_and_family():
@@ -94,37 +94,37 @@ def test_the_study_covers_every_mechanism_and_family():
     attention map" only where no token-to-token matrix exists (FNet, the token MLP, the convolutional models)."""
     from vixnb.models import list_models, model_family
 
-    kinds = analysis.study_map_kinds("budget")
-    assert {model_family(k["model"]) for k in kinds.values()} == {model_family(m) for m in list_models()}
-    maps = " | ".join(k["map"] for k in kinds.values())
+    maps = analysis.study_maps("budget")
+    assert {model_family(k["model"]) for k in maps.values()} == {model_family(m) for m in list_models()}
+    described = " | ".join(k["map"] for k in maps.values())
     for mechanism in ("phi: positive orthogonal random features", "phi: ReLU of q and k", "phi: exp of q and k",
                       "LinformerAttention", "NystromAttention", "ImageLinearAttention", "LeViTAttention",
                       "CCTAttention", "ConvAttention", "ShapedAttention"):
-        assert mechanism in maps, mechanism
+        assert mechanism in described, mechanism
     families = {"levit": {"levit", "levip", "levil", "levin"}, "cct": {"cct", "ccp", "ccl", "ccn"},
                 "cvt": {"cvt", "cvp", "cvl", "cvn"}, "pit": {"pit", "pin", "pip"}}
-    models = {k["model"] for k in kinds.values()}
+    models = {k["model"] for k in maps.values()}
     for family, members in families.items():
         assert members <= models, family
     assert set(papers.table_models("vix", "table6")) <= models  # the RoPE forms
-    assert kinds["Hybrid ViLT-6/8"]["model"] == "hybrid_vilt_6_8"
-    for label, kind in kinds.items():
-        if not kind["draws"]:
-            assert "no token-to-token matrix" in kind["map"] or "has no attention layer" in kind["map"], label
+    assert maps["Hybrid ViLT-6/8"]["model"] == "hybrid_vilt_6_8"
+    for label, entry in maps.items():
+        if not entry["draws"]:
+            assert "no token-to-token matrix" in entry["map"] or "has no attention layer" in entry["map"], label
     # each run has an entry in the plan, the mapped ones that fit the cap keeping their weights
-    entries = [e for e in plan.build("budget") if e.kind == "train"]
-    for label in kinds:
+    entries = [e for e in plan.build("budget") if e.job == "train"]
+    for label in maps:
         run = asked.study_run(label, "budget")
         assert any(e.key == run.key for e in entries), label
 
 
 def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
     entries = plan.build("budget")
-    kept = {(e.model, e.dataset) for e in entries if e.kind == "train" and e.keep_weights != "no"}
+    kept = {(e.model, e.dataset) for e in entries if e.job == "train" and e.keep_weights != "no"}
     assert {(m, "cifar10") for m in MAPPED_VIX | {"cnv_5_4", "cpv_5_4", "cltv_5_4"}} <= kept
     assert ("resnet18_cifar", "cifar10") not in kept
     for e in entries:
-        if e.kind == "train" and e.keep_weights != "no":
+        if e.job == "train" and e.keep_weights != "no":
             # in the store, or on the GPU machine where the weights are over the store's cap (the B/16 rows)
             assert e.command.endswith(("--keep-weights", "--keep-weights local")) and e.seed == 0
     names = [e.name for e in entries]
@@ -267,14 +267,14 @@ def test_whether_a_map_is_drawn_is_the_mixer_s_declaration_not_its_sentence():
     from vixnb.layers import maps
 
     class Declared(nn.Module):  # says nothing of maps in words, declares it has none
-        map_kind = "a mixing whose line does not begin with the usual words"
+        map_description = "a mixing whose line does not begin with the usual words"
         draws_map = False
 
         def attention_map(self, x):
             raise NotImplementedError
 
     class Worded(nn.Module):  # its words begin as a map-less mixer's do; it declares nothing: it has a map
-        map_kind = "no attention map, say these words, yet the class draws one"
+        map_description = "no attention map, say these words, yet the class draws one"
 
         def attention_map(self, x):
             return x
@@ -317,11 +317,11 @@ def test_a_model_of_our_own_enters_the_maps_study_by_name(monkeypatch, tmp_path)
         readers = [e for e in entries if isinstance(e, MeasureEntry) and spec.key in e.needs]
         assert {e.name for e in readers} == {"maps-attention-cifar10", "maps-attribution-cifar10"} or \
             {e.name for e in readers} == {"maps-attention-cifar10"}
-        kinds = records.study_map_kinds("budget")
-        assert kinds["Ours"]["source"] == "the study's own run" and kinds["Ours"]["draws"]
+        maps = records.study_maps("budget")
+        assert maps["Ours"]["source"] == "the study's own run" and maps["Ours"]["draws"]
         from vixnb.report.tables.maps import OWN_RUNS, map_groups
 
-        groups = map_groups({}, asked.study()["runs"], kinds)
+        groups = map_groups({}, asked.study()["runs"], maps)
         assert groups[OWN_RUNS] == ["Ours"] and list(groups)[-1] == OWN_RUNS  # its own group, after the papers'
         # over the store's cap, the study keeps none of its weights and its records do not wait for it
         monkeypatch.setattr(asked, "weights_too_large", lambda config: "over the cap")

@@ -166,7 +166,7 @@ def test_measuring_keeps_the_global_rng_state():
     after_model = _rng_states()
     M.measure("fnet", depth=1, batch_size=2, iters=1, steps=1, device="cpu", inference_batch_sizes=(1,))
     M.measure_model(model, name="fnet", batch_size=2, iters=1, steps=1, device="cpu")
-    M.scaling_sweep(kinds=["softmax (fused)", "performer"], tokens=(16,), dim=32, heads=2, dim_head=16,
+    M.scaling_sweep(mechanisms=["softmax (fused)", "performer"], tokens=(16,), dim=32, heads=2, dim_head=16,
                     device="cpu", warmup=0, steps=1)
     vixnb.count_params(model, "paper"), vixnb.summary_size_mb(model)
     assert all(torch.equal(a, b) for a, b in zip(after_model, _rng_states()))
@@ -247,7 +247,7 @@ def test_sweep_and_throughput_oom_are_recorded(monkeypatch):
         raise torch.OutOfMemoryError("out of memory")
 
     monkeypatch.setattr(timing, "time_ms", boom)
-    rows = M.scaling_sweep(kinds=["fnet"], tokens=(16,), dim=32, heads=2, dim_head=16, device="cpu")
+    rows = M.scaling_sweep(mechanisms=["fnet"], tokens=(16,), dim=32, heads=2, dim_head=16, device="cpu")
     assert [r["status"] for r in rows] == ["oom"] and rows[0]["ms"] is None
     tp = M.throughput(vixnb.create_model("fnet", depth=1), device="cpu", cpu_batch=1)
     assert tp["status"] == "oom"
@@ -255,7 +255,7 @@ def test_sweep_and_throughput_oom_are_recorded(monkeypatch):
 
 def test_cpu_budget_guard_skips_before_running(monkeypatch):
     monkeypatch.setattr(timing, "time_ms", lambda *a, **k: pytest.fail("a step over the budget must not run"))
-    rows = M.scaling_sweep(kinds=["softmax (materialised)"], tokens=(16384,), device="cpu")
+    rows = M.scaling_sweep(mechanisms=["softmax (materialised)"], tokens=(16384,), device="cpu")
     assert len(rows) == 1 and rows[0]["status"].startswith("skipped: estimated")
     assert "exceeds the CPU budget" in rows[0]["status"] and rows[0]["estimate_gb"] > 4
     rec = M.training_memory(vixnb.create_model("vit"), batch_size=64, device="cpu", path="authors")
@@ -267,7 +267,7 @@ def test_cpu_budget_guard_skips_before_running(monkeypatch):
 
 def test_sweep_has_a_row_for_every_mechanism_and_size():
     tokens = (16, 32)
-    rows = M.scaling_sweep(kinds=["softmax", "fnet", "linear"], tokens=tokens, dim=32, heads=2, dim_head=16,
+    rows = M.scaling_sweep(mechanisms=["softmax", "fnet", "linear"], tokens=tokens, dim=32, heads=2, dim_head=16,
                            device="cpu", warmup=0, steps=1)
     labels = ["fnet", "linear", "softmax (fused)", "softmax (materialised)"]
     assert sorted({r["mechanism"] for r in rows}) == labels
@@ -282,7 +282,7 @@ def test_sweep_has_a_row_for_every_mechanism_and_size():
     assert at["softmax (materialised)"]["estimate_gb"] > at["softmax (fused)"]["estimate_gb"]
     assert "mechanism" in measure_table(rows)
     with pytest.raises(ValueError, match="unknown mechanisms"):
-        M.scaling_sweep(kinds=["cosine"], tokens=(16,))
+        M.scaling_sweep(mechanisms=["cosine"], tokens=(16,))
 
 
 def _row(mech, n, ms=None, status="ok"):

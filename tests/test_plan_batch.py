@@ -39,12 +39,12 @@ def _fake_result(config, **fields):
 
 
 def _by_model(entries):
-    return {e.model: e for e in entries if e.kind == "train"}
+    return {e.model: e for e in entries if e.job == "train"}
 
 
 def test_plan_lists_every_published_row_once_per_seed():
     entries = plan.build("budget")
-    train = [e for e in entries if e.kind == "train" and e.paper == "vix" and not e.purpose.startswith("question")]
+    train = [e for e in entries if e.job == "train" and e.paper == "vix" and not e.purpose.startswith("question")]
     # the vix paper's three chapters: Tables 1-2 (12 models x 2 datasets), Tables 3-5 (12 x 2 + 6), Table 6 (8),
     # three seeds each (the shaped paper's studies: tests/test_shaped_chapter.py)
     assert len(train) == (12 * 2 + 12 * 2 + 6 + 8) * 3
@@ -59,7 +59,7 @@ def test_plan_lists_every_published_row_once_per_seed():
     assert [c["notebook"] for _, c in plan.chapters()] == ["vix_table1", "vix_families", "vix_rope", "cxv_table1",
                                                         "cxv_ablations", "cxv_dualopt", "linattn", "efficiency",
                                                         "simplified"]
-    measures = {e.name: e.chapter for e in entries if e.kind == "measure"}
+    measures = {e.name: e.chapter for e in entries if e.job == "measure"}
     assert {k: v for k, v in measures.items() if k.startswith("vix")} == {
         "vix-gpu-memory-cifar10-b64": "vix_table1", "vix-families-gpu-memory-cifar10-b64": "vix_families",
         "vix-rope-gpu-memory-cifar10-b64": "vix_rope"}
@@ -85,7 +85,7 @@ def test_plan_levels_then_cheaper_first(tmp_path):
     entries = plan.build("budget", order="rows")
     levels = [e.level for e in entries]
     assert levels == sorted(levels)
-    first = [e for e in entries if e.level == 1 and e.kind == "train" and e.dataset == "cifar10" and e.model in TABLE1]
+    first = [e for e in entries if e.level == 1 and e.job == "train" and e.dataset == "cifar10" and e.model in TABLE1]
     assert [e.model for e in first] == list(reversed(TABLE1))  # faster rate, fewer minutes, earlier
     vit = next(e for e in first if e.model == "vit")
     config = vit.config
@@ -107,7 +107,7 @@ def test_the_plan_completes_whole_chapters_cheapest_first():
     # a chapter's entries come together, runs and measurements, every seed
     chapters = [e.chapter for e in entries if e.chapter == "simplified" or e.chapter == "efficiency"]
     assert chapters == sorted(chapters, key=chapters.index)
-    seeds = {e.seed for e in entries if e.chapter == "simplified" and e.kind == "train"}
+    seeds = {e.seed for e in entries if e.chapter == "simplified" and e.job == "train"}
     assert seeds == {0, 1, 2, 3, 4}
     with pytest.raises(ValueError, match="order='random': use one of chapters, rows"):
         plan.build("budget", order="random")

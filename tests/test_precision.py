@@ -67,9 +67,9 @@ def test_the_plan_of_a_machine_without_bfloat16_asks_its_fp16_runs(monkeypatch):
 
     monkeypatch.setattr(plan, "machine_precision", lambda precision: "fp16" if precision == "bf16" else precision)
     # (a question's fp32 arm sets its own precision: left out)
-    ours = [e for e in plan.build("budget", chapter=["simplified"], machine=True) if e.kind == "train"
+    ours = [e for e in plan.build("budget", chapter=["simplified"], machine=True) if e.job == "train"
             and e.settings.get("precision") != "fp32"]
-    pages = [e for e in plan.build("budget", chapter=["simplified"]) if e.kind == "train"
+    pages = [e for e in plan.build("budget", chapter=["simplified"]) if e.job == "train"
              and e.settings.get("precision") != "fp32"]
     assert {e.config["precision"] for e in ours} == {"fp16"} and {e.config["precision"] for e in pages} == {"bf16"}
     assert all(e.command.endswith("--precision fp16") or "--precision fp16 " in e.command for e in ours)

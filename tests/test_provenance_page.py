@@ -61,9 +61,9 @@ def stored_fnet(tmp_path_factory):
     copy of another (vit, whose weights the maps chapter needs): the plan built once for the module."""
     store = ResultsStore(tmp_path_factory.mktemp("store"))
     entries = plan.build("budget", store=store)
-    fnet = next(e for e in entries if e.kind == "train" and e.model == "fnet" and e.dataset == "cifar10"
+    fnet = next(e for e in entries if e.job == "train" and e.model == "fnet" and e.dataset == "cifar10"
                 and e.chapter == "vix_table1")
-    vit = next(e for e in entries if e.kind == "train" and e.model == "vit" and e.dataset == "cifar10"
+    vit = next(e for e in entries if e.job == "train" and e.model == "vit" and e.dataset == "cifar10"
                and e.chapter == "vix_table1")
     made = {"device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "commit": "0123456789abcdef",
             "finished": "2026-11-22T20:07:16Z", "profile": "budget", "seed": 0}
@@ -125,7 +125,7 @@ def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stor
     store, _ = stored_fnet
     maps = plan.build("budget", store=store, chapter=["maps"])
     chapters = {e.chapter for e in maps}
-    assert "maps" in chapters and {e.kind for e in maps if e.chapter != "maps"} == {"train"}
+    assert "maps" in chapters and {e.job for e in maps if e.chapter != "maps"} == {"train"}
     assert {e.name for e in maps if e.chapter == "maps"} == {"maps-attention-cifar10", "maps-attribution-cifar10"}
     with pytest.raises(ValueError, match=r"chapter=\['nope'\]: not in the 'budget' plan; its chapters: "):
         plan.build("budget", store=store, chapter=["nope"])

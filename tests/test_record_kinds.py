@@ -51,7 +51,7 @@ def test_a_benchmark_whose_script_is_not_here_is_named(monkeypatch, tmp_path):
 def test_batch_one_latency_is_planned_for_a_gpu_profile():
     entries = {e.name: e for e in plan.build("budget", chapter=["efficiency"])}
     latency = entries["favor-latency-cifar10"]
-    assert (latency.kind, latency.path, latency.level) == ("measure", "budget/measure/favor-latency-cifar10.json", 1)
+    assert (latency.job, latency.path, latency.level) == ("measure", "budget/measure/favor-latency-cifar10.json", 1)
     assert latency.command == "vixnb batch --profile budget --only favor-latency-cifar10"
     assert latency.status == "missing" and "efficiency" in entries
 

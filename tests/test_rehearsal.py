@@ -34,19 +34,19 @@ def test_the_rehearsal_profile_is_two_one_step_epochs_on_the_device_at_hand():
 def test_the_rehearsal_runs_every_model_protocol_and_record_kind_of_the_plan():
     entries = plan.build("budget-rehearsal", machine=True, order="rows")
     jobs, skipped = rehearsal_jobs(entries)
-    runs = [e for j in jobs for e in j.entries if e.kind == "train"]
-    here = {e.model for e in entries if e.kind == "train" and not e.blocked}
+    runs = [e for j in jobs for e in j.entries if e.job == "train"]
+    here = {e.model for e in entries if e.job == "train" and not e.blocked}
     assert {e.model for e in runs} == here  # every model the data here lets run
     for name, uses in PROTOCOLS.items():  # every protocol the plan has
-        in_plan = any(uses(e.config) for e in entries if e.kind == "train" and not e.blocked)
+        in_plan = any(uses(e.config) for e in entries if e.job == "train" and not e.blocked)
         assert any(uses(e.config) for e in runs) == in_plan, name
     assert any(e.keep_weights != "no" for e in runs)
     assert any(len(j.entries) == 2 for j in jobs)  # one ensemble of two seeds
-    records = {e.name for e in entries if e.kind != "train"}
-    rehearsed = {j.entries[0].name for j in jobs if j.entries[0].kind != "train"}
+    records = {e.name for e in entries if e.job != "train"}
+    rehearsed = {j.entries[0].name for j in jobs if j.entries[0].job != "train"}
     assert rehearsed | {what.removeprefix("bench ") for what, _ in skipped} >= records
     # a measurement that reads weights comes after the runs it reads
-    needed = set().union(*(e.needs for j in jobs for e in j.entries if e.kind != "train"))
+    needed = set().union(*(e.needs for j in jobs for e in j.entries if e.job != "train"))
     assert needed <= {e.key for e in runs}
 
 

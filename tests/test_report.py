@@ -403,7 +403,7 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
 
 
 def test_every_registered_models_token_mixer_declares_its_mechanism():
-    """A family with its own attention class declares ``mechanism`` beside ``map_kind``: every registered model with a
+    """A family with its own attention class declares ``mechanism`` beside ``map_description``: every registered model with a
     mixer has one, and a mixer class without it is named, not silently left out of the synthesis."""
     from torch import nn
 
@@ -420,9 +420,9 @@ def test_every_registered_models_token_mixer_declares_its_mechanism():
     assert missing == {}
 
     class Forgotten(nn.Module):
-        map_kind = "exact softmax of a forgotten family"
+        map_description = "exact softmax of a forgotten family"
 
-    with pytest.raises(TypeError, match=r"Forgotten declares map_kind but no mechanism: declare `mechanism"):
+    with pytest.raises(TypeError, match=r"Forgotten declares map_description but no mechanism: declare `mechanism"):
         synthesis.declared_mechanism(Forgotten)
     assert {kind: synthesis.declared_mechanism(cls) for kind, cls in MIXERS.items()}["nystrom"] == "Nyströmformer"
 

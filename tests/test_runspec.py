@@ -47,7 +47,7 @@ def test_keep_names_the_parameter_and_its_values():
 def test_the_plan_entries_are_typed_and_the_batch_pickles_them():
     entries = plan.build("smoke", only=["fnet"])
     train = next(e for e in entries if isinstance(e, TrainEntry))
-    assert train.kind == "train" and train.key == train.spec.key and train.path == train.spec.path
+    assert train.job == "train" and train.key == train.spec.key and train.path == train.spec.path
     assert train.command == ("vixnb train fnet --dataset synthetic --profile smoke --seed 0")  # the smoke profile's data
     back = pickle.loads(pickle.dumps(train))
     assert back.to_dict() == train.to_dict() and back.config == train.config
@@ -55,7 +55,7 @@ def test_the_plan_entries_are_typed_and_the_batch_pickles_them():
                            request=Request("speed", paper="vix", chapter="vix", dataset="cifar10"), nominal_minutes=4)
     bench = BenchEntry(chapter="c", paper="vix", name="b", profile="budget", path="bench/b.json", request=Request("b"))
     assert pickle.loads(pickle.dumps(measure)).request == measure.request
-    assert [e.kind for e in (measure, bench)] == ["measure", "bench"]
+    assert [e.job for e in (measure, bench)] == ["measure", "bench"]
     assert measure.estimate(gpu=None) == (4.0, "nominal (no stored timing)")
     assert measure.to_dict()["keep_weights"] == "no" and measure.to_dict()["model"] is None
 

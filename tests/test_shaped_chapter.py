@@ -35,7 +35,7 @@ def test_the_params_convention_is_per_paper():
 
 def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
     entries = [e for e in plan.build("budget") if e.paper == "shaped"]
-    runs = [e for e in entries if e.kind == "train"]
+    runs = [e for e in entries if e.job == "train"]
     seeds = {}
     for e in runs:
         seeds.setdefault(e.name, []).append(e.seed)
@@ -64,7 +64,7 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
                             "--override width=128 --override depth=8 --override heads=4 --override patch=4 "
                             "--override alpha_beta=identity --keep-weights")
     assert next(e for e in runs if e.keep_weights == "store").command.endswith(" --keep-weights")
-    assert sorted(e.name for e in entries if e.kind == "measure") == [
+    assert sorted(e.name for e in entries if e.job == "measure") == [
         "shaped-attention-maps-cifar10", "shaped-first-steps-vanilla_gap_w96", "shaped-first-steps-vanilla_stall_w128"]
     # the same run shown in two tables is one entry
     assert sum(e.name == "exp2_simplified" for e in runs) == 3

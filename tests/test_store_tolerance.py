@@ -14,7 +14,8 @@ import importlib
 provenance_module = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 from vixnb.cli import main
 from vixnb.results import ResultsStore
-from vixnb.runs.policy import OPTIONAL_CONFIG_KEYS, unusable
+from vixnb.runs.policy import unusable
+from vixnb.runs.spec import OPTIONAL_CONFIG_KEYS
 
 REPO_RESULTS = Path(__file__).resolve().parents[1] / "results" / "budget"
 

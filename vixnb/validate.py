@@ -53,7 +53,7 @@ class Rule:
 
     def parse(self, text):
         """The value of a command-line string (argparse ``type``, ``option``; an environment variable): read as
-        this rule's kind, then checked; ``Invalid`` says why, without a name (argparse adds the option's)."""
+        this rule's type, then checked; ``Invalid`` says why, without a name (argparse adds the option's)."""
         return self._check(self._read(text), "")
 
     def _read(self, text):
@@ -309,14 +309,14 @@ def env_flag(variable, environ=None, *, default=False):
     raise Invalid(f"{variable}={value!r}: use 1, true or yes for on, 0, false, no or empty for off")
 
 
-def env_path(variable, environ=None, *, default=None, kind=None):
-    """``variable`` as a ``Path`` (``~`` expanded), or ``default`` where unset or empty; with ``kind``
-    (``folder``), a path that exists and is not one is ``Invalid`` naming the variable."""
+def env_path(variable, environ=None, *, default=None, folder=False):
+    """``variable`` as a ``Path`` (``~`` expanded), or ``default`` where unset or empty; with ``folder``, a path
+    that exists and is not a folder is ``Invalid`` naming the variable."""
     value = env_text(variable, environ)
     if value is None:
         return default
     path = Path(value).expanduser()
-    if kind == "folder" and path.exists() and not path.is_dir():
+    if folder and path.exists() and not path.is_dir():
         raise Invalid(f"{variable}={value!r}: not a folder; point it at a folder (or unset it for the default)")
     return path
 

@@ -1,7 +1,7 @@
 """Analysis of trained models: where they look, and how different the maps of the mechanisms are.
 
 - ``maps``: attention maps of any model, collected by mixer type (``attention_maps``), and what each mechanism's map
-  is (``map_kind``, from the ``map_kind`` every mixer declares).
+  is (``map_description``, from the ``map_description`` every mixer declares).
 - ``map_measures``: attention rollout and the measures of maps (row entropy, diagonal prominence, attention
   distance, the class token's entropy over the patches).
 - ``approximations``: the exact softmax map of a mixer's queries and keys, the Performer's and Nystromformer's maps
@@ -16,9 +16,9 @@ from .attribution import (TokensToGrid, attribute, attribution_measures, deletio
                           rank_agreement)
 from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_entropy, class_token_map,
                            diagonal_prominence, rollout, row_entropy)
-from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
+from .maps import attention_maps, collect_attention_maps, has_skip, map_description
 from .records import (attention_record, model_maps, panel, panel_images, prediction_record, record_stale, study_runs,
-                      study_map_kinds, study_record, study_record_name, study_settings)
+                      study_maps, study_record, study_record_name, study_settings)
 from ..runs.asked import study
 from .sanity_checks import randomisation_check
 
@@ -26,6 +26,6 @@ __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insert
            "approximation_errors", "attention_distance", "attention_maps", "attention_record",
            "attention_rollout", "centre_query", "class_token_entropy", "class_token_map", "collect_attention_maps",
            "diagonal_prominence",
-           "exact_softmax_map", "has_skip", "map_distance", "map_kind", "model_maps",
+           "exact_softmax_map", "has_skip", "map_distance", "map_description", "model_maps",
            "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale", "rollout", "row_entropy",
-           "study", "study_map_kinds", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]
+           "study", "study_maps", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

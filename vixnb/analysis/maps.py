@@ -4,10 +4,10 @@
   per mixer call, from each mixer's own ``attention_map`` on the input it received (``collect_attention_maps``: a
   list, by type or method, raising where a mixer has no map). Like vit-pytorch's ``Recorder`` it finds the mixers by
   type (every module whose class defines ``attention_map``), so it needs no knowledge of the model's layout.
-- What they are: every mixer declares it, ``map_kind`` on its class (one line: the exact softmax, or the documented
+- What they are: every mixer declares it, ``map_description`` on its class (one line: the exact softmax, or the documented
   equivalent of an approximation; a property where it depends on the layer's settings, as the Performer's kernel);
   a mixer without a token-to-token matrix declares ``draws_map = False`` and a line starting "no attention map" that
-  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_kind(model)``
+  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_description(model)``
   gathers them in one line, or says why a model has no map (no mixer: a model class may say what it mixes by,
   ``mixes_by``); ``has_skip`` whether blocks add a residual.
 """
@@ -72,15 +72,15 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
 # ---------------------------------------------------------------- what each mechanism's map is
 
 def mechanism(module):
-    """(class name, ``map_kind``) of the module whose map ``module``'s is (``declaring``); ``module``'s class name and
+    """(class name, ``map_description``) of the module whose map ``module``'s is (``declaring``); ``module``'s class name and
     None where none declares one."""
     declared = declaring(module)
-    return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_kind)
+    return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_description)
 
 
-def map_kind(model):
+def map_description(model):
     """One line saying what ``model``'s attention maps are: the mechanism classes it has (each class's own
-    ``map_kind``, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
+    ``map_description``, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
     without a map (FNet, MLP-Mixer, ResNet, ConvMixer, WaveMix: no module with a map that can be made) gives a
     sentence starting "no attention map" that says why: its mixers' own line (Fourier mixing, token MLP), or, with no
     mixer, what the model mixes by (its class's ``mixes_by``, else convolutions). Never raises."""
@@ -89,9 +89,9 @@ def map_kind(model):
         name = (getattr(model, "default_cfg", None) or {}).get("name", name)
         counts, sentences = {}, {}
         for _, module in mappers(model):
-            kind, sentence = mechanism(module)
-            counts[kind] = counts.get(kind, 0) + 1
-            sentences.setdefault(kind, sentence or "its own attention_map")
+            mech, sentence = mechanism(module)
+            counts[mech] = counts.get(mech, 0) + 1
+            sentences.setdefault(mech, sentence or "its own attention_map")
         if counts:
             return f"{name}: " + "; ".join(
                 f"{c} layer{'s' * (c > 1)} of {k} ({sentences[k]})" for k, c in counts.items())
@@ -110,12 +110,12 @@ def attention_maps(model, x, *, method="attention_map"):
     call order, each ``mixer.attention_map(input)`` (the materialised map, never a fused kernel) of the input the
     mixer received, as ``collect_attention_maps`` records it. Keys are the mixers' names in ``named_modules()``
     (the outermost module with a map: a ``TokenMixer2d`` rather than its inner mixer), with ``#2``, ``#3`` for
-    repeated calls of one module. What each map is: ``map_kind(model)``. A model without a map raises
-    ``ValueError`` whose message is ``map_kind``'s sentence. ``method``: the mixer method that makes each map, as in
+    repeated calls of one module. What each map is: ``map_description(model)``. A model without a map raises
+    ``ValueError`` whose message is ``map_description``'s sentence. ``method``: the mixer method that makes each map, as in
     ``collect_attention_maps`` (``softmax_map``: shaped attention's learned part alone)."""
     named = mappers(model)
     if not named:
-        raise ValueError(map_kind(model))
+        raise ValueError(map_description(model))
     names = {id(m): n for n, m in named}
     with evaluating(model):
         calls = recorded_inputs(model, x, [m for _, m in named])

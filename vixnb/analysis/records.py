@@ -34,7 +34,7 @@ from .attribution import attribution_measures
 from .map_measures import (attention_distance, centre_query, class_token_map, diagonal_prominence, rollout, rounded,
                            row_entropy)
 from ..layers.maps import model_draws_map
-from .maps import attention_maps, collect_attention_maps, has_skip, map_kind
+from .maps import attention_maps, collect_attention_maps, has_skip, map_description
 from .sanity_checks import randomisation_check
 from ..validate import checked
 
@@ -150,11 +150,11 @@ def record_stale(record, store):
     """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
     retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed), or
     None."""
-    kind = record.get("study")
-    if kind in STUDY_RECORDS:
+    measurement = record.get("study")
+    if measurement in STUDY_RECORDS:
         profile = (record.get("provenance") or {}).get("profile")
-        if set(record.get("runs") or {}) != set(study_labels(kind, profile)):
-            return f"the study's {kind} runs changed since it was measured (vixnb/analysis/study.yaml)"
+        if set(record.get("runs") or {}) != set(study_labels(measurement, profile)):
+            return f"the study's {measurement} runs changed since it was measured (vixnb/analysis/study.yaml)"
         if profile in study()["profiles"] and record.get("settings") != study_settings(profile):
             return f"the study's {profile} settings changed since it was measured (vixnb/analysis/study.yaml)"
 
@@ -177,25 +177,25 @@ def study_settings(profile):
     return settings[profile]
 
 
-def study_record_name(kind, dataset=None):
+def study_record_name(measurement, dataset=None):
     """The name of a stored measurement of the maps study: ``maps-attention-<dataset>`` or ``maps-attribution-...``."""
-    if kind not in STUDY_RECORDS:
-        raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
-    return f"maps-{kind}-{dataset or study()['dataset']}"
+    if measurement not in STUDY_RECORDS:
+        raise ValueError(f"measurement must be one of {STUDY_RECORDS}, got {measurement!r}")
+    return f"maps-{measurement}-{dataset or study()['dataset']}"
 
 
-def study_map_kinds(profile):
+def study_maps(profile):
     """``{label: {"model", "source", "map", "draws"}}`` of the study's runs: the model, the paper table row it is, what
-    its attention map is (``maps.map_kind``) and whether one can be made (``layers.maps.model_draws_map``), from the models
+    its attention map is (``maps.map_description``) and whether one can be made (``layers.maps.model_draws_map``), from the models
     built on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
         run = study_run(label, profile)
         model, settings_json = run.model, study_model_json(run.settings, profile)
-        kind = model_fact(map_kind, model, run.dataset, settings_json)
+        described = model_fact(map_description, model, run.dataset, settings_json)
         source = f"{spec['paper']} {spec['table']}, row {spec['row']}" if "row" in spec else "the study's own run"
         out[label] = {"model": model, "source": source,
-                      "map": kind.removeprefix(f"{model}: "),
+                      "map": described.removeprefix(f"{model}: "),
                       "draws": bool(model_fact(model_draws_map, model, run.dataset, settings_json))}
     return out
 
@@ -237,7 +237,7 @@ def _panel_images(profile):
 
 @torch.no_grad()
 def run_maps(model, images, *, shown, centre=True, approximation=None):
-    """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_kind``), the
+    """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_description``), the
     rollout (class token's row, or the mean row without a class token; the residual identity added unless the
     blocks have no skip), with ``centre`` the image-centre patch's row in every layer (first image), per layer and
     head the row entropy,
@@ -252,7 +252,7 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     n = listed[-1].shape[-1]
     cls = 0 if math.isqrt(n) ** 2 == n else 1
     start, residual = ("cls" if cls else "mean"), has_skip(model)
-    out = {"kind": map_kind(model), "start": start, "residual": residual, "layers": list(layer_maps),
+    out = {"kind": map_description(model), "start": start, "residual": residual, "layers": list(layer_maps),
            "tokens": [m.shape[-1] for m in listed],
            "rollout": rounded(rollout(layer_maps, start=start, residual=residual)[:shown]),
            **({"centre_query": rounded(centre_query(layer_maps, cls_tokens=cls)[:1])} if centre else {}),
@@ -269,8 +269,8 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
     return out
 
 
-def study_record(kind, profile, *, compute="never", train=None, store=None):
-    """A measurement record of the maps study (``kind``: ``attention`` or ``attribution``) in ``profile``: for each of
+def study_record(measurement, profile, *, compute="never", train=None, store=None):
+    """A measurement record of the maps study (``measurement``: ``attention`` or ``attribution``) in ``profile``: for each of
     its runs (``attention``: all; ``attribution``: the attributed ones) the measures of its trained model
     (``run_maps``; ``attribution.attribution_measures``), the training run it comes from and where it was measured.
     A run without a map gets ``{"status": "no attention map", "kind": ...}``; one whose weights are not stored (and
@@ -282,19 +282,19 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     images = images.to(device)
     out = {}
-    for label in study_labels(kind, profile):
+    for label in study_labels(measurement, profile):
         spec = study_run(label, profile)
-        if kind == "attention":
+        if measurement == "attention":
             meta = meta_model(spec.model, spec.dataset, study_model_json(spec.settings, profile))
             if not model_draws_map(meta):
-                out[label] = {"status": "no attention map", "model": spec.model, "kind": map_kind(meta)}
+                out[label] = {"status": "no attention map", "model": spec.model, "kind": map_description(meta)}
                 continue
         module, run, _ = trained(label, profile, compute if train is None else train, store)
         if module is None:
             out[label] = {**run, "model": spec.model}
             continue
         module = module.to(device)
-        if kind == "attention":
+        if measurement == "attention":
             approx = ({"features": s["approximation_features"], "landmarks": s["approximation_landmarks"]}
                       if label == s["approximation"] else None)
             measures = run_maps(module, images, shown=conf["shown"], centre=label in s["linear"], approximation=approx)
@@ -304,15 +304,15 @@ def study_record(kind, profile, *, compute="never", train=None, store=None):
                 internal_batch_size=conf["ig_batch"], window=conf["occlusion_window"],
                 stride=conf["occlusion_stride"], steps=conf["curve_steps"], show=conf["shown"])
         out[label] = {**run, **measures}
-    return {"study": kind, "dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
+    return {"study": measurement, "dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=s["dataset"])}
 
 
-def study_labels(kind, profile=None):
-    """The runs a study record of ``kind`` measures: all for ``attention``, the attributed ones for ``attribution``;
+def study_labels(measurement, profile=None):
+    """The runs a study record of ``measurement`` measures: all for ``attention``, the attributed ones for ``attribution``;
     in a profile that measures at a CPU's small sizes (the smoke pipeline check, a dress rehearsal) only those of
     ``pipeline_check`` (one run per mechanism and family: every map's code path, in minutes)."""
-    labels = list(study()["runs"] if kind == "attention" else study()["attribution"])
+    labels = list(study()["runs"] if measurement == "attention" else study()["attribution"])
     if profile is not None and small_sizes(profile):
         check = set(study()["pipeline_check"])
         labels = [label for label in labels if label in check]

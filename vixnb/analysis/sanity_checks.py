@@ -7,7 +7,7 @@ from torch import nn
 
 from .map_measures import class_token_count, layer_maps, rollout
 from ..layers.maps import mappers
-from .maps import evaluating, attention_maps, has_skip, map_kind
+from .maps import evaluating, attention_maps, has_skip, map_description
 from ..validate import checked
 
 
@@ -94,7 +94,7 @@ def randomisation_check(model, x, *, layers=1, seed=0, method="attention_map"):
         raise ValueError(f"layers must be at least 1, got {layers}")
     named = mappers(model)
     if not named:
-        raise ValueError(map_kind(model))
+        raise ValueError(map_description(model))
     copy = deepcopy(model)
     modules = dict(copy.named_modules())
     order, mixers = {}, []

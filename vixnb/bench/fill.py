@@ -28,7 +28,7 @@ from ..engine.ensemble import Ensemble, ensemble_step
 from ..runs.make import can_ensemble_run
 from ..measure import as_dtype, local_rng
 from ..models import create_model
-from ..runs.spec import RunSpec
+from ..runs.asked import run_of
 from .training import bench_adamw, ours_step, time_steps
 from ..validate import COUNT_MAX, Whole, checked
 
@@ -94,7 +94,7 @@ def bench_fill(models=None, *, seeds=3, device=None, dtype=None, batch=None, ste
     dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
     rows = []
     for name in models:
-        paper = RunSpec.of(name, profile="paper").config
+        paper = run_of(name, profile="paper").config
         bs = batch or paper["batch_size"]
         images, labels = load_split("synthetic", "train", size=max(bs * seeds, bs * 2))
         images, labels = images.to(device), labels.to(device)

@@ -31,7 +31,7 @@ def compile_mode(compile):
 
 
 @checked("tokens", "batch", "warmup", "steps", "threads")
-def bench_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
+def bench_mixer(label, mixer, options, *, device, dtype, tokens, dim, heads, dim_head, batch, warmup, steps,
                 cpu_memory=False, threads=None, compile=False):
     """Forward + backward of one mechanism (``measure.sweep_row``, no CPU budget guard), with the operators
     one step dispatches (``dispatched_ops``; not counted through ``torch.compile``). ``threads``:
@@ -40,17 +40,17 @@ def bench_mixer(label, kind, options, *, device, dtype, tokens, dim, heads, dim_
     if mode == "reduce-overhead":  # CUDA graphs: the first calls run eagerly and record, later ones replay
         warmup = max(warmup, 3)
     with torch_threads(threads):
-        row = sweep_row(label, kind, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
+        row = sweep_row(label, mixer, options, tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                         device=torch.device(device), dt=as_dtype(dtype), backward=True, warmup=warmup, steps=steps,
                         budget_gb=math.inf, budget_gflop=math.inf, cpu_memory=cpu_memory, compile=mode or False)
         if not mode and row.get("ms") is not None:
-            row.update(dispatched_ops(kind, options, device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads,
+            row.update(dispatched_ops(mixer, options, device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads,
                                       dim_head=dim_head))
     return row
 
 
 @checked("tokens")
-def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head):
+def dispatched_ops(mixer, options, *, device, dtype, tokens, dim, heads, dim_head):
     """How many aten operators one forward + backward of the mixer dispatches (batch 1: the count does not
     depend on the batch), on ``device`` in ``dtype`` (autocast): ``aten_ops`` all of them, ``aten_ops_compute``
     those that are not views (the kernels a GPU launches, about). A mixer made of many small operations is
@@ -66,11 +66,11 @@ def dispatched_ops(kind, options, *, device, dtype, tokens, dim, heads, dim_head
 
     dev, dt = torch.device(device), as_dtype(dtype)
     with local_rng(dev):
-        mixer = build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=tokens, **options).to(dev)
+        module = build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=tokens, **options).to(dev)
         x = torch.randn(1, tokens, dim, device=dev, requires_grad=True)
         with Count() as count:
             with torch.autocast(dev.type, dtype=dt, enabled=dt != torch.float32):
-                out = mixer(x)
+                out = module(x)
             out.float().sum().backward()
     return {"aten_ops": count.total, "aten_ops_compute": count.compute}
 
@@ -84,11 +84,11 @@ def operator_table(*, device="cpu", dtype="fp32", tokens=1025, dim=128, heads=4,
     small step per mechanism on ``device`` (batch 1), it times nothing."""
     mechanisms = sweep_mechanisms()
     nystrom = next(options for label, _, options in mechanisms if label == "nystrom")
-    after = max(i for i, (_, kind, _) in enumerate(mechanisms) if kind == "nystrom")
+    after = max(i for i, (_, mixer, _) in enumerate(mechanisms) if mixer == "nystrom")
     autograd = {**nystrom, "pinv_backward": "autograd"}
     mechanisms.insert(after + 1, ("nystrom, autograd pinv backward", "nystrom", autograd))
     shape = dict(device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads, dim_head=dim_head)
-    counts = {label: dispatched_ops(kind, options, **shape) for label, kind, options in mechanisms}
+    counts = {label: dispatched_ops(mixer, options, **shape) for label, mixer, options in mechanisms}
     fused = counts[FUSED_SOFTMAX]["aten_ops_compute"]
     frame = pd.DataFrame({"aten ops": [c["aten_ops"] for c in counts.values()],
                           "non-view": [c["aten_ops_compute"] for c in counts.values()],
@@ -101,13 +101,13 @@ def operator_table(*, device="cpu", dtype="fp32", tokens=1025, dim=128, heads=4,
 def _worker():
     """Subprocess entry point: one measurement, config as JSON on stdin, result as JSON on stdout."""
     cfg = json.load(sys.stdin)
-    row = bench_mixer(cfg.pop("label"), cfg.pop("kind"), cfg.pop("options"), cpu_memory=True, **cfg)
+    row = bench_mixer(cfg.pop("label"), cfg.pop("mixer"), cfg.pop("options"), cpu_memory=True, **cfg)
     print("@@BENCH@@" + json.dumps(jsonable(row)))
 
 
-def _bench_isolated(label, kind, options, **cfg):
+def _bench_isolated(label, mixer, options, **cfg):
     """``bench_mixer`` in a fresh Python process, where peak RSS growth is this mechanism's alone."""
-    payload = json.dumps({"label": label, "kind": kind, "options": options, **cfg, "dtype": dtype_name(cfg["dtype"])})
+    payload = json.dumps({"label": label, "mixer": mixer, "options": options, **cfg, "dtype": dtype_name(cfg["dtype"])})
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the vixnb package
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -121,17 +121,17 @@ def _bench_isolated(label, kind, options, **cfg):
 
 @checked("tokens", "dim", "heads", "dim_head", "batch", "warmup", "steps", "threads")
 def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_head=32, batch=64, warmup=2,
-                 steps=5, kinds=None, isolate=None, threads=None, compile=False):
+                 steps=5, mechanisms=None, isolate=None, threads=None, compile=False):
     """Forward + backward time and memory of every mechanism, with ratios to the materialised softmax.
 
     ``device``: ``"cuda"`` when available, else ``"cpu"``. ``dtype``: ``"fp32"`` (default), ``"bf16"`` or
-    ``"fp16"`` (autocast). ``kinds``: labels of ``measure.sweep_mechanisms()`` to run, in that order (the
+    ``"fp16"`` (autocast). ``mechanisms``: labels of ``measure.sweep_mechanisms()`` to run, in that order (the
     reference, ``REFERENCE``, always runs first). ``isolate``: one fresh process per mechanism (default on
     CPU, where it is how memory is measured). ``threads``: ``torch.set_num_threads`` for the measurement
     (CPU; default: PyTorch's own choice; the caller's count is restored after). ``compile``: every mechanism,
     the reference included, through ``torch.compile`` (True or a mode of ``COMPILE_MODES``; "reduce-overhead"
     replays CUDA graphs; compiled in the untimed warm-up steps). Each row also counts the aten operators of
-    one step (``dispatched_ops``). Returns one ``measure.sweep_row`` row per mechanism (mechanism, kind,
+    one step (``dispatched_ops``). Returns one ``measure.sweep_row`` row per mechanism (mechanism, mixer,
     options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory (what
     peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
@@ -139,21 +139,21 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     device = str(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype, compile = as_dtype(dtype), compile_mode(compile) or False
     isolate = torch.device(device).type == "cpu" if isolate is None else isolate
-    mechanisms = {label: (label, kind, options) for label, kind, options in sweep_mechanisms()}
-    wanted = list(mechanisms) if kinds is None else list(kinds)
+    known = {label: (label, mixer, options) for label, mixer, options in sweep_mechanisms()}
+    wanted = list(known) if mechanisms is None else list(mechanisms)
     wanted = [REFERENCE] + [k for k in dict.fromkeys(wanted) if k != REFERENCE]
-    unknown = [k for k in wanted if k not in mechanisms]
+    unknown = [k for k in wanted if k not in known]
     if unknown:
-        raise ValueError(f"unknown mechanisms {unknown}; choose from {', '.join(mechanisms)}")
+        raise ValueError(f"unknown mechanisms {unknown}; choose from {', '.join(known)}")
     cfg = dict(device=device, dtype=dtype, tokens=tokens, dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                warmup=warmup, steps=steps, threads=threads, compile=compile)
     rows = []
     for label in wanted:
-        label, kind, options = mechanisms[label]
+        label, mixer, options = known[label]
         try:
-            row = _bench_isolated(label, kind, options, **cfg) if isolate else bench_mixer(label, kind, options, **cfg)
+            row = _bench_isolated(label, mixer, options, **cfg) if isolate else bench_mixer(label, mixer, options, **cfg)
         except RuntimeError as e:  # a failure other than out of memory (which sweep_row records)
-            row = {"mechanism": label, "kind": kind, "options": options, "tokens": tokens, "batch": batch, "dim": dim,
+            row = {"mechanism": label, "kind": mixer, "options": options, "tokens": tokens, "batch": batch, "dim": dim,
                    "heads": heads, "dim_head": dim_head, "device": device, "dtype": dtype_name(dtype), "ms": None,
                    "ms_min": None, "peak_mb": None, "memory": None, "params": None, "status": "error",
                    "error": str(e).strip().splitlines()[-1][:200]}

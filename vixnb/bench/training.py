@@ -14,7 +14,7 @@ from ..layers import fused_attn
 from ..measure import as_dtype, dtype_name, local_rng
 from ..measure.flops import flops
 from ..models import create_model
-from ..runs.spec import RunSpec
+from ..runs.asked import run_of
 from ..engine.steps import WARMUP_STEPS, TrainStep
 from ..validate import checked
 
@@ -128,7 +128,7 @@ def bench_train(models=None, *, device=None, dtype=None, batch=None, steps=10, w
     workers = (4 if device.type == "cuda" else 0) if workers is None else workers
     rows = []
     for name in models:
-        paper = RunSpec.of(name, profile="paper").config
+        paper = run_of(name, profile="paper").config
         paper_dt = as_dtype(paper["precision"])
         bs = batch or paper["batch_size"]
         images, labels = load_split("synthetic", "train", size=max(bs * (steps + warmup), bs))

@@ -24,7 +24,8 @@ def models(args):
 def train(args):
     """``vixnb train MODEL``: train one model (or load its stored result) and print a summary."""
     from ..runs.make import run
-    from ..runs.spec import Keep, RunSpec
+    from ..runs.asked import run_of
+    from ..runs.spec import Keep
 
     options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
                "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
@@ -40,8 +41,8 @@ def train(args):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
                          f"--{clash[0].replace('_', '-')} instead")
     _check_overrides(args.model, settings)
-    spec = RunSpec.of(args.model, dataset=args.dataset, profile=args.profile, seed=args.seed, keep=Keep.of(keep),
-                      **overrides, **settings)  # a run named on the command line
+    spec = run_of(args.model, {**overrides, **settings}, dataset=args.dataset, profile=args.profile, seed=args.seed,
+                  keep=Keep.of(keep))  # a run named on the command line
     result = run(spec, compute="always" if args.recompute else "missing", progress=not args.quiet,
                  download=args.download)
     if result["status"] != "done":
@@ -156,7 +157,7 @@ def bench_mixers(args):
     if args.json:  # an impossible path fails now, not after the benchmark
         check_writable_file(args.json, "--json")
     rows = run(device=args.device, dtype=args.dtype, batch=args.batch, tokens=args.tokens, steps=args.steps,
-               warmup=args.warmup, kinds=args.mixers, threads=args.threads, compile=args.compile,
+               warmup=args.warmup, mechanisms=args.mixers, threads=args.threads, compile=args.compile,
                isolate=False if args.in_process else None)
     print(mixers_table(rows))
     if args.json:

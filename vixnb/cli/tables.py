@@ -138,7 +138,7 @@ def plan_table(entries):
 def entry_words(entry):
     """A plan entry in words: "model on dataset, seed N, key=value ..." for a run, "measure NAME" for a record."""
     if not isinstance(entry, TrainEntry):
-        return f"{entry.kind} {entry.name}"
+        return f"{entry.job} {entry.name}"
     settings = "".join(f", {k}={v}" for k, v in shown_settings(entry.settings).items())
     return f"{entry.model} on {entry.dataset}, seed {entry.seed}{settings}"
 

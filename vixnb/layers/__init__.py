@@ -1,25 +1,25 @@
 """Token mixers: every attention mechanism of the study behind one interface.
 
-``build(kind, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options)`` returns a
-module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_kinds()`` names the kinds. Every mixer
+``build(mixer, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options)`` returns the token
+mixer named ``mixer``, a module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_mixers()`` names them. Every mixer
 has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
-have none and raise ``NotImplementedError``), and says on its class what that map is: ``map_kind``, one line (a
+have none and raise ``NotImplementedError``), and says on its class what that map is: ``map_description``, one line (a
 property where it depends on the layer's settings; starting "no attention map" and saying why where there is
 none, the class then declaring ``draws_map = False``: what code reads, ``maps``), and beside it the ``mechanism``
 it implements ("softmax attention", "Linformer", ...: a model family with its own attention class declares it too;
 the synthesis page groups the models by it). ``vixnb.analysis`` collects the maps of any model by mixer type,
-describes them by their ``map_kind`` and measures them.
+describes them by their ``map_description`` and measures them.
 
 Layer-wise initialisation: ``build`` takes the layer's ``layer_index`` (1-based) and the ``depth`` of the
 stack from whoever builds a stack (the ``Transformer`` of ``blocks``, ``build_stack``) and passes them on only
-to the kinds whose initialisation depends on the layer (``LAYERWISE_KINDS``: shaped attention); the other
+to the mixers whose initialisation depends on the layer (``LAYERWISE_MIXERS``: shaped attention); the other
 mixers' constructors take only options they use.
 
 Fused or materialising: the mixers that have both paths (softmax, shaped, nystrom) have one bool attribute
 ``fused`` (constructor argument ``fused=True``); ``fused_attn(model, enabled)`` sets it on every module of a
 model for the duration of a ``with`` block.
 
-RoPE: pass ``rope=Rotary(dim_head, seq_len)`` to any kind with queries and keys (``ROPE_KINDS``); they all
+RoPE: pass ``rope=Rotary(dim_head, seq_len)`` to any mixer with queries and keys (``ROPE_MIXERS``); they all
 split heads and rotate through ``heads.split_heads``. The image form of CLTV's linear attention
 (``ImageLinearAttention``) works on (b, c, h, w) feature maps and is exported separately.
 """
@@ -46,33 +46,33 @@ MIXERS = {
     "fnet": FourierMixer,
     "mlp": TokenMLP,
 }
-ROPE_KINDS = ("softmax", "performer", "linformer", "nystrom", "linear", "shaped")
-LAYERWISE_KINDS = ("shaped",)
+ROPE_MIXERS = ("softmax", "performer", "linformer", "nystrom", "linear", "shaped")
+LAYERWISE_MIXERS = ("shaped",)
 
 
-def list_kinds():
+def list_mixers():
     return sorted(MIXERS)
 
 
-def build(kind, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options):
-    """A ``kind`` mixer; ``layer_index`` (1-based) and ``depth`` reach only the ``LAYERWISE_KINDS``."""
+def build(mixer, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options):
+    """The token mixer named ``mixer``; ``layer_index`` (1-based) and ``depth`` reach only the ``LAYERWISE_MIXERS``."""
     try:
-        cls = MIXERS[kind]
+        cls = MIXERS[mixer]
     except KeyError:
-        raise ValueError(f"unknown token mixer {kind!r}; valid kinds: {', '.join(list_kinds())}") from None
-    if options.get("rope") is not None and kind not in ROPE_KINDS:
-        raise ValueError(f"{kind!r} has no queries and keys to apply RoPE to; RoPE kinds: {', '.join(ROPE_KINDS)}")
-    if kind in LAYERWISE_KINDS:
+        raise ValueError(f"unknown token mixer {mixer!r}; valid mixers: {', '.join(list_mixers())}") from None
+    if options.get("rope") is not None and mixer not in ROPE_MIXERS:
+        raise ValueError(f"{mixer!r} has no queries and keys to apply RoPE to; RoPE mixers: {', '.join(ROPE_MIXERS)}")
+    if mixer in LAYERWISE_MIXERS:
         options.update(layer_index=layer_index, depth=depth)
     if cls is TokenMLP:
         return cls(seq_len=seq_len, **options)
     return cls(dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, **options)
 
 
-def build_stack(kind, depth, *, dim, heads, dim_head, seq_len=None, **options):
-    """``depth`` mixers of ``kind``, one per layer, built with ``layer_index`` = 1..depth and ``depth``."""
-    return [build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, layer_index=i, depth=depth, **options)
-            for i in range(1, depth + 1)]
+def build_stack(mixer, depth, *, dim, heads, dim_head, seq_len=None, **options):
+    """``depth`` token mixers named ``mixer``, one per layer, built with ``layer_index`` = 1..depth and ``depth``."""
+    return [build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=seq_len, layer_index=i, depth=depth,
+                  **options) for i in range(1, depth + 1)]
 
 
 def has_both_paths(module):
@@ -97,7 +97,7 @@ def fused_attn(model, enabled):
 
 
 __all__ = [
-    "build", "build_stack", "list_kinds", "fused_attn", "has_both_paths", "MIXERS", "ROPE_KINDS", "LAYERWISE_KINDS",
+    "build", "build_stack", "list_mixers", "fused_attn", "has_both_paths", "MIXERS", "ROPE_MIXERS", "LAYERWISE_MIXERS",
     "Rotary", "apply_rope", "split_heads", "merge_heads", "SoftmaxAttention", "PerformerAttention",
     "LinformerAttention", "NystromAttention", "LinearAttention", "ImageLinearAttention", "ShapedAttention",
     "FourierMixer", "TokenMLP", "shaped_init", "linear_attention", "local_window_attention", "moore_penrose_pinv",

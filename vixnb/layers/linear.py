@@ -54,7 +54,7 @@ def linear_attention_map(q, k, feature_map="elu", *, eps=1e-6, norm_queries=True
 
 class LinearAttention(nn.Module):
     mechanism = "linear attention"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("linear attention's normalised kernel product phi(Q) phi(K)^T, phi = elu + 1 (feature map "
+    map_description = ("linear attention's normalised kernel product phi(Q) phi(K)^T, phi = elu + 1 (feature map "
                 "'softmax': softmax of q over channels times softmax of k over tokens); rows sum to 1")
 
     def __init__(self, *, dim, heads=4, dim_head=32, feature_map="elu", eps=1e-6, qkv_bias=False, dropout=0.0,
@@ -84,7 +84,7 @@ class ImageLinearAttention(nn.Module):
     """CLTV's linear attention on (b, dim, height, width) feature maps (not a token mixer: use directly)."""
 
     mechanism = "linear attention"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("CLTV's image linear attention over the feature map's pixels: softmax of q over channels "
+    map_description = ("CLTV's image linear attention over the feature map's pixels: softmax of q over channels "
                 "times softmax of k over pixels; rows sum to 1")
 
     def __init__(self, dim, *, heads=4, dim_head=32, dim_out=None, kernel_size=3, feature_map="softmax",

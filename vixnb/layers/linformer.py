@@ -23,7 +23,7 @@ def _uniform(rows, cols):
 
 class LinformerAttention(nn.Module):
     mechanism = "Linformer"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("Linformer's softmax over the k projected keys (n x k), lifted to n x n through the value "
+    map_description = ("Linformer's softmax over the k projected keys (n x k), lifted to n x n through the value "
                 "projection: the operator applied to the values, whose rows need not sum to 1 and whose "
                 "entries can be negative")
 

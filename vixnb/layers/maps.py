@@ -1,6 +1,6 @@
 """What a layer declares about its attention map, read by code (never its sentence): which modules have one
 (``has_attention_map``: their class defines ``attention_map``), which module's declaration a wrapper's map is
-(``declaring``: the first inside it whose class says ``map_kind``), and whether it can be drawn (``draws_map``: a mixer
+(``declaring``: the first inside it whose class says ``map_description``), and whether it can be drawn (``draws_map``: a mixer
 without a token-to-token matrix declares ``draws_map = False``, FNet's Fourier mixing and the token MLP). The keep
 decision (``runs.asked``) and the maps study (``analysis.maps``) read these."""
 
@@ -19,13 +19,13 @@ def outermost_mappers(model):
     return [(n, m) for n, m in named if not any(n.startswith(o + ".") for o in outer)]
 
 
-NO_MAP = "no attention map"  # how a declared map_kind starts where the mixer has none
+NO_MAP = "no attention map"  # how a declared map_description starts where the mixer has none
 
 
 def declaring(module):
     """The module whose map ``module``'s is: itself, or the first module inside a wrapper (a ``TokenMixer2d``'s
-    mixer) that declares ``map_kind``; None where none does."""
-    return next((m for m in module.modules() if isinstance(getattr(m, "map_kind", None), str)), None)
+    mixer) that declares ``map_description``; None where none does."""
+    return next((m for m in module.modules() if isinstance(getattr(m, "map_description", None), str)), None)
 
 
 def draws_map(module):

@@ -10,8 +10,8 @@ from torch import nn
 
 class TokenMLP(nn.Sequential):
     mechanism = "MLP-Mixer (token MLP)"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    draws_map = False  # a declaration the maps' code reads (``layers.maps.draws_map``); map_kind says why
-    map_kind = "no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token matrix"
+    draws_map = False  # a declaration the maps' code reads (``layers.maps.draws_map``); map_description says why
+    map_description = "no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token matrix"
 
     def __init__(self, *, seq_len, expansion_factor=4, dropout=0.0, dim=None, heads=None, dim_head=None):
         if seq_len is None:
@@ -21,4 +21,4 @@ class TokenMLP(nn.Sequential):
                          nn.Conv1d(hidden, seq_len, 1), nn.Dropout(dropout))
 
     def attention_map(self, x):
-        raise NotImplementedError(f"{self.map_kind}; use gradient attributions instead")
+        raise NotImplementedError(f"{self.map_description}; use gradient attributions instead")

@@ -56,17 +56,17 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
     """
     if backward not in PINV_BACKWARDS:
         raise ValueError(f"pinv backward={backward!r}: use 'manual' or 'autograd'")
-    dtype, kind = x.dtype, x.device.type
-    if compiled and kind == "cuda":
+    dtype, device_type = x.dtype, x.device.type
+    if compiled and device_type == "cuda":
         pinv = _compiled_pinv("default" if compiled is True else compiled)
     else:
         pinv = partial(_pinv, manual_backward=backward == "manual")
-    with _no_autocast(kind):
+    with _no_autocast(device_type):
         return pinv(x.to(torch.promote_types(dtype, torch.float32)), iters).to(dtype)
 
 
-def _no_autocast(kind):
-    return torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else nullcontext()  # not on "meta"
+def _no_autocast(device_type):
+    return torch.autocast(device_type, enabled=False) if device_type in ("cpu", "cuda") else nullcontext()  # not on "meta"
 
 
 def _pinv(x, iters, *, manual_backward=False):
@@ -190,7 +190,7 @@ class TokenConv(nn.Conv2d):
 
 class NystromAttention(nn.Module):
     mechanism = "Nyströmformer"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("Nystromformer's factor product softmax(Q L_k^T) pinv(softmax(L_q L_k^T)) softmax(L_q K^T) "
+    map_description = ("Nystromformer's factor product softmax(Q L_k^T) pinv(softmax(L_q L_k^T)) softmax(L_q K^T) "
                 "(L: segment-mean landmarks, pinv by Moore-Penrose iterations) on the real tokens; rows sum to "
                 "about 1 (less where the sequence is front-padded), entries can be negative; the residual "
                 "conv over the values is not in it")

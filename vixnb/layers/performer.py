@@ -100,7 +100,7 @@ class FastAttention(nn.Module):
     """Kernelised attention: softmax(QK^T)V approximated by phi(Q) (phi(K)^T V), normalised."""
 
     mechanism = "Performer"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
+    map_description = ("Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
                 "deterministic exp kernel)")
 
     def __init__(self, *, dim_head, nb_features=None, kernel="softmax", feature_redraw_interval=None, kernel_eps=1e-3):
@@ -170,7 +170,7 @@ class PerformerAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     @property
-    def map_kind(self):
+    def map_description(self):
         """What ``attention_map`` is, with this layer's kernel."""
         phi = FEATURES[self.fast_attention.kernel]
         return (f"Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi}); local heads, where there are "

@@ -63,7 +63,7 @@ def shaped_ratios(model):
 
 class ShapedAttention(nn.Module):
     mechanism = "shaped attention"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("shaped attention alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta "
+    map_description = ("shaped attention alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta "
                 "[- gamma], the identity playing the skip connection's role")
 
     def __init__(self, *, dim, heads=4, dim_head=32, init="uniform", layer_index=None, depth=None, alpha=None,

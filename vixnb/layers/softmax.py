@@ -14,7 +14,7 @@ from .heads import merge_heads, split_heads
 
 class SoftmaxAttention(nn.Module):
     mechanism = "softmax attention"  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = "exact softmax(QK^T/sqrt(d)) over all tokens; rows sum to 1"
+    map_description = "exact softmax(QK^T/sqrt(d)) over all tokens; rows sum to 1"
 
     def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, fused=True, rope=None, seq_len=None,
                  qkv_bias=False):

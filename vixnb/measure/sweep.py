@@ -10,7 +10,7 @@ import time
 import torch
 
 from . import timing
-from ..layers import build, list_kinds
+from ..layers import build, list_mixers
 from ..models import paper_mixers
 from .flops import budget_status, count_ops, estimate
 from .runtime import (MB, as_dtype, autocast_for, dtype_name, is_oom, local_rng, oom_record, provenance,
@@ -24,35 +24,35 @@ SHAPE_METRICS = ("gflops", "estimate_gb")
 
 
 def sweep_mechanisms(include_materialized=True):
-    """(label, kind, options) of every mixer kind in the paper configuration; softmax-type kinds twice
+    """(label, mixer, options) of every mixer in the paper configuration; the softmax-type mixers twice
     (fused and materialised) when ``include_materialized``."""
-    paper = {kind: opts for kind, opts in paper_mixers().values()}
+    paper = {mixer: opts for mixer, opts in paper_mixers().values()}
     out = []
-    for kind in list_kinds():
-        opts = dict(paper.get(kind, {}))
-        if kind == "mlp":
+    for mixer in list_mixers():
+        opts = dict(paper.get(mixer, {}))
+        if mixer == "mlp":
             opts = {"expansion_factor": 1}
-        if kind in ("softmax", "shaped"):
-            out.append((f"{kind} (fused)", kind, opts))
+        if mixer in ("softmax", "shaped"):
+            out.append((f"{mixer} (fused)", mixer, opts))
             if include_materialized:
-                out.append((f"{kind} (materialised)", kind, {**opts, "fused": False}))
-        elif kind == "nystrom":
-            out.append((kind, kind, opts))
+                out.append((f"{mixer} (materialised)", mixer, {**opts, "fused": False}))
+        elif mixer == "nystrom":
+            out.append((mixer, mixer, opts))
             if include_materialized:  # the authors' code forms the three softmax matrices explicitly
-                out.append(("nystrom (unfused)", kind, {**opts, "fused": False}))
+                out.append(("nystrom (unfused)", mixer, {**opts, "fused": False}))
         else:
-            out.append((kind, kind, opts))
+            out.append((mixer, mixer, opts))
     return out
 
 
-def _build_mixer(kind, options, *, on, dim, heads, dim_head, n):
+def _build_mixer(mixer, options, *, on, dim, heads, dim_head, n):
     """The mixer with its weights drawn from seed 0 (the caller's RNG state kept)."""
     with local_rng(on if torch.device(on).type == "cuda" else "cpu"), torch.device(on):
-        return build(kind, dim=dim, heads=heads, dim_head=dim_head, seq_len=n, **options)
+        return build(mixer, dim=dim, heads=heads, dim_head=dim_head, seq_len=n, **options)
 
 
 @checked("batch", "warmup", "steps")
-def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
+def sweep_row(label, mixer, options, n, *, dim, heads, dim_head, batch, device, dt, backward, warmup, steps,
               budget_gb, budget_gflop, cpu_memory=False, compile=False):
     """Time and memory of ``steps`` steps (after ``warmup``) of one mechanism at ``n`` tokens: one row of
     ``scaling_sweep``, and of ``vixnb bench mixers``. Memory (``peak_mb``, what it is in ``memory``): on CUDA
@@ -62,15 +62,15 @@ def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, d
     shape-based estimate). ``compile``: time the mixer through ``torch.compile`` (True, or a mode name). The
     CPU budget guard (``budget_gb``, ``budget_gflop``) skips a step before it runs. The caller's RNG state
     is kept (weights and inputs come from seed 0)."""
-    row = {"mechanism": label, "kind": kind, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
+    row = {"mechanism": label, "kind": mixer, "options": dict(options), "tokens": n, "batch": batch, "dim": dim,
            "heads": heads, "dim_head": dim_head, "device": str(device), "dtype": dtype_name(dt),
            "mode": "forward+backward" if backward else "forward", "ms": None, "ms_min": None, "peak_mb": None,
            "peak_reserved_mb": None, "timing": timing.timing_label(device), "compiled": compile}
     shape = dict(dim=dim, heads=heads, dim_head=dim_head, n=n)
     try:  # count and estimate from shapes, without allocating (a 16384-token MLP has 2 GB of weights)
-        shapes = _build_mixer(kind, options, on="meta", **shape)
+        shapes = _build_mixer(mixer, options, on="meta", **shape)
     except (NotImplementedError, RuntimeError):
-        shapes = _build_mixer(kind, options, on="cpu", **shape)
+        shapes = _build_mixer(mixer, options, on="cpu", **shape)
     est = estimate(shapes, lambda d: torch.zeros(batch, n, dim, device=d), training=backward, optimizer_states=0)
     by_op, costs = count_ops(shapes, lambda d: torch.zeros(1, n, dim, device=d))
     row["params"] = sum(p.numel() for p in shapes.parameters())
@@ -89,29 +89,29 @@ def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, d
             row["status"] = skip
             return row
     forward_context = autocast_for(device, dt)
-    x = grad = mixer = None
+    x = grad = module = None
     try:
         release_memory(device)
-        mixer = _build_mixer(kind, options, on=device, **shape).train(backward)
+        module = _build_mixer(mixer, options, on=device, **shape).train(backward)
         if compile:  # the same module through torch.compile (compiled during the untimed warm-up step)
-            mixer = torch.compile(mixer, mode=None if compile in (True, "default") else compile)
+            module = torch.compile(module, mode=None if compile in (True, "default") else compile)
         with local_rng(device):
             x = torch.randn(batch, n, dim, device=device, requires_grad=backward)
             grad = torch.randn(batch, n, dim, device=device) if backward else None
 
         def clear_grads():
             x.grad = None
-            mixer.zero_grad(set_to_none=True)
+            module.zero_grad(set_to_none=True)
 
         def step():
             if backward:
                 clear_grads()
                 with forward_context():
-                    out = mixer(x)
+                    out = module(x)
                 out.backward(grad.to(out.dtype))
             else:
                 with torch.no_grad(), forward_context():
-                    mixer(x)
+                    module(x)
 
         with local_rng(device):  # dropout, feature redraws: from seed 0, not the caller's generator
             times = _time_steps(step, clear_grads, row, device, warmup=warmup, steps=steps, cpu_memory=cpu_memory)
@@ -121,7 +121,7 @@ def sweep_row(label, kind, options, n, *, dim, heads, dim_head, batch, device, d
             raise
         row.update(oom_record(err))
     finally:
-        x = grad = mixer = None
+        x = grad = module = None
         release_memory(device)
     return row
 
@@ -150,14 +150,14 @@ def _time_steps(step, clear_grads, row, device, *, warmup, steps, cpu_memory):
 
 
 @checked("tokens", "dim", "heads", "dim_head", "batch", "warmup", "steps")
-def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads=4, dim_head=32, batch=None,
+def scaling_sweep(mechanisms=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads=4, dim_head=32, batch=None,
                   device=None, dtype="fp32", include_materialized=True, backward=True, warmup=1, steps=3,
                   cpu_budget_gb=None, cpu_budget_gflop=None, progress=False):
     """Time and memory of every token mixer against the number of tokens: one row per (mechanism, tokens).
 
-    ``kinds``: mixer kinds or mechanism labels to include (default: every kind of ``vixnb.layers``, with
+    ``mechanisms``: mixers or mechanism labels to include (default: every mixer of ``vixnb.layers``, with
     the ViX paper options; softmax and shaped attention both fused and materialised). Each row: mechanism,
-    kind, options, tokens, batch, device, dtype, mode, ``ms`` (median of ``steps`` after ``warmup``),
+    mixer, options, tokens, batch, device, dtype, mode, ``ms`` (median of ``steps`` after ``warmup``),
     ``peak_mb`` (CUDA: peak allocated during the timed steps minus what was allocated before them;
     ``None`` on a CPU), ``peak_reserved_mb``, ``gflops`` (forward, ``flops`` convention, whole batch),
     ``estimate_gb`` (shape-based upper bound), ``status`` ("ok", "oom", "skipped: ..."), provenance.
@@ -166,8 +166,8 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
     dt = as_dtype(dtype)
     batch = batch or (8 if device.type == "cuda" else 1)
     mechs = sweep_mechanisms(include_materialized)
-    if kinds is not None:
-        wanted = set(kinds)
+    if mechanisms is not None:
+        wanted = set(mechanisms)
         known = {m[0] for m in mechs} | {m[1] for m in mechs}
         unknown = wanted - known
         if unknown:
@@ -175,10 +175,10 @@ def scaling_sweep(kinds=None, tokens=(256, 1024, 4096, 16384), *, dim=128, heads
         mechs = [m for m in mechs if m[0] in wanted or m[1] in wanted]
     prov = provenance(device, dtype=dt, batch_size=batch)
     rows = []
-    for label, kind, options in mechs:
+    for label, mixer, options in mechs:
         for n in tokens:
             t0 = time.perf_counter()
-            row = sweep_row(label, kind, options, int(n), dim=dim, heads=heads, dim_head=dim_head, batch=batch,
+            row = sweep_row(label, mixer, options, int(n), dim=dim, heads=heads, dim_head=dim_head, batch=batch,
                             device=device, dt=dt, backward=backward, warmup=warmup, steps=steps,
                             budget_gb=cpu_budget_gb, budget_gflop=cpu_budget_gflop)
             row["provenance"] = prov

@@ -32,7 +32,7 @@ both datasets give 32 x 32 = 1024 tokens (``stem_geometry``) and the 64 px input
 Initialisation as vit-pytorch's CCT: Kaiming-normal tokenizer convs, truncated-normal (std 0.02) Linear
 weights with zero biases and unit LayerNorms everywhere after the tokenizer (mixers included), position
 embedding truncated normal with std 0.2. Overrides given to ``create_model`` work as in ``vix``:
-``mixer_options`` merges into the model's own mixer options, ``mixer=`` swaps the kind (dropping the model's
+``mixer_options`` merges into the model's own mixer options, ``mixer=`` swaps the mixer (dropping the model's
 options), any other key replaces a ``CCX`` argument (``depth=1``, ``drop_path=0.0``).
 """
 import torch
@@ -53,7 +53,7 @@ class CCTAttention(SoftmaxAttention):
     bias) with dropout ``attn_dropout`` on the attention weights, as CCT's own ``Attention`` class has."""
 
     mechanism = SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("CCT's exact softmax(QK^T/sqrt(d)) over all tokens (its dropout on the weights acts only in "
+    map_description = ("CCT's exact softmax(QK^T/sqrt(d)) over all tokens (its dropout on the weights acts only in "
                 "training); rows sum to 1")
 
     def __init__(self, *, attn_dropout=0.0, **options):
@@ -154,7 +154,7 @@ class CCX(nn.Module):
         if image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by stem_stride {stem_stride}")
         num_tokens = (image_size // stem_stride) ** 2
-        self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
+        self.mixer_name, self.mixer_options = mixer, dict(mixer_options or {})
 
         def make_mixer(layer_index, depth):
             common = dict(dim=dim, heads=heads, dim_head=dim_head, seq_len=num_tokens, **self.mixer_options)
@@ -178,17 +178,17 @@ def ccx_model(image_size, num_classes, channels, config, mixer, mixer_options=No
     """A ``CCX`` with token mixer ``mixer`` (options ``mixer_options``), the first conv's stride for ``image_size``
     (``stem_geometry``: 1 at 32 px, 2 at 64 px), and the ``create_model`` overrides ``config`` applied (see the
     module doc)."""
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
-    return CCX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return CCX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                **arguments)
 
 
 @register_model(paper="vix", label="CCT")
 def cct(*, image_size, num_classes, channels, **config):
     """Compact Convolutional Transformer: softmax attention with dropout 0.1 on the weights (``CCTAttention``)."""
-    kind, options = paper_mixer("vit")
-    return ccx_model(image_size, num_classes, channels, config, kind, {**options, "attn_dropout": 0.1})
+    mixer, options = paper_mixer("vit")
+    return ccx_model(image_size, num_classes, channels, config, mixer, {**options, "attn_dropout": 0.1})
 
 
 @register_model(paper="vix", label="CCP")
@@ -221,6 +221,6 @@ def cct_6_4(*, image_size, num_classes, channels, **config):
     depth stay at 0.1."""
     config = {"depth": 6, "heads": 4, "dim_head": 32, "mlp_dim": 512, "dropout": 0.5, **config}
     config.setdefault("emb_dropout", config["dropout"])
-    kind, options = paper_mixer("vit")
-    return ccx_model(image_size, num_classes, channels, config, kind,
+    mixer, options = paper_mixer("vit")
+    return ccx_model(image_size, num_classes, channels, config, mixer,
                      {**options, "attn_dropout": 0.1, "dropout": config["dropout"]})

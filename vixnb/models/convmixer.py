@@ -35,7 +35,7 @@ class Residual(nn.Module):
 
 
 class ConvMixer(nn.Module):
-    mixes_by = "convolutions only"  # no attention map (``analysis.map_kind``)
+    mixes_by = "convolutions only"  # no attention map (``analysis.map_description``)
 
     def __init__(self, *, image_size, num_classes, channels=3, dim=256, depth=16, kernel_size=8, patch_size=None,
                  dropout=0.5):

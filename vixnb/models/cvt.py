@@ -50,7 +50,7 @@ from ..layers.stems import GRID_SIDE
 from .registry import mixer_overrides, register_model
 from .vix import paper_mixer
 
-CONV_ATTENTION = "cvt"  # the mixer kind naming CvT's own convolutional-projection softmax attention
+CONV_ATTENTION = "cvt"  # the mixer name naming CvT's own convolutional-projection softmax attention
 
 
 class ChannelNorm(nn.Module):
@@ -106,7 +106,7 @@ class ConvAttention(nn.Module):
     code does."""
 
     mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
+    map_description = ("CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
                 "separable convs; rows sum to 1")
 
     def __init__(self, dim, *, heads=4, dim_head=64, proj_kernel=3, kv_proj_stride=1, dropout=0.0, fused=True):
@@ -141,7 +141,7 @@ class ConvAttention(nn.Module):
 
 class TokenMixer2d(nn.Sequential):
     """A token mixer of ``layers`` on a (b, c, h, w) map: flatten to (b, h*w, c), mix, unflatten. Its map, and what
-    the map is (``map_kind``), are its mixer's."""
+    the map is (``map_description``), are its mixer's."""
 
     def __init__(self, mixer, side):
         super().__init__(Rearrange("b c h w -> b (h w) c"), mixer, Rearrange("b (h w) c -> b c h w", h=side))
@@ -173,7 +173,7 @@ class CvX(nn.Module):
         depths = (depth,) * len(emb_strides) if isinstance(depth, int) else tuple(depth)
         if len(depths) != len(emb_strides):
             raise ValueError(f"depths {depths} and emb_strides {emb_strides} must name the same stages")
-        self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
+        self.mixer_name, self.mixer_options = mixer, dict(mixer_options or {})
         total, done, side, stages, dim_in = sum(depths), 0, image_size, [], channels
         for stage_depth, stride in zip(depths, emb_strides):
             side = _conv_out(side, stride)
@@ -202,9 +202,9 @@ def cvx_model(image_size, num_classes, channels, config, mixer, mixer_options=No
     32 x 32 grid for ``image_size``, and the ``create_model`` overrides ``config`` applied (module doc)."""
     if image_size % GRID_SIDE:
         raise ValueError(f"image_size {image_size} must be a multiple of {GRID_SIDE} (the 32 x 32 token grid)")
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"emb_strides": (image_size // GRID_SIDE, 1, 1), "dim_head": dim_head, **config}
-    return CvX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return CvX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                **arguments)
 
 

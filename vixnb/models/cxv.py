@@ -74,7 +74,7 @@ from .cvt import ChannelNorm, FeedForward2d, TokenMixer2d
 from .registry import mixer_overrides, register_model
 from .vix import paper_mixer
 
-IMAGE_LINEAR = "image_linear"  # the mixer kind naming CLTV's ``ImageLinearAttention`` (conv projections)
+IMAGE_LINEAR = "image_linear"  # the mixer name naming CLTV's ``ImageLinearAttention`` (conv projections)
 
 
 def _check(name, value, valid):
@@ -125,7 +125,7 @@ class CXV(nn.Module):
         if pos_embedding == "rope" and mixer == IMAGE_LINEAR:
             raise ValueError("pos_embedding='rope' needs a token mixer; CLTV's image linear attention has none: "
                              "use pos_embedding='learned' or None")
-        self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
+        self.mixer_name, self.mixer_options = mixer, dict(mixer_options or {})
 
         # stem: each conv doubles the channels up to dim / 2; the first has the stride giving 32 x 32 (padded)
         stem, side, pad, dim_in, embed = dim // 2, image_size, int(embed_padding), channels, OrderedDict()
@@ -177,14 +177,14 @@ class CXV(nn.Module):
 
 def cxv_model(image_size, num_classes, channels, config, mixer, mixer_options=None):
     """A ``CXV`` with ``mixer`` (options ``mixer_options``) and the ``create_model`` overrides ``config``."""
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
-    return CXV(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
+    return CXV(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                **config)
 
 
 def _with_dropout(name, dropout=0.5):
-    kind, options = paper_mixer(name)
-    return kind, {**options, "dropout": dropout}
+    mixer, options = paper_mixer(name)
+    return mixer, {**options, "dropout": dropout}
 
 
 @register_model(paper="cxv", label="CNV-5/4")

@@ -27,7 +27,7 @@ map), so the inputs add no parameters and Table 4 = Table 3 + 24,510 (the 200-cl
 (the paper's "stride of one").
 
 ``levix_model`` applies the ``create_model`` overrides as ``vix.vix_model`` does: ``mixer_options`` merges
-into the model's own mixer options, ``mixer=`` swaps the mixer kind ("levit" or any ``layers`` kind, which then
+into the model's own mixer options, ``mixer=`` swaps the mixer ("levit" or any ``layers`` mixer, which then
 starts from no options of the model's), every other key replaces a ``LeViX`` argument.
 """
 import torch
@@ -53,7 +53,7 @@ class LeViTAttention(nn.Module):
     an ``nn.Softmax`` module, the path that reproduces "Size (MB)"."""
 
     mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
+    map_description = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
                 "by 1x1 conv + BatchNorm; rows sum to 1")
 
     def __init__(self, *, dim, fmap_size, heads=4, dim_key=32, dim_value=32, dropout=0.0, pos_bias=False, fused=True):
@@ -142,7 +142,7 @@ class Stage(nn.Module):
 
 class LeViX(nn.Module):
     """The authors' one-stage LeViT with token mixer ``mixer``: "levit" (``LeViTAttention``) or a
-    ``layers.build`` kind run on the flattened map. Defaults are the paper's (dim 128, depth 4, 4 heads of 32,
+    ``layers.build`` mixer run on the flattened map. Defaults are the paper's (dim 128, depth 4, 4 heads of 32,
     FF 256)."""
 
     def __init__(self, *, image_size, num_classes, mixer, mixer_options=None, stem_stride=1, dim=128, depth=4,
@@ -151,7 +151,7 @@ class LeViX(nn.Module):
         if image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by stem_stride {stem_stride}")
         side = image_size // stem_stride
-        self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
+        self.mixer_name, self.mixer_options = mixer, dict(mixer_options or {})
 
         def make_mixer():
             if mixer == "levit":
@@ -172,9 +172,9 @@ class LeViX(nn.Module):
 def levix_model(image_size, num_classes, channels, config, mixer, mixer_options=None):
     """A ``LeViX`` with mixer ``mixer`` (options ``mixer_options``), the stem stride that gives the 32 x 32
     map for ``image_size`` (``stem_geometry``), and the ``create_model`` overrides ``config`` (module doc)."""
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
-    return LeViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return LeViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                  **arguments)
 
 

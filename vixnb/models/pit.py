@@ -35,7 +35,7 @@ ImageNet PiT table.
 ``PiX``'s defaults are the paper's. ``depth`` is the layers of each stage, a tuple, or one int for both
 stages (so the smoke profile's ``depth=1`` gives (1, 1)). ``create_model`` overrides replace arguments
 (``depth=(1, 1)``, ``dropout=0.1``); ``mixer_options`` is merged into the model's own mixer options;
-``mixer="shaped"`` swaps the mixer kind, starting from no options of the model's.
+``mixer="shaped"`` swaps the mixer, starting from no options of the model's.
 
 Training: the authors published no Pi* script, so no batch size or epochs of theirs. Table 5 states no batch
 size; its GPU (GB) for PiT, 14.7, is near ViT's 14.1 at Table 1's batch 64. The ViX scripts run 40 epochs.
@@ -96,7 +96,7 @@ class PiX(nn.Module):
         if image_size % patch_size or image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
         side = image_size // (stem_stride if hybrid else patch_size)
-        self.mixer_kind, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
+        self.mixer_name, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
         self.to_patch_embedding = (conv_stem(channels, dim, stride=stem_stride) if hybrid
                                    else unfold_embedding(channels, dim, patch_size=patch_size))
         self.pos_embedding = nn.Parameter(torch.randn(1, side * side + 1, dim))
@@ -127,9 +127,9 @@ def pix_model(image_size, num_classes, channels, config, mixer, mixer_options=No
     """A ``PiX`` with token mixer ``mixer`` (options ``mixer_options``; the ViX models', ``vix.paper_mixer``), the
     patch embedding or (``hybrid``) the conv stem at the ViX geometry for ``image_size``, and the
     ``create_model`` overrides ``config`` applied (see the module doc)."""
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
-    return PiX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return PiX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                **arguments)
 
 

@@ -44,13 +44,13 @@ def register_model(fn=None, *, paper, label, changed_defaults=None):
 
 
 def mixer_overrides(config, mixer, mixer_options=None):
-    """``(kind, options, rest)`` of a family's ``create_model`` overrides ``config``, one rule for every family:
-    ``mixer=`` swaps the model's mixer kind ``mixer`` (and then starts from none of its ``mixer_options``),
+    """``(mixer, options, rest)`` of a family's ``create_model`` overrides ``config``, one rule for every family:
+    ``mixer=`` swaps the model's mixer ``mixer`` (and then starts from none of its ``mixer_options``),
     ``mixer_options`` is merged into the model's own, and every other key is left in ``rest``."""
     rest = dict(config)
-    kind = rest.pop("mixer", mixer)
-    own = (mixer_options or {}) if kind == mixer else {}
-    return kind, {**own, **(rest.pop("mixer_options", None) or {})}, rest
+    chosen = rest.pop("mixer", mixer)
+    own = (mixer_options or {}) if chosen == mixer else {}
+    return chosen, {**own, **(rest.pop("mixer_options", None) or {})}, rest
 
 
 def architecture_signature(model):

@@ -45,7 +45,7 @@ class ViLT(nn.Module):
         if image_size % stem_stride:
             raise ValueError(f"image_size {image_size} must be divisible by stem_stride {stem_stride}")
         side = image_size // stem_stride
-        self.mixer_kind, self.mixer_options = mixer, dict(mixer_options or {})
+        self.mixer_name, self.mixer_options = mixer, dict(mixer_options or {})
         self.stem = conv_stem(channels, dim, stride=stem_stride, tokens=False)
         mixers = []
         for i in range(1, depth + 1):
@@ -66,7 +66,7 @@ class ViLT(nn.Module):
 def hybrid_vilt_6_8(*, image_size, num_classes, channels, **config):
     """Hybrid ViLT, reconstructed from the paper's Fig. 3 (module doc): the 3-conv stem, 6 pre-norm layers of image
     linear attention (8 heads of 32, 1x1 conv projections) and 1x1-conv feed-forward, average pool, Linear head."""
-    kind, options, config = mixer_overrides(config, IMAGE_LINEAR, {"kernel_size": 1})
+    mixer, options, config = mixer_overrides(config, IMAGE_LINEAR, {"kernel_size": 1})
     arguments = {**stem_geometry(image_size, hybrid=True), **config}
-    return ViLT(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return ViLT(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                 **arguments)

@@ -70,7 +70,7 @@ class OneMapAttention(nn.Module):
     to full-width values V(x), then O (both Linear with bias)."""
 
     mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_kind = ("vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
+    map_description = ("vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
                 "every channel (h = 1); rows sum to 1")
 
     def __init__(self, *, dim, dim_head, fused=True):

@@ -16,7 +16,7 @@ out; we build none (torchsummary never counted it, so the paper's counts are the
 Each registered model is one function below, whose body names its token mixer and the mixer options that
 reproduce the paper's parameter counts (the authors' scripts). ``vix_model`` applies the overrides given to
 ``create_model``: ``mixer_options`` is merged into the model's own mixer options; every other key replaces
-an argument (``depth=1``, ``dropout=0.25``, ``pos_embedding="rope"``; ``mixer="shaped"`` swaps the mixer kind,
+an argument (``depth=1``, ``dropout=0.25``, ``pos_embedding="rope"``; ``mixer="shaped"`` swaps the mixer,
 which then starts from no options of the model's). Adding a model is adding one function here.
 """
 import inspect
@@ -44,7 +44,7 @@ class ViX(nn.Module):
             raise ValueError(f"pos_embedding must be 'learned' or 'rope', got {pos_embedding!r}")
         side = image_size // (stem_stride if hybrid else patch_size)
         num_patches = side * side
-        self.mixer_kind, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
+        self.mixer_name, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
         self.pos_kind = pos_embedding
         self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride,
                                             patch_conv=patch_conv)
@@ -84,9 +84,9 @@ def vix_model(image_size, num_classes, channels, config, *, mixer, mixer_options
     """A ``ViX`` with token mixer ``mixer`` (options ``mixer_options``), the patch embedding or (``hybrid``) the
     conv stem at the paper's geometry for ``image_size`` (``stem_geometry``), and the ``create_model``
     overrides ``config`` applied (see the module doc)."""
-    kind, options, config = mixer_overrides(config, mixer, mixer_options)
+    mixer, options, config = mixer_overrides(config, mixer, mixer_options)
     arguments = {"hybrid": hybrid, **stem_geometry(image_size, hybrid=hybrid), **config}
-    return ViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options,
+    return ViX(image_size=image_size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
                **arguments)
 
 
@@ -297,8 +297,8 @@ def b16_model(image_size, num_classes, channels, config, *, mixer, mixer_options
     config = {**B16, **config}
     size = config.pop("input_size")
     config = {"patch_conv": True, "resize_input": size != image_size, **config}
-    kind, options, config = mixer_overrides(config, mixer, {"qkv_bias": True, **mixer_options})
-    return ViX(image_size=size, num_classes=num_classes, channels=channels, mixer=kind, mixer_options=options, **config)
+    mixer, options, config = mixer_overrides(config, mixer, {"qkv_bias": True, **mixer_options})
+    return ViX(image_size=size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options, **config)
 
 
 @register_model(paper="linattn", label="ViT-B/16")
@@ -334,14 +334,14 @@ def _configured(name):
 
 
 def paper_mixer(name):
-    """(mixer kind, mixer options) of ViX model ``name`` ("vit", "vip", "vil", "vin", ...), as its function
+    """(mixer, mixer options) of ViX model ``name`` ("vit", "vip", "vil", "vin", ...), as its function
     configures them: what the other families' X variants take (LeViP = LeViT's skeleton + ``paper_mixer("vip")``)."""
     model = _configured(name)
-    return model.mixer_kind, dict(model.mixer_options)
+    return model.mixer_name, dict(model.mixer_options)
 
 
 def paper_mixers():
-    """{model name: (mixer kind, mixer options)} of the plain `vix` models of this file (not hybrid, learned position
+    """{model name: (mixer, mixer options)} of the plain `vix` models of this file (not hybrid, learned position
     embedding: the Table 1 models ViT, ViP, ViL, ViN, FNet; not the `cxv` paper's resized ones), as their functions
     configure them."""
     found, table1 = {}, papers.table_models("vix", "table1")
@@ -350,5 +350,5 @@ def paper_mixers():
             continue
         model = _configured(name)
         if not model.hybrid and model.pos_kind == "learned":
-            found[name] = (model.mixer_kind, dict(model.mixer_options))
+            found[name] = (model.mixer_name, dict(model.mixer_options))
     return found

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import torch
 
 LOADED, NEW, UNUSED = "loaded", "new", "unused"
-_QKV = re.compile(r"^(?P<prefix>.*)\.to_(?P<part>q|k|v)\.(?P<kind>weight|bias)$")
-_FUSED = re.compile(r"^(?P<prefix>.*)\.to_qkv\.(?P<kind>weight|bias)$")
+_QKV = re.compile(r"^(?P<prefix>.*)\.to_(?P<part>q|k|v)\.(?P<param>weight|bias)$")
+_FUSED = re.compile(r"^(?P<prefix>.*)\.to_qkv\.(?P<param>weight|bias)$")
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _fused_slices(state, name, target_shape):
     m = _QKV.match(name)
     if not m:
         return None
-    fused = f"{m['prefix']}.to_qkv.{m['kind']}"
+    fused = f"{m['prefix']}.to_qkv.{m['param']}"
     if fused not in state or state[fused].shape[0] % 3:
         return None
     rows = state[fused].shape[0] // 3
@@ -103,7 +103,7 @@ def _joined(state, name, target_shape):
     m = _FUSED.match(name)
     if not m:
         return None
-    parts = [f"{m['prefix']}.to_{p}.{m['kind']}" for p in "qkv"]
+    parts = [f"{m['prefix']}.to_{p}.{m['param']}" for p in "qkv"]
     if not all(p in state for p in parts):
         return None
     joined = torch.cat([state[p] for p in parts])

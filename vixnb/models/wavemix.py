@@ -72,7 +72,7 @@ class WaveBlock(nn.Module):
 
 
 class WaveMix(nn.Module):
-    mixes_by = "wavelet transforms and convolutions only"  # no attention map (``analysis.map_kind``)
+    mixes_by = "wavelet transforms and convolutions only"  # no attention map (``analysis.map_description``)
 
     def __init__(self, *, image_size, num_classes, channels=3, dim=64, depth=5, mlp_dim=32, ff_channel=32, levels=4,
                  dropout=0.5):

@@ -24,6 +24,8 @@ from ..runs.spec import Keep, RunSpec, run_command
 FIELDS = ("chapter", "paper", "kind", "name", "model", "dataset", "profile", "seed", "settings", "status", "reason",
           "blocked", "est_gpu_minutes", "basis", "level", "priority", "purpose", "command", "path", "key",
           "keep_weights")
+#: the fields of ``vixnb plan --json`` whose attribute has another name: ``kind`` is the entry's ``job``
+JSON_FIELDS = {"kind": "job"}
 
 
 @dataclass(eq=False, kw_only=True)
@@ -45,7 +47,8 @@ class Entry:
     priority: int = 0
     needs: frozenset = frozenset()
 
-    kind = ""  # what it is, as listings and ``vixnb plan --json`` name it (its type decides what it does)
+    job = ""  # what it does: train, measure or bench (listings name it; ``vixnb plan --json`` keeps the field's
+    # name of earlier releases, ``kind``, for the scripts that read it)
     model = seed = None
     key = ""
     keep_weights = Keep.NONE
@@ -55,7 +58,7 @@ class Entry:
         return {}
 
     def to_dict(self):
-        out = {name: getattr(self, name) for name in FIELDS}
+        out = {name: getattr(self, JSON_FIELDS.get(name, name)) for name in FIELDS}
         return {**out, "keep_weights": Keep.of(out["keep_weights"]).value}
 
 
@@ -63,7 +66,7 @@ class Entry:
 class TrainEntry(Entry):
     """A training run (``spec``); a warm start ``needs`` the run it starts from."""
     spec: RunSpec
-    kind = "train"
+    job = "train"
 
     model = property(lambda self: self.spec.model)
     seed = property(lambda self: self.spec.seed)
@@ -170,7 +173,7 @@ class RecordEntry(Entry):
 @dataclass(eq=False, kw_only=True)
 class MeasureEntry(RecordEntry):
     """A stored measurement a chapter's pages (or the maps study) read."""
-    kind = "measure"
+    job = "measure"
 
     def run(self, store, *, deadline=None, download=False):
         """Make it (``record_kinds.obtain``; again where it is stale); the runs whose weights it reads were trained by
@@ -186,7 +189,7 @@ class MeasureEntry(RecordEntry):
 @dataclass(eq=False, kw_only=True)
 class BenchEntry(RecordEntry):
     """A benchmark, made by its command line."""
-    kind = "bench"
+    job = "bench"
     cpu_ok = False  # a benchmark times things: a CPU never makes it as a GPU would
 
     def run(self, store=None, *, deadline=None, download=False):

@@ -160,8 +160,8 @@ def estimate_run(config, *, rates, device, timings, rate, gpu=None):
         train_s = timing["epoch_s"] * n_train / timing["images"]
         test_s = timing["test_s"] or EVAL_COST * train_s * n_test / n_train
         seconds = epochs * (train_s + test_s) * factor + STARTUP_SECONDS
-        kind = "this run's settings" if same else "another setting of it"
-        return seconds / 60, (f"stored run ({kind}): {timing['epoch_s']:.1f} s/epoch + {timing['test_s']:.1f} s/test "
+        which = "this run's settings" if same else "another setting of it"
+        return seconds / 60, (f"stored run ({which}): {timing['epoch_s']:.1f} s/epoch + {timing['test_s']:.1f} s/test "
                               f"on {timing['device']}{note}{on}")
     images = epochs * (n_train + EVAL_COST * n_test)
     precision = config["precision"]

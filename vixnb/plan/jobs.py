@@ -111,7 +111,7 @@ class RecordJob(Job):
 
     @property
     def label(self):
-        return f"{self.entry.kind} {self.entry.name}"
+        return f"{self.entry.job} {self.entry.name}"
 
     def run(self, store, deadline=None, download=False, executor=None):
         """Make its record (the entry's ``run``)."""

@@ -67,9 +67,9 @@ def damage(result):
         value = result.get(key)
         if key in result and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)):
             return f"{key} is {value!r}, not a finite number"
-    for key, kind in RESULT_TYPES.items():
-        if key in result and not isinstance(result[key], kind):
-            return f"{key} is a {type(result[key]).__name__}, not a {kind.__name__}"
+    for key, expected in RESULT_TYPES.items():
+        if key in result and not isinstance(result[key], expected):
+            return f"{key} is a {type(result[key]).__name__}, not a {expected.__name__}"
     return None
 
 

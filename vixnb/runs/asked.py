@@ -105,7 +105,7 @@ def study_run(label, profile):
             raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names model {spec['model']!r}, which is not "
                              "registered; give a registered model's name (`vixnb models` lists them)")
         seeds = (get_profile(profile).get("seeds") or [0])[:1]
-        return _run_specs(spec["model"], spec.get("settings") or {}, dataset=study()["dataset"], profile=profile,
+        return runs_of(spec["model"], spec.get("settings") or {}, dataset=study()["dataset"], profile=profile,
                           seeds=seeds)[0]
     chapter = papers.training_chapter(spec["paper"], spec["table"])
     for row, specs in row_specs(spec["paper"], chapter, spec["table"], profile):
@@ -158,7 +158,7 @@ def row_specs(key, chapter, table, profile, seeds=None):
     """``[(row, [RunSpec per seed])]``: ``table_runs`` as runs, on the table's dataset, keeping no weights (what they
     keep: ``table_specs``)."""
     dataset = papers.table(key, table)["dataset"]
-    return [(row, _run_specs(model, settings, dataset=dataset, profile=profile, seeds=run_seeds))
+    return [(row, runs_of(model, settings, dataset=dataset, profile=profile, seeds=run_seeds))
             for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds)]
 
 
@@ -211,7 +211,7 @@ def question_specs(key, question, profile, seeds=None):
         for arm in [None, *(question.get("gpu_arms") or [])]:
             change = {k: v for k, v in question["arms"][arm].items() if k != "seed"} if arm else {}
             asked[f"{row}: {arm}" if arm else row] = (model, {**settings, **change})
-    return {name: _run_specs(model, settings, dataset=dataset, profile=profile, seeds=seeds)
+    return {name: runs_of(model, settings, dataset=dataset, profile=profile, seeds=seeds)
             for name, (model, settings) in asked.items()}
 
 
@@ -225,12 +225,12 @@ def question_arms(key, question, profile, seed=0):
     for row in spec["rows"]:
         model, settings = runs[row]
         name = "base" if len(spec["rows"]) == 1 else row
-        out[name] = _run_specs(model, settings, dataset=dataset, profile=profile, seeds=[seed])[0]
+        out[name] = run_of(model, settings, dataset=dataset, profile=profile, seed=seed)
         for arm, change in (spec.get("arms") or {}).items():
             change = dict(change)
             arm_seed = change.pop("seed", seed)
             label = arm if len(spec["rows"]) == 1 else f"{row}: {arm}"
-            out[label] = _run_specs(model, {**settings, **change}, dataset=dataset, profile=profile, seeds=[arm_seed])[0]
+            out[label] = run_of(model, {**settings, **change}, dataset=dataset, profile=profile, seed=arm_seed)
     return out
 
 
@@ -242,7 +242,13 @@ def question_spec(key, question):
     raise ValueError(f"question={question!r}: no chapter of vixnb/papers/{key}.yaml has it under `questions`")
 
 
-def _run_specs(model, settings, *, dataset, profile, seeds):
-    """``[RunSpec per seed]`` of ``model`` in ``settings`` (a row's, a question's, a study run's) on ``dataset``:
-    where every run this module answers for is made."""
-    return [RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, **settings) for seed in seeds]
+def run_of(model, settings=None, *, dataset="cifar10", profile="smoke", seed=0, keep=Keep.NONE):
+    """The ``RunSpec`` of ``model`` in ``settings`` (a row's, a question's, a study run's, or a run named by hand: a
+    command line, a notebook's list, a benchmark's paper configuration): where every run a page, the plan or the
+    command line asks for is made."""
+    return RunSpec.of(model, dataset=dataset, profile=profile, seed=seed, keep=keep, **(settings or {}))
+
+
+def runs_of(model, settings=None, *, seeds, **where):
+    """``[RunSpec per seed]`` of ``model`` in ``settings`` (``run_of``; ``where``: its dataset, profile and keep)."""
+    return [run_of(model, settings, seed=seed, **where) for seed in seeds]

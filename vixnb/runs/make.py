@@ -19,7 +19,7 @@ from .. import papers
 from ..models import model_cfg, model_fact
 from ..results import ResultsStore, config_key, remove_checkpoints
 from .policy import decide, stale_reason
-from .spec import Keep, RunSpec, run_model_settings, warm_start_spec
+from .spec import Keep, run_beside, run_model_settings, warm_start_spec
 from ..engine.ensemble import can_ensemble, train_ensemble
 from ..engine.precision import machine_precision
 from ..engine.train import build_model, train, without_timings
@@ -191,9 +191,7 @@ def warm_start_source(config):
         model, settings = runs[row]
         if model != config["model"]:
             continue
-        candidate = RunSpec.of(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                               **{**run_model_settings(config), **settings})
-        if candidate.key == config_key(config):
+        if run_beside(config, model, {**run_model_settings(config), **settings}).key == config_key(config):
             return True
     return False
 

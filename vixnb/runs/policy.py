@@ -28,8 +28,7 @@ from ..models import architecture_signature, list_models, model_fact, model_modu
 from ..models.counting import count_params
 from ..paths import results_root
 from .profiles import get_profile, gpu_profile
-from .spec import run_model_settings
-from .spec import RunSpec, warm_start_spec
+from .spec import config_keys, run_model_settings, warm_start_spec
 from ..results.provenance import ENGINE_VERSION, source_hashes
 from ..results.store import config_key, damage
 
@@ -107,12 +106,6 @@ def training_policy(compute):
 
 # ----- whether this vixnb can use a stored run -----------------------------------------------------------------
 
-#: the keys a training run's configuration holds only where set (``spec.run_config``); with those of a plain
-#: run's, every key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
-OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
-                        "loss_fp32")
-
-
 def unusable(result):
     """Why a stored training run (``result``, read back) cannot be used by this vixnb, or None: ``damage``, a model
     no longer registered, a newer engine version than this one, or a configuration key this vixnb does not
@@ -128,16 +121,10 @@ def unusable(result):
     if isinstance(version, int) and version > ENGINE_VERSION:
         return (f"made by a newer vixnb (engine version {version}, this one has {ENGINE_VERSION}); upgrade vixnb "
                 "to use it")
-    unknown = sorted(set(config) - _config_keys())
+    unknown = sorted(set(config) - config_keys())
     if unknown:
         return f"configuration key(s) {', '.join(unknown)} unknown to this vixnb (made by another version?)"
     return None
-
-
-@cache
-def _config_keys():
-    """Every key of a training run's configuration that this vixnb writes."""
-    return set(RunSpec.of("vit", profile="smoke").config) | set(OPTIONAL_CONFIG_KEYS)
 
 
 # ----- why a stored training result is stale ------------------------------------------------------------------

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from functools import cached_property
+from functools import cache, cached_property
 
 from .. import papers
 from ..data import dataset_spec
@@ -359,12 +359,28 @@ class RunSpec:
         return result_path(self.config)
 
 
+def run_beside(config, model, settings):
+    """The ``RunSpec`` of ``model`` in ``settings`` beside run config ``config``: on its dataset, in its profile, with
+    its seed (a warm start's source, a row that may be ``config``'s own run)."""
+    return RunSpec.of(model, dataset=config["dataset"], profile=config["profile"], seed=config["seed"], **settings)
+
+
 def warm_start_spec(config):
     """The ``RunSpec`` of run config ``config``'s warm-start source (its ``init_from``): the same dataset, profile and
     seed."""
-    source = config["init_from"]
-    return RunSpec.of(source["model"], dataset=config["dataset"], profile=config["profile"], seed=config["seed"],
-                      **source["settings"])
+    return run_beside(config, config["init_from"]["model"], config["init_from"]["settings"])
+
+
+#: the keys a training run's configuration holds only where set (``run_config``); with those of a plain run's, every
+#: key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
+OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
+                        "loss_fp32")
+
+
+@cache
+def config_keys():
+    """Every key of a training run's configuration that this vixnb writes (a plain run's and the optional ones)."""
+    return frozenset(RunSpec.of("vit", profile="smoke").config) | set(OPTIONAL_CONFIG_KEYS)
 
 
 def run_command(spec):

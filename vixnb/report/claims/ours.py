@@ -13,8 +13,7 @@ from ... import papers
 from ...measure import flops
 from ...record_kinds import KINDS, stored_figures
 from ...models import create_model, list_models, model_cfg
-from ...runs.asked import row_runs
-from ...runs.spec import RunSpec
+from ...runs.asked import row_runs, run_of
 from ...results import ResultsStore
 from ...runs.policy import check_compute, unusable
 from .schema import in_sections, paper_claims, parse_claim
@@ -103,7 +102,7 @@ def _done_runs(runs, *, dataset, profile, compute, store, stored):
         if model not in list_models():
             records.append({"status": "not yet run", "reason": f"{model!r} is not a vixnb model"})
             continue
-        seeds = _stored_seeds(stored, RunSpec.of(model, dataset=dataset, profile=profile, **settings).config) or [0]
+        seeds = _stored_seeds(stored, run_of(model, settings, dataset=dataset, profile=profile).config) or [0]
         found = collect_runs([model], dataset=dataset, profile=profile, seeds=seeds, compute=compute, progress=False,
                              store=store, **settings)
         records.extend(found)

@@ -7,7 +7,7 @@ ledger's, one source of verdicts: ``ours.ledger``), and what one mixer layer cos
 ViX sequence length (``fused_costs``, from the stored ``vixnb bench mixers`` records).
 
 A model's mechanism is read from the model itself: the ``mechanism`` its token mixer's class declares beside its
-``map_kind``, built on the meta device (no memory, no random numbers drawn)."""
+``map_description``, built on the meta device (no memory, no random numbers drawn)."""
 import json
 import math
 
@@ -31,26 +31,26 @@ PAPER_SIDE = "paper's tables"
 
 
 def first_mechanism(model):
-    """The ``mechanism`` declared by the first module class of a built ``model`` that declares a ``map_kind``, or
+    """The ``mechanism`` declared by the first module class of a built ``model`` that declares a ``map_description``, or
     None."""
     for module in model.modules():
-        if hasattr(type(module), "map_kind"):
+        if hasattr(type(module), "map_description"):
             return declared_mechanism(type(module))
     return None
 
 
 def declared_mechanism(mixer):
-    """The ``mechanism`` a token-mixer class declares beside its ``map_kind``, or a one-line error naming the class
+    """The ``mechanism`` a token-mixer class declares beside its ``map_description``, or a one-line error naming the class
     that declares none."""
     declared = getattr(mixer, "mechanism", None)
     if not isinstance(declared, str) or not declared:
-        raise TypeError(f"{mixer.__module__}.{mixer.__qualname__} declares map_kind but no mechanism: declare "
+        raise TypeError(f"{mixer.__module__}.{mixer.__qualname__} declares map_description but no mechanism: declare "
                         "`mechanism = \"...\"` beside it (the synthesis page groups the models by it)")
     return declared
 
 
 def mechanism(model, settings=None):
-    """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_kind``), or None
+    """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_description``), or None
     for a model without one (a ResNet)."""
     settings = settings_of_model(settings)  # a paper row's create_model settings, without its run options
     return model_fact(first_mechanism, model, "cifar10", json.dumps(settings, sort_keys=True)) \

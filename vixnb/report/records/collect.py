@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from ... import papers
 from ...analysis.records import STUDY_RECORDS
-from ...runs.asked import table_specs
+from ...runs.asked import runs_of, table_specs
 from ...data import DatasetNotFoundError
 from ...models import model_fact
 from ...models.counting import recorded_counts
@@ -18,7 +18,7 @@ from ...record_kinds import Request, kind_of, obtain, record_name, study_request
 from ...results import ResultsStore, StoreError, made_on
 from ...runs.policy import other_code
 from ...runs.make import run
-from ...runs.spec import Keep, RunSpec
+from ...runs.spec import Keep
 from .metrics import METRICS, PER_SEED
 from .provenance import short_device
 
@@ -33,8 +33,8 @@ def collect_runs(models, *, dataset, profile, seeds, compute="missing", progress
     marked "not yet run" (also when the data set is not on this machine: the reason says how to get it).
     ``settings``: run and ``create_model`` settings beyond the profile's (``spec.run_config``);
     ``keep_weights``: as ``runs.make.run``."""
-    specs = [RunSpec.of(m, dataset=dataset, profile=profile, seed=s, keep=Keep.of(keep_weights), **settings)
-             for m in models for s in seeds]  # the runs a notebook names
+    specs = [spec for m in models for spec in runs_of(m, settings, dataset=dataset, profile=profile, seeds=seeds,
+                                                        keep=Keep.of(keep_weights))]  # the runs a notebook names
     return results_of(specs, compute=compute, progress=progress, store=store)
 
 
@@ -188,11 +188,11 @@ def predictions(paper, notebook, dataset, *, profile, compute="missing", store=N
                   store=store)
 
 
-def study_measurement(kind, *, profile, compute="missing", train=None, store=None, required=False):
-    """The maps study's ``maps-<kind>`` record (``record``; ``kind`` ``attention`` or ``attribution``)."""
-    if kind not in STUDY_RECORDS:
-        raise ValueError(f"kind must be one of {STUDY_RECORDS}, got {kind!r}")
-    return record(f"maps-{kind}", profile=profile, compute=compute, train=train, store=store, required=required)
+def study_measurement(measurement, *, profile, compute="missing", train=None, store=None, required=False):
+    """The maps study's ``maps-<measurement>`` record (``record``; ``measurement``: ``attention`` or ``attribution``)."""
+    if measurement not in STUDY_RECORDS:
+        raise ValueError(f"measurement must be one of {STUDY_RECORDS}, got {measurement!r}")
+    return record(f"maps-{measurement}", profile=profile, compute=compute, train=train, store=store, required=required)
 
 
 def table_results(paper, notebook, table, *, profile, compute="missing", store=None, progress=False):

@@ -19,11 +19,11 @@ MAP_MEASURES = {"row entropy / log N": "entropy", "diagonal prominence": "promin
                 "attention distance (pixels)": "distance_px"}
 
 
-def not_measured(kind, profile):
-    """Why the page shows no ``kind`` measurement of the study (attention / attribution), and the command that
-    makes it."""
-    return Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {study_record_name(kind)}` (after the runs "
-                                f"whose weights it reads; `vixnb plan --profile {profile}` gives the GPU time)"))
+def not_measured(measurement, profile):
+    """Why the page shows no ``measurement`` of the study (attention / attribution), and the command that makes
+    it."""
+    return Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {study_record_name(measurement)}` (after "
+                                f"the runs whose weights it reads; `vixnb plan --profile {profile}` gives the GPU time)"))
 
 
 def map_cell(run, value):
@@ -61,15 +61,15 @@ def attribution_rows(runs, count, methods=ATTRIBUTION_METHODS):
 OWN_RUNS = "the study's own models"
 
 
-def map_groups(groups, study_runs, kinds):
+def map_groups(groups, study_runs, maps):
     """``groups`` (``{title: [labels]}``) and, after them, one group per paper table (``"<paper> <table>"``) of
-    the other runs of ``study_runs`` (the study's ``{label: spec}``) whose model has a map (``kinds``:
-    ``analysis.study_map_kinds``), and the study's own models (``{model: NAME}``) in one group last. A new dict;
+    the other runs of ``study_runs`` (the study's ``{label: spec}``) whose model has a map (``maps``:
+    ``analysis.study_maps``), and the study's own models (``{model: NAME}``) in one group last. A new dict;
     ``groups`` is left as it is."""
     out = {title: list(members) for title, members in groups.items()}
     named = {label for members in groups.values() for label in members}
     for label, spec in study_runs.items():
-        if label not in named and kinds[label]["draws"]:
+        if label not in named and maps[label]["draws"]:
             group = f"{spec['paper']} {spec['table']}" if "table" in spec else OWN_RUNS
             out.setdefault(group, []).append(label)
     if OWN_RUNS in out:  # after the papers' tables

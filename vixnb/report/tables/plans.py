@@ -31,7 +31,7 @@ def plan_todo_frame(entries, limit=15):
     rows = []
     for e in todo(entries)[:limit]:
         what = (f"{e.model}, {e.dataset}, seed {e.seed}" + "".join(f", {k}={v}" for k, v in shown_settings(
-            e.settings).items()) if isinstance(e, TrainEntry) else f"{e.kind}: {e.name}")
+            e.settings).items()) if isinstance(e, TrainEntry) else f"{e.job}: {e.name}")
         rows.append({"#": e.priority, "what": what, "for": e.purpose.replace("question: ", ""), "status": e.status,
                      "GPU min": round(e.est_gpu_minutes, 1), "estimate from": e.basis.split(" (")[0].split(":")[0]})
     return pd.DataFrame(rows).set_index("#") if rows else pd.DataFrame()

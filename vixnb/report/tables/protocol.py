@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...runs.spec import RunSpec
+from ...runs.asked import run_of
 from .pages import page_table
 
 
@@ -68,6 +68,6 @@ def protocol_table(model, profile, *, rows=None, **settings):
     """The training protocol of ``model``'s run in ``profile`` (``spec.run_config`` with ``settings``) as a page
     table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page adds
     (``{"input": "224 px"}``)."""
-    protocol = {**protocol_rows(RunSpec.of(model, profile=profile, **settings).config), **(rows or {})}
+    protocol = {**protocol_rows(run_of(model, settings, profile=profile).config), **(rows or {})}
     column = f"{profile} profile"
     return page_table(pd.Series(protocol, name=column).to_frame(), wrap=[column])
