@@ -49,7 +49,8 @@ def test_attention_rollout_by_hand():
     # head fusion: heads [[1, 0], [0, 1]] and [[0, 1], [1, 0]]
     h = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])[None]
     torch.testing.assert_close(M.attention_rollout([h], add_residual=False), torch.full((1, 2, 2), 0.5))
-    torch.testing.assert_close(M.attention_rollout([h], head_fusion="max", add_residual=False), torch.full((1, 2, 2), 0.5))
+    torch.testing.assert_close(M.attention_rollout([h], head_fusion="max", add_residual=False),
+                               torch.full((1, 2, 2), 0.5))
     torch.testing.assert_close(M.attention_rollout([h], head_fusion="min"), torch.eye(2)[None])  # min: 0, + I
     # order: later layers multiply on the left
     l1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])[None]
@@ -127,7 +128,8 @@ def test_attention_distance_by_hand():
     for i, j in [(1, 2), (2, 1), (3, 4), (4, 3)]:
         a[i, 0], a[i, j] = 0.5, 0.5  # half on the class token: dropped, the row renormalised
     torch.testing.assert_close(M.attention_distance([a[None, None]], image_size=4), torch.full((1, 1), 2.0))
-    torch.testing.assert_close(M.attention_distance([a[None, None]], image_size=4, cls_tokens=1), torch.full((1, 1), 2.0))
+    torch.testing.assert_close(M.attention_distance([a[None, None]], image_size=4, cls_tokens=1),
+                               torch.full((1, 1), 2.0))
     # a grid of 32 px over 8 x 8 patches: uniform attention averages to the mean distance of the grid's centres
     d = M.attention_distance([uniform(64)], image_size=32)
     assert 15 < d[0, 0] < 18
@@ -265,8 +267,8 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
     assert M.row_entropy(maps).shape == M.attention_distance(maps, image_size=32).shape == (len(maps), a.shape[1])
 
 
-@pytest.mark.parametrize("name,why", [("fnet", "Fourier"), ("mlp_mixer", "token MLP"), ("resnet18_cifar", "convolution"),
-                                      ("convmixer_16", "convolution")])
+@pytest.mark.parametrize("name,why", [("fnet", "Fourier"), ("mlp_mixer", "token MLP"),
+                                      ("resnet18_cifar", "convolution"), ("convmixer_16", "convolution")])
 def test_models_without_a_map_say_why(name, why):
     model = vixnb.create_model(name, depth=1)
     kind = M.map_description(model)
@@ -332,7 +334,8 @@ def test_every_mixer_class_declares_its_map(registered):
         if "map_description" in vars(cls):
             assert isinstance(module.map_description, str) and module.map_description, cls.__name__
             # the declaration code reads and the words a reader reads agree (``draws_map``, ``maps.NO_MAP``)
-            assert declared_maps.draws_map(module) != module.map_description.startswith(declared_maps.NO_MAP), cls.__name__
+            assert declared_maps.draws_map(module) != module.map_description.startswith(declared_maps.NO_MAP), \
+                cls.__name__
         else:  # a wrapper: its map is its one mixer's
             assert isinstance(module, nn.Sequential), f"{cls.__name__} does not declare map_description"
             inner = [m for m in module if declared_maps.has_attention_map(m)]

@@ -35,7 +35,8 @@ def paper_count(module, *inputs):
     total = []
 
     def hook(m, _i, _o):
-        total.append(sum(getattr(m, a).numel() for a in ("weight", "bias") if isinstance(getattr(m, a, None), torch.Tensor)))
+        total.append(sum(getattr(m, a).numel() for a in ("weight", "bias")
+                         if isinstance(getattr(m, a, None), torch.Tensor)))
 
     handles = [m.register_forward_hook(hook) for m in module.modules()
                if m is not module and not isinstance(m, (nn.Sequential, nn.ModuleList))]
@@ -193,9 +194,9 @@ def reference_nystrom(m, x):
     return m.to_out(heads_merge(out))[:, -n:]
 
 
-@pytest.mark.parametrize("n,landmarks,fused,impl", [(65, 16, True, "conv"), (65, 16, False, "conv"), (64, 16, True, "conv"),
-                                                    (33, 8, True, "conv"), (65, 16, True, "toeplitz"),
-                                                    (65, 16, False, "toeplitz")])
+@pytest.mark.parametrize("n,landmarks,fused,impl", [(65, 16, True, "conv"), (65, 16, False, "conv"),
+                                                    (64, 16, True, "conv"), (33, 8, True, "conv"),
+                                                    (65, 16, True, "toeplitz"), (65, 16, False, "toeplitz")])
 def test_nystrom_matches_straightforward_reference(n, landmarks, fused, impl):
     m = A.build("nystrom", dim=DIM, heads=HEADS, dim_head=DH, num_landmarks=landmarks, residual_conv_kernel=5,
                 fused=fused, res_conv_impl=impl)
@@ -517,7 +518,8 @@ def test_rope_pairs_adjacent_channels_at_roformer_frequencies():
         for j in range(d // 2):
             angle = torch.tensor(pos * 10000.0 ** (-2 * j / d), dtype=torch.float64)
             x, y = t[pos, 2 * j], t[pos, 2 * j + 1]
-            expected[pos, 2 * j], expected[pos, 2 * j + 1] = x * angle.cos() - y * angle.sin(), x * angle.sin() + y * angle.cos()
+            expected[pos, 2 * j], expected[pos, 2 * j + 1] = (x * angle.cos() - y * angle.sin(),
+                                                              x * angle.sin() + y * angle.cos())
     torch.testing.assert_close(A.apply_rope(t, A.Rotary(d, n).double()), expected)
     half = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2)))  # adjacent pairs -> (j, j + d/2)
     torch.testing.assert_close(A.apply_rope(t[:, half], A.Rotary(d, n, interleaved=False).double()), expected[:, half])
@@ -717,8 +719,8 @@ def test_parity_performer_pytorch(kernel):
     ours = A.build("performer", dim=DIM, heads=HEADS, dim_head=DH, nb_features=24, kernel=kernel, qkv_bias=True)
     mapping = {"fast_attention.projection": "fast_attention.projection_matrix"}
     state = ref.state_dict()
-    ours.load_state_dict({k: state[mapping.get(k, k)] for k in ours.state_dict() if k != "fast_attention.calls_since_redraw"},
-                         strict=False)
+    ours.load_state_dict({k: state[mapping.get(k, k)] for k in ours.state_dict()
+                          if k != "fast_attention.calls_since_redraw"}, strict=False)
     torch.testing.assert_close(ours.fast_attention.projection, ref.fast_attention.projection_matrix)
     x = x_input()
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)

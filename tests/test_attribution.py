@@ -34,7 +34,8 @@ def test_integrated_gradients_is_complete():
     target = torch.tensor([1, 3])
     attr, delta = IntegratedGradients(model).attribute(x, baselines=torch.zeros_like(x), target=target, n_steps=64,
                                                        return_convergence_delta=True)
-    gain = model(x).gather(1, target[:, None]).squeeze(1) - model(torch.zeros_like(x)).gather(1, target[:, None]).squeeze(1)
+    gain = (model(x).gather(1, target[:, None]).squeeze(1)
+            - model(torch.zeros_like(x)).gather(1, target[:, None]).squeeze(1))
     torch.testing.assert_close(attr.sum(dim=(1, 2, 3)), gain, atol=1e-3, rtol=1e-3)
     ours = A.attribute(model, x, "integrated_gradients", target=target, n_steps=64)
     assert ours["delta"].abs().max() < 1e-3 and ours["map"].shape == (2, 32, 32)
@@ -113,7 +114,8 @@ def test_rank_agreement_and_deletion_insertion_on_a_hand_built_case():
     x = torch.ones(1, 3, 32, 32)
     inside = torch.zeros(1, 32, 32)
     inside[:, :16, :16] = 1
-    curves = A.deletion_insertion(Brightness(), x, inside + 1e-3 * torch.rand(1, 32, 32, generator=torch.Generator().manual_seed(0)),
+    curves = A.deletion_insertion(Brightness(), x,
+                                  inside + 1e-3 * torch.rand(1, 32, 32, generator=torch.Generator().manual_seed(0)),
                                   steps=4, target=torch.tensor([1]))
     deletion, insertion = curves["deletion"][0], curves["insertion"][0]
     assert torch.equal(curves["fractions"], torch.linspace(0, 1, 5))

@@ -49,7 +49,8 @@ def test_bench_mixers_json_holds_rows_and_provenance(tmp_path, capsys):
     assert main(["bench", "mixers", "--device", "cpu", "--tokens", "17", "--batch", "2", "--steps", "1",
                  "--warmup", "0", "--mixers", "fnet", "--json", str(out)]) == 0
     saved = json.loads(out.read_text())
-    assert saved["benchmark"] == "mixers" and [r["mechanism"] for r in saved["rows"]] == ["softmax (materialised)", "fnet"]
+    assert saved["benchmark"] == "mixers" and [r["mechanism"] for r in saved["rows"]] == \
+        ["softmax (materialised)", "fnet"]
     assert saved["provenance"]["device_type"] == "cpu" and saved["provenance"]["dtype"] == "fp32"
 
 
@@ -80,7 +81,8 @@ def test_variants_table_pivots_dtypes_in_run_order(isolated_results):
     path.write_text(json.dumps({"benchmark": "nystrom-variants", "provenance": {"device": "x"}, "rows": rows}))
     frame = bench.stored_table("nystrom-variants-9")
     assert list(frame.index) == ["softmax (fused)", "nystrom: default"]
-    assert frame.loc["nystrom: default", "ms (fp32)"] == 6.0 and frame.loc["nystrom: default", "x fused softmax (bf16)"] == 3.0
+    assert frame.loc["nystrom: default", "ms (fp32)"] == 6.0 and \
+        frame.loc["nystrom: default", "x fused softmax (bf16)"] == 3.0
 
 
 @pytest.mark.parametrize("name", ["mixers-bf16", "mixers-fp32", "train", "nystrom-variants-1", "nystrom-variants-2"])
@@ -158,13 +160,15 @@ def test_bench_fill_measures_one_seed_and_an_ensemble_in_one_run_and_names_the_w
     printed = capsys.readouterr().out.strip().splitlines()
     (row,) = json.loads(printed[-1])
     assert (row["model"], row["seeds"], row["batch_size"], row["device"]) == ("fnet", 2, 2, "cpu")
-    assert all(0 < row[k] < float("inf") for k in ("one_seed_images_per_s", "ensemble_images_per_s", "ensemble_vs_one_seed"))
+    assert all(0 < row[k] < float("inf")
+               for k in ("one_seed_images_per_s", "ensemble_images_per_s", "ensemble_vs_one_seed"))
     assert row["ensemble_time_vs_separate"] == pytest.approx(1 / row["ensemble_vs_one_seed"])
     assert "compiled_images_per_s" not in row and row["can_ensemble"] is True
     assert row["winner"] in ("ensemble", "separate") and row["best_separate"] == "one_seed"
     assert "ensemble of 2 seeds" in "\n".join(printed) and "fnet: winner" in "\n".join(printed)
     saved = json.loads(out.read_text())
-    assert saved["benchmark"] == "fill" and saved["provenance"]["device_type"] == "cpu" and saved["provenance"]["commit"]
+    assert saved["benchmark"] == "fill" and saved["provenance"]["device_type"] == "cpu" and \
+        saved["provenance"]["commit"]
     assert bench.fill_winner(saved, "fnet") == row["winner"] and bench.fill_winner(saved, "vit") is None
     bench.write(bench.stored_path("fill"), saved)
     assert bench.stored_table("fill").loc["fnet", "winner"] == row["winner"]

@@ -134,7 +134,8 @@ def test_no_flip_and_no_rotation_is_the_identity():
 
 def test_draws_are_reproducible_and_per_image():
     images = _images(64)
-    make = lambda: augment.flip_rotate(images, hflip=True, vflip=True, rotate=15, generator=torch.Generator().manual_seed(7))
+    make = lambda: augment.flip_rotate(images, hflip=True, vflip=True, rotate=15,
+                                       generator=torch.Generator().manual_seed(7))
     first, again = make(), make()
     assert first.dtype == torch.uint8 and first.shape == images.shape and torch.equal(first, again)
     # the angles: the third row of the draws, one per image, uniform in [-15, 15]
@@ -297,9 +298,11 @@ def test_kept_weights_round_trip(isolated_results):
 
 def test_no_kept_weights_under_never_is_a_record_with_the_reason():
     assert runs.trained_model(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY)) == \
-        (None, {"status": "not yet run", "config": run_config("vit_small_simplified", profile="smoke", epochs=1, **TINY),
+        (None, {"status": "not yet run",
+                "config": run_config("vit_small_simplified", profile="smoke", epochs=1, **TINY),
                 "reason": "no stored result for this configuration"})
-    runs.run(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY), progress=False)  # without keep_weights
+    runs.run(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY),
+             progress=False)  # without keep_weights
     module, record = runs.trained_model(RunSpec.of("vit_small_simplified", profile="smoke", epochs=1, **TINY))
     assert module is None and record["status"] == "not yet run" and "keeps no weights" in record["reason"]
     assert ResultsStore().load_weights(record["config"]) is None
@@ -308,7 +311,8 @@ def test_no_kept_weights_under_never_is_a_record_with_the_reason():
 def test_the_size_cap_is_checked_before_training(monkeypatch):
     monkeypatch.setattr(runs, "WEIGHTS_LIMIT_MB", 0.01)
     monkeypatch.setattr(engine, "splits", lambda *a, **k: pytest.fail("loaded data although the cap is passed"))
-    with pytest.raises(ValueError, match=r"vit_small_simplified: its weights take 0\.\d+ MiB in float16, over the 0\.01 MiB cap"):
+    with pytest.raises(ValueError,
+                       match=r"vit_small_simplified: its weights take 0\.\d+ MiB in float16, over the 0\.01 MiB cap"):
         runs.run(RunSpec.of("vit_small_simplified", profile="smoke", keep="store", **TINY), progress=False)
     assert not list(ResultsStore().root.rglob("*.json"))
     width_96 = run_config("vit_small_simplified", profile="paper", depth=8)  # the blog's 209,210 parameters
@@ -381,7 +385,8 @@ def test_a_warm_up_ramps_the_learning_rate_linearly_over_its_steps_then_follows_
     assert "warmup_steps" not in run_config("vit_small_simplified", profile="smoke", **TINY)
     assert config_key_of(config) != config_key_of(run_config("vit_small_simplified", profile="smoke", epochs=3,
                                                              batch_size=4, **TINY) | {"train_size": 12})
-    with pytest.raises(ValueError, match="warmup_steps warms up AdamW's learning rate; it is not defined with optimizer"):
+    with pytest.raises(ValueError,
+                       match="warmup_steps warms up AdamW's learning rate; it is not defined with optimizer"):
         run_config("fnet", profile="smoke", optimizer="dualopt", warmup_steps=3)
 
 

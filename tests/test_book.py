@@ -13,7 +13,8 @@ STORED = f"budget/{CHAPTER}"  # the same chapter in the budget profile, rendered
 
 
 def _checkout_book_files():
-    """(path, mtime) of the checkout's built book and executed chapters, to check that a test build leaves them alone."""
+    """(path, mtime) of the checkout's built book and executed chapters, to check that a test build leaves them
+    alone."""
     files = [*(ROOT / "_build").rglob("*.html"), *(ROOT / EXECUTED_DIR).rglob("*.ipynb")]
     return sorted((p, p.stat().st_mtime_ns) for p in files if p.is_file())
 

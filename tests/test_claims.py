@@ -146,7 +146,8 @@ def test_the_favor_figure_3_findings_are_entered_as_not_testable():
     assert (claims["favor-accuracy-per-parameter"]["value"], claims["favor-accuracy-per-parameter-larger"]["value"]) \
         == (4.0e-8, "1/2")
     for cid in ("favor-accuracy-per-parameter", "favor-accuracy-per-parameter-larger"):
-        assert frame.loc[cid, "our verdict"] == "not testable here" and "ImageNet-1k" in frame.loc[cid, "why no verdict"]
+        assert frame.loc[cid, "our verdict"] == "not testable here" and \
+            "ImageNet-1k" in frame.loc[cid, "why no verdict"]
 
 
 def test_the_favor_figure_3_findings_are_the_texts(paper_text):
@@ -175,7 +176,8 @@ def test_claim_list_covers_every_paper_file():
     for key in papers.list_papers():
         ids = {c["id"] for c in papers.claims(key)}
         assert set(listed.loc[listed["paper"] == key, "id"]) == ids
-    assert list(listed["paper"].unique()) == [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
+    assert list(listed["paper"].unique()) == \
+        [k for k in papers.DOCUMENTS if k in papers.list_papers() and papers.claims(k)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -374,13 +376,15 @@ def test_ours_from_the_committed_budget_store():
     done = [r for r in records if r.get("status") == "done"]
     assert len(done) == len(stored_runs) and any("rows" in r for r in records)
     frame = C.claims("vix", ours, sections=sections)
-    third = max(memory[m]["GPU GB reserved, authors (fp32)"] for m in ("vip", "vil", "vin")) / memory["vit"]["GPU GB reserved, authors (fp32)"]
+    third = (max(memory[m]["GPU GB reserved, authors (fp32)"] for m in ("vip", "vil", "vin"))
+             / memory["vit"]["GPU GB reserved, authors (fp32)"])
     assert frame.loc["vix-5.1-xformers-third-gpu", "our figure"] == pytest.approx(third)
     assert frame.loc["vix-5.1-xformers-third-gpu", "our verdict"] == ("holds" if third < 1 / 3 else "does not hold")
     # told where the figures come from: ten-epoch runs judge a comparison of two of our runs and say so, decide no
     # absolute accuracy figure, and decide the memory claim as before
     budget = C.claims("vix", ours, sections=sections, profile="budget")
-    assert budget.loc["vix-5.1-xformers-third-gpu", "our verdict"] == frame.loc["vix-5.1-xformers-third-gpu", "our verdict"]
+    assert budget.loc["vix-5.1-xformers-third-gpu", "our verdict"] == \
+        frame.loc["vix-5.1-xformers-third-gpu", "our verdict"]
     claim_of = {c["id"]: S.parse_claim("vix", c) for c in papers.claims("vix")}
     accuracy = [i for i in budget.index if claim_of[i].get("metric") in ("top1", "top5")
                 and frame.loc[i, "our figure"] is not None]
@@ -404,7 +408,8 @@ def test_ours_from_the_committed_budget_store():
     assert {"vix-5.1-vin-vs-vit", "vix-5.2-hybrid-vin-gain"} <= set(frame.index)
     assert any(i.startswith("vix-5.2-fig4") for i in frame.index)  # "5.2" takes "5.2 (Figure 4)" too
     assert not any(i.startswith(("vix-5.3", "vix-5.4")) for i in frame.index)
-    with pytest.raises(ValueError, match=r"sections=\['9.9'\]: paper 'vix' makes no claim there; its sections: abstract, 5.1"):
+    with pytest.raises(ValueError,
+                       match=r"sections=\['9.9'\]: paper 'vix' makes no claim there; its sections: abstract, 5.1"):
         C.claims("vix", ours, sections=["9.9"])
 
 
@@ -414,7 +419,8 @@ def test_claims_reading_several_tables_and_none():
     frame = C.claims("vix", {"vit_rope": {"top1": 70.0, "params": 530442.0}, "vit": {"top1": 60.0, "params": 530442.0}},
                      sections=["5.4"])
     rope = frame.loc["vix-5.4-rope-more-accurate"]
-    assert rope["paper figure"] == pytest.approx(55.88 - 57.45) and rope["paper bears it out"] == "no"  # ViL, the worst pair
+    assert rope["paper figure"] == pytest.approx(55.88 - 57.45) and \
+        rope["paper bears it out"] == "no"  # ViL, the worst pair
     assert rope["our verdict"] == "not yet run" and "ViP-RoPE" in rope["why no verdict"]
     params = frame.loc["vix-5.4-rope-same-params"]
     assert params["paper figure"] is None and params["paper bears it out"] == "—"
@@ -479,8 +485,10 @@ def test_the_second_readings_figures_as_the_audit_computed_them():
     cxv, linattn = C.claims("cxv"), C.claims("linattn")
     assert cxv.loc["cxv-5.2-procedure-gain", "paper figure"] == pytest.approx(
         ((92.26 - 89.56) + (94.46 - 91.42) + (91.40 - 86.99)) / 3)
-    assert cxv.loc["cxv-5.2-procedure-gain-post-training-alone", "paper figure"] == pytest.approx((0.28 + 2.25 + 3.24) / 3)
-    assert cxv.loc["cxv-4.2-beats-resnets-cifar10-every", "paper figure"] == pytest.approx((86.99 - 87.97) / 87.97 * 100)
+    assert cxv.loc["cxv-5.2-procedure-gain-post-training-alone", "paper figure"] == pytest.approx(
+        (0.28 + 2.25 + 3.24) / 3)
+    assert cxv.loc["cxv-4.2-beats-resnets-cifar10-every", "paper figure"] == pytest.approx(
+        (86.99 - 87.97) / 87.97 * 100)
     assert linattn.loc["linattn-viprelu-fastest-test-checkpoint", "paper figure"] == pytest.approx(35.28 / 35.43)
 
 

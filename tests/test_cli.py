@@ -9,7 +9,8 @@ from vixnb.cli import main
 def test_train_json_last_line(capsys):
     assert main(["train", "fnet", "--profile", "smoke", "--json", "--quiet", "--seed", "2"]) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("model", "dataset", "profile", "seed", "top1", "top5", "params_paper", "params_true", "epochs", "seconds"):
+    for key in ("model", "dataset", "profile", "seed", "top1", "top5", "params_paper", "params_true", "epochs",
+                "seconds"):
         assert key in record
     assert (record["model"], record["dataset"], record["profile"], record["seed"]) == ("fnet", "synthetic", "smoke", 2)
     # the paper count is of the model actually trained (the smoke profile trains one-block models)

@@ -78,8 +78,8 @@ def fake_measuring(monkeypatch):
 # measuring, or reading back, under the compute policy
 
 def _efficiency(monkeypatch, models, *, profile, compute="missing", root=None):
-    """The favor chapter's efficiency record (``report.records.record``) in the store at ``root``, its one list of models
-    (``record_kinds.efficiency_models``) narrowed to ``models`` for the test."""
+    """The favor chapter's efficiency record (``report.records.record``) in the store at ``root``, its one list of
+    models (``record_kinds.efficiency_models``) narrowed to ``models`` for the test."""
     monkeypatch.setattr(record_kinds, "efficiency_models", lambda request: list(models))
     return report.records.record("efficiency", paper="favor", notebook="efficiency", dataset="cifar10", profile=profile,
                                  compute=compute, store=ResultsStore(root))
@@ -303,7 +303,8 @@ def test_favor_numbers_match_the_paper_text(paper_text):
     """vixnb/papers/favor.yaml is a faithful transcription of the favor paper's Table 2 and fit."""
     text = paper_text("favor")
     table = cost.printed_correlations(papers.table("favor", "table2"))
-    printed = {"FLOPS": "FLOPS", "θ": "$\\theta$", "FT Time": "FT Time", "FFwd Time": "FFwd Time", "FFwd Mem": "FFwd Memory"}
+    printed = {"FLOPS": "FLOPS", "θ": "$\\theta$", "FT Time": "FT Time", "FFwd Time": "FFwd Time",
+               "FFwd Mem": "FFwd Memory"}
     for row, label in printed.items():
         line = next(line for line in text.splitlines() if line.startswith(label + "\t"))
         cells = [float(v) if v else None for v in line.split("\t")[1:]]

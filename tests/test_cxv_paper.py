@@ -78,7 +78,8 @@ def test_a_capped_profile_caps_both_phases_and_the_paper_profile_runs_to_a_ceili
 
 def test_the_switch_comes_at_the_cap_when_patience_has_not_run_out():
     switch = engine.DualOptSwitch(patience=20, adamw_epochs=3)
-    assert [switch.update(a) for a in (10, 20, 30, 40, 50)] == ["continue", "continue", "switch", "continue", "continue"]
+    assert [switch.update(a) for a in (10, 20, 30, 40, 50)] == \
+        ["continue", "continue", "switch", "continue", "continue"]
     assert (switch.phase, switch.reason) == ("sgd", "cap")
     patient = engine.DualOptSwitch(patience=1, adamw_epochs=5)
     assert [patient.update(a) for a in (10, 5)] == ["continue", "switch"] and patient.reason == "patience"
@@ -217,7 +218,8 @@ def test_the_plan_lists_sgd_alone_for_table_3s_models():
         sgd = {(e.name, e.dataset) for e in entries if e.settings.get("optimizer") == "sgd"
                and e.settings.get("stop") == stop}
         expected = {(row, papers.table("cxv", t)["dataset"]) for t in (f"{tables}_cifar10", f"{tables}_cifar100",
-                                                                       f"{tables}_tiny") for row in papers.table("cxv", t)["rows"]}
+                                                                       f"{tables}_tiny")
+                    for row in papers.table("cxv", t)["rows"]}
         assert sgd == expected and len(expected) == 13
     assert all("--optimizer sgd" in e.command for e in entries if e.settings.get("optimizer") == "sgd")
     assert all(("--stop patience" in e.command) == (e.settings.get("stop") == "patience") for e in entries)
@@ -229,7 +231,8 @@ def test_the_plan_lists_sgd_alone_for_table_3s_models():
 def test_the_claims_read_the_papers_tables_as_expected():
     from vixnb import report
 
-    frame = report.claims.claims("cxv").set_index("id") if "id" in report.claims.claims("cxv") else report.claims.claims("cxv")
+    frame = (report.claims.claims("cxv").set_index("id") if "id" in report.claims.claims("cxv")
+             else report.claims.claims("cxv"))
     verdicts = dict(zip(frame.index if "id" not in frame else frame["id"], frame["paper bears it out"]))
     assert len(verdicts) == len(papers.claims("cxv"))
     # the paper's own numbers contradict two of its sentences: ConvMixer beats every CXV on CIFAR-100, and no
@@ -267,7 +270,8 @@ def _done(row_config, top1s, *, switch_at=None, post=0):
             history.append(entry)
         config = run_config(*row_config, seed=seed)
         out.append({"status": "done", "config": config, "history": history, "top1": max(scores), "top5": 99.0,
-                    "epochs_run": len(scores), "provenance": {"device": "cuda", "commit": "abcdef0", "date": "2026-11-23"},
+                    "epochs_run": len(scores),
+                    "provenance": {"device": "cuda", "commit": "abcdef0", "date": "2026-11-23"},
                     "gpu_gb_reserved": 1.5})
     return out
 

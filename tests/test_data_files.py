@@ -88,7 +88,8 @@ def class_folders(tmp_path, monkeypatch):
     for split in ("train", "test"):
         for c, name in enumerate(CIFAR10_CLASSES):
             (root / "cifar10" / split / name).mkdir(parents=True)
-            Image.fromarray(np.full((32, 32, 3), 20 * c, dtype=np.uint8)).save(root / "cifar10" / split / name / "0.png")
+            Image.fromarray(np.full((32, 32, 3), 20 * c, dtype=np.uint8)).save(
+                root / "cifar10" / split / name / "0.png")
     monkeypatch.setenv("VIXNB_DATA", str(root))
     monkeypatch.setitem(data.DATASETS, "cifar10", DatasetSpec("cifar10", 32, 10, train_images=10, test_images=10))
     return root / "cifar10"

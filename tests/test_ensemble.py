@@ -93,9 +93,10 @@ def test_an_ensemble_equals_separate_runs_of_its_seeds(model, tmp_path):
 def test_convmixer_a_cxv_batchnorm_baseline_ensembles_exactly_under_adamw(tmp_path):
     """The `cxv` paper's ConvMixer (BatchNorm after every conv) under AdamW alone (its Table 3 control; DualOpT runs
     are refused: each member would switch at its own epoch): members equal separate runs, running statistics
-    included, to float noise (~1e-4 in a weight after three epochs). (torchvision's ResNet-18 does not: on the CPU its members drift from their separate runs by ~1e-4 of
-    the loss in the first epoch and ~1 % after three, float differences of the batched convolutions amplified by
-    BatchNorm over 16 images; `vixnb batch` trains the cxv runs separately, see the next test.)"""
+    included, to float noise (~1e-4 in a weight after three epochs). (torchvision's ResNet-18 does not: on the CPU its
+    members drift from their separate runs by ~1e-4 of the loss in the first epoch and ~1 % after three, float
+    differences of the batched convolutions amplified by BatchNorm over 16 images; `vixnb batch` trains the cxv runs
+    separately, see the next test.)"""
     configs = _configs("convmixer_16", seeds=[0, 1], optimizer="adamw", dropout=0.0)  # its 0.5 is drawn per member
     assert can_ensemble(configs[0]) == (True, None)
     assert not can_ensemble(run_config("convmixer_16", profile="smoke"))[0]  # the protocol's DualOpT
@@ -159,7 +160,8 @@ def test_batchnorm_running_statistics_follow_each_member_exactly(batchnorm_model
     assert not torch.allclose(means[0], means[1])  # each member's own statistics
 
 
-@pytest.mark.parametrize("options, word", [({"optimizer": "dualopt"}, "optimizer"), ({"randaugment": [1, 5]}, "randaugment"),
+@pytest.mark.parametrize("options, word", [({"optimizer": "dualopt"}, "optimizer"),
+                                           ({"randaugment": [1, 5]}, "randaugment"),
                                            ({"post_train_epochs": 1}, "post_train_epochs"),
                                            ({"amp_loss_only": True}, "amp_loss_only"), ({"compile": True}, "compile")])
 def test_settings_an_ensemble_cannot_reproduce_are_refused_with_the_reason(options, word):
@@ -171,7 +173,8 @@ def test_settings_an_ensemble_cannot_reproduce_are_refused_with_the_reason(optio
 
 def test_configs_must_differ_only_in_the_seed():
     with pytest.raises(ValueError, match="configs differ in lr"):
-        train_ensemble([run_config("fnet", profile="smoke", seed=0), run_config("fnet", profile="smoke", seed=1, lr=0.01)])
+        train_ensemble([run_config("fnet", profile="smoke", seed=0),
+                        run_config("fnet", profile="smoke", seed=1, lr=0.01)])
     with pytest.raises(ValueError, match="repeat a seed"):
         train_ensemble(_configs("fnet", seeds=[1, 1]))
 
@@ -260,8 +263,8 @@ def test_a_non_finite_loss_names_the_members_seed(monkeypatch):
         train_ensemble(_configs("fnet", seeds=[0, 1]), progress=False)
 
 
-BLOG_TINY = dict(width=16, depth=2, heads=2, patch=8, schedule="cosine", augment={"hflip": True, "vflip": True, "rotate": 15},
-                 grad_norm_every=1)
+BLOG_TINY = dict(width=16, depth=2, heads=2, patch=8, schedule="cosine",
+                 augment={"hflip": True, "vflip": True, "rotate": 15}, grad_norm_every=1)
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")  # fused attention under vmap on a CPU
@@ -299,7 +302,8 @@ def test_run_ensemble_keeps_each_members_weights():
     for config, result, member, state in zip(configs, stored, again, kept):
         assert result["weights"]["file"] == f"weights/{store.path(config).stem}.pt"
         assert state.keys() == member["best_state"].keys()
-        assert all(v.dtype == torch.float16 and torch.equal(v, member["best_state"][k].half()) for k, v in state.items())
+        assert all(v.dtype == torch.float16 and torch.equal(v, member["best_state"][k].half())
+                   for k, v in state.items())
     assert not torch.equal(kept[0]["pos_embedding"], kept[1]["pos_embedding"])  # each member its own
     assert run_ensemble(configs, progress=False, keep_weights="store") == stored  # kept: nothing to train
     store.weights_path(configs[0]).unlink()

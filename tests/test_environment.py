@@ -72,6 +72,7 @@ def test_pyproject_keeps_lower_bounds_for_torch_so_colab_keeps_its_own():
     requirements, _ = _pyproject()
     torch = {r.name: r for r in requirements}
     for name in ("torch", "torchvision"):
-        assert all(s.operator == ">=" for s in torch[name].specifier), f"pyproject.toml: {torch[name]} must be a lower bound"
+        assert all(s.operator == ">=" for s in torch[name].specifier), \
+            f"pyproject.toml: {torch[name]} must be a lower bound"
 
 

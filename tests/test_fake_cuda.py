@@ -4,13 +4,12 @@ cross-entropy loss). A tensor that a model makes on the CPU while its inputs are
 (``torch.arange`` without ``device=``, a mask built in ``forward``) fails here, on a machine without a GPU, instead
 of in the first minute of a lent one.
 
-What this cannot catch: the backward pass and the optimizer step need a real CUDA context (fake tensors have no
-autograd kernels for every op here), numerical problems (fake tensors hold no values), autocast (torch disables it where CUDA is not available),
-RandAugment (torchvision
-draws its operation from a tensor's value: data-dependent, refused in fake mode), CUDA kernels' own limits (memory,
-flash attention's head sizes) and anything that reads a tensor's values in ``forward``. The five CCT models draw
-their initial weights with ``trunc_normal_``, which needs real numbers: they are built on the CPU and moved to the
-fake device, so only their forward is checked for device mix-ups."""
+What this cannot catch: the backward pass and the optimizer step need a real CUDA context (fake tensors have no autograd
+kernels for every op here), numerical problems (fake tensors hold no values), autocast (torch disables it where CUDA is
+not available), RandAugment (torchvision draws its operation from a tensor's value: data-dependent, refused in fake
+mode), CUDA kernels' own limits (memory, flash attention's head sizes) and anything that reads a tensor's values in
+``forward``. The five CCT models draw their initial weights with ``trunc_normal_``, which needs real numbers: they are
+built on the CPU and moved to the fake device, so only their forward is checked for device mix-ups."""
 import pytest
 import torch
 import torch.nn.functional as F

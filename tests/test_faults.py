@@ -55,7 +55,8 @@ def cpu_data(tmp_path, monkeypatch):
     monkeypatch.setenv("VIXNB_DATA", str(root))
     monkeypatch.setitem(data.DATASETS, "cifar10", DatasetSpec("cifar10", 32, 10, train_images=20, test_images=10))
     table = profiles.profiles_file()
-    monkeypatch.setattr(profiles, "profiles_file", lambda: {**table, "profiles": {**table["profiles"], "cpu": CPU_PROFILE}})
+    monkeypatch.setattr(profiles, "profiles_file",
+                        lambda: {**table, "profiles": {**table["profiles"], "cpu": CPU_PROFILE}})
     return root / "cifar10"
 
 
@@ -356,7 +357,8 @@ def test_a_second_process_on_the_same_run_waits_for_the_first(cpu_data, capsys, 
     fcntl.flock(holder, fcntl.LOCK_EX)  # another process is training this run
     monkeypatch.setattr(runs, "train", lambda *a, **k: pytest.fail("trained a run another process is training"))
     got = {}
-    waiter = threading.Thread(target=lambda: got.update(r=runs.run(RunSpec.of("vit", dataset="cifar10", profile="cpu"), progress=False)))
+    waiter = threading.Thread(target=lambda: got.update(r=runs.run(RunSpec.of("vit", dataset="cifar10", profile="cpu"),
+                                                                   progress=False)))
     waiter.start()
     time.sleep(0.5)
     assert waiter.is_alive()  # waiting, not training

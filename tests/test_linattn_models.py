@@ -131,11 +131,13 @@ def test_chapter_settings_name_the_source_run_as_the_chapter_makes_it():
     config = run_config("vip_b16_224", profile="smoke", **runs["vipa_checkpoint"])
     vit = run_config("vit_b16_224", profile="smoke", **runs["vit_scratch"])
     assert config["init_from"]["key"] == config_key(vit)
-    assert chapter_settings("linattn", {"init_from": "vit_scratch"}, {"depth": 2})["init_from"]["settings"] == {"depth": 2}
+    assert chapter_settings("linattn", {"init_from": "vit_scratch"}, {"depth": 2})["init_from"]["settings"] == \
+        {"depth": 2}
 
 
 def test_init_from_names_a_run_of_the_paper_or_says_which_exist():
-    with pytest.raises(ValueError, match=r"init_from='nope': not a run of vixnb/papers/linattn.yaml; its runs: .*vit_scratch"):
+    with pytest.raises(ValueError,
+                       match=r"init_from='nope': not a run of vixnb/papers/linattn.yaml; its runs: .*vit_scratch"):
         run_config("vil_b16_224", profile="smoke", init_from="nope")
     with pytest.raises(ValueError, match="starts from another run itself"):
         run_config("vil_b16_224", profile="smoke", init_from="vil_checkpoint")
@@ -143,7 +145,8 @@ def test_init_from_names_a_run_of_the_paper_or_says_which_exist():
 
 
 def test_a_warm_started_run_trains_its_source_keeps_it_locally_and_records_the_transfer(monkeypatch):
-    monkeypatch.setattr(training_runs, "WEIGHTS_LIMIT_MB", 0.01)  # the tiny ViT's weights as large as ViT-B/16's: over the cap
+    # the tiny ViT's weights as large as ViT-B/16's: over the cap
+    monkeypatch.setattr(training_runs, "WEIGHTS_LIMIT_MB", 0.01)
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
     options = dict(profile="smoke", epochs=1)
     result = training_runs.run(RunSpec.of("vil_b16_224", **options, **runs["vil_checkpoint"]))
@@ -169,7 +172,8 @@ def test_a_warm_started_run_trains_its_source_keeps_it_locally_and_records_the_t
 
 def test_a_warm_start_without_its_source_under_never_is_not_yet_run():
     runs = {row: settings for row, _, settings, _ in table_runs("linattn", _book(), "test", "smoke")}
-    record = training_runs.run(RunSpec.of("vip_b16_224", profile="smoke", **runs["viprelu_checkpoint"]), compute="never")
+    record = training_runs.run(RunSpec.of("vip_b16_224", profile="smoke", **runs["viprelu_checkpoint"]),
+                               compute="never")
     assert record["status"] == "not yet run"
 
 
@@ -193,8 +197,10 @@ def test_a_stored_source_is_not_trained_again_for_its_weights_and_a_changed_sour
     trained = []
     real = engine.train
     monkeypatch.setattr(training_runs, "train", lambda *a, **k: trained.append(a[0]["model"]) or real(*a, **k))
-    assert training_runs.run(RunSpec.of("vit_b16_224", **options, **runs["vit_scratch"]))["status"] == "done" and not trained
-    assert "stale" not in training_runs.run(RunSpec.of("vip_b16_224", **options, **runs["viprelu_checkpoint"]), compute="never")
+    assert training_runs.run(RunSpec.of("vit_b16_224", **options, **runs["vit_scratch"]))["status"] == "done" and \
+        not trained
+    assert "stale" not in training_runs.run(RunSpec.of("vip_b16_224", **options, **runs["viprelu_checkpoint"]),
+                                            compute="never")
     # the source trained again (other weights): its stored warm starts say so, and "missing" makes them again
     path = store.path(source["config"])
     record = json.loads(path.read_text())

@@ -161,7 +161,8 @@ def test_every_claim_parses_and_names_only_runs_of_the_test_table():
 def test_the_claims_the_brief_asks_for_are_there():
     claims = {c["id"]: c for c in papers.claims(KEY)}
     gain = claims["linattn-vil-epoch-time"]
-    assert (gain["method"], gain["metric"], gain["a"], gain["b"]) == ("relative_gain", "epoch_s", "vil_scratch", "vit_scratch")
+    assert (gain["method"], gain["metric"], gain["a"], gain["b"]) == \
+        ("relative_gain", "epoch_s", "vil_scratch", "vit_scratch")
     keep = claims["linattn-checkpoint-keeps-accuracy"]
     assert (keep["pairs"], keep["over"], keep["op"]) == ("zip", "all", "at_least")
     assert [a.replace("_checkpoint", "") for a in keep["a"]] == [b.replace("_scratch", "") for b in keep["b"]]
@@ -174,7 +175,8 @@ def test_the_paper_side_of_the_claims_on_the_report_s_own_numbers():
     rows = papers.table(KEY, "test")["rows"]
     vil, vit = rows["vil_scratch"]["epoch_s"], rows["vit_scratch"]["epoch_s"]
     assert (vil - vit) / vit * 100 == pytest.approx(-58.28, abs=0.01)  # "almost 50 %": within 50 ± 10
-    gains = [rows[f"{m}_checkpoint"]["top1"] - rows[f"{m}_scratch"]["top1"] for m in ("vil", "vipa", "viprelu", "vipexp")]
+    gains = [rows[f"{m}_checkpoint"]["top1"] - rows[f"{m}_scratch"]["top1"]
+             for m in ("vil", "vipa", "viprelu", "vipexp")]
     assert min(gains) == pytest.approx(58.24 - 61.59)  # ViP-a: the report does not bear out "maintains"
     fastest = min(rows, key=lambda r: rows[r]["test_s"])
     assert fastest == "viprelu_checkpoint" and rows["viprelu_scratch"]["test_s"] > rows["vipexp_scratch"]["test_s"]
@@ -186,7 +188,8 @@ def test_the_chapter_keeps_the_test_runs_weights_locally_and_asks_for_their_pred
     chapter = papers.book_chapter("linattn", "linattn")
     request = next(r for r in chapter_requests("linattn", chapter) if r.kind == "predictions")
     kind = KINDS["predictions"]
-    assert (kind.needs_gpu, kind.reads_weights, kind.record_name(request)) == (True, True, "linattn-predictions-cifar10")
+    assert (kind.needs_gpu, kind.reads_weights, kind.record_name(request)) == \
+        (True, True, "linattn-predictions-cifar10")
     read = weights_read(request, "budget")
     assert [(r.model, r.settings.get("init_from"), r.seed) for r in read][:2] == [("vit_b16_224", None, 0),
                                                                                    ("vil_b16_224", None, 0)]

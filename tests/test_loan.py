@@ -109,7 +109,8 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
               "    return jobs\n"
               "batch.jobs_from_plan = one_long_job\n"
               "sys.exit(main(['batch', '--profile', 'smoke', '--only', 'fnet', '--ensemble', 'never']))\n")
-    checkpoint = ResultsStore(isolated_results).checkpoint_path(runspec.run_config("fnet", profile="smoke", epochs=5000))
+    checkpoint = ResultsStore(isolated_results).checkpoint_path(
+        runspec.run_config("fnet", profile="smoke", epochs=5000))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
                                cwd=Path(__file__).parents[1], start_new_session=True, preexec_fn=_as_from_a_terminal)
@@ -145,7 +146,8 @@ def test_ctrl_c_on_a_batch_stops_its_local_job_and_prints_no_traceback(isolated_
     assert err.strip().splitlines()[-1] == "vixnb batch: interrupted" and (out + err).count("interrupted") == 1, err
     assert "Traceback" not in out + err, err[-2000:]
     left = sorted(p.name for p in checkpoint.parent.iterdir()) if checkpoint.parent.is_dir() else []
-    assert checkpoint.exists(), f"the last whole epoch's checkpoint is gone (left: {left}); the batch said:\n{err[-3000:]}"
+    assert checkpoint.exists(), \
+        f"the last whole epoch's checkpoint is gone (left: {left}); the batch said:\n{err[-3000:]}"
     assert alive == []  # no process of the batch left (those found were ended after)
 
 
@@ -235,7 +237,8 @@ def test_the_estimates_read_only_runs_made_alone_and_provenance_says_how_a_run_w
     today = {"config": runspec.run_config("vit", profile="budget"), "history": history,
              "provenance": {"concurrent_jobs": 1, "device": "NVIDIA H100", "execution": {"attention": "auto"}}}
     shared = {**today, "provenance": {**today["provenance"], "concurrent_jobs": 4}}
-    assert stored_timings(SimpleNamespace(results=lambda profile, unusable=None: [today]), "budget")[1]["vit"]["epoch_s"] == 4.0
+    assert stored_timings(SimpleNamespace(results=lambda profile, unusable=None: [today]),
+                          "budget")[1]["vit"]["epoch_s"] == 4.0
     assert stored_timings(SimpleNamespace(results=lambda profile, unusable=None: [shared]), "budget") == ({}, {})
     assert not made_alone({"provenance": {"commit": "2a2d461b"}})  # Table 1, several runs at a time on one H100
     assert not made_alone({"provenance": {"concurrent_jobs": 3}})
@@ -272,7 +275,8 @@ def test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store(isola
     the old one was removed), and 10 s after the exit no process names the scratch store and the store is gone."""
     process = subprocess.Popen([sys.executable, "-m", "vixnb", "batch", "--profile", "budget", "--rehearse",
                                 ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "VIXNB_RESULTS": str(isolated_results)}, cwd=Path(__file__).parents[1])
+                               env={**os.environ, "VIXNB_RESULTS": str(isolated_results)},
+                               cwd=Path(__file__).parents[1])
     scratch = None
     try:
         deadline = time.time() + 180

@@ -72,9 +72,9 @@ def _planted(store, maps, *, profile="budget", dataset="cifar10", made_in="budge
     """An attention-map record as ``analysis.attention_record`` stores it (five panel images, twelve layers, 64
     patches; a GPU's provenance), of the chapter's Experiment 3 runs, whose class token's rows are ``maps``."""
     configs, kept = _configs(made_in), kept_runs(REQUEST, made_in)
-    runs = {row: {"status": "done", "model": config["model"], "settings": dict(kept[row].settings), "seed": 0, "config": config,
-                  "weights_sha256": "0" * 64, "class_token": maps[row], "prominence": [[1.0] * 4] * 12,
-                  "prominence_softmax": [[1.0] * 4] * 12, "identity_share": [],
+    runs = {row: {"status": "done", "model": config["model"], "settings": dict(kept[row].settings), "seed": 0,
+                  "config": config, "weights_sha256": "0" * 64, "class_token": maps[row],
+                  "prominence": [[1.0] * 4] * 12, "prominence_softmax": [[1.0] * 4] * 12, "identity_share": [],
                   "training": {"device": "NVIDIA H100 80GB HBM3", "profile": made_in, "seed": 0}}
             for row, config in configs.items() if row in maps}
     record = {"dataset": dataset, "panel": [3, 6, 25, 0, 22], "prominence_images": 1000, "runs": runs,
@@ -98,7 +98,8 @@ def test_a_planted_gpu_record_decides_the_claim_by_the_entropy_ratio(tmp_path):
     assert "epochs" in row["why no verdict"]  # an ordering judged under the budget's shorter protocol, which it names
     assert ours["cifar10"]["exp3_vanilla"]["class_token_entropy"] == pytest.approx(math.log(64), abs=1e-9)
     facts = ours.facts["cifar10"]["exp3_simplified"]["attention_maps"]
-    assert facts.devices == frozenset({"NVIDIA H100 80GB HBM3"}) and facts.epochs == _configs()["exp3_simplified"]["epochs"]
+    assert facts.devices == frozenset({"NVIDIA H100 80GB HBM3"}) and \
+        facts.epochs == _configs()["exp3_simplified"]["epochs"]
     # the other way round it does not hold
     _planted(store, {"exp3_simplified": _maps("even"), "exp3_vanilla": _maps("localised")})
     assert _verdict(store)[0]["our verdict"] == FAILS

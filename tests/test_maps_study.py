@@ -141,7 +141,8 @@ def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
 
 def test_after_needs_moves_a_measurement_behind_the_runs_it_reads():
     a, b, c = (TrainEntry(chapter="c", paper="p", name=name, profile="budget",
-                          spec=RunSpec.of("vit", profile="budget", depth=depth)) for name, depth in zip("abc", (1, 2, 3)))
+                          spec=RunSpec.of("vit", profile="budget", depth=depth))
+               for name, depth in zip("abc", (1, 2, 3)))
     m = MeasureEntry(chapter="c", paper="p", name="m", profile="budget", path="budget/measure/m.json",
                      request=Request("maps-attention"), needs=frozenset({a.key, c.key}))
     assert [e.name for e in plan.after_needs([m, a, b, c])] == ["a", "b", "c", "m"]
@@ -198,7 +199,8 @@ def test_study_record_measures_trained_runs_and_marks_the_rest(monkeypatch):
     errors = vit["approximation"]
     assert sorted(errors["performer"]) == [16, 64] and errors["omitted"] == {"nystrom": [2048]}
     assert len(errors["performer"][16]["per_layer"]["tv"]) == errors["layers"]
-    assert record["provenance"]["profile"] == "smoke" and len(record["panel"]) == analysis.study_settings("smoke")["images"]
+    assert record["provenance"]["profile"] == "smoke" and \
+        len(record["panel"]) == analysis.study_settings("smoke")["images"]
     # stored whole: read back without measuring, and stale once a run's weights change
     store = ResultsStore()
     assert report.records.study_measurement("attention", profile="smoke", compute="never")["runs"]["ViT"] == \
@@ -255,8 +257,9 @@ def test_the_pipeline_check_holds_every_run_the_maps_page_names():
 
     from vixnb.runs.asked import study
 
-    source = "".join("".join(c["source"]) for c in json.load(open(Path(__file__).parents[1] / "notebooks" / "maps.ipynb"))
-                     ["cells"] if c["cell_type"] == "code")
+    source = "".join("".join(c["source"])
+                     for c in json.load(open(Path(__file__).parents[1] / "notebooks" / "maps.ipynb"))["cells"]
+                     if c["cell_type"] == "code")
     named = {label for label in study()["runs"] if f'"{label}"' in source}
     assert named and named <= set(study()["pipeline_check"])
 

@@ -66,7 +66,8 @@ def test_vit_flops_match_the_analytic_formula(path):
 def test_vit_paper_configuration_flops():
     matmul, softmax, gelu = vit_flops_analytic(depth=4)
     counted = M.flops(vixnb.create_model("vit"))
-    assert (counted["matmul_flops"], counted["extra_ops"]["softmax"], counted["extra_ops"]["gelu"]) == (matmul, softmax, gelu)
+    assert (counted["matmul_flops"], counted["extra_ops"]["softmax"], counted["extra_ops"]["gelu"]) == \
+        (matmul, softmax, gelu)
     assert counted["gmacs"] == pytest.approx(1.6136, abs=1e-4)
 
 
@@ -202,7 +203,8 @@ def test_measurements_live_in_the_results_store(tmp_path):
     from vixnb.results import ResultsStore
 
     path = M.save_measurements({"rows": {"vit": {"GB": math.nan}}, "dtype": torch.bfloat16}, "budget", "x", tmp_path)
-    assert path == ResultsStore(tmp_path).record_path("measure", "x", profile="budget") == tmp_path / "budget/measure/x.json"
+    assert path == ResultsStore(tmp_path).record_path("measure", "x", profile="budget") == \
+        tmp_path / "budget/measure/x.json"
     assert M.load_measurements("budget", "x", tmp_path) == {"rows": {"vit": {"GB": None}}, "dtype": "bf16"}
     assert M.load_measurements("budget", "missing", tmp_path) is None
 

@@ -1,5 +1,5 @@
-"""vixnb.report.records.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and the
-per-seed comparisons."""
+"""vixnb.report.records.metrics: the one table of our metrics, read by the claims ledger, the statistics over seeds and
+the per-seed comparisons."""
 import math
 
 from vixnb import papers, report
@@ -53,7 +53,8 @@ def test_each_metric_says_what_decides_it_and_where_it_comes_from():
                                    "run_gpu_gb", "train_step_ms", "ms_per_image", "infer_gb",
                                    "test_s", "latency_ms"}
     # a measure of trained weights depends on the epochs they were trained
-    assert M.METRICS["class_token_entropy"].decided_by == M.EPOCHS and M.METRICS["class_token_entropy"].origin == "attention_maps"
+    assert M.METRICS["class_token_entropy"].decided_by == M.EPOCHS and \
+        M.METRICS["class_token_entropy"].origin == "attention_maps"
     assert M.metric_label("top1") == "top-1" and M.metric_label("macs_g") == "macs_g"
     assert M.metric_unit("epoch_s") == "s" and M.metric_unit("macs_g") == ""
 

@@ -22,7 +22,8 @@ def test_registry_holds_every_row_of_the_vix_tables():
     from vixnb import papers
     from vixnb.models import model_family
 
-    rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6") for m in papers.table_models("vix", t)}
+    rows = {m for t in ("table1", "table2", "table3", "table4", "table5", "table6")
+            for m in papers.table_models("vix", t)}
     studied = {m for c in papers.book_chapters("vix") for s in (c.get("questions") or {}).values() for m in s["models"]}
     vix = {m for m in vixnb.list_models() if model_cfg(m)["paper"] == "vix"}
     assert vix == rows | studied and len(rows) == 12 + 18 + 8 and studied - rows == {"vip_relu_local"}
@@ -30,7 +31,8 @@ def test_registry_holds_every_row_of_the_vix_tables():
     families = {}
     for m in rows:
         families.setdefault(model_family(m), set()).add(m)
-    assert families["mlp_mixer"] == {"mlp_mixer", "hybrid_mlp_mixer"} and families["levit"] == {"levit", "levip", "levil", "levin"}
+    assert (families["mlp_mixer"] == {"mlp_mixer", "hybrid_mlp_mixer"}
+            and families["levit"] == {"levit", "levip", "levil", "levin"})
     assert families["cct"] == {"cct", "ccp", "ccl", "ccn"} and families["cvt"] == {"cvt", "cvp", "cvl", "cvn"}
     assert families["pit"] == {"pit", "pin", "pip", "hybrid_pit", "hybrid_pin", "hybrid_pip"}
     assert families["vix"] == {m for m in NAMES if "mlp_mixer" not in m} | set(papers.table_models("vix", "table6"))
@@ -121,7 +123,8 @@ def test_count_convention_checked():
         vixnb.count_params(vixnb.create_model("fnet"), "torchsummary")
 
 
-@pytest.mark.parametrize("dataset,shape,classes", [("cifar10", 32, 10), ("cifar100", 32, 100), ("tiny-imagenet", 64, 200)])
+@pytest.mark.parametrize("dataset,shape,classes", [("cifar10", 32, 10), ("cifar100", 32, 100),
+                                                   ("tiny-imagenet", 64, 200)])
 @pytest.mark.parametrize("name", ["vit", "hybrid_vin", "mlp_mixer", "hybrid_fnet"])
 def test_forward_shapes(name, dataset, shape, classes):
     model = vixnb.create_model(name, dataset=dataset, depth=1)

@@ -149,7 +149,8 @@ def test_parameters_are_checked_against_the_declared_types_before_a_kernel_start
                                              ([], "print(seeds, models)")])
     monkeypatch.setattr(nbmod, "ensure_kernel", lambda: pytest.fail("a kernel started before the check"))
     out = tmp_path / "typed-out.ipynb"
-    with pytest.raises(ValueError, match=r"parameter 'seeds' takes a list of int \(e.g. -p seeds '\[0\]'\), got 'notalist'"):
+    with pytest.raises(ValueError,
+                       match=r"parameter 'seeds' takes a list of int \(e.g. -p seeds '\[0\]'\), got 'notalist'"):
         run_notebook(nb, profile="smoke", parameters={"seeds": "notalist"}, output=out, progress=False)
     with pytest.raises(ValueError, match=r"parameter models=\['v'\]: element 0, 'v', is not a registered model"):
         run_notebook(nb, profile="smoke", parameters={"models": ["v"]}, output=out, progress=False)
@@ -238,7 +239,8 @@ def fake_book(tmp_path, monkeypatch):
     monkeypatch.setattr(bookmod, "run_notebook", run_notebook)
     monkeypatch.setattr(bookmod.subprocess, "Popen", Build)
     # the intro's totals are tested on their own (tests/test_published_book.py); here they would build two plans
-    monkeypatch.setattr(bookmod, "write_contents", lambda root, toc, *profile: calls.append({"contents": Path(toc).name}))
+    monkeypatch.setattr(bookmod, "write_contents",
+                        lambda root, toc, *profile: calls.append({"contents": Path(toc).name}))
     return root, calls
 
 
@@ -317,7 +319,8 @@ def test_a_page_from_the_store_names_its_profile_once_and_nothing_of_the_renderi
         nb = nbformat.read(str(path), as_version=4)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell("# A chapter\n\ntext"))
         nb.cells[1].outputs = [nbformat.v4.new_output(
-            "stream", name="stdout", text="vixnb 0.1 on local: this machine's device cpu, torch 2\nResults shown: x.\n")]
+            "stream", name="stdout",
+            text="vixnb 0.1 on local: this machine's device cpu, torch 2\nResults shown: x.\n")]
         nbformat.write(nb, str(path))
         mark_executed_copy(path, profile, stored_only=stored_only)
         nb = nbformat.read(str(path), as_version=4)

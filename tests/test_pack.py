@@ -135,7 +135,8 @@ def test_a_member_larger_than_a_pack_holds_is_refused_before_it_is_read(tmp_path
 
 
 @pytest.mark.parametrize("make, why", [
-    (lambda d: _tar(d / "r.tar.gz", {"results/budget/a.json": b"{}"}, mode="w"), "not a pack of vixnb batch"),  # a plain tar
+    (lambda d: _tar(d / "r.tar.gz", {"results/budget/a.json": b"{}"}, mode="w"),
+     "not a pack of vixnb batch"),  # a plain tar
     (lambda d: (d / "r.tar.gz").write_bytes(b"not gzip at all") and d / "r.tar.gz", "not a pack of vixnb batch"),
 ])
 def test_what_is_not_a_pack_is_named_in_one_line(tmp_path, make, why):

@@ -188,7 +188,8 @@ def test_levit_anomalies_set_the_printed_count_beside_the_architecture(monkeypat
     _fake_models(monkeypatch, {"levip": 100, "levin": 90, "levit": 200})
     table3 = pd.DataFrame({"params": [1100, 2000]}, index=["levip", "levit"])
     assert architecture.levit_anomalies(table3).to_dict(orient="index") == {
-        "LeViP": {"printed": 1100, "architecture": 100, "check": "LeViN + 1,008 = 1,098", "printed − architecture": 1000},
+        "LeViP": {"printed": 1100, "architecture": 100, "check": "LeViN + 1,008 = 1,098",
+                  "printed − architecture": 1000},
         "LeViT": {"printed": 2000, "architecture": 200, "check": "with the bias table: 207",
                   "printed − architecture": 1800}}
 
@@ -210,8 +211,8 @@ def test_times_against_the_reference_run():
     def seeds(epoch, test):
         return [_run(history=[{"seconds": 99.0, "eval_seconds": 99.0}, {"seconds": epoch, "eval_seconds": test}])]
     printed = {"vit": {"epoch_s": 10.0, "test_s": 2.0}, "vil": {"epoch_s": 5.0, "test_s": 1.0}}
-    frame = compare.times_against(printed, {"vit": seeds(4.0, 1.0), "vil": seeds(2.0, 0.5)}, {"vit": "ViT", "vil": "ViL"},
-                                  "vit")
+    frame = compare.times_against(printed, {"vit": seeds(4.0, 1.0), "vil": seeds(2.0, 0.5)},
+                                  {"vit": "ViT", "vil": "ViL"}, "vit")
     assert frame.loc["ViL"].to_dict() == {("epoch, × ViT", "ours"): 0.5, ("epoch, × ViT", "report"): 0.5,
                                           ("test pass, × ViT", "ours"): 0.5, ("test pass, × ViT", "report"): 0.5,
                                           ("epoch (s)", "ours"): 2.0, ("epoch (s)", "report"): 5.0}
@@ -287,9 +288,11 @@ def test_transfer_preview_builds_both_models_on_the_meta_device_as_the_profile_s
     def create(name, dataset, **settings):
         built.append((name, dataset, settings, torch.empty(1).device.type))
         return SimpleNamespace(state_dict=lambda: {"from": name})
-    monkeypatch.setattr(compare.papers, "row_run", lambda paper, table, row: ("vil", {"init_from": "vit_scratch", "lr": 1}))
+    monkeypatch.setattr(compare.papers, "row_run",
+                        lambda paper, table, row: ("vil", {"init_from": "vit_scratch", "lr": 1}))
     monkeypatch.setattr(architecture, "create_model", create)
     monkeypatch.setattr(architecture, "transfer", lambda state, target: (state, target))
     state, _ = architecture.transfer_preview("linattn", "test", "vil_checkpoint", {"depth": 2})
     assert state == {"from": "vit_b16_224"}
-    assert built == [("vit_b16_224", "cifar10", {"depth": 2}, "meta"), ("vil", "cifar10", {"lr": 1, "depth": 2}, "meta")]
+    assert built == [("vit_b16_224", "cifar10", {"depth": 2}, "meta"),
+                     ("vil", "cifar10", {"lr": 1, "depth": 2}, "meta")]

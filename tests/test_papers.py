@@ -57,7 +57,8 @@ def test_a_tampered_paper_file_names_itself(paper_dir):
     (paper_dir / "favor.yaml").unlink()
     with pytest.raises(papers.PaperFileError, match=r"paper 'favor' has no paper file yet \(vixnb/papers/favor.yaml\)"):
         papers.load("favor")
-    with pytest.raises(papers.PaperFileError, match="unknown paper 'nope'; valid keys: cxv, favor, linattn, shaped, vix"):
+    with pytest.raises(papers.PaperFileError,
+                       match="unknown paper 'nope'; valid keys: cxv, favor, linattn, shaped, vix"):
         papers.load("nope")
 
 
@@ -90,7 +91,8 @@ def test_book_chapters_one_or_several_per_paper(paper_dir):
     assert [c["notebook"] for c in papers.book_chapters("vix")] == ["vix_table1", "vix_families", "vix_rope"]
     assert [c["notebook"] for c in papers.book_chapters("favor")] == ["efficiency"]  # a list of one chapter
     assert papers.book_chapter("vix", "vix_rope")["train"] == ["table6"]
-    with pytest.raises(papers.PaperFileError, match=r"vix.yaml: no chapter 'nope' in `book`; its chapters: vix_table1, "):
+    with pytest.raises(papers.PaperFileError,
+                       match=r"vix.yaml: no chapter 'nope' in `book`; its chapters: vix_table1, "):
         papers.book_chapter("vix", "nope")
     edited(paper_dir, "vix", "  - notebook: vix_rope", "  - notebok: vix_rope")
     assert refused("vix").startswith("vixnb/papers/vix.yaml: book[2] has an unknown key 'notebok'; allowed: notebook, ")
@@ -168,13 +170,14 @@ def test_the_ledger_reads_a_kinds_figures_from_every_record_of_the_owners_chapte
         "vix-rope-gpu-memory-cifar10-b64"
     store.save_record("measure", "vix-gpu-memory-cifar10-b64", {"rows": {"vit": {"x": 1.0}}, "provenance": {}},
                       profile="budget")
-    store.save_record("measure", "vix-rope-gpu-memory-cifar10-b64", {"rows": {"vit_rope": {"x": 2.0}},
-                                                                      "provenance": {"dtype": "bf16"}}, profile="budget")
+    store.save_record("measure", "vix-rope-gpu-memory-cifar10-b64",
+                      {"rows": {"vit_rope": {"x": 2.0}}, "provenance": {"dtype": "bf16"}}, profile="budget")
     found, records = stored_figures("gpu_memory", "cifar10", ["vit", "vit_rope", "vil"], owner="vix", profile="budget",
                                     store=store)
     assert found == {"vit": ({"x": 1.0}, {}, "fp32"), "vit_rope": ({"x": 2.0}, {"dtype": "bf16"}, "bf16")}
     assert len(records) == 2
-    assert stored_figures("gpu_memory", "tiny-imagenet", ["vit"], owner="vix", profile="budget", store=store) == ({}, [])
+    assert stored_figures("gpu_memory", "tiny-imagenet", ["vit"], owner="vix", profile="budget",
+                          store=store) == ({}, [])
     # another paper's chapters are read only where the owner's ask for none of the kind
     assert stored_figures("gpu_memory", "cifar10", ["vit"], owner="cxv", profile="budget", store=store) == ({}, [])
 
@@ -185,7 +188,8 @@ def test_papers_check_names_three_planted_mistakes_in_one_run(paper_dir, capsys)
     from vixnb.cli import main
 
     edited(paper_dir, "shaped", "    first_seed_only: true", "    first_seed_only: yes please")
-    edited(paper_dir, "shaped", "exp1_vanilla:    {model: vit_small_vanilla,    label", "exp1_vanilla:    {model: vit_smal_vanilla,    label")
+    edited(paper_dir, "shaped", "exp1_vanilla:    {model: vit_small_vanilla,    label",
+           "exp1_vanilla:    {model: vit_smal_vanilla,    label")
     text = (paper_dir / "shaped.yaml").read_text()
     (paper_dir / "shaped.yaml").write_text(text.replace("    op: greater", "    op: greatest", 1))
     assert main(["papers", "check"]) == 1
@@ -210,7 +214,8 @@ def _problems(paper_dir, key, edit):
 
 def test_a_key_given_twice_is_named_with_its_lines(paper_dir):
     """PyYAML kept the last of two equal keys without a word: a pasted row replaced a printed one unseen."""
-    row = b"      exp1_vanilla:    {model: vit_small_vanilla,    label: \"Vanilla\",    params: 358186, epoch_s: 12.954}\n"
+    row = (b"      exp1_vanilla:    {model: vit_small_vanilla,    label: \"Vanilla\",    params: 358186, "
+           b"epoch_s: 12.954}\n")
     found = _problems(paper_dir, "shaped", lambda text: text.replace(row, row + row.replace(b"358186", b"1"), 1))
     assert len(found) == 1
     assert re.match(r"^vixnb/papers/shaped\.yaml: line (\d+): key 'exp1_vanilla' is given twice in one mapping "

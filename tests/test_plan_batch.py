@@ -52,7 +52,8 @@ def test_plan_lists_every_published_row_once_per_seed():
     studied = [e for e in entries if e.paper == "vix" and e.purpose.startswith("question")]
     assert sorted((e.purpose, e.model, e.dataset, e.seed) for e in studied) == [
         ("question: vip_text", "vip_relu_local", "cifar10", s) for s in (0, 1, 2)]
-    tables = {"vix_table1": ("table1", "table2"), "vix_families": ("table3", "table5", "table4"), "vix_rope": ("table6",)}
+    tables = {"vix_table1": ("table1", "table2"), "vix_families": ("table3", "table5", "table4"),
+              "vix_rope": ("table6",)}
     for chapter, names in tables.items():
         rows = {(m, papers.table("vix", t)["dataset"]) for t in names for m in papers.table_models("vix", t)}
         assert {(e.model, e.dataset) for e in train if e.seed == 0 and e.chapter == chapter} == rows

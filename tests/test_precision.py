@@ -16,7 +16,8 @@ TINY = dict(depth=1, dim=32, heads=2, dim_head=16, mlp_dim=64)
 
 
 def test_amp_dtype_by_compute_capability():
-    assert amp_dtype((9, 0)) is torch.bfloat16 and amp_dtype((8, 0)) is torch.bfloat16 and amp_dtype((8, 9)) is torch.bfloat16
+    assert (amp_dtype((9, 0)) is torch.bfloat16 and amp_dtype((8, 0)) is torch.bfloat16
+            and amp_dtype((8, 9)) is torch.bfloat16)
     assert amp_dtype((7, 5)) is torch.float16 and amp_dtype((6, 0)) is torch.float16
     assert amp_dtype(None) is None
 

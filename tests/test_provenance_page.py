@@ -76,12 +76,13 @@ def stored_fnet(tmp_path_factory):
 def test_every_stored_result_is_listed_with_its_provenance(stored_fnet):
     store, plans = stored_fnet
     frame = report.records.stored_results_frame(plans, store=store)
-    assert list(frame.columns) == ["notebook", "model", "settings", "dataset", "profile", "protocol", "seed", "device", "torch",
-                                   "commit", "date", "wall time", "status", "note"]
+    assert list(frame.columns) == ["notebook", "model", "settings", "dataset", "profile", "protocol", "seed", "device",
+                                   "torch", "commit", "date", "wall time", "status", "note"]
     fnet = frame[frame["model"] == "fnet"].iloc[0].to_dict()
-    assert fnet == {"notebook": "vix_table1", "model": "fnet", "settings": "", "dataset": "cifar10", "profile": "budget",
-                    "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130",
-                    "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min", "status": "stored", "note": ""}
+    assert fnet == {"notebook": "vix_table1", "model": "fnet", "settings": "", "dataset": "cifar10",
+                    "profile": "budget", "protocol": "paper", "seed": 0, "device": "NVIDIA H100 80GB HBM3",
+                    "torch": "2.11.0+cu130", "commit": "0123456789", "date": "2026-11-22", "wall time": "6 min",
+                    "status": "stored", "note": ""}
     vit = frame[frame["model"] == "vit"].iloc[0].to_dict()
     assert vit["wall time"] == "2.0 h" and vit["status"] == "weights wanted"  # its numbers stand (issue 36)
     assert list(frame["model"]) == ["fnet", "vit"]
@@ -118,7 +119,8 @@ def test_book_totals_add_up_the_plans(stored_fnet):
         "to_run": sum(e.status in plan.TO_MAKE for e in entries),
         "gpu_hours_left": plan.totals(entries)["book"]["to_run_gpu_hours"]}
     assert counted["weights wanted"] == 1 and list(counted["reasons"].values()) == ["keeps no weights"]
-    assert totals["stored"] == 1 and totals["stale"] == 0 and totals["missing"] == len(entries) - 2  # vit: weights wanted
+    assert (totals["stored"] == 1 and totals["stale"] == 0
+            and totals["missing"] == len(entries) - 2)  # vit: weights wanted
 
 
 def test_batch_chapter_keeps_the_chapter_and_the_runs_its_measurements_read(stored_fnet):
@@ -138,7 +140,8 @@ def test_a_code_change_is_flagged_on_the_page_and_not_counted_stale(stored_fnet,
                         if stored.get("config", {}).get("model") == "fnet" else None)
     frame = report.records.stored_results_frame(plans, store=store)
     fnet = frame[frame["model"] == "fnet"].iloc[0]
-    assert (fnet["status"], fnet["note"]) == ("stored", "code edited since: model code changed since it was stored (test)")
+    assert (fnet["status"], fnet["note"]) == ("stored",
+                                              "code edited since: model code changed since it was stored (test)")
     totals = report.records.book_totals(plans, store=store)  # stale means the plan's stale, on every page
     assert totals["stored"] == 1 and totals["stale"] == 0  # vit wants its weights: its numbers stand, not stale
 
@@ -158,8 +161,8 @@ def test_a_gpu_page_rendered_on_a_cpu_says_what_is_missing_and_how_to_make_it(st
     assert line.startswith(f"**{sentence}** `vixnb batch --profile budget --chapter vix_table1` makes the "
                            f"{len(left)} left on a GPU: about {hours:.1f} GPU-hours by the plan's estimate")
     done = {**counted, "stored": len(mine), "weights wanted": 0, "missing": 0, "to_run": 0}
-    assert report.records.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: {len(mine)} "
-                                                 "stored.** Nothing is left for `vixnb batch` to make.")
+    assert report.records.missing_line(done) == (f"**Of the {len(mine)} entries this page reads in `budget`: "
+                                                 f"{len(mine)} stored.** Nothing is left for `vixnb batch` to make.")
     assert report.records.page_counts("smoke", "vix_table1", compute="never", store=store) is None  # a CPU profile
     assert report.records.counts_sentence(None).startswith("This page made the runs it reads as it ran")
     monkeypatch.setattr(report.records.provenance, "missing_line", lambda counted: f"[{counted['chapter']}]")

@@ -39,7 +39,8 @@ def test_the_published_toc_holds_every_chapter_once_in_the_profile():
     stems = list(dict.fromkeys(name.rpartition("/")[2] for name in toc_notebooks(ROOT)))
     assert files == [f"{EXECUTED_DIR.as_posix()}/{PROFILE}/{stem}" for stem in stems]
     assert toc["root"] == "book/intro" and len(toc["parts"]) == 2  # the chapters, then the errata and bibliography
-    assert [c["file"] for c in toc["parts"][1]["chapters"]] == [f"{EXECUTED_DIR.as_posix()}/errata", "book/bibliography"]
+    assert [c["file"] for c in toc["parts"][1]["chapters"]] == [f"{EXECUTED_DIR.as_posix()}/errata",
+                                                                "book/bibliography"]
     assert all(chapter_run(f"{PROFILE}/{stem}", "smoke")[1:] == (PROFILE, {"compute": "never"}) for stem in stems)
 
 
@@ -107,10 +108,12 @@ def test_the_intro_contents_name_the_totals_and_link_every_page(tmp_path, monkey
     per = {"budget": {**zero, "entries": 466, "stored": 6, "missing": 452, "stale": 8, "gpu_hours_left": 32.05},
            "paper": {**zero, "entries": 472, "stored": 1, "missing": 468, "stale": 3, "gpu_hours_left": 543.26}}
     totals = {"per_profile": per, **{k: per["budget"][k] + per["paper"][k] for k in per["budget"]}}
-    monkeypatch.setattr(vixnb.book.build, "book_totals", lambda plans: totals)  # the numbers are report.book_totals' own test
+    monkeypatch.setattr(vixnb.book.build, "book_totals",
+                        lambda plans: totals)  # the numbers are report.book_totals' own test
     monkeypatch.setattr(vixnb.book.build, "book_plans", lambda: {"budget": [], "paper": []})
     board = pd.DataFrame({"GPU-hours left": [1.5]}, index=["A document"])
-    monkeypatch.setattr(vixnb.book.build, "dashboard", lambda plans, profile, frames=None: board)  # tests/test_report.py
+    monkeypatch.setattr(vixnb.book.build, "dashboard",
+                        lambda plans, profile, frames=None: board)  # tests/test_report.py
     monkeypatch.setattr(vixnb.book.build, "ledger", lambda profile: {})  # the claims ledger: tests/test_claims.py
     monkeypatch.setattr(vixnb.book.build, "findings", lambda frames, link: "")  # tests/test_verdict_rules.py
     toc = tmp_path / "toc.yml"
@@ -168,7 +171,8 @@ def html_counts(html):
     intro = _plain((html / "book" / "intro.html").read_text(encoding="utf-8"))
     held = intro.partition("What the results store holds")[2].partition("GPU-hours left)")[0]
     out = {"intro per profile": {p: _statuses(int(n), rest) for p, n, rest in re.findall(
-               r"(budget|paper)(?: plan: vixnb plan --profile \1 \))? ?: of its (\d+) (?:runs and measurements|entries), "
+               r"(budget|paper)(?: plan: vixnb plan --profile \1 \))? ?: of its (\d+) "
+               r"(?:runs and measurements|entries), "
                r"([^;(]*)", held)},
            "dashboard": dashboard_rows(html / "book" / "intro.html"), "banners": {}, "footers": {},
            "intro chapters": sorted(_statuses(int(n), rest) for n, rest in re.findall(

@@ -22,7 +22,8 @@ def test_the_plan_and_the_batch_name_no_kind():
     """No special case keyed on a kind's or a benchmark's name: the plan and the batch ask the kind. ("train" is
     also what a plan entry is, beside "measure" and "bench": not a benchmark's name there.)"""
     entry_kinds = {"train", "measure", "bench"}
-    for module, reads in (("vixnb/plan/plan.py", set()), ("vixnb/plan/batch.py", {"fill"})):  # it reads `bench fill`'s winner
+    for module, reads in (("vixnb/plan/plan.py", set()),
+                          ("vixnb/plan/batch.py", {"fill"})):  # it reads `bench fill`'s winner
         source = (ROOT / module).read_text(encoding="utf-8")
         named = [name for kind in KINDS for name in {kind, kind.removeprefix("bench:")} - entry_kinds - reads
                  if re.search(rf"""["']{re.escape(name)}["']""", source)]
@@ -89,8 +90,8 @@ def test_batch_one_latency_is_measured_on_the_cpu_in_smoke_and_shown_on_the_page
 def test_a_gpu_profile_without_a_stored_latency_says_how_to_make_it(two_models, monkeypatch, tmp_path):
     shown = []
     monkeypatch.setattr(measurements, "display", shown.append)
-    found = report.tables.records_section("favor", "efficiency", profile="budget", compute="never", shown=["efficiency"],
-                                          store=ResultsStore(tmp_path))
+    found = report.tables.records_section("favor", "efficiency", profile="budget", compute="never",
+                                          shown=["efficiency"], store=ResultsStore(tmp_path))
     assert found == {"latency": None} and all(isinstance(m, Markdown) for m in shown)
     assert "`vixnb batch --profile budget --only favor-latency-cifar10` on a GPU" in shown[1].data
 

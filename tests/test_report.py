@@ -139,8 +139,8 @@ def test_banner_of_a_page_rendered_from_the_store():
 
 def test_provenance_line_names_the_dates():
     _done("vit", "budget", 50.0)
-    line = report.records.provenance_line(report.records.collect_runs(["vit"], dataset="cifar10", profile="budget", seeds=[0],
-                                                                      compute="never", progress=False))
+    line = report.records.provenance_line(report.records.collect_runs(["vit"], dataset="cifar10", profile="budget",
+                                                                      seeds=[0], compute="never", progress=False))
     assert "device: fake GPU" in line and "commit: abc123" in line and "seed: 0" in line and "date: 2025-03-04" in line
     measured = {"provenance": {"device": "fake GPU", "measured": "2025-03-05T00:00:00Z"}}
     assert "date: 2025-03-05" in report.records.provenance_line([measured], profile="budget")
@@ -179,7 +179,8 @@ def test_summarize_runs_gives_best_and_mean_over_seeds_and_flags_older_code():
     runs.append({"status": "not yet run", "config": run_config("fnet", profile="budget"), "reason": "no data"})
     summary = report.records.summarize_runs(runs)
     assert summary.loc["vit", "seeds"] == 3 and summary.loc["vit", "top1 best"] == 52.0
-    assert summary.loc["vit", "top1 mean"] == pytest.approx(51.0) and summary.loc["vit", "top1 std"] == pytest.approx(1.0)
+    assert (summary.loc["vit", "top1 mean"] == pytest.approx(51.0)
+            and summary.loc["vit", "top1 std"] == pytest.approx(1.0))
     assert summary.loc["vit", "commit"] == "0123456" and summary.loc["vit", "date"] == "2025-01-02"
     assert summary.loc["vit", "batch"] == 64 and summary.loc["vit", "note"] is None
     assert summary.loc["fnet", "seeds"] == 0
@@ -231,8 +232,8 @@ def test_accuracy_against_cost_shares_the_axes_and_names_missing_models():
     matplotlib.use("Agg")
     paper = pd.DataFrame({"GB": [14.1, 5.0, 2.2], "top-1": [56.8, 58.2, 57.5]}, index=["ViT", "ViP", "ViL"])
     ours = pd.DataFrame({"GB": [9.4, None, 2.0], "top-1": [52.4, None, 58.2]}, index=["ViT", "ViP", "ViL"])
-    fig = report.figures.accuracy_against_cost(paper, ours, x="GB", y="top-1", groups={k: "linear" for k in paper.index},
-                                               x_label="GB")
+    fig = report.figures.accuracy_against_cost(paper, ours, x="GB", y="top-1",
+                                               groups={k: "linear" for k in paper.index}, x_label="GB")
     left, right = fig.axes[:2]
     assert left.get_xlim() == right.get_xlim() and left.get_ylim() == right.get_ylim()
     assert any("ViP" in t.get_text() and "Not in our panel" in t.get_text() for t in fig.texts)
@@ -273,9 +274,11 @@ def test_a_truncated_result_file_is_named_on_the_page_and_the_rest_still_renders
 
 def test_results_beside_paper_with_an_empty_store_has_every_column(fake_gpu):
     models = ["vit", "hybrid_vit"]
-    runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never", progress=False)
-    frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10", models=models,
-                                                labels={m: report.tables.label(m) for m in models}, gpu=None)
+    runs = report.records.collect_runs(models, dataset="cifar10", profile="budget", seeds=[0], compute="never",
+                                       progress=False)
+    frames = report.tables.results_beside_paper(report.tables.paper_frame("vix", "table1"), runs, dataset="cifar10",
+                                                models=models, labels={m: report.tables.label(m) for m in models},
+                                                gpu=None)
     assert frames["summary"]["top1 best"].isna().all() and frames["summary"]["seeds"].tolist() == [0, 0]
     assert frames["measured"][report.tables.PAPER_COMPARABLE_GPU].isna().all()
     assert report.tables.differences(frames["summary"], [("vit", "hybrid_vit")], "top1 best") == {"vit": None}
@@ -339,7 +342,8 @@ def test_a_figure_without_data_of_ours_keeps_no_empty_axes():
     assert '<div class="admonition note">' in empty.html() and "not yet run" in empty.html()
     half = report.figures.curves_beside_paper({"ViT": []}, {"ViT": [10.0, 20.0]})
     assert len(half.axes) == 1 and half.axes[0].get_title() == "paper"
-    both = report.figures.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]}, {"ViT": [1.0]})
+    both = report.figures.curves_beside_paper({"ViT": [{"status": "done", "history": [{"train_acc": 5.0}]}]},
+                                              {"ViT": [1.0]})
     assert len(both.axes) == 2 and without_empty_panels(both) is both
 
 
@@ -347,8 +351,10 @@ def test_one_colour_per_model_a_chance_line_and_no_legend_entry_for_an_absent_ru
     import matplotlib
 
     matplotlib.use("Agg")
-    assert report.figures.model_color("ViP") == report.figures.model_color("Vision Performer (ViP)") != report.figures.model_color("ViL")
-    assert report.figures.model_color("Hybrid ViP") != report.figures.model_color("ViP")  # a variant: the light shade of its hue
+    assert (report.figures.model_color("ViP") == report.figures.model_color("Vision Performer (ViP)")
+            != report.figures.model_color("ViL"))
+    assert (report.figures.model_color("Hybrid ViP")
+            != report.figures.model_color("ViP"))  # a variant: the light shade of its hue
     colours = report.figures.palette(["uniform", "ViT", "dynamic", "ViT, AdamW"])  # unknown names never share a colour
     assert len(set(colours.values())) == 4 and colours["ViT"] == report.figures.model_color("ViT")
     done = {"status": "done", "config": {"model": "vit", "dataset": "cifar100"},
@@ -403,8 +409,8 @@ def test_the_synthesis_reads_each_mechanism_from_the_model_and_sets_it_against_i
 
 
 def test_every_registered_models_token_mixer_declares_its_mechanism():
-    """A family with its own attention class declares ``mechanism`` beside ``map_description``: every registered model with a
-    mixer has one, and a mixer class without it is named, not silently left out of the synthesis."""
+    """A family with its own attention class declares ``mechanism`` beside ``map_description``: every registered model
+    with a mixer has one, and a mixer class without it is named, not silently left out of the synthesis."""
     from torch import nn
 
     from vixnb.layers import MIXERS

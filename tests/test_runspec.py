@@ -48,7 +48,8 @@ def test_the_plan_entries_are_typed_and_the_batch_pickles_them():
     entries = plan.build("smoke", only=["fnet"])
     train = next(e for e in entries if isinstance(e, TrainEntry))
     assert train.job == "train" and train.key == train.spec.key and train.path == train.spec.path
-    assert train.command == ("vixnb train fnet --dataset synthetic --profile smoke --seed 0")  # the smoke profile's data
+    assert train.command == (
+        "vixnb train fnet --dataset synthetic --profile smoke --seed 0")  # the smoke profile's data
     back = pickle.loads(pickle.dumps(train))
     assert back.to_dict() == train.to_dict() and back.config == train.config
     measure = MeasureEntry(chapter="c", paper="vix", name="m", profile="budget", path="budget/measure/m.json",

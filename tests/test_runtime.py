@@ -33,7 +33,8 @@ def test_env_points_vixnb_data_at_each_place_and_prints_one_line(tmp_path, capsy
     found = vixnb.env(environ=colab, modules={}, input_root=tmp_path / "none")
     assert colab["VIXNB_DATA"] == "/content/vixnb-data" == found.data and found.place == "colab"
     line = capsys.readouterr().out
-    assert line.count("\n") == 1 and line.startswith(f"vixnb {vixnb.__version__} on colab: this machine's device {found.device}, ")
+    assert line.count("\n") == 1 and line.startswith(f"vixnb {vixnb.__version__} on colab: "
+                                                     f"this machine's device {found.device}, ")
     assert f"torch {found.torch}" in line
 
     kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}
@@ -56,7 +57,8 @@ def test_env_points_vixnb_data_at_each_place_and_prints_one_line(tmp_path, capsy
     vixnb.env(environ={"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, modules={}, input_root=inputs,
               working={"kaggle": tmp_path / "working"}, verbose=False)  # again: the links are there, kept
     mine = {"COLAB_GPU": "", "VIXNB_DATA": "/somewhere"}  # the user's choice is kept, and not printed
-    assert vixnb.env(environ=mine, modules={}, verbose=False).data == "$VIXNB_DATA" and mine["VIXNB_DATA"] == "/somewhere"
+    assert (vixnb.env(environ=mine, modules={}, verbose=False).data == "$VIXNB_DATA"
+            and mine["VIXNB_DATA"] == "/somewhere")
     local = {}
     assert vixnb.env(environ=local, modules={}, verbose=False).place == "local" and local == {}
 
@@ -138,8 +140,8 @@ def test_every_pages_launch_links_open_a_committed_notebook():
 
 
 def _pip_reaches_the_registry(python):
-    done = subprocess.run([python, "-m", "pip", "download", "--no-deps", "-q", "-d", str(Path(python).parent.parent / "probe"),
-                           "einops"], capture_output=True, text=True)
+    done = subprocess.run([python, "-m", "pip", "download", "--no-deps", "-q", "-d",
+                           str(Path(python).parent.parent / "probe"), "einops"], capture_output=True, text=True)
     return done.returncode == 0
 
 

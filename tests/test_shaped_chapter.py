@@ -137,7 +137,8 @@ def test_the_panel_takes_classes_in_turns():
 
 
 def test_training_curves_take_named_groups_and_a_std_band():
-    fig = report.figures.training_curves({"a": [_record([1, 2], 1), _record([3, 4], 1)]}, metric="train_acc", band="std")
+    fig = report.figures.training_curves({"a": [_record([1, 2], 1), _record([3, 4], 1)]}, metric="train_acc",
+                                         band="std")
     ax = fig.axes[0]
     assert list(ax.lines[0].get_ydata()) == [2.0, 3.0]
     with pytest.raises(ValueError, match="band"):
@@ -207,13 +208,17 @@ def test_the_vanilla_block_normalises_before_the_mlp_and_the_default_simplified_
         assert torch.equal(simplified(x), simplified.mixer(n) + simplified.mlp(n))
     earlier = create_model("vit_small_vanilla", width=16, depth=1, heads=2, patch=8, layout="one-norm").blocks[0]
     assert isinstance(earlier.norm2, nn.Identity) and earlier.norm.bias is not None
-    assert not create_model("vit_small_simplified", width=16, depth=1, heads=2, patch=8, block="sequential").blocks[0].parallel
+    assert not create_model("vit_small_simplified", width=16, depth=1, heads=2, patch=8,
+                            block="sequential").blocks[0].parallel
 
 
 @pytest.mark.parametrize("model, settings, count", [
-    ("vit_small_vanilla", {"width": 96, "depth": 8}, 358186), ("vit_small_simplified", {"width": 96, "depth": 8}, 209210),
-    ("vit_small_vanilla", {"width": 128, "depth": 8}, 629130), ("vit_small_simplified", {"width": 128, "depth": 8}, 364954),
-    ("vit_small_vanilla", {"width": 128, "depth": 12}, 927370), ("vit_small_simplified", {"width": 128, "depth": 12}, 531106)])
+    ("vit_small_vanilla", {"width": 96, "depth": 8}, 358186),
+    ("vit_small_simplified", {"width": 96, "depth": 8}, 209210),
+    ("vit_small_vanilla", {"width": 128, "depth": 8}, 629130),
+    ("vit_small_simplified", {"width": 128, "depth": 8}, 364954),
+    ("vit_small_vanilla", {"width": 128, "depth": 12}, 927370),
+    ("vit_small_simplified", {"width": 128, "depth": 12}, 531106)])
 def test_the_blogs_six_counts_hold_in_every_reading(model, settings, count):
     other = {"layout": "one-norm"} if model == "vit_small_vanilla" else {"block": "sequential"}
     for reading in ({}, other):
@@ -230,7 +235,8 @@ def test_runs_stored_before_the_defaults_changed_keep_their_keys():
     sequential = run_config("vit_small_simplified", profile="budget", width=128, depth=8, heads=4, patch=4,
                             block="sequential")
     assert "block" not in sequential["model_overrides"] and config_key(sequential) == "7ba328dc4614b0e4"
-    one_norm = run_config("vit_small_vanilla", profile="budget", width=128, depth=8, heads=4, patch=4, layout="one-norm")
+    one_norm = run_config("vit_small_vanilla", profile="budget", width=128, depth=8, heads=4, patch=4,
+                          layout="one-norm")
     assert "layout" not in one_norm["model_overrides"] and config_key(one_norm) == "57690c444203b22b"
     assert run_model_settings(one_norm)["layout"] == "one-norm" and run_model_settings(config)["block"] == "parallel"
 

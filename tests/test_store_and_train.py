@@ -46,7 +46,8 @@ def test_store_write_is_atomic_under_a_crash(tmp_path, monkeypatch):
 def test_two_processes_writing_the_same_run_leave_one_whole_file(tmp_path):
     code = ("import sys; from vixnb.results import ResultsStore; from vixnb.runs.spec import run_config\n"
             "s = ResultsStore(sys.argv[1]); c = run_config('vit', profile='smoke')\n"
-            "for i in range(30): s.put(c, {'status': 'done', 'top1': 50.0, 'writer': sys.argv[2], 'pad': 'x' * 100000})")
+            "for i in range(30): s.put(c, {'status': 'done', 'top1': 50.0, 'writer': sys.argv[2], "
+            "'pad': 'x' * 100000})")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), w]) for w in "ab"]
     assert all(p.wait() == 0 for p in procs)
     store = ResultsStore(tmp_path)
@@ -127,7 +128,8 @@ def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypat
     ckpt, result = tmp_path / "run.pt", None
     Crash = crash_after_checkpoint()
     for _ in range(len(scores) + 1):  # five crashes, one per epoch, then a run that only finishes
-        scripted.values = list(scores[len(torch.load(ckpt, weights_only=True)["history"]):] if ckpt.exists() else scores)
+        scripted.values = list(scores[len(torch.load(ckpt, weights_only=True)["history"]):] if ckpt.exists()
+                               else scores)
         try:
             result = engine.train(config, progress=False, checkpoint=ckpt)
         except Crash:
@@ -244,7 +246,8 @@ def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch)
 
 def test_authors_quirks_and_speed_switches_are_explicit_config():
     default = run_config("vit", profile="paper")
-    assert (default["amp_loss_only"], default["eval_mode"], default["compile"], default["precision"]) == (False, True, False, "fp32")
+    assert (default["amp_loss_only"], default["eval_mode"], default["compile"],
+            default["precision"]) == (False, True, False, "fp32")
     quirks = run_config("vit", profile="paper", amp_loss_only=True, eval_mode=False)
     assert (quirks["amp_loss_only"], quirks["eval_mode"]) == (True, False)
     assert run_config("vit", profile="paper", protocol="fixed")["precision"] == "bf16"
@@ -266,7 +269,8 @@ def test_without_eval_mode_dropout_stays_on_during_evaluation(monkeypatch):
 
     monkeypatch.setattr(engine, "evaluate", spy)
     config = run_config("vit", profile="smoke", epochs=1, **TINY)
-    assert config["model_overrides"]["dropout"] == 0.25 and config["model_overrides"]["mixer_options"]["dropout"] == 0.25
+    assert (config["model_overrides"]["dropout"] == 0.25
+            and config["model_overrides"]["mixer_options"]["dropout"] == 0.25)
     engine.train({**config, "eval_mode": False}, progress=False)
     engine.train(config, progress=False)
     assert seen == [(True, False), (False, True)]

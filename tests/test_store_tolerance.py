@@ -45,9 +45,11 @@ def unusable_store(isolated_results):
                                                             "model 'gone_model' is not registered in this vixnb"),
         "vit-cifar10-seed0-1111111111111111.json": ({**config, "model": "vit", "mystery": 1},
                                                     "configuration key(s) mystery unknown to this vixnb"),
-        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit", "engine_version": provenance_module.ENGINE_VERSION + 1},
-                                                    f"made by a newer vixnb (engine version {provenance_module.ENGINE_VERSION + 1}, "
-                                                    f"this one has {provenance_module.ENGINE_VERSION}); upgrade vixnb to use it"),
+        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit",
+                                                     "engine_version": provenance_module.ENGINE_VERSION + 1},
+                                                    "made by a newer vixnb (engine version "
+                                                    f"{provenance_module.ENGINE_VERSION + 1}, this one has "
+                                                    f"{provenance_module.ENGINE_VERSION}); upgrade vixnb to use it"),
     }
     for name, (cfg, _) in kinds.items():
         (folder / name).write_text(json.dumps({**result, "config": cfg}))

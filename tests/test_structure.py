@@ -90,8 +90,8 @@ def test_the_circle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("low", ["vixnb.plan.plan", "vixnb.plan.batch", "vixnb.record_kinds", "vixnb.runs.make", "vixnb.engine.train",
-                                 "vixnb.runs.policy"])
+@pytest.mark.parametrize("low", ["vixnb.plan.plan", "vixnb.plan.batch", "vixnb.record_kinds", "vixnb.runs.make",
+                                 "vixnb.engine.train", "vixnb.runs.policy"])
 def test_the_plan_batch_and_engine_never_reach_the_page_pieces(low):
     reached = {e for e in import_graph()[low] if e == "vixnb.report" or e.startswith("vixnb.report.")}
     assert not reached, f"{low} imports {sorted(reached)}"
@@ -257,8 +257,9 @@ def _private_definitions(nodes):
 
 
 def _module_aliases(module, nodes, modules):
-    """``{name: vixnb module}`` of the names a file (its ``nodes``) binds to a module of the package (``import vixnb.x as y``,
-    ``from . import x``, ``y = importlib.import_module("vixnb.x")``); ``module``: None for a file outside it."""
+    """``{name: vixnb module}`` of the names a file (its ``nodes``) binds to a module of the package
+    (``import vixnb.x as y``, ``from . import x``, ``y = importlib.import_module("vixnb.x")``); ``module``: None for a
+    file outside it."""
     bound = {}
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -311,7 +312,8 @@ def _private_reaches(nodes, module, known, own):
             base = known.module_of(node.value, aliases)
             if (base and base != module) or (not base and node.attr in others):
                 found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in PRIVATE_PROBES:
+        elif (isinstance(node, ast.Call)
+              and getattr(node.func, "id", getattr(node.func, "attr", None)) in PRIVATE_PROBES):
             for arg in node.args:
                 text = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
                 if text in others or text.startswith("vixnb.") and any(map(is_private, text.split("."))):
@@ -364,7 +366,8 @@ PLANTED_PACKAGE = {
     "vixnb.planted_a": "_CACHE = {}\n\n\ndef _helper():\n    return 1\n\n\nclass Thing:\n"
                        "    def __init__(self):\n        self._state = 0\n",
     "vixnb.planted_b": "from . import planted_a\nfrom .planted_a import Thing, _helper\n\n\n"
-                       "def f(thing):\n    return _helper() + planted_a._CACHE.get(1, 0) + thing._state + thing.__dict__\n",
+                       "def f(thing):\n    return _helper() + planted_a._CACHE.get(1, 0) + thing._state "
+                       "+ thing.__dict__\n",
 }
 
 

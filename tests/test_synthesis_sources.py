@@ -1,8 +1,8 @@
 """Every sentence of the synthesis page that names a source document is backed by that document's paper file: each
 number it states is a number of that file's data (not its comments; a glued or cited figure is computed or cited, not
 stated), rounded or not, and each phrase it quotes is in that file. A number can coincide with an unrelated one of the
-file: this catches what no file holds, not every misreading (issue 38: the page once said "CXV ... up to 200 epochs" and "the report fine-tunes
-ViT-B/16", which no document says)."""
+file: this catches what no file holds, not every misreading (issue 38: the page once said "CXV ... up to 200 epochs"
+and "the report fine-tunes ViT-B/16", which no document says)."""
 import re
 from importlib import resources
 

@@ -17,8 +17,8 @@ from vixnb.runs.spec import RunSpec
 BAD_VALUES = (0, -1, 1.5, "abc", None)
 
 #: the public API: every name these modules export (``__all__``), and every public function of those without one
-API_MODULES = ("vixnb", "vixnb.models", "vixnb.runs.make", "vixnb.engine.ensemble", "vixnb.data", "vixnb.runs.profiles", "vixnb.bench",
-               "vixnb.measure", "vixnb.analysis", "vixnb.book.build", "vixnb.book.execute",
+API_MODULES = ("vixnb", "vixnb.models", "vixnb.runs.make", "vixnb.engine.ensemble", "vixnb.data", "vixnb.runs.profiles",
+               "vixnb.bench", "vixnb.measure", "vixnb.analysis", "vixnb.book.build", "vixnb.book.execute",
                "vixnb.book.links")
 
 
@@ -45,11 +45,13 @@ def _numeric_option_names():
     (SEED, "3", "seed='3': give a whole number >= 0"), (SEED, True, "seed=True: give a whole number >= 0"),
     (SEED, None, "seed=None: give a whole number >= 0"), (SEED, float("nan"), "seed=nan: give a whole number >= 0"),
     (COUNT, 0, "seed=0: give a whole number >= 1"), (POSITIVE, 0, "seed=0: give a number > 0"),
-    (POSITIVE, float("inf"), "seed=inf: give a number > 0"), (PROBABILITY, 1.5, "seed=1.5: give a number >= 0 and <= 1"),
+    (POSITIVE, float("inf"), "seed=inf: give a number > 0"),
+    (PROBABILITY, 1.5, "seed=1.5: give a number >= 0 and <= 1"),
     (Choice(("a", "b")), "c", "seed='c': give one of 'a', 'b'"),
     (SEEDS, [0, -2], "seed=[0, -2]: element 1, -2, is not a whole number >= 0 (at most 4294967295); give a list of "
                      "at least 1 value, each a whole number >= 0 (at most 4294967295)"),
-    (SEEDS, 3, "seed=3: give a list of at least 1 value, each a whole number >= 0"), (SEEDS, [], "seed=[]: give a list"),
+    (SEEDS, 3, "seed=3: give a list of at least 1 value, each a whole number >= 0"),
+    (SEEDS, [], "seed=[]: give a list"),
 ])
 def test_a_rule_refuses_naming_the_argument_the_value_and_what_it_takes(rule, value, message):
     with pytest.raises(Invalid) as e:
@@ -126,7 +128,8 @@ def test_no_command_line_option_takes_a_bare_int_or_float():
 
 @pytest.mark.parametrize("args, message", [
     (["bench", "mixers", "--batch", "0"], "argument --batch: 0 is below 1; give a whole number >= 1"),
-    (["bench", "mixers", "--tokens", "abc"], "argument --tokens: 'abc' is not a whole number; give a whole number >= 1"),
+    (["bench", "mixers", "--tokens", "abc"],
+     "argument --tokens: 'abc' is not a whole number; give a whole number >= 1"),
     (["bench", "mixers", "--threads", "-1"], "argument --threads: -1 is below 1"),
     (["bench", "mixers", "--warmup", "1.5"], "argument --warmup: '1.5' is not a whole number"),
     (["bench", "train", "--steps", "0"], "argument --steps: 0 is below 1"),

@@ -69,7 +69,8 @@ def test_times_only_within_one_device_and_precision():
                  value=1.0)
     got = C.evaluate("shaped", sign, ours, profile="budget")
     assert got["our_verdict"] == V.DEVICE
-    assert got["why"] == "times from Simplified (exp1_simplified) on H200 bf16 against Vanilla (exp1_vanilla) on H100 bf16"
+    assert got["why"] == ("times from Simplified (exp1_simplified) on H200 bf16 against Vanilla (exp1_vanilla) on "
+                          "H100 bf16")
     same = figures({"exp1_simplified": [record(50.0, seconds=4.0)], "exp1_vanilla": [record(45.0, seconds=5.0)]})
     assert C.evaluate("shaped", sign, same, profile="budget")["our_verdict"] == "holds"
     # the size of a time only at the paper's precision (the blog's fp32; ours bf16)
@@ -164,7 +165,8 @@ def test_the_intros_verdict_finding_gives_the_rules_own_reasons():
     assert reasons == [f"  - 1 *{V.FAILED}*: {V.WHY_NOT_DECIDED[V.FAILED]}",
                        f"  - 2 *{V.ONE_SEED}*: {V.WHY_NOT_DECIDED[V.ONE_SEED]}"]
     decided = findings.verdicts_finding({"vix": pd.DataFrame({"our verdict": [C.HOLDS]})}, lambda stem, text: text)
-    assert decided.endswith("0 have figures that decide nothing (the results page, the claims ledger).") and "\n" not in decided
+    assert (decided.endswith("0 have figures that decide nothing (the results page, the claims ledger).")
+            and "\n" not in decided)
 
 
 def curve(first_acc, last_acc, first_loss, last_loss, *, top1=None, seed=0, epochs=10, precision="bf16"):
@@ -238,7 +240,8 @@ def test_a_claim_with_two_parts_is_judged_on_both():
     def ours(a, b, epochs=10):  # three seeds each: one seed's noise is not what is tested here
         return figures({"vit": [record(a, epochs=epochs)] * 3, "fnet": [record(b, epochs=epochs)] * 3})
 
-    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2), profile="budget")["our_verdict"] == V.PROTOCOL
+    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2), profile="budget")["our_verdict"] == \
+        V.PROTOCOL
     assert C.evaluate("vix", claim("vit", "fnet", **two), ours(38.0, 39.2), profile="budget")["our_verdict"] == C.FAILS
     assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2, 100), profile="paper")["our_verdict"] == \
         C.FAILS

@@ -18,7 +18,8 @@ def test_table6_rows_are_the_registered_rope_models():
 
 @pytest.mark.parametrize("name,dataset", [*((m, "cifar10") for m in ROPE), ("hybrid_vil_rope", "tiny-imagenet")])
 def test_rope_models_count_as_their_base_models(name, dataset):
-    rope, base = vixnb.create_model(name, dataset=dataset), vixnb.create_model(name.removesuffix("_rope"), dataset=dataset)
+    rope, base = (vixnb.create_model(name, dataset=dataset),
+                  vixnb.create_model(name.removesuffix("_rope"), dataset=dataset))
     assert vixnb.count_params(rope, "paper") == vixnb.count_params(base, "paper")
     # no learned position embedding is built (the authors' ViT/ViL-RoPE keep it unused; torchsummary never counts it)
     assert rope.pos_embedding is None
@@ -40,7 +41,8 @@ def test_rope_is_in_every_layer_with_the_class_token_at_zero():
     torch.testing.assert_close(tokens[:, 1:], model.to_patch_embedding(x))
 
 
-@pytest.mark.parametrize("dataset,shape,classes", [("cifar10", (2, 3, 32, 32), 10), ("tiny-imagenet", (2, 3, 64, 64), 200)])
+@pytest.mark.parametrize("dataset,shape,classes", [("cifar10", (2, 3, 32, 32), 10),
+                                                   ("tiny-imagenet", (2, 3, 64, 64), 200)])
 @pytest.mark.parametrize("name", ROPE)
 def test_rope_models_forward_and_backward(name, dataset, shape, classes):
     model = vixnb.create_model(name, dataset=dataset, depth=1)  # one layer: the shapes, at CPU speed

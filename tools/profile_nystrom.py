@@ -28,7 +28,8 @@ VARIANTS = [
     ("nystrom: compiled pinv (reduce-overhead)", "nystrom", {**PAPER, "compile_pinv": "reduce-overhead"}),
 ]
 # whole mixers through torch.compile (``vixnb bench mixers --compile``), the fused softmax too for a fair ratio
-COMPILED = [("softmax (fused), torch.compile", "softmax", {}), ("nystrom: default, torch.compile", "nystrom", {**PAPER})]
+COMPILED = [("softmax (fused), torch.compile", "softmax", {}),
+            ("nystrom: default, torch.compile", "nystrom", {**PAPER})]
 TIMED_COMPILE_MODES = ("default", "reduce-overhead")  # reduce-overhead: CUDA graphs, no launches to pay per kernel
 CFG = dict(tokens=1025, dim=128, heads=4, dim_head=32, batch=64)
 
@@ -42,10 +43,10 @@ def agreement(device):
     with torch.no_grad():
         ref_out = ref(x)
     errs = {}
-    for label, kind, opts in VARIANTS:
-        if kind != "nystrom" or not opts.get("residual", True):
+    for label, mixer, opts in VARIANTS:
+        if mixer != "nystrom" or not opts.get("residual", True):
             continue
-        m = build(kind, **shape, **opts).to(device)
+        m = build(mixer, **shape, **opts).to(device)
         m.load_state_dict(ref.state_dict())
         with torch.no_grad():
             errs[label] = ((m(x) - ref_out).abs().max() / ref_out.abs().max()).item()
@@ -74,11 +75,12 @@ def main():
     rows = []
     errors = agreement(device)
     for dtype in ("bf16", "fp32"):
-        runs = [(label, kind, opts, False) for label, kind, opts in VARIANTS]
-        runs += [(label + ("" if mode == "default" else f" ({mode})"), kind, opts, mode)
-                 for mode in TIMED_COMPILE_MODES for label, kind, opts in COMPILED]
-        for label, kind, opts, compiled in runs:
-            row = bench_mixer(label, kind, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled, **CFG)
+        runs = [(label, mixer, opts, False) for label, mixer, opts in VARIANTS]
+        runs += [(label + ("" if mode == "default" else f" ({mode})"), mixer, opts, mode)
+                 for mode in TIMED_COMPILE_MODES for label, mixer, opts in COMPILED]
+        for label, mixer, opts, compiled in runs:
+            row = bench_mixer(label, mixer, opts, device=device, dtype=dtype, warmup=10, steps=30, compile=compiled,
+                              **CFG)
             rows.append({k: row.get(k) for k in ("mechanism", "dtype", "ms", "ms_min", "peak_mb", "status", "aten_ops",
                                                  "aten_ops_compute")})
     for dtype in ("bf16", "fp32"):
@@ -87,7 +89,8 @@ def main():
         print(f"--- {dtype}: forward + backward, {CFG}")
         for r in of_dtype:
             r["x_fused_softmax"] = r["ms"] / fused if r["ms"] else None
-            print(f"{r['mechanism']:<52}{r['ms'] or float('nan'):>9.3f} ms{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
+            print(f"{r['mechanism']:<52}{r['ms'] or float('nan'):>9.3f} ms"
+                  f"{r['x_fused_softmax'] or float('nan'):>7.2f}x fused"
                   f"{r['peak_mb'] or float('nan'):>10.1f} MiB")
     print("relative error vs conv path (fp32):", errors)
     extra = {"config": CFG, "relative_error_vs_conv_path_fp32": errors}

@@ -85,7 +85,8 @@ def data_root():
     env = env_text("VIXNB_DATA")  # set to the empty string is unset
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
     if root.exists() and not root.is_dir():
-        raise DataError(f"VIXNB_DATA={env} is a file, not a folder; point VIXNB_DATA at the folder that holds the data sets")
+        raise DataError(f"VIXNB_DATA={env} is a file, not a folder; "
+                        "point VIXNB_DATA at the folder that holds the data sets")
     return root
 
 
@@ -126,7 +127,8 @@ def describe_source(name, split="train", *, root=None):
         return f"tiny-imagenet-200 folder under {shown_root(root)}"
     folder = root / name / split
     if folder.is_dir():
-        suffixes = sorted({p.suffix.lower() for p in next((d for d in folder.iterdir() if d.is_dir()), folder).iterdir()})
+        suffixes = sorted({p.suffix.lower()
+                           for p in next((d for d in folder.iterdir() if d.is_dir()), folder).iterdir()})
         return f"{name} image-folder copy ({', '.join(suffixes) or 'empty'}) under {shown_root(root)}"
     return f"{name} torchvision files under {shown_root(root)}"
 
@@ -147,8 +149,8 @@ def source_fingerprint(name, *, root=None):
 
 @lru_cache(maxsize=16)
 def fingerprint(name, folder, times):
-    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``data_files.folder_times``: every folder's
-    modification time, so a file added, removed or renamed in a class folder is seen)."""
+    """``source_fingerprint`` of the copy in ``folder``, cached on ``times`` (``data_files.folder_times``: every
+    folder's modification time, so a file added, removed or renamed in a class folder is seen)."""
     folder = Path(folder)
     if name == "tiny-imagenet":
         wnids = (folder / "wnids.txt").read_text().split() if (folder / "wnids.txt").is_file() else []
@@ -302,7 +304,8 @@ def decode_image_files(paths, image_size, desc, *, allow_resize=False):
             with Image.open(path) as image:
                 pixels = rgb_pixels(image, path)  # its true 8-bit RGB values, or a DataError naming it
         except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
-            raise DataError(f"{path}: unreadable image ({type(e).__name__}: {e}); replace or restore the file") from None
+            raise DataError(f"{path}: unreadable image ({type(e).__name__}: {e}); "
+                            "replace or restore the file") from None
         if pixels.shape[:2] != (image_size, image_size):
             if not allow_resize:
                 raise DataError(f"{path}: image is {pixels.shape[1]}x{pixels.shape[0]}, the data set's are "
@@ -405,7 +408,8 @@ def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None, u
         f"Looked for either layout:\n"
         f"  1. torchvision's files: {torchvision_files}\n"
         f"  2. an image-folder copy: {image_folder}/<class>/*.jpg|png (and the other split beside it)\n"
-        f"To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), which fetches layout 1; or extract an image-folder copy into {folder}. "
+        "To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), "
+        f"which fetches layout 1; or extract an image-folder copy into {folder}. "
         f"{_ROOT_HINT}"
     )
 
@@ -461,7 +465,8 @@ def _missing_tiny_imagenet(folder, reason=None, url=None):
         f"tiny-imagenet not found in {folder}{'' if url else because}.\n{failed}"
         f"Looked for {folder / 'wnids.txt'} in the standard layout: wnids.txt, train/<wnid>/images/*.JPEG, "
         f"val/images/*.JPEG and val/val_annotations.txt.\n"
-        f"To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
+        "To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), "
+        f"which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
         f"{_ROOT_HINT}"
     )
 

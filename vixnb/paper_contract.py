@@ -38,8 +38,8 @@ def _models(key, data, where):
         for row, entry in (rows or {}).items() if isinstance(rows, dict) else ():
             model = entry.get("model", row) if isinstance(entry, dict) else row
             if model not in known and (isinstance(entry, dict) and "model" in entry):
-                found.append(f"{where}: table {name!r}, row {row!r} names unknown model {model!r}; give it a registered "
-                             "model's name (`vixnb models` lists them)")
+                found.append(f"{where}: table {name!r}, row {row!r} names unknown model {model!r}; "
+                             "give it a registered model's name (`vixnb models` lists them)")
     return found
 
 

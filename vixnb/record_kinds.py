@@ -6,9 +6,9 @@ profile), its nominal GPU minutes (what the plan counts until a stored timing sa
 one stale, and whether it reads trained weights (the plan puts it after the runs it reads). A chapter asks for
 a measurement in its paper file (``book: measure: {KIND: DATASET}``); the maps study's come from
 ``vixnb/analysis/study.yaml``; the benchmarks from ``book: bench: [NAME]``. The plan lists them (``requests``),
-the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.records.record``), each page
-showing a kind's record as its ``show`` makes it (``report.tables.records_section``), and the claims ledger reads its
-``metrics`` (``stored_figures``): none of them knows a kind by its name. A new kind of measurement is its maker (in
+the batch makes them and the pages read them (``obtain``, under the compute policy; ``report.records.record``), each
+page showing a kind's record as its ``show`` makes it (``report.tables.records_section``), and the claims ledger reads
+its ``metrics`` (``stored_figures``): none of them knows a kind by its name. A new kind of measurement is its maker (in
 ``vixnb.measure`` or ``vixnb.analysis``), its entry in ``KINDS`` here, and its line in a paper file.
 """
 from __future__ import annotations
@@ -83,7 +83,8 @@ class RecordKind:
     make: Callable | None = None
     group: str = "measure"
     needs_gpu: bool = False
-    cpu_ok: bool = False  # it times nothing: a CPU makes it as a GPU would, in any profile (``vixnb batch --device cpu``)
+    # it times nothing: a CPU makes it as a GPU would, in any profile (``vixnb batch --device cpu``)
+    cpu_ok: bool = False
     question: bool = False  # it answers a question of ours (its request's ``name``): the plan's level 2
     minutes: float = 5.0
     stale: Callable | None = None
@@ -107,7 +108,8 @@ class RecordKind:
 def _chapter_specs(request, profile):
     """``[(row, [RunSpec per seed])]`` of the chapter's tables trained on the request's dataset."""
     chapter = papers.book_chapter(request.paper, request.chapter)
-    return [run for table in chapter.get("train") or [] if papers.table(request.paper, table).get("dataset") == request.dataset
+    return [run for table in chapter.get("train") or []
+            if papers.table(request.paper, table).get("dataset") == request.dataset
             for run in row_specs(request.paper, chapter, table, profile)]
 
 
@@ -247,7 +249,8 @@ REHEARSED_STEPS = 3
 def _first_steps_stale(record, store):
     """Why a stored first-steps record no longer answers its question: an arm asked for now that it lacks, one it
     holds under another run key (its settings or the row's run changed), or another number of steps."""
-    key, question, profile = record.get("paper"), record.get("question"), (record.get("provenance") or {}).get("profile")
+    key, question, profile = (record.get("paper"), record.get("question"),
+                              (record.get("provenance") or {}).get("profile"))
     try:
         arms, spec = question_arms(key, question, profile), question_spec(key, question)
     except (ValueError, KeyError) as e:
@@ -275,8 +278,8 @@ _REHEARSED_MIXERS = ("--batch 2 --tokens 65 --warmup 0 --steps 1 --mixers 'softm
 
 #: what the claims ledger reads of the GPU-memory measurement at the paper's GPU batch
 _GPU_MEMORY_METRICS = {
-    "gpu_gb": ClaimMetric("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's GPU "
-                          "batch (64; cxv: 32) on the authors' execution path, the paper-comparable figure",
+    "gpu_gb": ClaimMetric("GPU GB", "GB", "GPU GB reserved, authors (fp32): the stored training step at the paper's "
+                          "GPU batch (64; cxv: 32) on the authors' execution path, the paper-comparable figure",
                           "GPU GB reserved, authors (fp32)"),
     "gpu_gb_fused": ClaimMetric("GPU GB (fused)", "GB", "GPU GB reserved, fused (fp32) of that measurement",
                                 "GPU GB reserved, fused (fp32)"),
@@ -343,7 +346,8 @@ KINDS = {
     "bench:train": _bench("vixnb bench train --save {path}", 5,
                           "vixnb bench train vit --batch 2 --steps 1 --warmup 0 --save {path}"),
     "bench:fill": _bench("vixnb bench fill --save {path}", 20,
-                         "vixnb bench fill --models vit --seeds 2 --batch 2 --steps 1 --warmup 0 --no-compile --save {path}"),
+                         "vixnb bench fill --models vit --seeds 2 --batch 2 --steps 1 --warmup 0 --no-compile "
+                         "--save {path}"),
     "bench:mixers-bf16": _bench("vixnb bench mixers --dtype bf16 --warmup 10 --steps 30 --json {path}", 3,
                                 f"vixnb bench mixers --dtype bf16 {_REHEARSED_MIXERS}"),
     "bench:mixers-fp32": _bench("vixnb bench mixers --dtype fp32 --warmup 10 --steps 30 --json {path}", 3,
@@ -383,7 +387,8 @@ def chapter_requests(key, chapter):
     and dataset) and its ``bench`` entries, as ``Request`` objects."""
     asked = [Request(kind, paper=key, chapter=chapter["notebook"], dataset=dataset, part=chapter.get("part"))
              for kind, dataset in (chapter.get("measure") or {}).items()]
-    asked += [Request(f"bench:{bench}", paper=key, chapter=chapter["notebook"], name=bench) for bench in chapter.get("bench") or []]
+    asked += [Request(f"bench:{bench}", paper=key, chapter=chapter["notebook"], name=bench)
+              for bench in chapter.get("bench") or []]
     asked += [Request("first_steps", paper=key, chapter=chapter["notebook"], name=question,
                       dataset=papers.table(key, spec["table"])["dataset"], part=chapter.get("part"))
               for question, spec in (chapter.get("questions") or {}).items() if spec.get("first_steps")]
@@ -456,8 +461,8 @@ def obtain(request, *, profile, compute="missing", store=None, train=None, requi
 
     stale = (lambda record: kind.stale(record, store)) if kind.stale else None
     try:
-        return obtain_record(store, kind.group, record_name(request), make, profile=profile, compute=compute, stale=stale,
-                            needs_gpu=kind.needs_gpu, cpu_ok=kind.cpu_ok)
+        return obtain_record(store, kind.group, record_name(request), make, profile=profile, compute=compute,
+                             stale=stale, needs_gpu=kind.needs_gpu, cpu_ok=kind.cpu_ok)
     except PartialRecord as e:
         if required:
             raise RuntimeError(str(e)) from None

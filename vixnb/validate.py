@@ -203,8 +203,9 @@ SEEDS = ListOf(SEED, least=1)
 #: the rule of each numeric argument name of the public API (``checked("seed", "batch")``): one meaning per name
 NAMED = {
     "seed": SEED, "seeds": SEEDS, "epochs": COUNT, "batch_size": COUNT, "batch": COUNT, "steps": COUNT,
-    "warmup": NON_NEGATIVE, "warmup_steps": NON_NEGATIVE, "iters": COUNT, "threads": COUNT, "workers": NON_NEGATIVE, "tokens": COUNT, "dim": COUNT,
-    "heads": COUNT, "dim_head": COUNT, "jobs": Whole(least=1, most=COUNT_MAX, allows=f"1 or more, at most {COUNT_MAX}"), "post_train_epochs": NON_NEGATIVE,
+    "warmup": NON_NEGATIVE, "warmup_steps": NON_NEGATIVE, "iters": COUNT, "threads": COUNT, "workers": NON_NEGATIVE,
+    "tokens": COUNT, "dim": COUNT, "heads": COUNT, "dim_head": COUNT,
+    "jobs": Whole(least=1, most=COUNT_MAX, allows=f"1 or more, at most {COUNT_MAX}"), "post_train_epochs": NON_NEGATIVE,
     "lr": Real(above=0, allows="a learning rate > 0"), "limit_mb": POSITIVE, "max_batch": COUNT, "min_batch": COUNT,
     "max_candidates": COUNT, "cpu_batch": COUNT, "n_steps": COUNT, "ig_steps": COUNT, "window": COUNT,
     "stride": COUNT, "discard_ratio": Real(least=0, most=1, allows="a share from 0 to 1"), "cls_index": NON_NEGATIVE,

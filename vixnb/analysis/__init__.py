@@ -27,5 +27,6 @@ __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insert
            "attention_rollout", "centre_query", "class_token_entropy", "class_token_map", "collect_attention_maps",
            "diagonal_prominence",
            "exact_softmax_map", "has_skip", "map_distance", "map_description", "model_maps",
-           "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale", "rollout", "row_entropy",
+           "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale",
+           "rollout", "row_entropy",
            "study", "study_maps", "study_runs", "panel_images", "study_record", "study_record_name", "study_settings"]

@@ -102,9 +102,9 @@ def approximation_errors(model, x, *, features=(16, 32, 64, 110, 256), landmarks
     seed=seed)`` for each m of ``features`` and of ``nystrom_map(q, k, m)`` for each m of ``landmarks`` to
     softmax(q k^T / sqrt(d)), averaged over the layers.
 
-    Returns {"performer": {m: {"tv", "frobenius", "per_layer": {"tv": [...], "frobenius": [...]}}}, "nystrom": {m: {...}}, "layers": count, "tokens": [N of each
-    layer], "omitted": {"nystrom": [landmark counts above the smallest layer's token count, skipped]}}. A model
-    without softmax attention raises ``ValueError``."""
+    Returns {"performer": {m: {"tv", "frobenius", "per_layer": {"tv": [...], "frobenius": [...]}}}, "nystrom": {m:
+    {...}}, "layers": count, "tokens": [N of each layer], "omitted": {"nystrom": [landmark counts above the smallest
+    layer's token count, skipped]}}. A model without softmax attention raises ``ValueError``."""
     mixers = [m for m in model.modules() if isinstance(m, SoftmaxAttention)]
     if not mixers:
         raise ValueError(f"{type(model).__name__} has no SoftmaxAttention to compare approximations with")

@@ -84,9 +84,9 @@ def class_token_map(rollout, *, cls_index=0):
 
 def diagonal_prominence(maps):
     """(layers, heads): for each map of ``maps`` (one (b, h, n, n) map per layer, as ``collect_attention_maps``
-    returns, or the dict of ``attention_maps``), the mean over samples and tokens of the attention a token pays to itself, times n: 1 where
-    attention is uniform, n where each token attends only to itself, below 1 where tokens avoid themselves.
-    Layers must have the same number of heads (their token counts may differ)."""
+    returns, or the dict of ``attention_maps``), the mean over samples and tokens of the attention a token pays to
+    itself, times n: 1 where attention is uniform, n where each token attends only to itself, below 1 where tokens avoid
+    themselves. Layers must have the same number of heads (their token counts may differ)."""
     return torch.stack([m.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)) * m.shape[-1] for m in layer_maps(maps)])
 
 

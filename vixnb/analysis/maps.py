@@ -4,12 +4,12 @@
   per mixer call, from each mixer's own ``attention_map`` on the input it received (``collect_attention_maps``: a
   list, by type or method, raising where a mixer has no map). Like vit-pytorch's ``Recorder`` it finds the mixers by
   type (every module whose class defines ``attention_map``), so it needs no knowledge of the model's layout.
-- What they are: every mixer declares it, ``map_description`` on its class (one line: the exact softmax, or the documented
-  equivalent of an approximation; a property where it depends on the layer's settings, as the Performer's kernel);
-  a mixer without a token-to-token matrix declares ``draws_map = False`` and a line starting "no attention map" that
-  says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line. ``map_description(model)``
-  gathers them in one line, or says why a model has no map (no mixer: a model class may say what it mixes by,
-  ``mixes_by``); ``has_skip`` whether blocks add a residual.
+- What they are: every mixer declares it, ``map_description`` on its class (one line: the exact softmax, or the
+  documented equivalent of an approximation; a property where it depends on the layer's settings, as the Performer's
+  kernel); a mixer without a token-to-token matrix declares ``draws_map = False`` and a line starting "no attention map"
+  that says why (FNet, the token MLP): code reads the declaration (``draws_map``), a reader the line.
+  ``map_description(model)`` gathers them in one line, or says why a model has no map (no mixer: a model class may say
+  what it mixes by, ``mixes_by``); ``has_skip`` whether blocks add a residual.
 """
 from contextlib import contextmanager
 
@@ -72,16 +72,16 @@ def collect_attention_maps(model, images, *, types=None, method="attention_map")
 # ---------------------------------------------------------------- what each mechanism's map is
 
 def mechanism(module):
-    """(class name, ``map_description``) of the module whose map ``module``'s is (``declaring``); ``module``'s class name and
-    None where none declares one."""
+    """(class name, ``map_description``) of the module whose map ``module``'s is (``declaring``); ``module``'s class
+    name and None where none declares one."""
     declared = declaring(module)
     return (type(module).__name__, None) if declared is None else (type(declared).__name__, declared.map_description)
 
 
 def map_description(model):
     """One line saying what ``model``'s attention maps are: the mechanism classes it has (each class's own
-    ``map_description``, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A model
-    without a map (FNet, MLP-Mixer, ResNet, ConvMixer, WaveMix: no module with a map that can be made) gives a
+    ``map_description``, and how many layers have it), e.g. "vit: 4 layers of SoftmaxAttention (exact softmax ...)". A
+    model without a map (FNet, MLP-Mixer, ResNet, ConvMixer, WaveMix: no module with a map that can be made) gives a
     sentence starting "no attention map" that says why: its mixers' own line (Fourier mixing, token MLP), or, with no
     mixer, what the model mixes by (its class's ``mixes_by``, else convolutions). Never raises."""
     name = type(model).__name__
@@ -111,8 +111,8 @@ def attention_maps(model, x, *, method="attention_map"):
     mixer received, as ``collect_attention_maps`` records it. Keys are the mixers' names in ``named_modules()``
     (the outermost module with a map: a ``TokenMixer2d`` rather than its inner mixer), with ``#2``, ``#3`` for
     repeated calls of one module. What each map is: ``map_description(model)``. A model without a map raises
-    ``ValueError`` whose message is ``map_description``'s sentence. ``method``: the mixer method that makes each map, as in
-    ``collect_attention_maps`` (``softmax_map``: shaped attention's learned part alone)."""
+    ``ValueError`` whose message is ``map_description``'s sentence. ``method``: the mixer method that makes each map, as
+    in ``collect_attention_maps`` (``softmax_map``: shaped attention's learned part alone)."""
     named = mappers(model)
     if not named:
         raise ValueError(map_description(model))

@@ -98,9 +98,10 @@ def prediction_record(runs, *, dataset, profile, compute="never", store=None, im
     """The measurement record of the predicted labels of ``runs`` ``{name: RunSpec}`` (paper
     `linattn`'s panels of test images with each model's predicted label), in two selections of ``images`` test
     images: the report's, the first ones of the test set (``panel``, ``labels``, and each run's ``predicted``, in
-    order), and the book's panel, one of each class (``per_class``: ``{"panel", "labels", "predicted": {name: [...]}}``);
-    with the training run each comes from and where it was measured. A run whose weights are not here (and cannot be
-    trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
+    order), and the book's panel, one of each class (``per_class``:
+    ``{"panel", "labels", "predicted": {name: [...]}}``); with the training run each comes from and where it was
+    measured. A run whose weights are not here (and cannot be trained under ``compute``) gets
+    ``{"status": "not yet run", "reason": ...}``."""
     used, test_x, test_y, per_class = _panel_split(dataset, profile, images)
     first = list(range(min(images, len(test_y))))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -167,7 +168,8 @@ STUDY_RECORDS = ("attention", "attribution")
 
 
 def study_settings(profile):
-    """The maps study's sizes in ``profile`` (images, shown maps, IG steps, occlusion window and stride, curve steps)."""
+    """The maps study's sizes in ``profile`` (images, shown maps, IG steps, occlusion window and stride, curve
+    steps)."""
     settings = study()["profiles"]
     if get_profile(profile).get("rehearsal"):
         return settings["smoke"]  # a dress rehearsal measures at the pipeline check's sizes
@@ -186,8 +188,8 @@ def study_record_name(measurement, dataset=None):
 
 def study_maps(profile):
     """``{label: {"model", "source", "map", "draws"}}`` of the study's runs: the model, the paper table row it is, what
-    its attention map is (``maps.map_description``) and whether one can be made (``layers.maps.model_draws_map``), from the models
-    built on the meta device (nothing trained or measured)."""
+    its attention map is (``maps.map_description``) and whether one can be made (``layers.maps.model_draws_map``), from
+    the models built on the meta device (nothing trained or measured)."""
     out = {}
     for label, spec in study()["runs"].items():
         run = study_run(label, profile)
@@ -237,8 +239,8 @@ def _panel_images(profile):
 
 @torch.no_grad()
 def run_maps(model, images, *, shown, centre=True, approximation=None):
-    """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_description``), the
-    rollout (class token's row, or the mean row without a class token; the residual identity added unless the
+    """One trained model's attention measures on uint8 ``images`` (b, c, h, w): what its map is (``map_description``),
+    the rollout (class token's row, or the mean row without a class token; the residual identity added unless the
     blocks have no skip), with ``centre`` the image-centre patch's row in every layer (first image), per layer and
     head the row entropy,
     diagonal prominence and mean attention distance in pixels, and the randomisation check (the last half of the
@@ -270,8 +272,8 @@ def run_maps(model, images, *, shown, centre=True, approximation=None):
 
 
 def study_record(measurement, profile, *, compute="never", train=None, store=None):
-    """A measurement record of the maps study (``measurement``: ``attention`` or ``attribution``) in ``profile``: for each of
-    its runs (``attention``: all; ``attribution``: the attributed ones) the measures of its trained model
+    """A measurement record of the maps study (``measurement``: ``attention`` or ``attribution``) in ``profile``: for
+    each of its runs (``attention``: all; ``attribution``: the attributed ones) the measures of its trained model
     (``run_maps``; ``attribution.attribution_measures``), the training run it comes from and where it was measured.
     A run without a map gets ``{"status": "no attention map", "kind": ...}``; one whose weights are not stored (and
     cannot be trained under ``train``, the compute policy for training, default ``compute``; the batch passes
@@ -304,14 +306,15 @@ def study_record(measurement, profile, *, compute="never", train=None, store=Non
                 internal_batch_size=conf["ig_batch"], window=conf["occlusion_window"],
                 stride=conf["occlusion_stride"], steps=conf["curve_steps"], show=conf["shown"])
         out[label] = {**run, **measures}
-    return {"study": measurement, "dataset": used, "panel": indices, "labels": [int(v) for v in labels], "settings": conf, "runs": out,
+    return {"study": measurement, "dataset": used, "panel": indices, "labels": [int(v) for v in labels],
+            "settings": conf, "runs": out,
             "provenance": provenance(device, stamp="measured", profile=profile, dataset=s["dataset"])}
 
 
 def study_labels(measurement, profile=None):
-    """The runs a study record of ``measurement`` measures: all for ``attention``, the attributed ones for ``attribution``;
-    in a profile that measures at a CPU's small sizes (the smoke pipeline check, a dress rehearsal) only those of
-    ``pipeline_check`` (one run per mechanism and family: every map's code path, in minutes)."""
+    """The runs a study record of ``measurement`` measures: all for ``attention``, the attributed ones for
+    ``attribution``; in a profile that measures at a CPU's small sizes (the smoke pipeline check, a dress rehearsal)
+    only those of ``pipeline_check`` (one run per mechanism and family: every map's code path, in minutes)."""
     labels = list(study()["runs"] if measurement == "attention" else study()["attribution"])
     if profile is not None and small_sizes(profile):
         check = set(study()["pipeline_check"])

@@ -151,7 +151,8 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     for label in wanted:
         label, mixer, options = known[label]
         try:
-            row = _bench_isolated(label, mixer, options, **cfg) if isolate else bench_mixer(label, mixer, options, **cfg)
+            row = (_bench_isolated(label, mixer, options, **cfg) if isolate
+                   else bench_mixer(label, mixer, options, **cfg))
         except RuntimeError as e:  # a failure other than out of memory (which sweep_row records)
             row = {"mechanism": label, "kind": mixer, "options": options, "tokens": tokens, "batch": batch, "dim": dim,
                    "heads": heads, "dim_head": dim_head, "device": device, "dtype": dtype_name(dtype), "ms": None,

@@ -52,7 +52,8 @@ def load(name, root=None):
 
 
 def _with_provenance(frame, saved):
-    """``frame.attrs["provenance"]``: the saved provenance, with the saved note (for ``report.records.provenance_line``)."""
+    """``frame.attrs["provenance"]``: the saved provenance, with the saved note (for
+    ``report.records.provenance_line``)."""
     note = saved.get("note")
     frame.attrs["provenance"] = {**saved["provenance"], **({"note": note} if note else {})}
     return frame

@@ -222,7 +222,8 @@ def bench_engine(models=ENGINE_MODELS, *, device=None, dtype=None, batch=32, ste
         warm = WARMUP_STEPS + 2
         for path, k in [("eager", 1), ("graphed", 1), *((f"concurrent_{k}", k) for k in concurrent)]:
             try:
-                runs = [_engine_run(name, settings, device, dt, batch, graphed=path != "eager", seed=s) for s in range(k)]
+                runs = [_engine_run(name, settings, device, dt, batch, graphed=path != "eager", seed=s)
+                        for s in range(k)]
                 _drive(runs, batches, device, warm)
                 row[f"{path}_images_per_s"] = k * batch * steps / _drive(runs, batches, device, steps)
             except torch.OutOfMemoryError:
@@ -240,8 +241,10 @@ def bench_engine(models=ENGINE_MODELS, *, device=None, dtype=None, batch=32, ste
             model, step = _engine_run(name, settings, device, dt, batch, graphed=graphed)
             _drive([(model, step)], batches, device, dw_steps)
             weights[label] = [p.detach().float() for p in model.parameters()]
-        row["max_dw_eager_vs_graphed"] = max((a - b).abs().max().item() for a, b in zip(weights["eager_a"], weights["graphed"]))
-        row["max_dw_eager_vs_eager"] = max((a - b).abs().max().item() for a, b in zip(weights["eager_a"], weights["eager_b"]))
+        row["max_dw_eager_vs_graphed"] = max((a - b).abs().max().item()
+                                             for a, b in zip(weights["eager_a"], weights["graphed"]))
+        row["max_dw_eager_vs_eager"] = max((a - b).abs().max().item()
+                                           for a, b in zip(weights["eager_a"], weights["eager_b"]))
         rows.append(row)
     return rows
 

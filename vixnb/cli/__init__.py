@@ -59,13 +59,14 @@ def _train_arguments(sub):
     s.add_argument("--batch-size", type=whole_number(1), help="default: the profile's, else the paper protocol's")
     s.add_argument("--lr", type=positive_float, help="learning rate (default: the paper protocol's)")
     s.add_argument("--protocol", choices=PROTOCOLS, help="paper: best test epoch (authors); fixed: validation split")
-    s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT); sgd: "
-                   "SGD alone, with DualOpT's SGD settings")
+    s.add_argument("--optimizer", choices=OPTIMIZERS, help="dualopt: the cxv paper's AdamW-then-SGD rule (DualOpT); "
+                   "sgd: SGD alone, with DualOpT's SGD settings")
     s.add_argument("--stop", choices=STOPS, help="how SGD alone ends: epochs (default: after --epochs) or patience "
                    "(by DualOpT's patience rule, at most DualOpT's length: the budget DualOpT gets)")
     s.add_argument("--precision", choices=PRECISIONS, help="fp16: autocast with a gradient scaler (GPUs without "
                    "native bfloat16: a T4, a P100)")
-    s.add_argument("--randaugment", type=whole_number(0), nargs=2, metavar=("NUM_OPS", "MAGNITUDE"), help="augment training batches")
+    s.add_argument("--randaugment", type=whole_number(0), nargs=2, metavar=("NUM_OPS", "MAGNITUDE"),
+                   help="augment training batches")
     s.add_argument("--post-train-epochs", type=whole_number(0),
                    help="then train on un-augmented data from the best weights")
     s.add_argument("--allow-resize", action="store_true",
@@ -83,8 +84,8 @@ def _train_arguments(sub):
     s.add_argument("--init-from", metavar="RUN", help="start from another run's trained weights: a run of the model's "
                    "paper file (e.g. vit_scratch), or its {model, settings} as YAML")
     s.add_argument("--keep-weights", nargs="?", const=True, choices=["local"], metavar="local",
-                   help="store the trained weights (float16) beside the result; `--keep-weights local`: on this machine "
-                   "only, never committed")
+                   help="store the trained weights (float16) beside the result; `--keep-weights local`: on this "
+                   "machine only, never committed")
     s.add_argument("--recompute", action="store_true", help="train even if a stored result exists")
     s.add_argument("--download", action="store_true", help="download the dataset into $VIXNB_DATA if it is missing")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -118,7 +119,8 @@ def _measure_arguments(sub):
     s.add_argument("--dataset", default="cifar10")
     s.add_argument("--json", action="store_true", help="print the records as JSON (one object per model)")
     s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    s.add_argument("--batch-size", type=whole_number(1), default=None, help="training batch (default 64 on GPU, 4 on CPU)")
+    s.add_argument("--batch-size", type=whole_number(1), default=None,
+                   help="training batch (default 64 on GPU, 4 on CPU)")
     s.add_argument("--dtype", default="fp32", choices=DTYPE_NAMES, help="dtype of the fused path")
     s.add_argument("--iters", type=whole_number(1), default=None, help="throughput iterations (default 100 GPU, 3 CPU)")
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -136,7 +138,8 @@ def _bench_arguments(sub):
     s.add_argument("--tokens", type=whole_number(1), default=1025)
     s.add_argument("--steps", type=whole_number(1), default=5)
     s.add_argument("--warmup", type=whole_number(0), default=2)
-    s.add_argument("--threads", type=whole_number(1), default=None, help="CPU threads (torch.set_num_threads, restored after)")
+    s.add_argument("--threads", type=whole_number(1), default=None,
+                   help="CPU threads (torch.set_num_threads, restored after)")
     s.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
                    help="time every mechanism through torch.compile, optionally in a mode "
                         "(reduce-overhead: CUDA graphs)")
@@ -146,7 +149,8 @@ def _bench_arguments(sub):
                    help="measure every mechanism in this process, as on a GPU (on a CPU, whose memory is measured in a "
                         "fresh process per mechanism, memory is then not measured)")
     s.add_argument("--json", default=None,
-                   help="also write the rows with their provenance to this JSON file (e.g. results/bench/mixers-bf16.json)")
+                   help="also write the rows with their provenance to this JSON file "
+                        "(e.g. results/bench/mixers-bf16.json)")
     s.set_defaults(fn=commands.bench_mixers)
 
     s = bench.add_parser("train", help="training images/s of the Table 1 models, ours vs a straightforward loop")
@@ -158,9 +162,11 @@ def _bench_arguments(sub):
     s.add_argument("--warmup", type=whole_number(0), default=3)
     s.add_argument("--workers", type=option(NON_NEGATIVE), help="DataLoader workers of the reference loop")
     s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
-    s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/train.json)")
-    s.add_argument("--engine", action="store_true", help="the engine's own step instead: eager, graphed, K runs at once, "
-                   "share of the FLOP floor, max |dw| (default models vit, vit_small_simplified, cvt at batch 32)")
+    s.add_argument("--save", help="also write the rows with their provenance to this JSON file "
+                   "(e.g. results/bench/train.json)")
+    s.add_argument("--engine", action="store_true",
+                   help="the engine's own step instead: eager, graphed, K runs at once, share of the FLOP floor, "
+                        "max |dw| (default models vit, vit_small_simplified, cvt at batch 32)")
     s.add_argument("--concurrent", type=whole_number(1), nargs="+", default=[4, 8], metavar="K",
                    help="with --engine: K runs at once")
     s.add_argument("--smoke", action="store_true", help="with --engine: a tiny model and a few steps (a CPU check)")
@@ -168,15 +174,18 @@ def _bench_arguments(sub):
 
     s = bench.add_parser("fill", help="training images/s of one seed, of several seeds as one ensemble, and compiled")
     s.add_argument("--models", nargs="+", help="default: the twelve Table 1 models")
-    s.add_argument("--seeds", type=whole_number(1), default=3, metavar="K", help="seeds the ensemble trains at once (default 3)")
+    s.add_argument("--seeds", type=whole_number(1), default=3, metavar="K",
+                   help="seeds the ensemble trains at once (default 3)")
     s.add_argument("--device")
     s.add_argument("--dtype", choices=DTYPE_NAMES, help="autocast dtype (default bf16 on a GPU, fp32 on a CPU)")
     s.add_argument("--batch", type=whole_number(1), help="batch per seed (default: each model's paper batch size)")
     s.add_argument("--steps", type=whole_number(1), default=10)
     s.add_argument("--warmup", type=whole_number(0), default=3)
-    s.add_argument("--no-compile", action="store_true", help="skip the torch.compile approaches (slow to compile on a CPU)")
+    s.add_argument("--no-compile", action="store_true",
+                   help="skip the torch.compile approaches (slow to compile on a CPU)")
     s.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
-    s.add_argument("--save", help="also write the rows with their provenance to this JSON file (e.g. results/bench/fill.json)")
+    s.add_argument("--save", help="also write the rows with their provenance to this JSON file "
+                   "(e.g. results/bench/fill.json)")
     s.set_defaults(fn=commands.bench_fill)
 
 
@@ -217,7 +226,8 @@ def _plan_arguments(sub):
                    help="only these chapters' entries (and the runs whose weights their measurements read)")
     s.add_argument("--max-jobs", type=whole_number(1), help="run at most this many jobs")
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
-                   help="seeds of one configuration as one vectorised ensemble job (auto: where `bench fill` says it wins)")
+                   help="seeds of one configuration as one vectorised ensemble job "
+                        "(auto: where `bench fill` says it wins)")
     s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
     s.add_argument("--together", type=_together, default="auto", metavar="auto|N",
                    help="small runs (a step of at most 128 GFLOP) trained at once in one process, each its solo run: "
@@ -237,9 +247,11 @@ def _plan_arguments(sub):
     s.add_argument("--clock-from", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
                    help="the time the `trained N s of M s` line counts M from (default: the batch's start)")
     s.add_argument("--pack-since", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
-                   help="pack only files written from this time on (seconds since the epoch; default: the batch's start)")
+                   help="pack only files written from this time on "
+                        "(seconds since the epoch; default: the batch's start)")
     s.add_argument("--partition", help="slurm: partition")
-    s.add_argument("--time-min", type=whole_number(1), help="slurm: time limit per job in minutes (default: from the estimates)")
+    s.add_argument("--time-min", type=whole_number(1),
+                   help="slurm: time limit per job in minutes (default: from the estimates)")
     s.add_argument("--gpus-per-job", type=whole_number(0), help="slurm: GPUs per job (default 1 for a GPU profile)")
     s.add_argument("--max-parallel", type=whole_number(1), help="slurm: jobs of the array running at once")
     s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
@@ -269,7 +281,8 @@ def _papers_arguments(sub):
 
 def parser():
     p = argparse.ArgumentParser(prog="vixnb", description="A reproducible study of efficient vision transformers.",
-                                epilog="Errors are one line; --verbose (--debug, or VIXNB_DEBUG=1) shows the traceback.")
+                                epilog="Errors are one line; --verbose (--debug, or VIXNB_DEBUG=1) shows the "
+                                       "traceback.")
     p.add_argument("--verbose", "--debug", dest="debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_models_arguments, _train_arguments, _notebook_arguments, _measure_arguments, _bench_arguments,
@@ -278,7 +291,8 @@ def parser():
     for command in sub.choices.values():  # `vixnb train ... --debug` as well as `vixnb --debug train ...`
         command.add_argument("--verbose", "--debug", dest="debug", action="store_true", default=argparse.SUPPRESS,
                              help=argparse.SUPPRESS)
-        for nested in getattr(command, "_subparsers", None) and command._subparsers._group_actions[0].choices.values() or ():
+        for nested in (getattr(command, "_subparsers", None)
+                       and command._subparsers._group_actions[0].choices.values() or ()):
             nested.add_argument("--verbose", "--debug", dest="debug", action="store_true", default=argparse.SUPPRESS,
                                 help=argparse.SUPPRESS)
     return p

@@ -27,8 +27,9 @@ def train(args):
     from ..runs.asked import run_of
     from ..runs.spec import Keep
 
-    options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol, "optimizer": args.optimizer,
-               "precision": args.precision, "randaugment": args.randaugment, "post_train_epochs": args.post_train_epochs,
+    options = {"epochs": args.epochs, "batch_size": args.batch_size, "protocol": args.protocol,
+               "optimizer": args.optimizer, "precision": args.precision, "randaugment": args.randaugment,
+               "post_train_epochs": args.post_train_epochs,
                "amp_loss_only": True if args.authors_amp else None, "eval_mode": False if args.no_eval_mode else None,
                "compile": args.compile, "channels_last": args.channels_last, "lr": args.lr, "stop": args.stop,
                "allow_resize": args.allow_resize, "warmup_steps": args.warmup_steps, "loss_fp32": args.loss_fp32,

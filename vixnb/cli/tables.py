@@ -1,5 +1,6 @@
 """Plain-text tables of the command line: ``vixnb measure`` records (and scaling-sweep rows and crossovers),
-``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames (``vixnb.report``)."""
+``vixnb bench mixers``, ``vixnb bench train`` and ``vixnb bench fill`` rows. The pages' tables are DataFrames
+(``vixnb.report``)."""
 from ..measure import FAVOR_GFLOPS_COLUMN, FUSED_SOFTMAX, MATERIALISED_SOFTMAX, PATHS, summary_row
 from ..plan.entries import TrainEntry
 from ..plan.plan import shown_settings
@@ -56,11 +57,13 @@ def _crossovers_table(rows):
 
 def _sweep_table(rows):
     first = rows[0]
-    lines = [f"scaling sweep: batch {first['batch']}, dim {first['dim']}, {first['heads']} heads x {first['dim_head']}, "
+    lines = [f"scaling sweep: batch {first['batch']}, dim {first['dim']}, "
+             f"{first['heads']} heads x {first['dim_head']}, "
              f"{first['mode']}, {first['device']} {first['dtype']} ({first['provenance']['device']})",
              f"{'mechanism':<24}{'tokens':>7}{'ms':>10}{'peak MB':>10}{'est GB':>9}{'GFLOPs':>10}  status"]
     for r in rows:
-        lines.append(f"{r['mechanism']:<24}{r['tokens']:>7}{text_cell(r['ms'], '.2f'):>10}{text_cell(r['peak_mb'], '.1f'):>10}"
+        lines.append(f"{r['mechanism']:<24}{r['tokens']:>7}{text_cell(r['ms'], '.2f'):>10}"
+                     f"{text_cell(r['peak_mb'], '.1f'):>10}"
                      f"{text_cell(r['estimate_gb'], '.3f'):>9}{text_cell(r['gflops'], '.2f'):>10}  {r['status']}")
     return "\n".join(lines)
 
@@ -68,11 +71,13 @@ def _sweep_table(rows):
 def mixers_table(rows):
     """A plain-text table of ``bench_mixers`` rows."""
     head = rows[0] if rows else {}
-    lines = [f"token mixers, forward + backward: {head.get('batch')} x {head.get('tokens')} tokens, dim {head.get('dim')}, "
+    lines = [f"token mixers, forward + backward: {head.get('batch')} x {head.get('tokens')} tokens, "
+             f"dim {head.get('dim')}, "
              f"{head.get('heads')} heads x {head.get('dim_head')}, {head.get('device')} {head.get('dtype')}"
              f"{_compiled_label(head.get('compiled'))}; "
              f"ratios vs {MATERIALISED_SOFTMAX} (x ref) and {FUSED_SOFTMAX} (x fused)",
-             f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'x fused':>9}{'peak MiB':>11}{'x ref':>8}{'aten ops':>10}  params"]
+             f"{'mechanism':<24}{'ms':>10}{'x ref':>8}{'x fused':>9}{'peak MiB':>11}{'x ref':>8}"
+             f"{'aten ops':>10}  params"]
     for r in rows:
         lines.append(f"{r['mechanism']:<24}{text_cell(r['ms'], '.2f'):>10}"
                      f"{text_cell(r['ratio_vs_materialized_softmax'], '.2f'):>8}"
@@ -102,7 +107,8 @@ def train_table(rows):
             f"{'paper protocol (min, projected)':>33}{'at':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['model']:<18}{r['batch_size']:>6}{text_cell(r.get('reference_images_per_s'), '.1f', blank='—'):>17}"
+        lines.append(f"{r['model']:<18}{r['batch_size']:>6}"
+                     f"{text_cell(r.get('reference_images_per_s'), '.1f', blank='—'):>17}"
                      f"{text_cell(r.get('ours_images_per_s'), '.1f', blank='—'):>12}"
                      f"{text_cell(r.get('ratio'), '.2f', blank='—'):>8}"
                      f"{text_cell(r.get('projected_paper_minutes'), '.1f', blank='—'):>33}{r['projected_dtype']:>6}")
@@ -111,7 +117,8 @@ def train_table(rows):
         r0 = rows[0]
         lines.append(f"device {r0['device']}, dtype {r0['dtype']}, torch {r0['torch']}; "
                      f"projected Table 1 total at the paper protocol: {sum(total):.1f} min over {len(total)} models")
-        lines.append(f"projection: epochs x ({r0['paper_train_images']:,} training + {r0['paper_test_images']:,} / 3 test "
+        lines.append(f"projection: epochs x ({r0['paper_train_images']:,} training + "
+                     f"{r0['paper_test_images']:,} / 3 test "
                      f"images) at our path's speed in the paper profile's precision ({r0['projected_dtype']}"
                      + (f", timed separately from the {r0['dtype']} column" if "ours_paper_dtype_images_per_s" in r0
                         else "") + ")")
@@ -173,7 +180,8 @@ def fill_table(rows):
                 continue
             lines.append(f"{r['model']:<18}{label:<24}{text_cell(r[f'{approach}_images_per_s'], '.1f'):>10}"
                          f"{text_cell(r[f'{approach}_vs_one_seed'], '.2f'):>12}"
-                         f"{text_cell(r[f'{approach}_time_vs_separate'], '.2f'):>27}  {r.get(f'{approach}_status', '')}")
+                         f"{text_cell(r[f'{approach}_time_vs_separate'], '.2f'):>27}"
+                         f"  {r.get(f'{approach}_status', '')}")
     r0 = rows[0]
     lines.append(f"device {r0['device']}, dtype {r0['dtype']}, batch {r0['batch_size']} per seed, torch {r0['torch']}; "
                  f"time = training {k} seeds this way / {k} separate one-seed runs one after another")

@@ -35,7 +35,8 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
         config = job.pop("config")
         options = {**dict(progress=progress, checkpoint=None, download=False, deadline=None, with_weights=False,
                           init_state=None, init_sha256=None, graphs=graphs), **job}
-        runs.append({"run": training_steps(config, device=device, interleave=True, concurrent_runs=len(jobs), **options),
+        runs.append({"run": training_steps(config, device=device, interleave=True, concurrent_runs=len(jobs),
+                                           **options),
                      "stream": torch.cuda.Stream(device) if cuda else None, "rng": None, "done": False})
     outcomes = [None] * len(runs)
     with torch.random.fork_rng(devices=[device] if cuda else []), _closing_on_interrupt(runs):

@@ -179,7 +179,8 @@ def member_grad_norms(layers):
     def norms(g):  # (members,): each member's norm of one stacked gradient
         return torch.linalg.vector_norm(g.reshape(len(g), -1), dim=1)
 
-    return torch.stack([torch.linalg.vector_norm(torch.stack([norms(p.grad) for p in params if p.grad is not None]), dim=0)
+    return torch.stack([torch.linalg.vector_norm(torch.stack([norms(p.grad) for p in params if p.grad is not None]),
+                                                 dim=0)
                         for params in layers])
 
 
@@ -232,7 +233,8 @@ def _epoch(step, images, labels, *, generators, config, seeds, epoch, augmenters
             raise FloatingPointError(
                 f"{config['model']} seed {seed}: loss became {loss[bad]} at epoch {epoch}, step {bad + 1}; no result "
                 "stored. Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
-        entries.append({"epoch": epoch, "train_loss": sum(loss) / len(loss), "train_acc": 100 * sum(accuracy) / len(accuracy),
+        entries.append({"epoch": epoch, "train_loss": sum(loss) / len(loss),
+                        "train_acc": 100 * sum(accuracy) / len(accuracy),
                         **({"grad_norms": grad_norm} if grad_norm is not None else {}), "seconds": seconds})
     return entries
 
@@ -241,7 +243,8 @@ def _same_configuration(configs):
     """The seeds of ``configs``, or an error where they differ in anything but ``seed`` or repeat a seed."""
     if not configs:
         raise ValueError("configs is empty: give one run_config(..., seed=s) per seed")
-    differ = sorted({k for c in configs for k in set(c) | set(configs[0]) if k != "seed" and c.get(k) != configs[0].get(k)})
+    differ = sorted({k for c in configs for k in set(c) | set(configs[0])
+                     if k != "seed" and c.get(k) != configs[0].get(k)})
     if differ:
         raise ValueError(f"configs differ in {', '.join(differ)}: an ensemble trains seeds of one configuration; "
                          "build them with run_config(..., seed=s), changing only the seed")
@@ -382,4 +385,5 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
     results = [run_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
                        ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
                for c, history, fact, test in zip(configs, histories, facts, tests)]
-    return [{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if with_weights else results
+    return ([{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if with_weights
+            else results)

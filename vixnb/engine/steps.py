@@ -237,7 +237,8 @@ class TrainStep:
                 with torch.cuda.graph(graph):
                     self._body(self.static_images, self.static_labels)
             except RuntimeError as e:  # nothing ran during the failed capture: this step and the rest run eagerly
-                self.fallback = f"capture failed, eager from epoch step {self.steps + 1}: {str(e).splitlines()[0][:200]}"
+                self.fallback = (f"capture failed, eager from epoch step {self.steps + 1}: "
+                                 f"{str(e).splitlines()[0][:200]}")
                 self.graphed = self.on_gpu = False
                 torch.cuda.synchronize(self.device)
                 self._body(self.static_images, self.static_labels)
@@ -252,7 +253,8 @@ def layer_grad_norms(layers):
     norms = []
     for params in layers:
         grads = [p.grad for p in params if p.grad is not None]
-        norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else params[0].new_zeros(()))
+        norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads
+                     else params[0].new_zeros(()))
     return torch.stack(norms)
 
 
@@ -266,14 +268,17 @@ def drain(run):
 
 
 def execution(device, graphed_phases, concurrent_runs, fallbacks=(), *, compiled=False, attention="auto"):
-    """How a run was executed, which changes no number it is meant to give beyond rounding (``provenance["execution"]``):
-    the optimizers whose steps ran as CUDA graphs, runs sharing the process (their GPU memory figures are the
-    process's), torch.compile, the attention path (``ATTENTION``) and, on a GPU, the SDPA kernels torch may pick."""
+    """How a run was executed, which changes no number it is meant to give beyond rounding
+    (``provenance["execution"]``): the optimizers whose steps ran as CUDA graphs, runs sharing the process (their GPU
+    memory figures are the process's), torch.compile, the attention path (``ATTENTION``) and, on a GPU, the SDPA
+    kernels torch may pick."""
     out = {"cuda_graphs": sorted(graphed_phases) if device.type == "cuda" else [], "concurrent_runs": concurrent_runs,
            "compile": bool(compiled), "attention": attention,
            **({"cuda_graph_fallbacks": list(fallbacks)} if fallbacks else {})}
     if device.type == "cuda" and attention == "auto":
         b = torch.backends.cuda
-        out["sdpa_backends"] = [name for name, on in (("flash", b.flash_sdp_enabled()), ("cudnn", b.cudnn_sdp_enabled()),
-                                ("mem_efficient", b.mem_efficient_sdp_enabled()), ("math", b.math_sdp_enabled())) if on]
+        out["sdpa_backends"] = [name for name, on in (("flash", b.flash_sdp_enabled()),
+                                                      ("cudnn", b.cudnn_sdp_enabled()),
+                                                      ("mem_efficient", b.mem_efficient_sdp_enabled()),
+                                                      ("math", b.math_sdp_enabled())) if on]
     return out

@@ -12,8 +12,8 @@ Protocol ``fixed`` selects the epoch on a held-out validation split and evaluate
 ``dualopt`` is paper `cxv`'s AdamW-then-SGD rule (``DualOptSwitch``), ``sgd`` its SGD phase's settings for the whole run
 (section 5.1.1's "only SGD"; with ``stop: patience`` it ends as DualOpT's SGD phase does); ``randaugment`` augments
 training batches only, and ``post_train_epochs`` continues from the best weights on un-augmented data (paper `cxv`,
-Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.engine.steps``: no host read
-inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
+Table 4). ``compile`` and ``channels_last`` are speed switches. The work per batch is ``vixnb.engine.steps``: no host
+read inside an epoch, and on a GPU the whole training step as one CUDA graph (``train(graphs=...)``).
 
 The blog's protocol (paper `shaped`) adds, as config keys present only where set (``spec.run_config``): ``schedule:
 cosine`` (per-epoch cosine annealing to 0 over ``epochs``, set statelessly before each epoch, so a resumed run is exact;
@@ -152,8 +152,8 @@ def splits(config, device, download=False):
     return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
-#: what a run yields while it trains (``training_steps`` with ``interleave``): at an epoch's start, after each training step,
-#: and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
+#: what a run yields while it trains (``training_steps`` with ``interleave``): at an epoch's start, after each training
+#: step, and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
 EPOCH_START, STEP, STEPS_DONE = "epoch start", "step", "steps done"
 
 
@@ -161,7 +161,8 @@ def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, c
                  epoch, step, augment_generator=None, layers=None):
     """One pass over the training tensors in a seeded random order, one ``step`` (``steps.TrainStep``) a batch,
     yielding ``EPOCH_START`` first, ``STEP`` after each and ``STEPS_DONE`` after the last; returns the epoch's
-    history entry, from one read of the device (losses and accuracies summed in step order; a non-finite loss named by its step).
+    history entry, from one read of the device (losses and accuracies summed in step order; a non-finite loss named by
+    its step).
     ``augment``: RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers``
     (``layer_params``): record the per-layer gradient norms every ``grad_norm_every``-th step."""
     yield EPOCH_START
@@ -215,7 +216,8 @@ def training_device(config, device):
     """The device a run of ``config`` trains on (``device``, else the profile's); an error where it has no GPU."""
     device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; use --profile smoke on a CPU")
+        raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; "
+                           "use --profile smoke on a CPU")
     return device
 
 
@@ -235,11 +237,12 @@ AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def autocasts(config, device, *, cache=True):
     """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk: bf16 and
-    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``engine.precision.machine_precision``) and the authors'
-    AMP (``amp_loss_only``) scale the loss. ``cache=False``: autocast keeps no cast weights (a CUDA graph's capture
-    needs that; the numbers are the same)."""
+    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``engine.precision.machine_precision``) and the
+    authors' AMP (``amp_loss_only``) scale the loss. ``cache=False``: autocast keeps no cast weights (a CUDA graph's
+    capture needs that; the numbers are the same)."""
     dtype = AUTOCAST_DTYPES.get(config["precision"])
-    autocast = (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)) if dtype is not None else nullcontext
+    autocast = ((lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)) if dtype is not None
+                else nullcontext)
     amp = config["amp_loss_only"] and device.type == "cuda"
     loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
     scaled = (amp or config["precision"] == "fp16") and device.type == "cuda"
@@ -314,8 +317,8 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
                           graphs=graphs, data=data, attention=attention, compile=compile))
 
 
-def training_steps(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256, graphs,
-         interleave=False, concurrent_runs=1, data=None, attention=None, compile=None, on_step=None):
+def training_steps(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256,
+         graphs, interleave=False, concurrent_runs=1, data=None, attention=None, compile=None, on_step=None):
     """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
     ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
     result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded.
@@ -425,7 +428,8 @@ def training_steps(config, *, progress, device, checkpoint, download, deadline, 
             saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
             raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
                                       f"{sum(limits.values())}; {saved}") from None
-        entry.update(select_top1=top1, select_top5=top5, stage=stage, phase=switch.phase if switch else first_phase(config))
+        entry.update(select_top1=top1, select_top5=top5, stage=stage,
+                     phase=switch.phase if switch else first_phase(config))
         if not history or top1 >= max(h["select_top1"] for h in history):
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         history.append(entry)
@@ -470,7 +474,8 @@ def _warm_start(model, state, sha256, config, images, labels, autocast):
     report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
     if config["eval_mode"]:
         model.eval()
-    top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast, with_loss=True)
+    top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast,
+                                 with_loss=True)
     return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"],
             **({"source_weights_sha256": sha256} if sha256 else {}), **report.to_dict(),
             "top1": top1, "top5": top5, "loss": loss[0] if loss else None}

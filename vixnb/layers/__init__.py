@@ -1,8 +1,8 @@
 """Token mixers: every attention mechanism of the study behind one interface.
 
 ``build(mixer, *, dim, heads, dim_head, seq_len=None, layer_index=None, depth=None, **options)`` returns the token
-mixer named ``mixer``, a module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_mixers()`` names them. Every mixer
-has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
+mixer named ``mixer``, a module mapping (batch, tokens, dim) -> (batch, tokens, dim); ``list_mixers()`` names them.
+Every mixer has ``forward(x)`` and ``attention_map(x)``, the (b, h, n, n) token-to-token map (FNet and the token MLP
 have none and raise ``NotImplementedError``), and says on its class what that map is: ``map_description``, one line (a
 property where it depends on the layer's settings; starting "no attention map" and saying why where there is
 none, the class then declaring ``draws_map = False``: what code reads, ``maps``), and beside it the ``mechanism``

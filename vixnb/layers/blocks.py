@@ -9,7 +9,8 @@ from torch import nn
 
 
 def mlp(dim, hidden_dim, *, dropout=0.0, dense=nn.Linear):
-    return nn.Sequential(dense(dim, hidden_dim), nn.GELU(), nn.Dropout(dropout), dense(hidden_dim, dim), nn.Dropout(dropout))
+    return nn.Sequential(dense(dim, hidden_dim), nn.GELU(), nn.Dropout(dropout), dense(hidden_dim, dim),
+                         nn.Dropout(dropout))
 
 
 class PreNorm(nn.Module):

@@ -12,8 +12,8 @@ from torch import nn
 class FourierMixer(nn.Module):
     mechanism = "FNet (Fourier mixing)"  # what the synthesis page groups it under (``report.claims.synthesis``)
     draws_map = False  # a declaration the maps' code reads (``layers.maps.draws_map``); map_description says why
-    map_description = ("no attention map: FNet's Fourier mixing (the real part of a 2-D FFT over tokens and channels) is "
-                "a fixed operator with no token-to-token matrix")
+    map_description = ("no attention map: FNet's Fourier mixing (the real part of a 2-D FFT over tokens and channels) "
+                "is a fixed operator with no token-to-token matrix")
 
     def __init__(self, *, dim=None, heads=None, dim_head=None, seq_len=None):
         super().__init__()

@@ -95,7 +95,8 @@ class ImageLinearAttention(nn.Module):
         if kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be odd (same-size output), got {kernel_size}")
         inner, padding = heads * dim_head, kernel_size // 2
-        self.heads, self.dim_head, self.feature_map, self.norm_queries, self.eps = heads, dim_head, feature_map, norm_queries, eps
+        self.heads, self.dim_head, self.feature_map, self.norm_queries, self.eps = (heads, dim_head, feature_map,
+                                                                                     norm_queries, eps)
         self.to_q = nn.Conv2d(dim, inner, kernel_size, padding=padding)
         self.to_k = nn.Conv2d(dim, inner, kernel_size, padding=padding)
         self.to_v = nn.Conv2d(dim, inner, kernel_size, padding=padding)

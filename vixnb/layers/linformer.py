@@ -34,7 +34,8 @@ class LinformerAttention(nn.Module):
             raise ValueError("linformer needs seq_len (the number of tokens, class token included)")
         inner = heads * dim_head
         kv_dim = dim_head if one_kv_head else inner
-        self.heads, self.dim_head, self.seq_len, self.k, self.share_kv, self.rope = heads, dim_head, seq_len, k, share_kv, rope
+        self.heads, self.dim_head, self.seq_len, self.k, self.share_kv, self.rope = (heads, dim_head, seq_len, k,
+                                                                                     share_kv, rope)
         self.kv_heads = 1 if one_kv_head else heads
         self.to_q = nn.Linear(dim, inner, bias=qkv_bias)
         self.to_k = nn.Linear(dim, kv_dim, bias=qkv_bias)

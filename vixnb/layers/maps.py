@@ -1,7 +1,7 @@
 """What a layer declares about its attention map, read by code (never its sentence): which modules have one
 (``has_attention_map``: their class defines ``attention_map``), which module's declaration a wrapper's map is
-(``declaring``: the first inside it whose class says ``map_description``), and whether it can be drawn (``draws_map``: a mixer
-without a token-to-token matrix declares ``draws_map = False``, FNet's Fourier mixing and the token MLP). The keep
+(``declaring``: the first inside it whose class says ``map_description``), and whether it can be drawn (``draws_map``: a
+mixer without a token-to-token matrix declares ``draws_map = False``, FNet's Fourier mixing and the token MLP). The keep
 decision (``runs.asked``) and the maps study (``analysis.maps``) read these."""
 
 

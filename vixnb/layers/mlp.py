@@ -11,7 +11,8 @@ from torch import nn
 class TokenMLP(nn.Sequential):
     mechanism = "MLP-Mixer (token MLP)"  # what the synthesis page groups it under (``report.claims.synthesis``)
     draws_map = False  # a declaration the maps' code reads (``layers.maps.draws_map``); map_description says why
-    map_description = "no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token matrix"
+    map_description = ("no attention map: MLP-Mixer's token MLP (a nonlinear MLP across tokens) has no token-to-token "
+                "matrix")
 
     def __init__(self, *, seq_len, expansion_factor=4, dropout=0.0, dim=None, heads=None, dim_head=None):
         if seq_len is None:

@@ -66,7 +66,8 @@ def moore_penrose_pinv(x, iters=6, *, compiled=False, backward="manual"):
 
 
 def _no_autocast(device_type):
-    return torch.autocast(device_type, enabled=False) if device_type in ("cpu", "cuda") else nullcontext()  # not on "meta"
+    return (torch.autocast(device_type, enabled=False) if device_type in ("cpu", "cuda")
+            else nullcontext())  # not on "meta"
 
 
 def _pinv(x, iters, *, manual_backward=False):

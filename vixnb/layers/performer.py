@@ -122,7 +122,8 @@ class FastAttention(nn.Module):
 
     def features(self, q, k):
         if self.kernel == "softmax":
-            return softmax_features(q, self.projection, is_query=True), softmax_features(k, self.projection, is_query=False)
+            return (softmax_features(q, self.projection, is_query=True),
+                    softmax_features(k, self.projection, is_query=False))
         scale = q.shape[-1] ** -0.25
         q, k = q * scale, k * scale
         if self.kernel == "exp-deterministic":  # the shifts cancel between numerator and normaliser

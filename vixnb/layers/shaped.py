@@ -70,7 +70,8 @@ class ShapedAttention(nn.Module):
                  beta=None, qk_bias=True, centering=False, fused=True, rope=None, seq_len=None):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"shaped attention applies each head to dim/heads input channels: dim={dim} is not divisible by heads={heads}")
+            raise ValueError(f"shaped attention applies each head to dim/heads input channels: dim={dim} is not "
+                             f"divisible by heads={heads}")
         a, b = shaped_init(init, layer_index=layer_index, depth=depth)
         a, b = a if alpha is None else alpha, b if beta is None else beta
         inner = heads * dim_head

@@ -67,7 +67,8 @@ def efficiency_record(names, *, profile, dataset="cifar10", batch_size=None, tok
     cpu = small_sizes(profile)
     device = "cpu" if cpu else "cuda"
     batch_size = batch_size or (2 if cpu else 64)
-    records = cost_records(names, dataset=dataset, device=device, paths=PATHS, overrides=prof.get("model_overrides", {}),
+    records = cost_records(names, dataset=dataset, device=device, paths=PATHS,
+                           overrides=prof.get("model_overrides", {}),
                            batch_size=batch_size, iters=iters or (2 if cpu else None), steps=1 if cpu else 2,
                            cpu_batch=2 if cpu else None)
     sweep = scaling_sweep(tokens=tuple(tokens or ((256, 1024) if cpu else (256, 1024, 4096, 16384))), device=device,

@@ -239,9 +239,9 @@ def _hooked_macs(model, size, device):
 def paper_macs(model, input_size=None):
     """The MACs the `cxv` paper's "MACs" column counts: every call of an ``nn.Linear`` (output elements x
     in_features) and of a convolution, ``nn.Conv1d``/``2d``/``3d`` and the transposed ones (output elements x
-    in_channels / groups x kernel volume; subclasses such as Nystrom's residual ``TokenConv`` included), for one image in eval mode, counted by
-    forward hooks on a ``meta`` copy of the model (shapes only; a real forward on the model's device if an op has no
-    meta kernel). Biases, norms, activations, pooling and softmax add nothing.
+    in_channels / groups x kernel volume; subclasses such as Nystrom's residual ``TokenConv`` included), for one image
+    in eval mode, counted by forward hooks on a ``meta`` copy of the model (shapes only; a real forward on the model's
+    device if an op has no meta kernel). Biases, norms, activations, pooling and softmax add nothing.
 
     Matrix products that are not layers -- the attention products (Q K^T, A V; Nystrom's landmark products, the
     Performer's feature maps, the linear attention's K^T V) made by ``matmul``/``einsum``/SDPA -- are NOT counted:

@@ -30,7 +30,8 @@ def summary_row(rec):
     for path in rec.get("training", {}):
         tr, inf, tp = rec["training"][path], rec["inference"][path], rec["throughput"][path]
         row[f"train GB ({path})"] = tr.get("peak_reserved_gb") if tr["status"] == "ok" else short_status(tr["status"])
-        row[f"train GB alloc ({path})"] = tr.get("peak_allocated_gb") if tr["status"] == "ok" else short_status(tr["status"])
+        row[f"train GB alloc ({path})"] = (tr.get("peak_allocated_gb") if tr["status"] == "ok"
+                                           else short_status(tr["status"]))
         row[f"train step ms ({path})"] = tr.get("step_ms")
         b64 = next((b for b in inf.get("batches", []) if b["batch_size"] == 64), None)
         row[f"infer GB @64 ({path})"] = (b64.get("peak_allocated_gb") if b64 and b64["status"] == "ok"

@@ -43,7 +43,8 @@ def measure(model_name, *, dataset="cifar10", device=None, batch_size=None, json
         model = create_model(model_name, dataset=dataset, **overrides)
     return measure_model(model, name=model_name, device=device, batch_size=batch_size, json_ready=json_ready,
                          paths=paths, dtype=dtype, inference_batch_sizes=inference_batch_sizes, iters=iters,
-                         cpu_batch=cpu_batch, steps=steps, dataset=dataset, overrides=dict(overrides), max_batch=max_batch)
+                         cpu_batch=cpu_batch, steps=steps, dataset=dataset, overrides=dict(overrides),
+                         max_batch=max_batch)
 
 
 @checked("batch_size", "iters", "steps", "max_batch")

@@ -84,7 +84,8 @@ def throughput(model, *, device=None, path="fused", dtype="fp32", iters=None, wa
             x = None
             try:
                 x = torch.randn(b, *size, device=device)
-                times = timing.time_ms(lambda x=x: forward(work, x, forward_context), device, warmup=warmup, iters=iters)
+                times = timing.time_ms(lambda x=x: forward(work, x, forward_context), device, warmup=warmup,
+                                       iters=iters)
                 tried.append({"batch_size": b, "status": "ok", "images_per_s": b * iters * 1e3 / sum(times)})
             except Exception as err:  # noqa: BLE001
                 if not is_oom(err):

@@ -26,5 +26,6 @@ from .registry import (architecture_signature, create_model, list_models, meta_m
 from .vix import ViX, paper_mixers
 from .warm_start import TransferReport, transfer
 
-__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "meta_model", "model_cfg", "model_entrypoint",
-           "model_fact", "model_family", "model_modules", "paper_mixers", "register_model", "settings_from_key", "settings_in_key", "TransferReport", "transfer"]
+__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "meta_model", "model_cfg",
+           "model_entrypoint", "model_fact", "model_family", "model_modules", "paper_mixers", "register_model",
+           "settings_from_key", "settings_in_key", "TransferReport", "transfer"]

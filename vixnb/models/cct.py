@@ -115,7 +115,8 @@ class SeqPoolTransformer(nn.Module):
         super().__init__()
         self.pos_embedding = nn.Parameter(torch.empty(1, num_tokens, dim))
         self.dropout = nn.Dropout(emb_dropout)
-        rates = [drop_path * i / (depth - 1) if depth > 1 else 0.0 for i in range(depth)]  # linspace(0, drop_path, depth)
+        rates = [drop_path * i / (depth - 1) if depth > 1 else 0.0
+                 for i in range(depth)]  # linspace(0, drop_path, depth)
         self.layers = nn.ModuleList(
             EncoderLayer(dim, make_mixer(layer_index=i + 1, depth=depth), mlp_dim=mlp_dim, dropout=dropout,
                          drop_path=rates[i])

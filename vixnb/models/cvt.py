@@ -105,7 +105,8 @@ class ConvAttention(nn.Module):
     ``fused=False`` forms the ((b h), n, n) matrix through ``self.attend`` (``nn.Softmax``) as the authors'
     code does."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
+    # what the synthesis page groups it under (``report.claims.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism
     map_description = ("CvT's exact softmax(QK^T/sqrt(d)) over the feature map's tokens, q, k and v by depthwise-"
                 "separable convs; rows sum to 1")
 
@@ -188,7 +189,8 @@ class CvX(nn.Module):
                                                             **self.mixer_options), side))
             done += stage_depth
             stages.append(nn.Sequential(nn.Conv2d(dim_in, dim, emb_kernel, stride=stride, padding=emb_kernel // 2),
-                                        ChannelNorm(dim), Transformer2d(dim, mixers, mlp_mult=mlp_mult, dropout=dropout)))
+                                        ChannelNorm(dim),
+                                        Transformer2d(dim, mixers, mlp_mult=mlp_mult, dropout=dropout)))
             dim_in = dim
         self.stages = nn.Sequential(*stages)
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), Rearrange("b c 1 1 -> b c"), nn.Linear(dim, num_classes))

@@ -63,7 +63,8 @@ def kept_facts(root):
     if not isinstance(kept, dict) or kept.get("code") != code_version() or not isinstance(kept.get("facts"), dict):
         return {}
     sound = {name: entry["value"] for name, entry in kept["facts"].items()
-             if isinstance(entry, dict) and set(entry) == {"value", "shape"} and shape(entry["value"]) == entry["shape"]}
+             if isinstance(entry, dict) and set(entry) == {"value", "shape"}
+                and shape(entry["value"]) == entry["shape"]}
     if len(sound) < len(kept["facts"]):
         say_once(f"facts {path}", f"{path}: {len(kept['facts']) - len(sound)} kept model facts are not of the shape "
                                   "they were written with; they are computed again (the file is a cache only)")
@@ -88,7 +89,8 @@ def _write(path, name, value):
         on_disk = json.loads(path.read_text())
     except (OSError, ValueError):
         on_disk = {}
-    same = isinstance(on_disk, dict) and on_disk.get("code") == code_version() and isinstance(on_disk.get("facts"), dict)
+    same = (isinstance(on_disk, dict) and on_disk.get("code") == code_version()
+            and isinstance(on_disk.get("facts"), dict))
     facts = {**(on_disk["facts"] if same else {}), name: {"value": value, "shape": shape(value)}}
     text = json.dumps({"code": code_version(), "facts": facts}, sort_keys=True)
     try:

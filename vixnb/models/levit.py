@@ -52,9 +52,10 @@ class LeViTAttention(nn.Module):
     does. ``fused=True`` calls ``scaled_dot_product_attention``; ``False`` forms the (s*s)^2 matrix through
     an ``nn.Softmax`` module, the path that reproduces "Size (MB)"."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
-    map_description = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and k "
-                "by 1x1 conv + BatchNorm; rows sum to 1")
+    # what the synthesis page groups it under (``report.claims.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism
+    map_description = ("LeViT's exact softmax(QK^T/sqrt(d) [+ position bias]) over the feature map's positions, q and "
+                "k by 1x1 conv + BatchNorm; rows sum to 1")
 
     def __init__(self, *, dim, fmap_size, heads=4, dim_key=32, dim_value=32, dropout=0.0, pos_bias=False, fused=True):
         super().__init__()

@@ -30,7 +30,8 @@ class MLPMixer(nn.Module):
         side = image_size // (stem_stride if hybrid else patch_size)
         tokens = side * side
         channel_hidden = int(dim * (expansion_factor if channel_expansion is None else channel_expansion))
-        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride)
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size,
+                                            stem_stride=stem_stride)
         self.layers = nn.ModuleList(
             nn.ModuleList([
                 PreNorm(dim, layers.build("mlp", dim=dim, heads=None, dim_head=None, seq_len=tokens,

@@ -94,7 +94,8 @@ class PiX(nn.Module):
                  emb_dropout=0.0):
         super().__init__()
         if image_size % patch_size or image_size % stem_stride:
-            raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
+            raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride "
+                             f"{stem_stride}")
         side = image_size // (stem_stride if hybrid else patch_size)
         self.mixer_name, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
         self.to_patch_embedding = (conv_stem(channels, dim, stride=stem_stride) if hybrid

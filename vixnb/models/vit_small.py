@@ -69,7 +69,8 @@ class OneMapAttention(nn.Module):
     """Softmax attention with one map per layer: q, k project to ``dim_head`` channels (bias), the map applies
     to full-width values V(x), then O (both Linear with bias)."""
 
-    mechanism = layers.SoftmaxAttention.mechanism  # what the synthesis page groups it under (``report.claims.synthesis``)
+    # what the synthesis page groups it under (``report.claims.synthesis``)
+    mechanism = layers.SoftmaxAttention.mechanism
     map_description = ("vit_small's one softmax(QK^T/sqrt(d)) per layer (q, k of width/heads channels), applied to "
                 "every channel (h = 1); rows sum to 1")
 
@@ -129,12 +130,14 @@ class SmallViT(nn.Module):
         if layout not in LAYOUTS:
             raise ValueError(f"layout={layout!r}: use one of {', '.join(LAYOUTS)}")
         if width % heads or image_size % patch:
-            raise ValueError(f"width {width} must be divisible by heads {heads}, image_size {image_size} by patch {patch}")
+            raise ValueError(f"width {width} must be divisible by heads {heads}, image_size {image_size} by patch "
+                             f"{patch}")
         block = block or ("parallel" if simplified else "sequential")
         if block not in BLOCKS:
             raise ValueError(f"block={block!r}: use one of {', '.join(BLOCKS)}")
         if block == "parallel" and not simplified:
-            raise ValueError("block='parallel' is the simplified ViT's SAS-P block; pass it only to vit_small_simplified")
+            raise ValueError("block='parallel' is the simplified ViT's SAS-P block; pass it only to "
+                             "vit_small_simplified")
         if layout == "one-norm" and simplified:
             raise ValueError("layout='one-norm' is our earlier reading of the vanilla block; the simplified block's "
                              "'blog' layout already has one LayerNorm: pass it only to vit_small_vanilla")

@@ -39,15 +39,16 @@ class ViX(nn.Module):
                  emb_dropout=0.0, pos_embedding="learned", patch_conv=False, resize_input=False):
         super().__init__()
         if image_size % patch_size or image_size % stem_stride:
-            raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride {stem_stride}")
+            raise ValueError(f"image_size {image_size} must be divisible by patch_size {patch_size} and stem_stride "
+                             f"{stem_stride}")
         if pos_embedding not in ("learned", "rope"):
             raise ValueError(f"pos_embedding must be 'learned' or 'rope', got {pos_embedding!r}")
         side = image_size // (stem_stride if hybrid else patch_size)
         num_patches = side * side
         self.mixer_name, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
         self.pos_kind = pos_embedding
-        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size, stem_stride=stem_stride,
-                                            patch_conv=patch_conv)
+        self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size,
+                                            stem_stride=stem_stride, patch_conv=patch_conv)
         # images of another size are resized (bilinear) to image_size on their device, inside the model
         self.resize_to = image_size if resize_input else None
         self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim)) if pos_embedding == "learned" else None
@@ -298,7 +299,8 @@ def b16_model(image_size, num_classes, channels, config, *, mixer, mixer_options
     size = config.pop("input_size")
     config = {"patch_conv": True, "resize_input": size != image_size, **config}
     mixer, options, config = mixer_overrides(config, mixer, {"qkv_bias": True, **mixer_options})
-    return ViX(image_size=size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options, **config)
+    return ViX(image_size=size, num_classes=num_classes, channels=channels, mixer=mixer, mixer_options=options,
+               **config)
 
 
 @register_model(paper="linattn", label="ViT-B/16")

@@ -51,7 +51,8 @@ class TransferReport:
 
     def summary(self):
         """One line: how many tensors (and parameters) were loaded, new and unused."""
-        numel = {status: sum(r["numel"] for r in self.rows if r["status"] == status) for status in (LOADED, NEW, UNUSED)}
+        numel = {status: sum(r["numel"] for r in self.rows if r["status"] == status)
+                 for status in (LOADED, NEW, UNUSED)}
         return "; ".join(f"{n} {status} ({numel[status]:,} values)" for status, n in self.counts().items())
 
     def to_dict(self):
@@ -145,7 +146,8 @@ def transfer(state_dict, model) -> TransferReport:
         elif name in state_dict:
             row(name, NEW, "", tensor, f"source has shape {tuple(state_dict[name].shape)}: kept as initialised")
         else:
-            row(name, NEW, "", tensor, "buffer, as at construction" if name in buffers else "initialised as at construction")
+            row(name, NEW, "", tensor,
+                "buffer, as at construction" if name in buffers else "initialised as at construction")
     for name, tensor in state_dict.items():
         if name not in used:
             note = f"target has shape {tuple(target[name].shape)}" if name in target else "no such tensor in the target"

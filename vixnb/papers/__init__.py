@@ -152,7 +152,8 @@ def table(key, name):
     """Published table ``name`` of paper ``key``: ``{caption, dataset, rows}`` (rows in printed order)."""
     tables = load(key)["tables"]
     if name not in tables:
-        raise PaperFileError(f"vixnb/papers/{key}.yaml has no table {name!r}; its tables: {', '.join(tables) or 'none'}")
+        raise PaperFileError(f"vixnb/papers/{key}.yaml has no table {name!r}; its tables: "
+                             f"{', '.join(tables) or 'none'}")
     return tables[name]
 
 
@@ -252,6 +253,6 @@ def claims(key):
     return list(load(key)["claims"])
 
 
-__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "training_chapter", "list_papers", "load", "table", "table_models",
-           "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption", "protocol", "gpu_batch_size", "per_model",
-           "claims"]
+__all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "training_chapter", "list_papers", "load",
+           "table", "table_models", "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption",
+           "protocol", "gpu_batch_size", "per_model", "claims"]

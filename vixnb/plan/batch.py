@@ -235,7 +235,8 @@ def run_local(jobs, *, budget=None, executor="local", folder=None, progress=prin
                 t.join(STOP_GRACE_S + 5)
         for job in jobs:
             if job.outcome in ("pending", "running"):
-                job.outcome, job.note = ("stopped", _STOPPED) if job.outcome == "running" else ("not started", "the batch was stopped")
+                job.outcome, job.note = (("stopped", _STOPPED) if job.outcome == "running"
+                                         else ("not started", "the batch was stopped"))
         raise BatchStopped(str(e) or "interrupted") from None  # Ctrl-C: as the other commands say it
     return jobs
 
@@ -335,7 +336,8 @@ def submit_slurm(jobs, *, folder=None, partition=None, time_min=None, gpus_per_j
     gpus = gpus_per_job if gpus_per_job is not None else (1 if gpu_profile(profile) else 0)
     known = [j.est_minutes for j in jobs if j.est_minutes != float("inf")]
     minutes = time_min or max(30, int(2 * max(known, default=50)) + 10)
-    parameters = {"job_name": f"vixnb-{profile}", "gpus_per_node": gpus, "time": minutes, "array_parallelism": max_parallel or len(jobs),
+    parameters = {"job_name": f"vixnb-{profile}", "gpus_per_node": gpus, "time": minutes,
+                  "array_parallelism": max_parallel or len(jobs),
                   "cpus_per_task": 8 if gpus else 2, **({"partition": partition} if partition else {})}
     if dry_run:
         return parameters

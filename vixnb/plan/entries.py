@@ -1,5 +1,5 @@
-"""The plan's entries (``vixnb.plan.plan``), by type: a training run (``TrainEntry``, of a ``runs.spec.RunSpec``), a stored
-measurement (``MeasureEntry``) or a benchmark (``BenchEntry``), the last two ``RecordEntry``s of a
+"""The plan's entries (``vixnb.plan.plan``), by type: a training run (``TrainEntry``, of a ``runs.spec.RunSpec``), a
+stored measurement (``MeasureEntry``) or a benchmark (``BenchEntry``), the last two ``RecordEntry``s of a
 ``record_kinds.Request``. Each says its status in a store (``stored_status``), estimates its GPU minutes
 (``estimate``) and makes itself (``run``); a batch's job (``vixnb.plan.jobs``) holds its entries themselves, and the
 batch pickles the job.

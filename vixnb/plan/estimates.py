@@ -81,7 +81,8 @@ def _overrides(config):
 
 
 def step_gflop(config):
-    """The training GFLOP of one step of ``config``'s run: its model's per image (``training_gflop``) times its batch."""
+    """The training GFLOP of one step of ``config``'s run: its model's per image (``training_gflop``) times its
+    batch."""
     return training_gflop(config["model"], config["dataset"], _overrides(config)) * config["batch_size"]
 
 

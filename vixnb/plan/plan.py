@@ -14,11 +14,11 @@ today's, or the behavioural probe found today's code making it bitwise the same:
 stored and current, but a chapter or study needs its trained weights and none are kept here (the batch trains it
 again for them; its numbers stay shown meanwhile); ``stale``: a stored result that no longer answers, still shown
 with the reason, because it was made by other model code (its recorded architecture signature, or for older
-results its parameter count, differs from today's model), by another engine version (``results.provenance.ENGINE_VERSION``),
-from other data (its data fingerprint differs from the copy here), or under other settings (a result file of the
-same model, dataset and seed whose configuration differs and which no other entry asks for), or a benchmark whose
-rows a later change superseded, or one the behavioural probe found today's code making other numbers for;
-``missing``; ``damaged``: a result file that cannot be read (named, kept).
+results its parameter count, differs from today's model), by another engine version
+(``results.provenance.ENGINE_VERSION``), from other data (its data fingerprint differs from the copy here), or under
+other settings (a result file of the same model, dataset and seed whose configuration differs and which no other entry
+asks for), or a benchmark whose rows a later change superseded, or one the behavioural probe found today's code making
+other numbers for; ``missing``; ``damaged``: a result file that cannot be read (named, kept).
 
 **Estimate** (``est_gpu_minutes``, with its ``basis``): ``vixnb.plan.estimates`` (a stored run of the model, the
 ``bench train`` throughput, or its FLOPs at a rate fitted to the work of one step; measurements and benchmarks
@@ -177,7 +177,8 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     entries = []
     # a chapter's `first` rows, on the dataset of its first table: their first seed runs before the rest of their
     # level, in the chapters' order
-    listed = [(key, chapter_entry, row) for key, chapter_entry in chapters() for row in chapter_entry.get("first") or []]
+    listed = [(key, chapter_entry, row) for key, chapter_entry in chapters()
+              for row in chapter_entry.get("first") or []]
     firsts = {(chapter_entry["notebook"], row, papers.table(key, chapter_entry["train"][0])["dataset"]): i
               for i, (key, chapter_entry, row) in enumerate(listed)}
     runs = {}  # a run that several chapters show (a paper's reference run) is one entry, the first chapter's
@@ -285,7 +286,8 @@ def data_here(dataset):
 def checkpoint_mb(config, members=1):
     """About how large a training run's checkpoint is, in MiB: 16 bytes per parameter (weights, AdamW's two
     moments, the best weights), per member of an ensemble."""
-    _, params = architecture_today(config["model"], config["dataset"], json.dumps(run_model_settings(config), sort_keys=True))
+    _, params = architecture_today(config["model"], config["dataset"],
+                                   json.dumps(run_model_settings(config), sort_keys=True))
     return 16 * params * members / 2**20
 
 
@@ -325,11 +327,13 @@ def totals(entries, gpus=1):
     statuses) and the book's, under ``"book"``, in the entries' order (``vixnb plan``: the cheapest chapter first);
     ``hours_on_gpus``: the wall-clock hours of what is left on ``gpus`` GPUs (``hours_on``)."""
     out = {}
-    for group, members in [*((c, [e for e in entries if e.chapter == c]) for c in dict.fromkeys(e.chapter for e in entries)),
+    for group, members in [*((c, [e for e in entries if e.chapter == c])
+                             for c in dict.fromkeys(e.chapter for e in entries)),
                            ("book", entries)]:
         known = [e for e in members if e.est_gpu_minutes == e.est_gpu_minutes]
         counted, left = counts(members), [e for e in known if e.status in TO_MAKE]
-        out[group] = {**{k: v for k, v in counted.items() if k != "reasons"}, "to_run_gpu_hours": counted["gpu_hours_left"],
+        out[group] = {**{k: v for k, v in counted.items() if k != "reasons"},
+                      "to_run_gpu_hours": counted["gpu_hours_left"],
                       "all_gpu_hours": sum(e.est_gpu_minutes for e in known) / 60,
                       "hours_on_gpus": hours_on([e.est_gpu_minutes for e in left], gpus),
                       "unestimated": len(members) - len(known)}

@@ -242,8 +242,8 @@ def rehearse(profile, *, executor="local", folder=None, progress=print, **select
         jobs, skipped = rehearsal_jobs(entries)
         what = "the" if names is None else "what this batch would start of the"
         device = get_profile(name)["device"]
-        blocks = f" (each model with {REHEARSAL_CPU_DEPTH} blocks where neither the profile nor the run sets its depth)" \
-            if device == "cpu" else ""
+        blocks = f" (each model with {REHEARSAL_CPU_DEPTH} blocks where neither the profile nor the run sets " \
+            "its depth)" if device == "cpu" else ""
         progress(f"vixnb batch --rehearse: {len(jobs)} jobs, {what} {profile} plan ({len(entries)} entries) on "
                  f"{device}{blocks}, into a scratch store")
         whole, running = RehearsalJob(jobs), {}
@@ -274,7 +274,8 @@ def _pack_round_trip(store, profile, since):
                       (Path(out) / "unpacked" / n).read_bytes() != (store.root / n[len("results/"):]).read_bytes()]
             if differ or not packed:
                 return ("pack and unpack", "failed", time.time() - t0,
-                        f"{len(differ)} of {len(packed)} files differ after the round trip" if packed else "nothing packed")
+                        f"{len(differ)} of {len(packed)} files differ after the round trip" if packed
+                        else "nothing packed")
             note = f"{len(packed)} files" + (f"; left out: {'; '.join(left)}" if left else "")
             return ("pack and unpack", "ok", time.time() - t0, note)
     except Exception as e:  # noqa: BLE001

@@ -105,7 +105,8 @@ def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_
                if new(f)]
     logs = [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
     weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file() and new(w)]
-    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt") if not p.name.endswith(".previous.pt")),
+    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt")
+                          if not p.name.endswith(".previous.pt")),
                          key=lambda p: p.stat().st_size)
     capacity = max_parts * part_bytes * 0.995 - 65536  # gzip of incompressible data grows it a little
     if limit_mb is not None:
@@ -167,7 +168,8 @@ def archives(files):
     groups = {}
     for f in map(Path, files):
         if not f.is_file():
-            raise ValueError(f"{f}: no such file; give the pack's files (results.tar.gz, or every results.tar.gz.partKofN)")
+            raise ValueError(f"{f}: no such file; give the pack's files "
+                             "(results.tar.gz, or every results.tar.gz.partKofN)")
         m = _PART.match(f.name)
         key, k, n = (f.with_name(m["base"]), int(m["k"]), int(m["n"])) if m else (f, 1, 1)
         group = groups.setdefault(key, {"n": n, "parts": {}})
@@ -178,8 +180,8 @@ def archives(files):
     for key, group in groups.items():
         missing = [k for k in range(1, group["n"] + 1) if k not in group["parts"]]
         if missing:
-            raise ValueError(f"{key.name}: parts {', '.join(map(str, missing))} of {group['n']} are missing; give every "
-                             f"{key.name}.partKof{group['n']}")
+            raise ValueError(f"{key.name}: parts {', '.join(map(str, missing))} of {group['n']} are missing; "
+                             f"give every {key.name}.partKof{group['n']}")
         out.append([group["parts"][k] for k in range(1, group["n"] + 1)])
     return out
 

@@ -3,10 +3,10 @@
 Layout:
 - training runs: ``<root>/<profile>/<model>-<dataset>-seed<seed>-<hash>.json``, keyed by a hash of the run's
   configuration (``config_key``); an unfinished run's checkpoint is ``<root>/<profile>/.checkpoints/``; a run's
-  kept weights (a run whose ``RunSpec.keep`` is ``"store"``), float16, are ``<root>/<profile>/weights/<result stem>.pt``,
-  committed with the results (unlike checkpoints), their SHA-256 recorded in the result;
-  ``keep_weights="local"`` keeps them in ``<root>/<profile>/.weights-local/`` instead, on this machine only
-  (never committed nor packed: a warm start's large source);
+  kept weights (a run whose ``RunSpec.keep`` is ``"store"``), float16, are
+  ``<root>/<profile>/weights/<result stem>.pt``, committed with the results (unlike checkpoints), their SHA-256 recorded
+  in the result; ``keep_weights="local"`` keeps them in ``<root>/<profile>/.weights-local/`` instead, on this machine
+  only (never committed nor packed: a warm start's large source);
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
@@ -65,7 +65,8 @@ def damage(result):
         return "it has no top1"
     for key in RESULT_NUMBERS:
         value = result.get(key)
-        if key in result and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)):
+        if key in result and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                              or not math.isfinite(value)):
             return f"{key} is {value!r}, not a finite number"
     for key, expected in RESULT_TYPES.items():
         if key in result and not isinstance(result[key], expected):
@@ -141,7 +142,8 @@ class ResultsStore:
         buffer = io.BytesIO()
         torch.save(half, buffer)
         data = buffer.getvalue()
-        path = atomic_write(self.weights_path(config, local=local), lambda f: f.write(data), binary=True, size=len(data))
+        path = atomic_write(self.weights_path(config, local=local), lambda f: f.write(data), binary=True,
+                            size=len(data))
         return {"file": path.relative_to(self.root / config["profile"]).as_posix(),
                 "sha256": hashlib.sha256(data).hexdigest(), "dtype": "float16", "bytes": len(data)}
 
@@ -162,7 +164,8 @@ class ResultsStore:
         path = self.root / config["profile"] / result["weights"]["file"]
         if hashlib.sha256(path.read_bytes()).hexdigest() != result["weights"]["sha256"]:
             raise StoreError(f"weights file {path} does not match the SHA-256 its result records; delete it and train "
-                             "again (a run that keeps its weights, `vixnb train ... --keep-weights`, trains a result whose weights are missing)")
+                             "again (a run that keeps its weights, `vixnb train ... --keep-weights`, trains a result "
+                             "whose weights are missing)")
         return torch.load(path, weights_only=True, map_location="cpu")
 
     def get(self, config):
@@ -203,8 +206,8 @@ class ResultsStore:
             except BlockingIOError:
                 handle.seek(0)
                 pid = handle.read().strip() or "unknown"
-                raise StoreError(f"results store {self.root}: another vixnb batch (PID {pid}) is running on this store; "
-                                 f"wait for it to end, or stop it (kill {pid}) and run this again") from None
+                raise StoreError(f"results store {self.root}: another vixnb batch (PID {pid}) is running on this "
+                                 f"store; wait for it to end, or stop it (kill {pid}) and run this again") from None
             handle.seek(0)
             handle.truncate()
             handle.write(f"{os.getpid()}\n")

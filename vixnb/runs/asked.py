@@ -138,10 +138,10 @@ def study_keeps(label, run, profile):
 def table_specs(key, chapter, table, profile, seeds=None):
     """``[(row, [RunSpec per seed])]``: the runs ``chapter`` (its entry in paper ``key``'s ``book`` list) makes of
     ``table`` in ``profile`` (``asked.table_runs``, on the table's dataset), each with what it keeps of its trained
-    weights. The one keep
-    decision, which the plan and the pages both ask: the first seed of every row of the chapter's ``keep_weights``
-    tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store where they fit
-    its cap, else on this machine (``runs.make.keep_where``: a ViT-B/16's stay on the GPU machine); the rest keep none."""
+    weights. The one keep decision, which the plan and the pages both ask: the first seed of every row of the chapter's
+    ``keep_weights`` tables, and of the runs the maps study measures (``study_kept_rows``), keeps them, in the store
+    where they fit its cap, else on this machine (``runs.make.keep_where``: a ViT-B/16's stay on the GPU machine); the
+    rest keep none."""
     if table in (chapter.get("keep_weights") or []):
         kept = {row for row, *_ in papers.table_runs(key, table)}
     else:
@@ -235,7 +235,8 @@ def question_arms(key, question, profile, seed=0):
 
 
 def question_spec(key, question):
-    """The paper file's entry of ``question`` (a chapter's ``book: questions:``), or a one-line error naming the file."""
+    """The paper file's entry of ``question`` (a chapter's ``book: questions:``), or a one-line error naming the
+    file."""
     for chapter in papers.book_chapters(key):
         if question in (chapter.get("questions") or {}):
             return chapter["questions"][question]

@@ -62,10 +62,10 @@ def run(spec, *, compute="missing", store=None, progress=True, download=False, d
     A stored result that no longer answers for its configuration (``policy.stale_reason``: other model code,
     other data, a warm start's source retrained) is never reused silently: ``"missing"`` trains it again where
     the profile can train here; read anyway (``"never"``, or a machine that cannot train it), it says why under
-    ``"stale"``. Where it keeps weights (``spec.keep``: ``"store"``, ``"local"``) a stored result whose weights are missing is
-    trained again to keep them; read anyway, it says why under ``"weights_missing"``. Two processes on one run:
-    the second waits for the first's result (a lock per run). ``deadline``: see ``train.train`` (a run stopped
-    by it raises ``TrainingPaused`` and keeps its checkpoint).
+    ``"stale"``. Where it keeps weights (``spec.keep``: ``"store"``, ``"local"``) a stored result whose weights are
+    missing is trained again to keep them; read anyway, it says why under ``"weights_missing"``. Two processes on one
+    run: the second waits for the first's result (a lock per run). ``deadline``: see ``train.train`` (a run stopped by
+    it raises ``TrainingPaused`` and keeps its checkpoint).
 
     A run with ``init_from`` first gets its source run (the stored result if its weights are here, else trained,
     keeping them) and starts from its weights; a run that some row of its paper file starts from
@@ -112,7 +112,8 @@ class Pending:
     def keep(self, result):
         """Store a finished run's ``result`` (its weights first, where kept) and remove its checkpoint; the
         result with its config, as ``run`` returns it."""
-        if self.keep_weights != Keep.NONE:  # the weights first: a stored result's weights record always names a written file
+        # the weights first: a stored result's weights record always names a written file
+        if self.keep_weights != Keep.NONE:
             result["weights"] = self.store.save_weights(self.config, result.pop("best_state"),
                                                         local=self.keep_weights == Keep.LOCAL)
         self.store.put(self.config, result)
@@ -259,11 +260,11 @@ def checkpoint_path(store, configs):
 
 def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
     """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
-    result where ``runs.make.run`` stores a separate run of its seed (each member holds its run's lock meanwhile); returns
-    the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint,
-    and the next call with the same members resumes it. ``keep_weights``: a ``runs.spec.Keep`` (or its value) for every
-    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a
-    stored result whose weights are missing counts as lacking)."""
+    result where ``runs.make.run`` stores a separate run of its seed (each member holds its run's lock meanwhile);
+    returns the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint, and
+    the next call with the same members resumes it. ``keep_weights``: a ``runs.spec.Keep`` (or its value) for every
+    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a stored
+    result whose weights are missing counts as lacking)."""
     store = store if store is not None else ResultsStore()
     keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
     for c in configs:

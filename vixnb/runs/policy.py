@@ -80,7 +80,8 @@ def decide(compute, *, stored, profile, stale=None, needs_gpu=False, cpu_ok=Fals
     return Decision("make", stale or "")
 
 
-def obtain_record(store, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False, cpu_ok=False):
+def obtain_record(store, group, name, make, *, profile=None, compute="missing", stale=None, needs_gpu=False,
+                  cpu_ok=False):
     """Record ``name`` under the compute policy (``decide``): read from ``store``, or made (``make()``
     returns the record) and saved. ``stale(record)``: why a stored record no longer answers (None: it does);
     a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the

@@ -14,7 +14,8 @@ and today's source hashes:
 - cannot be checked (no commit recorded, a commit not in this clone, code that does not run): ``unverified``.
 
 ``vixnb probe`` (CI: ``vixnb probe --check``) probes every stored result whose code changed and writes the ledger.
-What the CPU probe cannot see (bf16, fused AdamW, compile; logic after its steps) is ``results.provenance.ENGINE_VERSION``'s.
+What the CPU probe cannot see (bf16, fused AdamW, compile; logic after its steps) is
+``results.provenance.ENGINE_VERSION``'s.
 """
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ for config in json.load(sys.stdin):
             optimizer = make_optimizer(model, config, "sgd" if config["optimizer"] == "sgd" else "adamw")
             spec = dataset_spec(config["dataset"])
             fixed = torch.Generator().manual_seed(0)
-            images = torch.randint(0, 256, (IMAGES, 3, spec.image_size, spec.image_size), generator=fixed, dtype=torch.uint8)
+            images = torch.randint(0, 256, (IMAGES, 3, spec.image_size, spec.image_size), generator=fixed,
+                                   dtype=torch.uint8)
             labels = torch.randint(0, spec.num_classes, (IMAGES,), generator=fixed)
             torch.manual_seed(config["seed"])
             digest = hashlib.sha256()
@@ -175,7 +177,8 @@ def probe(store, results, *, head_root=None):
                 why = "" if equal else (f"the behavioural probe differs from {str(commit)[:8]}'s code ({STEPS} CPU "
                                         "fp32 steps on fixed input): today's code makes other numbers")
             entries[ledger_key(config)] = {
-                          "file": p, "code": source_today(config["model"], config["dataset"], config_overrides_json(config)),
+                          "file": p,
+                          "code": source_today(config["model"], config["dataset"], config_overrides_json(config)),
                           "equal": equal, "why": why, "commit": commit, "probed": now()}
     return entries
 

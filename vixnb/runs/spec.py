@@ -136,7 +136,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     # the optimizer: given here, else the paper protocol's (paper `cxv`: DualOpT), else the profile's
     protocol, optimizer = protocol or prof["protocol"], optimizer or proto.get("optimizer") or prof["optimizer"]
     if protocol not in PROTOCOLS or optimizer not in OPTIMIZERS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; got {protocol!r}, {optimizer!r}")
+        raise ValueError(f"protocol must be one of {PROTOCOLS} and optimizer one of {OPTIMIZERS}; "
+                         f"got {protocol!r}, {optimizer!r}")
     overrides = settings_in_key(model, {**(papers.per_model(proto["model_overrides"], model) or {}),
                                         **prof.get("model_overrides", {}), **model_overrides})
     dualopt, sgd = optimizer == "dualopt", optimizer == "sgd"
@@ -169,7 +170,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"grad_norm_every={every!r}: give a whole number of steps >= 1 (0 for none)")
     if every and (prof["amp_loss_only"] if amp_loss_only is None else amp_loss_only):
-        raise ValueError("grad_norm_every is not supported with amp_loss_only (scaled gradients); leave one of them out")
+        raise ValueError("grad_norm_every is not supported with amp_loss_only (scaled gradients); "
+                         "leave one of them out")
     warmup = _first(warmup_steps, proto.get("warmup_steps"), 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup_steps={warmup!r}: give a whole number of optimizer steps >= 1 (0 for none)")
@@ -180,10 +182,12 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     loss_fp32 = _first(loss_fp32, proto.get("loss_fp32"), False)
     if not isinstance(loss_fp32, bool):
         raise ValueError(f"loss_fp32={loss_fp32!r}: give true or false")
-    for name, given in (("epochs", length or dualopt or patience), ("batch_size", _first(batch_size, prof.get("batch_size")))):
+    for name, given in (("epochs", length or dualopt or patience),
+                        ("batch_size", _first(batch_size, prof.get("batch_size")))):
         if not given and papers.per_model(proto[name], model) is None:
-            raise ValueError(f"{model!r}: the {model_cfg(model)['paper']} paper's protocol gives no {name} for it; pass "
-                             f"{name}= (a run the maps study names: `settings: {{{name}: N}}` in its study.yaml entry)")
+            raise ValueError(f"{model!r}: the {model_cfg(model)['paper']} paper's protocol gives no {name} for it; "
+                             f"pass {name}= (a run the maps study names: "
+                             f"`settings: {{{name}: N}}` in its study.yaml entry)")
     return {
         "engine_version": KEY_VERSION,
         "model": model,
@@ -268,8 +272,8 @@ def row_source(runs, row, shrink=None):
 
 class Keep(str, Enum):
     """What a run keeps of its selected weights: ``NONE`` nothing; ``STORE`` float16 beside the result in the store
-    (committed with it; at most ``runs.make.WEIGHTS_LIMIT_MB``); ``LOCAL`` in the profile's ``.weights-local/`` folder on
-    this machine only (never committed nor packed, no cap). The values are the command line's and the plan's
+    (committed with it; at most ``runs.make.WEIGHTS_LIMIT_MB``); ``LOCAL`` in the profile's ``.weights-local/`` folder
+    on this machine only (never committed nor packed, no cap). The values are the command line's and the plan's
     (``vixnb plan --json``'s ``keep_weights``)."""
     NONE = "no"
     STORE = "store"
@@ -398,7 +402,8 @@ def run_command(spec):
             return f" --{key.replace('_', '-')}"
         return f" --{key.replace('_', '-')} {shown}"
 
-    extra = "".join(option(k, v) if k in run_options else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
+    extra = "".join(option(k, v) if k in run_options
+                    else f" --override {k}={v if isinstance(v, str) else json.dumps(v)}"
                     for k, v in spec.settings.items())
     keep = {Keep.NONE: "", Keep.STORE: " --keep-weights", Keep.LOCAL: " --keep-weights local"}[spec.keep]
     dataset = spec.dataset

@@ -7,11 +7,13 @@ from .found import (contradicted_claims, contradicted_markdown, csv_link, findin
 from .ours import claim_list, claims_overview, claims_section, collapsible, ledger, ours_from_store, questions_section
 from .rules import NOT_DECIDED, why_not_decided
 from .standing import dashboard
-from .synthesis import (comparisons, conv_embedding_gain, fused_costs, left_out_note, mechanism, mechanism_claims, mechanism_summary,
-                        median_memory_ratio, practitioners_answer)
+from .synthesis import (comparisons, conv_embedding_gain, fused_costs, left_out_note, mechanism, mechanism_claims,
+                        mechanism_summary, median_memory_ratio, practitioners_answer)
 from .verdicts import claims, claims_page, claims_readings, claims_summary
 
 __all__ = ["NOT_DECIDED", "claim_list", "claims", "claims_overview", "claims_page", "claims_readings", "claims_section",
-           "claims_summary", "collapsible", "comparisons", "contradicted_claims", "contradicted_markdown", "conv_embedding_gain", "csv_link", "dashboard", "findings",
-           "fused_costs", "ledger", "left_out_note", "mechanism", "mechanism_claims", "mechanism_summary", "median_memory_ratio",
-           "ours_from_store", "practitioners_answer", "questions_section", "results_frame", "results_table", "runs_table", "why_not_decided"]
+           "claims_summary", "collapsible", "comparisons", "contradicted_claims", "contradicted_markdown",
+           "conv_embedding_gain", "csv_link", "dashboard", "findings", "fused_costs", "ledger", "left_out_note",
+           "mechanism", "mechanism_claims", "mechanism_summary", "median_memory_ratio", "ours_from_store",
+           "practitioners_answer", "questions_section", "results_frame", "results_table", "runs_table",
+           "why_not_decided"]

@@ -84,7 +84,8 @@ def _shaped(frame, link, store=None):
         text += (f"With SAS-P and the two-LayerNorm vanilla block, {len(holding)} of the blog's {len(accuracy)} "
                  f"accuracy claims {'holds' if len(holding) == 1 else 'hold'} on our runs ({where}). ")
     if stalled:
-        text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget runs. ")
+        text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget "
+                 "runs. ")
     text += _stall_finding(store)
     return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')})."
 
@@ -139,7 +140,8 @@ def contradicted_claims():
 
 def contradicted_markdown(frame):
     """``contradicted_claims`` as the errata page's numbered list (Markdown, the claims' text escaped)."""
-    return "".join(f"{i}. `{row['paper']}` §{markdown_text(str(row['section']))}: {markdown_text(row['claim'].rstrip('.'))}: "
+    return "".join(f"{i}. `{row['paper']}` §{markdown_text(str(row['section']))}: "
+                   f"{markdown_text(row['claim'].rstrip('.'))}: "
                    f"claimed {markdown_text(row['claimed'])}, its tables give {row['tables give']} (claim "
                    f"`{row['id']}`).\n" for i, (_, row) in enumerate(frame.iterrows(), 1))
 
@@ -157,8 +159,8 @@ def _paper_side(link):
 
 
 def findings(frames, link, *, store=None):
-    """Markdown bullets, three to six: the fused-path cost reversal, the parameter counts, the blog's block, our verdicts
-    and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``ours.ledger``);
+    """Markdown bullets, three to six: the fused-path cost reversal, the parameter counts, the blog's block, our
+    verdicts and the papers' own check, each computed now. ``frames``: ``{paper: claims frame}`` (``ours.ledger``);
     ``link(stem, text)``: a link to the chapter ``stem`` (or plain ``text`` where the book has no such page)."""
     found = [_fused(fused_costs(store=store), link), _counts(link), _shaped(frames.get("shaped"), link, store),
              verdicts_finding(frames, link), _paper_side(link)]

@@ -183,7 +183,8 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                 facts[model][name] = rules.record_facts(
                     provenance, precision, name=model, config=config, run=store.get(config) if config else None,
                     num_classes=dataset_spec(dataset).num_classes)
-                figures[model].update({metric: _number_or_none(values.get(m.column)) for metric, m in kind.metrics.items()})
+                figures[model].update({metric: _number_or_none(values.get(m.column))
+                                       for metric, m in kind.metrics.items()})
         if "gflops" in metrics and count_flops and measured:
             for model in models:
                 if figures[model].get("gflops") is None and model in list_models():
@@ -241,7 +242,8 @@ def claims_overview(pages):
         frame = entry["frame"]
         paper, ours = frame["paper bears it out"].value_counts(), frame["our verdict"].value_counts()
         rows[papers.load(key).get("title", key)] = {
-            "claims": len(frame), "paper's tables: bear out / do not": f"{paper.get(PAPER_YES, 0)} / {paper.get(PAPER_NO, 0)}",
+            "claims": len(frame),
+            "paper's tables: bear out / do not": f"{paper.get(PAPER_YES, 0)} / {paper.get(PAPER_NO, 0)}",
             "ours: hold": int(ours.get(HOLDS, 0)), "do not hold": int(ours.get(FAILS, 0)),
             "not decided": sum(int(ours.get(v, 0)) for v in (*rules.NOT_DECIDED, UNDECIDED)),
             "not yet run / not testable": f"{ours.get(NOT_RUN, 0)} / {ours.get(NOT_TESTABLE, 0)}"}

@@ -61,15 +61,16 @@ _NEUTRAL = {"point_gain": 0.0, "relative_gain": 0.0, "ratio": 1.0}
 #: why each verdict of ``NOT_DECIDED`` decides nothing, one line each (the ledger's "How to read" and each chapter's
 #: claims summary print these: ``why_not_decided``)
 WHY_NOT_DECIDED = {
-    FAILED: (f"a run behind the figure failed: its last training accuracy and test top-1 ended within {CHANCE_MARGIN:g} "
-             "points of chance (100 / classes), or its gradients were all zero; the verdict names the run."),
+    FAILED: (f"a run behind the figure failed: its last training accuracy and test top-1 ended within "
+             f"{CHANCE_MARGIN:g} points of chance (100 / classes), or its gradients were all zero; the verdict names "
+             "the run."),
     NOT_LEARNED: (f"a run behind the figure did not learn: over its epochs its training accuracy gained less than "
                   f"{LEARN_POINTS:g} points, or its training loss fell by less than {LEARN_LOSS_DROP:.0%}, and it is "
                   f"not shown to be the model's and recipe's (every one of at least {SHOWN_SEEDS} seeds, and in fp32 "
                   "too); the verdict names the run."),
-    PROTOCOL: ("the claim states a magnitude (\"about 16 %\", \"at least twice\") of a figure that grows with training, "
-               "and our runs are shorter than the paper's protocol; a sign or an ordering is judged under a shorter "
-               "one, and the verdict gives each side's epochs of the paper's."),
+    PROTOCOL: ("the claim states a magnitude (\"about 16 %\", \"at least twice\") of a figure that grows with "
+               "training, and our runs are shorter than the paper's protocol; a sign or an ordering is judged under "
+               "a shorter one, and the verdict gives each side's epochs of the paper's."),
     ONE_SEED: (f"one seed, and a difference of the paper's reported spread ({DEFAULT_SPREAD:g} point where it reports "
                "none) would turn the verdict."),
     DEVICE: ("the times come from different devices or precisions, or a time's size is set against the paper's at "
@@ -110,7 +111,8 @@ class Figures(dict):
 
 
 def facts_for(ours, dataset):
-    """``{model: {origin: Facts}}`` of ``ours`` on ``dataset``; None where ``ours`` is not a ``Figures`` (no runs known)."""
+    """``{model: {origin: Facts}}`` of ``ours`` on ``dataset``; None where ``ours`` is not a ``Figures`` (no runs
+    known)."""
     if not isinstance(ours, Figures):
         return None
     return ours.facts.get(dataset, {})
@@ -130,8 +132,8 @@ def run_facts(records, num_classes, name="", fp32_records=()):
                  devices=frozenset(str(r.get("provenance", {}).get("device", "?")) for r in records),
                  precisions=frozenset(str(r["config"].get("precision", "fp32")) for r in records),
                  failed=failed_reason(failed[0], num_classes) if failed else "", name=name,
-                 stalled=not_learned_reason(stalled[0]) + (f"; {len(stalled)} of {len(records)} seeds" if len(records) > 1
-                                                          else "") if stalled else "",
+                 stalled=not_learned_reason(stalled[0]) + (f"; {len(stalled)} of {len(records)} seeds"
+                                                          if len(records) > 1 else "") if stalled else "",
                  stall_shown=shown)
 
 

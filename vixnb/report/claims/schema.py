@@ -46,7 +46,8 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
 ``table``
     the paper's table whose printed rows give the paper-side figure; its ``dataset`` is the dataset of
     our runs. A list of tables on one dataset reads their rows together (a claim comparing Table 6's RoPE
-    models with Table 1's: ``[table6, table1]``). ``dataset`` names our dataset where no table gives it (``models: {paper, table}`` does too).
+    models with Table 1's: ``[table6, table1]``). ``dataset`` names our dataset where no table gives it
+    (``models: {paper, table}`` does too).
 ``printed``
     the paper-side figure is printed rather than computed from rows: ``{table, row, column}`` (a cell of a
     table whose rows are lists under ``columns``, or mappings) or ``{path: [key, ...]}`` into the paper file
@@ -94,9 +95,9 @@ PAIRWISE = ("relative_gain", "point_gain", "ratio", "value")
 METHODS = (*PAIRWISE, "correlation")
 PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
-FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs", "over", "x",
-          "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread", "also", "predicts_failure",
-          "question"}
+FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs",
+          "over", "x", "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread", "also",
+          "predicts_failure", "question"}
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
@@ -189,7 +190,8 @@ def _correlation_models(key, claim):
         if set(spec) != {"paper", "table"}:
             _fail(key, claim, f"`models` as a mapping needs exactly `paper` and `table`, not {sorted(spec)}")
         try:
-            return papers.table_models(spec["paper"], spec["table"]), papers.table(spec["paper"], spec["table"]).get("dataset")
+            return (papers.table_models(spec["paper"], spec["table"]),
+                    papers.table(spec["paper"], spec["table"]).get("dataset"))
         except papers.PaperFileError as e:
             _fail(key, claim, f"`models`: {e}")
     if isinstance(spec, list) and len(spec) >= 3 and all(isinstance(m, str) for m in spec):
@@ -341,11 +343,13 @@ def printed_figure(key, claim):
         table = _table_of(key, claim, spec["table"])
         row = table["rows"].get(spec["row"])
         if row is None:
-            _fail(key, claim, f"{spec['table']} has no row {spec['row']!r} (rows: {', '.join(map(str, table['rows']))})")
+            _fail(key, claim, f"{spec['table']} has no row {spec['row']!r} (rows: "
+                              f"{', '.join(map(str, table['rows']))})")
         if isinstance(row, list):
             columns = table.get("columns") or []
             if spec["column"] not in columns:
-                _fail(key, claim, f"{spec['table']} has no column {spec['column']!r} (columns: {', '.join(map(str, columns))})")
+                _fail(key, claim, f"{spec['table']} has no column {spec['column']!r} (columns: "
+                                  f"{', '.join(map(str, columns))})")
             value = row[columns.index(spec["column"])] if columns.index(spec["column"]) < len(row) else None
         else:
             value = row.get(spec["column"])

@@ -57,9 +57,9 @@ def count_checks(key):
 def dashboard(plans, profile="budget", *, frames=None):
     """One row per document (``papers.DOCUMENTS`` order): tables and numbers transcribed, parameter counts rebuilt
     exactly of those printed, claims the paper's own tables bear out / do not, the ``profile`` plan's entries
-    stored, stale and asked, and its GPU-hours left (``plan.counts``, the one count every page prints) (``plans``: ``{profile: plan entries}``, as
-    ``provenance.book_plans`` builds them). ``frames``: ``{paper: claims frame}`` of the claims ledger
-    (``ours.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
+    stored, stale and asked, and its GPU-hours left (``plan.counts``, the one count every page prints) (``plans``:
+    ``{profile: plan entries}``, as ``provenance.book_plans`` builds them). ``frames``: ``{paper: claims frame}`` of the
+    claims ledger (``ours.ledger``), for a column of our verdicts: hold / do not hold / not decided."""
     entries = plans.get(profile, [])
     rows = {}
     for key in papers.DOCUMENTS:

@@ -40,8 +40,8 @@ def first_mechanism(model):
 
 
 def declared_mechanism(mixer):
-    """The ``mechanism`` a token-mixer class declares beside its ``map_description``, or a one-line error naming the class
-    that declares none."""
+    """The ``mechanism`` a token-mixer class declares beside its ``map_description``, or a one-line error naming the
+    class that declares none."""
     declared = getattr(mixer, "mechanism", None)
     if not isinstance(declared, str) or not declared:
         raise TypeError(f"{mixer.__module__}.{mixer.__qualname__} declares map_description but no mechanism: declare "
@@ -50,8 +50,8 @@ def declared_mechanism(mixer):
 
 
 def mechanism(model, settings=None):
-    """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_description``), or None
-    for a model without one (a ResNet)."""
+    """The mechanism of ``model``'s token mixer (the ``mechanism`` its class declares beside ``map_description``), or
+    None for a model without one (a ResNet)."""
     settings = settings_of_model(settings)  # a paper row's create_model settings, without its run options
     return model_fact(first_mechanism, model, "cifar10", json.dumps(settings, sort_keys=True)) \
         if model in list_models() else None
@@ -133,7 +133,8 @@ def comparisons(profile="budget"):
                     theirs = info[base][4] if base else {}
                     mine, ref = (_ours(key, row, dataset, profile, runs_of),
                                  _ours(key, base, dataset, profile, runs_of)) if base else (None, None)
-                    out.append({"mechanism": mech_shown, "document": where, "dataset": shown_dataset, "model": _short(printed, model, repeated[model]),
+                    out.append({"mechanism": mech_shown, "document": where, "dataset": shown_dataset,
+                                "model": _short(printed, model, repeated[model]),
                                 "against": _short(theirs, info[base][0], repeated[info[base][0]]),
                                 "top-1": printed["top1"], "Δ top-1": _difference(printed["top1"],
                                                                                               theirs.get("top1")),
@@ -259,7 +260,8 @@ def _spread(values):
     values = sorted(v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
     if not values:
         return "—"
-    middle = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    middle = (values[len(values) // 2] if len(values) % 2
+              else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2)
     return f"{values[0]:+.1f} / {middle:+.1f} / {values[-1]:+.1f}" if len(values) > 1 else f"{values[0]:+.1f}"
 
 
@@ -281,18 +283,21 @@ def mechanism_summary(rows, claimed, costs=None):
         ratios = sorted(v for v in mine.get("GPU memory ×", []) if v == v and v is not None)
         verdicts = said["ours"].value_counts() if len(said) else {}
         documents = mine["document"].str.split().str[0].nunique() if len(mine) else 0
-        undecided = sum(int(n) for v, n in dict(verdicts).items() if v not in (HOLDS, FAILS, NOT_RUN, NOT_TESTABLE, "—"))
+        undecided = sum(int(n) for v, n in dict(verdicts).items()
+                        if v not in (HOLDS, FAILS, NOT_RUN, NOT_TESTABLE, "—"))
         out[mech] = {
             (PRINTED, "rows (documents)"): f"{len(mine)} ({documents})" if len(mine) else "—",
             (PRINTED, "Δ top-1 vs softmax: least / median / most"): _spread(mine.get("Δ top-1", [])),
             (PRINTED, "GPU memory vs softmax (median)"): f"{ratios[len(ratios) // 2]:.2f}×" if ratios else "—",
             (PRINTED, "claims the paper bears out / not"): (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
-                                                           f"{int((said[PAPER_SIDE] == 'no').sum())}") if len(said) else "—",
+                                                           f"{int((said[PAPER_SIDE] == 'no').sum())}"
+                                                           if len(said) else "—"),
             (OURS, "Δ top-1 vs softmax: least / median / most"): _spread(mine["Δ top-1 ours"]) if len(mine) else "—",
             (OURS, "claims: hold / do not / not decided"): (f"{int(verdicts.get(HOLDS, 0))} / "
                                                             f"{int(verdicts.get(FAILS, 0))} / {undecided}"
                                                             if len(said) else "—"),
-            **{(FUSED, c): (costs.at[mech, c] if mech in costs.index and costs.at[mech, c] == costs.at[mech, c] else "—")
+            **{(FUSED, c): (costs.at[mech, c] if mech in costs.index and costs.at[mech, c] == costs.at[mech, c]
+                            else "—")
                for c in costs.columns},
         }
     frame = pd.DataFrame.from_dict(out, orient="index")

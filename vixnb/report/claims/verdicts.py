@@ -14,7 +14,8 @@ from ...escape import html_text
 from ...models import list_models
 from ...runs.profiles import get_profile
 from .schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
-                           UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections, paper_claims, parse_claim)
+                           UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections,
+                           paper_claims, parse_claim)
 from ..records.metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_unit
 from ..tables.pages import label as _model_label
 from ..tables.pages import page_table
@@ -194,10 +195,12 @@ def _reading(key, claim, paper_pair, our_pair):
             b = list(dict.fromkeys(p[1] for p in pairs))
             who = (f"each of {', '.join(run_label(m, key) for m in a)}" if len(a) > 1 else run_label(a[0], key))
             if method != "value":
-                who += " vs " + (f"each of {', '.join(run_label(m, key) for m in b)}" if len(b) > 1 else run_label(b[0], key))
+                who += " vs " + (f"each of {', '.join(run_label(m, key) for m in b)}" if len(b) > 1
+                                 else run_label(b[0], key))
         parts.append(f"{what}: {who}")
         over = claim.get("over") if len(pairs) > 1 else None
-        shown = "; ".join(f"{side}: {_pair_text(p, key)}" for side, p in (("paper", paper_pair), ("ours", our_pair)) if p)
+        shown = "; ".join(f"{side}: {_pair_text(p, key)}" for side, p in (("paper", paper_pair), ("ours", our_pair))
+                          if p)
         if over == "mean":
             parts.append(f"the mean over the {len(pairs)} pairs")
         elif over == "all":
@@ -321,7 +324,8 @@ def evaluate(key, claim, ours=None, *, profile=None):
             our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
-            "our_verdict": our_verdict, "why": why, "seeds": seeds, "reading": _reading(key, claim, paper_pair, our_pair)}
+            "our_verdict": our_verdict, "why": why, "seeds": seeds,
+            "reading": _reading(key, claim, paper_pair, our_pair)}
 
 
 
@@ -439,4 +443,5 @@ def claims_page(frame, *, caption=None):
 
 def claims_readings(frame):
     """Markdown: how each claim of a ``claims`` frame was read, numbered as in ``claims_page``."""
-    return "\n".join(f"{number}. {html_text(row['reading'], quote=False)}" for number, (_, row) in enumerate(frame.iterrows(), 1))
+    return "\n".join(f"{number}. {html_text(row['reading'], quote=False)}"
+                     for number, (_, row) in enumerate(frame.iterrows(), 1))

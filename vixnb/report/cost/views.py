@@ -1,7 +1,8 @@
 """Page pieces for cost measurements: the parameters, FLOPs, memory and time of models (``vixnb.measure``
 records; the efficiency measurement is read or made by ``report.records.record("efficiency", ...)``); narrow tables of
-them; Pareto fronts of accuracy against any cost; correlations between costs beside a paper's; a line fit of one cost against another; and
-the token-mixer scaling sweep (time, memory, crossovers). Plain functions of records and DataFrames."""
+them; Pareto fronts of accuracy against any cost; correlations between costs beside a paper's; a line fit of one cost
+against another; and the token-mixer scaling sweep (time, memory, crossovers). Plain functions of records and
+DataFrames."""
 from __future__ import annotations
 
 import math
@@ -172,7 +173,8 @@ def plot_pareto_fronts(frame, accuracy, panels, *, labels=None, title=None, y_la
         _label_points(ax, pts, labels)
     left = [spec[0] for col, spec in panels.items() if col not in data]
     if left:
-        fig.text(0.5, 0.005, f"No points yet ({MISSING}): " + ", ".join(left), ha="center", va="bottom", fontsize=TEXT_PT)
+        fig.text(0.5, 0.005, f"No points yet ({MISSING}): " + ", ".join(left), ha="center", va="bottom",
+                 fontsize=TEXT_PT)
     fig.suptitle(title or "accuracy against each cost (red: the Pareto front)", fontsize=TEXT_PT + 1)
     fig.tight_layout(rect=(0, 0.04 if left else 0, 1, 1))
     return fig
@@ -293,7 +295,9 @@ def plot_scaling(rows, *, metrics=("ms", "peak_mb", "estimate_gb"), title=None):
         return None
     labels = {"ms": "time per step (ms)", "peak_mb": "peak memory (MB, measured)",
               "estimate_gb": "memory estimate (GB, from shapes)", "gflops": "forward GFLOPs"}
-    fig, axes = plt.subplots(1, len(panels), figsize=(PAGE_WIDTH, 3.4 + 0.3 * math.ceil(len(set(r['mechanism'] for r in rows)) / 3)), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels),
+                             figsize=(PAGE_WIDTH, 3.4 + 0.3 * math.ceil(len(set(r['mechanism'] for r in rows)) / 3)),
+                             squeeze=False)
     mechs = list(dict.fromkeys(r["mechanism"] for r in rows))
     colors = palette(mechs)
     for ax, metric in zip(axes[0], panels):

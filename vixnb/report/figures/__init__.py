@@ -8,6 +8,7 @@ from .colors import model_color, palette, run_color
 from .maps import attention_map_panels, chosen_predictions, map_grid, prediction_grid, prominence_figures
 
 __all__ = ["PAGE_WIDTH", "TEXT_PT", "MissingPanel", "accuracy_against_cost", "accuracy_points", "attention_map_panels",
-           "band_curves", "bars_beside_paper", "chosen_predictions", "curves_beside_paper", "first_steps_curves", "identity_share_trajectories",
+           "band_curves", "bars_beside_paper", "chosen_predictions", "curves_beside_paper", "first_steps_curves",
+           "identity_share_trajectories",
            "map_grid", "model_color", "palette", "run_color", "per_layer_lines", "per_layer_panels", "prediction_grid",
            "prominence_figures", "training_curves", "training_panels"]

@@ -343,7 +343,8 @@ def training_panels(groups, *, title):
     """Training accuracy and test top-1 per epoch side by side, one line per name of ``groups``
     (``{name: [records]}``), mean ± one standard deviation over the seeds. Returns the figure."""
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.9))
-    for ax, metric, y_label in [(axes[0], "train_acc", "training accuracy (%)"), (axes[1], "select_top1", "test top-1 (%)")]:
+    for ax, metric, y_label in [(axes[0], "train_acc", "training accuracy (%)"),
+                                (axes[1], "select_top1", "test top-1 (%)")]:
         training_curves(groups, metric=metric, y_label=y_label, band="std", ax=ax, title=y_label[:-4])
     keys = {}
     for ax in axes:  # one legend under both panels

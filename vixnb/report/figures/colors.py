@@ -43,7 +43,8 @@ _HUE_MAPS = ("Blues", "Oranges", "Greens", "Reds", "Purples", "copper", "RdPu", 
 def run_identity(records):
     """A run's identity in every figure: the store key of its configuration with the seed left out (its seeds are
     one line), from the first of ``records`` that has a configuration; None where none has."""
-    config = next((r["config"] for r in records or [] if isinstance(r, dict) and isinstance(r.get("config"), dict)), None)
+    config = next((r["config"] for r in records or [] if isinstance(r, dict) and isinstance(r.get("config"), dict)),
+                  None)
     return config_key({**config, "seed": 0}) if config else None
 
 

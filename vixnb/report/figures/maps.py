@@ -39,7 +39,8 @@ def map_grid(rows, *, columns, images=None, title=None, cell=MAP_TILE):
                 ax.text(0.5, 0.5, "\n".join(shown.split()), ha="center", va="center", fontsize=TEXT_PT,
                         transform=ax.transAxes)
             elif shown is not None:
-                ax.imshow(np.asarray(shown), interpolation="nearest", cmap=None if images is not None and c == 0 else "viridis")
+                ax.imshow(np.asarray(shown), interpolation="nearest",
+                          cmap=None if images is not None and c == 0 else "viridis")
             if r == 0:
                 ax.set_title(titles[c], fontsize=TEXT_PT)
         axes[r][0].set_ylabel(label, fontsize=TEXT_PT, rotation=0, ha="right", va="center")

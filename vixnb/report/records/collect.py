@@ -138,7 +138,8 @@ def record(kind, *, paper=None, notebook=None, dataset=None, part=None, profile,
     store = store if store is not None else ResultsStore()
     if kind.startswith("maps-"):
         if kind.removeprefix("maps-") not in STUDY_RECORDS:
-            raise ValueError(f"kind={kind!r}: the maps study's records are {', '.join(f'maps-{k}' for k in STUDY_RECORDS)}")
+            raise ValueError(f"kind={kind!r}: the maps study's records are "
+                             f"{', '.join(f'maps-{k}' for k in STUDY_RECORDS)}")
         request = next(r for r in study_requests() if r.kind == kind)
     else:
         kind_of(kind)  # an unknown kind: the one-line error listing the kinds
@@ -189,7 +190,8 @@ def predictions(paper, notebook, dataset, *, profile, compute="missing", store=N
 
 
 def study_measurement(measurement, *, profile, compute="missing", train=None, store=None, required=False):
-    """The maps study's ``maps-<measurement>`` record (``record``; ``measurement``: ``attention`` or ``attribution``)."""
+    """The maps study's ``maps-<measurement>`` record (``record``; ``measurement``: ``attention`` or
+    ``attribution``)."""
     if measurement not in STUDY_RECORDS:
         raise ValueError(f"measurement must be one of {STUDY_RECORDS}, got {measurement!r}")
     return record(f"maps-{measurement}", profile=profile, compute=compute, train=train, store=store, required=required)
@@ -224,8 +226,8 @@ def seed_comparison(a, b):
 
 def compare_pairs(pairs, runs, *, metrics=("train_acc_final", "top1"), names=("a", "b")):
     """A page table of pairs of runs over their seeds: ``pairs`` is ``[(row label, a, b)]`` of names in ``runs``
-    (``{name: [records]}``); one row per pair and metric (a key of ``PER_SEED``, ``report.records.metrics``; per pair where
-    there is one metric): a's and b's mean ± std (seeds), a − b, and whether it survives the spread
+    (``{name: [records]}``); one row per pair and metric (a key of ``PER_SEED``, ``report.records.metrics``; per pair
+    where there is one metric): a's and b's mean ± std (seeds), a − b, and whether it survives the spread
     (``seed_comparison``: beyond two standard errors). ``names``: the headings of a's and b's columns ("DualOpT",
     "AdamW")."""
     not_run = "not yet run"
@@ -258,9 +260,9 @@ def runs_done(runs):
 
 def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
     """The rows of ``runs`` (``{row: [records]}``) whose done seeds ended at chance: the last epoch's training
-    accuracy and test top-1 both within ``margin`` points of 100 / ``num_classes``. One row each: the label (``labels``),
-    how many of its done seeds, the last training accuracy (mean), and the first epoch after which every layer's
-    recorded gradient norm was exactly zero (a dead network; "—" where the norms never all vanished or were not
+    accuracy and test top-1 both within ``margin`` points of 100 / ``num_classes``. One row each: the label
+    (``labels``), how many of its done seeds, the last training accuracy (mean), and the first epoch after which every
+    layer's recorded gradient norm was exactly zero (a dead network; "—" where the norms never all vanished or were not
     recorded). Empty where every run learned."""
     chance = 100.0 / num_classes
     train_acc, top1 = METRICS["train_acc_final"].per_seed, METRICS["top1_last"].per_seed
@@ -292,8 +294,10 @@ def runs_overview(runs):
         config = results[0]["config"]
         settings[row] = {(k, f"{v}") for k, v in (config.get("model_overrides") or {}).items()}
         rows[row] = {"model": config["model"], "settings": "", "seeds done": f"{len(done)} of {len(results)}",
-                     "epochs": config["epochs"], "device": short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
-    frame = pd.DataFrame.from_dict(rows, orient="index", columns=["model", "settings", "seeds done", "epochs", "device"])
+                     "epochs": config["epochs"],
+                     "device": short_device(done[0]["provenance"]["device"]) if done else "not yet run"}
+    frame = pd.DataFrame.from_dict(rows, orient="index",
+                                   columns=["model", "settings", "seeds done", "epochs", "device"])
     if frame.empty:
         return frame, None
     shared = set.intersection(*settings.values())

@@ -152,8 +152,8 @@ METRICS = {
                                   "stored seeds of the last epoch's training accuracy", EPOCHS, "runs",
                                   per_seed=_final_train_acc, over_seeds="std"),
     "epoch_s": Metric("epoch time", "s", "training seconds per epoch (epoch 1 left out: start-up), mean over the "
-                      "stored seeds trained alone on their device (an ensemble's or a group's seconds are shared)", STEP,
-                      "runs", per_seed=_epoch_seconds, over_seeds="mean"),
+                      "stored seeds trained alone on their device (an ensemble's or a group's seconds are shared)",
+                      STEP, "runs", per_seed=_epoch_seconds, over_seeds="mean"),
     "grad_norm_first_last": Metric("first-to-last-layer gradient norm", "ratio", "the first layer's gradient norm "
                                    "over the last layer's in the last epoch (sampled steps), mean over the stored "
                                    "seeds", EPOCHS, "runs", per_seed=_grad_ratio, over_seeds="mean"),

@@ -76,7 +76,8 @@ def missing_line(counted):
     unknown = counted["unestimated"]
     return (f"**{counts_sentence(counted)}** `vixnb batch --profile {profile} --chapter {chapter}` makes the "
             f"{counted['to_run']} left on a GPU: about {counted['gpu_hours_left']:.1f} GPU-hours by the plan's "
-            "estimate" + (f", {unknown} not estimated yet" if unknown else "") + f" (`vixnb plan --profile {profile}`).")
+            "estimate" + (f", {unknown} not estimated yet" if unknown else "")
+            + f" (`vixnb plan --profile {profile}`).")
 
 
 def provenance_line(records, *, profile=None):
@@ -180,10 +181,11 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
     notebook(s) whose plan entries it answers, model (a record's name), dataset, profile, protocol, random seed,
     device, torch, vixnb commit (10 digits), UTC day, wall time, status: the plan's ("stored", or "stale: <why>"),
     or "not in the plan" for a file no chapter reads any more, and a note where the model or engine code changed
-    since (``runs.policy.code_changed``; the plan does not count that stale); ``settings``, a run's settings beyond its profile's (a paper row's), as
-    key=value. Sorted by profile, notebook, model, settings and seed. ``for_page``: the same in four columns that
-    fit a page, numbered: the run (model, settings), the notebook and where (dataset, profile, protocol, seed), where
-    and when it was made (device, torch, commit, day, wall time), and the status without its reason."""
+    since (``runs.policy.code_changed``; the plan does not count that stale); ``settings``, a run's settings beyond its
+    profile's (a paper row's), as key=value. Sorted by profile, notebook, model, settings and seed. ``for_page``: the
+    same in four columns that fit a page, numbered: the run (model, settings), the notebook and where (dataset, profile,
+    protocol, seed), where and when it was made (device, torch, commit, day, wall time), and the status without its
+    reason."""
     store = store if store is not None else ResultsStore()
     plans = plans if plans is not None else book_plans(store=store)
     flags = code_flags(plans, store)
@@ -193,7 +195,8 @@ def stored_results_frame(plans=None, *, store=None, for_page=False):
         by_path = {}
         for e in entries:
             by_path.setdefault(e.path, []).append(e)
-        files = (sorted((store.root / profile).glob("*.json")) + sorted((store.root / profile / "measure").glob("*.json"))
+        files = (sorted((store.root / profile).glob("*.json"))
+                 + sorted((store.root / profile / "measure").glob("*.json"))
                  if profile != "bench" else sorted((store.root / "bench").glob("*.json")))
         for path in files:
             rel = path.relative_to(store.root).as_posix()

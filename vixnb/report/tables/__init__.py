@@ -20,6 +20,7 @@ __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SH
            "differences", "glue", "label", "labelled_runs", "levit_anomalies", "map_cell", "map_groups", "model_costs",
            "model_trios", "not_measured", "not_yet_run", "optimizer_pairs", "over_heads", "page_table", "paper_frame",
            "parameter_counts", "per_layer_groups", "plan_todo_frame", "plan_totals_frame", "printed_change",
-           "first_steps_section", "protocol_table", "randomisation_checks", "ratio", "records_section", "relative_change", "results_beside_paper",
+           "first_steps_section", "protocol_table", "randomisation_checks", "ratio", "records_section",
+           "relative_change", "results_beside_paper",
            "rollout_rows", "rope_deltas", "row_labels", "rows_beside_paper", "same_model_rows", "softmax_of",
            "speed_table", "question_frame", "times_against", "transfer_counts", "transfer_preview"]

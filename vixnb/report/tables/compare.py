@@ -22,8 +22,8 @@ FUSED_GPU = "GPU GB reserved, fused (fp32)"
 
 
 def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None, deltas=True, gpu_batch=64):
-    """``{"size", "accuracy", "memory", "runs", "summary", "measured"}``: DataFrames of ours beside the paper's ``paper_rows`` (a
-    DataFrame indexed by model: params, size_mb, top1, top5, gpu_gb), in the order of ``models``.
+    """``{"size", "accuracy", "memory", "runs", "summary", "measured"}``: DataFrames of ours beside the paper's
+    ``paper_rows`` (a DataFrame indexed by model: params, size_mb, top1, top5, gpu_gb), in the order of ``models``.
 
     - size: parameters (paper convention and true) and Size (MB) of the models as built today;
     - accuracy: best top-1 / top-5 over the seeds done (the paper reports the best of three runs), with the
@@ -63,8 +63,9 @@ def results_beside_paper(paper_rows, runs, *, dataset, models, labels, gpu=None,
     measured = measured.reindex(columns=list(dict.fromkeys([*measured.columns, PAPER_COMPARABLE_GPU, FUSED_GPU])))
     batch = ((gpu or {}).get("provenance") or {}).get("batch_size", gpu_batch)
     missing = "not yet measured" if gpu is None else "not measured"
-    memory = beside_paper(measured, paper_rows, {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
-                                                 "fused attention": (FUSED_GPU, None)},
+    memory = beside_paper(measured, paper_rows,
+                          {f"GPU GB, batch {batch}, authors' path": (PAPER_COMPARABLE_GPU, "gpu_gb"),
+                           "fused attention": (FUSED_GPU, None)},
                           order=models, labels=labels, missing=missing)
 
     columns = ["seeds", "epochs", "batch", "precision", "run peak GB", "commit", "date", "note"]
@@ -121,7 +122,8 @@ def rows_beside_paper(paper, table, results, *, metrics=("top1",), deltas=True):
     keep = ["seeds", "asked", "epochs run", "SGD from epoch", "batch", "precision", "run peak GB", "commit", "date",
             "note"]
     frame = frame.reindex(columns=keep).astype(object)
-    frame["seeds"] = [f"{int(s)}/{int(a)}" if s == s and a == a else None for s, a in zip(frame["seeds"], frame["asked"])]
+    frame["seeds"] = [f"{int(s)}/{int(a)}" if s == s and a == a else None
+                      for s, a in zip(frame["seeds"], frame["asked"])]
     frame = frame.drop(columns="asked")
     frame["batch"] = [None if v is None or v != v else str(int(v)) for v in frame["batch"]]
     frame = frame.where(frame.notna(), None)
@@ -228,7 +230,8 @@ def optimizer_pairs(paper, table, other="adamw"):
     row's label up to its last comma."""
     rows = papers.table(paper, table)["rows"]
     return [(rows[r]["label"].rsplit(",", 1)[0], r,
-             next(o for o, e in rows.items() if e.get("model") == r and (e.get("settings") or {}).get("optimizer") == other))
+             next(o for o, e in rows.items()
+                  if e.get("model") == r and (e.get("settings") or {}).get("optimizer") == other))
             for r in rows if "settings" not in rows[r]]
 
 

@@ -23,7 +23,8 @@ def not_measured(measurement, profile):
     """Why the page shows no ``measurement`` of the study (attention / attribution), and the command that makes
     it."""
     return Markdown(not_yet_run(f"`vixnb batch --profile {profile} --only {study_record_name(measurement)}` (after "
-                                f"the runs whose weights it reads; `vixnb plan --profile {profile}` gives the GPU time)"))
+                                "the runs whose weights it reads; "
+                                f"`vixnb plan --profile {profile}` gives the GPU time)"))
 
 
 def map_cell(run, value):

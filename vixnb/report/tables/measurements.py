@@ -64,7 +64,8 @@ def first_steps_section(found, question, where, *, profile, paper="shaped"):
         return
     display(Markdown(
         (f"Arms ahead of the row's own run by at least {LEAD_POINTS:g} points of training accuracy over the last "
-         f"{found.get('window', 20)} steps: " + ", ".join(f"**{markdown_text(a)}** (+{d:.1f})" for a, d in ahead.items())
+         f"{found.get('window', 20)} steps: "
+         + ", ".join(f"**{markdown_text(a)}** (+{d:.1f})" for a, d in ahead.items())
          + "." if ahead else f"No arm leads the row's own run by {LEAD_POINTS:g} points of training accuracy over the "
          f"last {found.get('window', 20)} steps.") + " " + provenance_line([found], profile=profile)))
     commands = "".join(f"<li><b>{escape(arm)}</b>: <code>{escape(a['command'])}</code></li>"

@@ -117,7 +117,8 @@ def page_table(frame, *, caption=None, blank="—", empty=NOT_YET_RUN, decimals=
         .format_index(escape="html", axis=0).format_index(escape="html", axis=1).set_table_styles(PAGE_TABLE_STYLE)
     wrapped = [c for c in wrap if c in frame.columns]
     if wrapped:
-        styler = styler.set_properties(subset=wrapped, **{"white-space": "normal !important", "text-align": "left !important",
+        styler = styler.set_properties(subset=wrapped, **{"white-space": "normal !important",
+                                                          "text-align": "left !important",
                                                           "min-width": "12em", "max-width": "26em"})
     return styler.set_caption(html_text(caption)) if caption else styler
 
