@@ -4,14 +4,11 @@
 #   make check      the same install, then the smoke pipeline check's book: every chapter run on the CPU
 #   make test       the same install, then the fast tier of the test suite (pytest -m "not slow"; minutes)
 #   make test-all   the same install, then ruff (pyproject.toml's [tool.ruff]) and the whole suite (CI: .ci/run)
-# Both run the tests on every core (pytest-xdist, WORKERS=auto: one worker per core; WORKERS=0 runs them in this
-# process), each test file on one worker (tests/conftest.py XDIST_GROUPS: the files that share one).
 # The install runs once and again whenever pyproject.toml changes (stamp file in .venv).
 
 PYTHON  ?= python3
 VENV    ?= .venv
 PROFILE ?= budget
-WORKERS ?= auto
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.vixnb-installed
 
@@ -32,11 +29,11 @@ check: $(STAMP)
 	$(VENV)/bin/vixnb book --profile smoke
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n $(WORKERS) --dist loadgroup
+	$(PY) -m pytest -m "not slow"
 
 test-all: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup
+	$(PY) -m pytest
 
 clean:
 	rm -rf _build book/executed

@@ -317,19 +317,11 @@ SLOW = {
 }
 
 
-#: the test files that run on the worker of another under pytest-xdist (the Makefile: ``-n auto --dist loadgroup``;
-#: every other file is a group of its own, so that its module fixtures are built once): test_chapters reads the smoke
-#: book test_book builds (a session fixture, built once a worker); test_loan finds a rehearsal's processes by name,
-#: which test_rehearsal's rehearsals would match
-XDIST_GROUPS = {"test_chapters.py": "test_book.py", "test_rehearsal.py": "test_loan.py"}
-
-
 def pytest_collection_modifyitems(config, items):
     seen = {}
     for item in items:
         file, name = item.path.name, getattr(item, "originalname", item.name)
         seen.setdefault(file, set()).add(name)
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(file, file)))
         listed = SLOW.get(file)
         if listed == ALL or (listed and name in listed):
             item.add_marker(pytest.mark.slow)

@@ -19,8 +19,7 @@ from tqdm import tqdm
 from .data_files import (DECODING, DataError, class_folders, counted_files, folder_times, images_in, is_image,
                          listing_digest, rgb_pixels)
 from .files import atomic_write
-from .validate import env_text
-from .validate import checked
+from .validate import checked, env_text
 
 
 @dataclass(frozen=True)
@@ -202,9 +201,8 @@ def synthetic_split(split, *, seed=0, size=None):
     """The embedded synthetic dataset: deterministic in ``(seed, split)``; never touches the global RNG.
 
     Examples are generated in chunks, each from its own generator seeded from ``(seed, split, chunk)``:
-    train and test are different samples of one distribution, and a smaller ``size`` gives a prefix
-    of a larger one.
-    """
+    train and test are different samples of one distribution, and a smaller ``size`` gives a prefix of a larger
+    one."""
     n = dataset_spec("synthetic").split_images(split) if size is None else size
     num_chunks = max(1, -(-n // _SYNTHETIC_CHUNK))
     images, labels = zip(*(_synthetic_chunk(_chunk_seed(seed, split, i)) for i in range(num_chunks)))
@@ -409,8 +407,7 @@ def _missing_cifar(name, folder, torchvision_files, image_folder, reason=None, u
         f"  1. torchvision's files: {torchvision_files}\n"
         f"  2. an image-folder copy: {image_folder}/<class>/*.jpg|png (and the other split beside it)\n"
         "To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), "
-        f"which fetches layout 1; or extract an image-folder copy into {folder}. "
-        f"{_ROOT_HINT}"
+        f"which fetches layout 1; or extract an image-folder copy into {folder}. {_ROOT_HINT}"
     )
 
 
@@ -466,8 +463,7 @@ def _missing_tiny_imagenet(folder, reason=None, url=None):
         f"Looked for {folder / 'wnids.txt'} in the standard layout: wnids.txt, train/<wnid>/images/*.JPEG, "
         f"val/images/*.JPEG and val/val_annotations.txt.\n"
         "To get it: when online, call load_split(..., download=True) (or `vixnb train ... --download`), "
-        f"which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. "
-        f"{_ROOT_HINT}"
+        f"which fetches {TINY_IMAGENET_URL}; or extract tiny-imagenet-200.zip into {folder.parent}. {_ROOT_HINT}"
     )
 
 
