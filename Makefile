@@ -3,7 +3,8 @@
 #                   the committed results store in PROFILE (budget), nothing trained or measured
 #   make check      the same install, then the smoke pipeline check's book: every chapter run on the CPU
 #   make test       the same install, then the fast tier of the test suite (pytest -m "not slow"; minutes)
-#   make test-all   the same install, then ruff (pyproject.toml's [tool.ruff]) and the whole suite (CI: .ci/run)
+#   make test-all   the same install, then ruff (pyproject.toml's [tool.ruff]) and the whole suite (CI: .ci/run),
+#                   naming its 20 slowest tests (CI is to stay under 18 minutes on two cores)
 # The install runs once and again whenever pyproject.toml changes (stamp file in .venv).
 
 PYTHON  ?= python3
@@ -33,7 +34,7 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 clean:
 	rm -rf _build book/executed
