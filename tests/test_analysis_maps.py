@@ -251,15 +251,15 @@ FAMILIES = [
 @pytest.mark.parametrize("name,overrides,rows,start", FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_attention_maps_of_every_family(name, overrides, rows, start):
     model = vixnb.create_model(name, depth=1, **overrides)
-    kind = M.map_description(model)
-    assert kind.startswith(f"{name}: ") and not kind.startswith("no attention map")
+    described = M.map_description(model)
+    assert described.startswith(f"{name}: ") and not described.startswith("no attention map")
     maps = M.attention_maps(model, torch.randn(1, 3, 32, 32))
     modules = dict(model.named_modules())
     assert maps and all(key in modules for key in maps)
     for key, a in maps.items():
         assert a.dim() == 4 and a.shape[0] == 1 and a.shape[-1] == a.shape[-2]
         mechanism, declared = maps_module.mechanism(modules[key])
-        assert f"of {mechanism} ({declared})" in kind  # the mixer's own map_description
+        assert f"of {mechanism} ({declared})" in described  # the mixer's own map_description
         if rows is not None:
             torch.testing.assert_close(a.sum(dim=-1), torch.ones(a.shape[:-1]), atol=rows, rtol=0)
     side = math.isqrt(list(maps.values())[-1].shape[-1])
@@ -271,15 +271,15 @@ def test_attention_maps_of_every_family(name, overrides, rows, start):
                                       ("resnet18_cifar", "convolution"), ("convmixer_16", "convolution")])
 def test_models_without_a_map_say_why(name, why):
     model = vixnb.create_model(name, depth=1)
-    kind = M.map_description(model)
-    assert kind.startswith("no attention map") and why in kind
+    described = M.map_description(model)
+    assert described.startswith("no attention map") and why in described
     with pytest.raises(ValueError) as error:
         M.attention_maps(model, torch.randn(1, 3, 32, 32))
-    assert str(error.value) == kind
+    assert str(error.value) == described
     assert model.training
 
 
-def test_map_kind_never_raises():
+def test_map_description_never_raises():
     assert "could not be described" in M.map_description(object())
 
 
@@ -321,7 +321,7 @@ def test_every_mixer_class_declares_its_map(registered):
     its map is (``map_description``, not inherited), or is a wrapper (a Sequential) of one mixer that does."""
     found = {}
     with torch.device("meta"):
-        built = [A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for kind in A.list_mixers()]
+        built = [A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N) for mixer in A.list_mixers()]
     for model in [*registered.values(), *built]:
         for module in model.modules():
             if declared_maps.has_attention_map(module):
@@ -342,22 +342,22 @@ def test_every_mixer_class_declares_its_map(registered):
             assert len(inner) == 1 and "map_description" in vars(type(inner[0])), cls.__name__
 
 
-def test_map_kind_of_every_registered_model_is_its_mixers_declarations(registered):
+def test_map_description_of_every_registered_model_is_its_mixers_declarations(registered):
     for name, model in registered.items():
-        kind = M.map_description(model)
+        described = M.map_description(model)
         mappers = declared_maps.outermost_mappers(model)
         declared = [maps_module.mechanism(m)[1] for _, m in mappers]
         assert all(declared), name
         if not mappers:
-            assert kind.startswith(f"no attention map: {name} has no attention layer (it mixes by "), kind
+            assert described.startswith(f"no attention map: {name} has no attention layer (it mixes by "), described
         elif all(d.startswith("no attention map") for d in declared):
-            assert kind == f"{declared[0]} ({name})"
+            assert described == f"{declared[0]} ({name})"
         else:
-            assert kind.startswith(f"{name}: ") and all(d in kind for d in declared), kind
+            assert described.startswith(f"{name}: ") and all(d in described for d in declared), described
     assert "wavelet" in M.map_description(registered["wavemix_5"])
 
 
-def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
+def test_attention_maps_and_map_description_use_what_a_new_mixer_declares():
     """A mixer unknown to ``analysis`` is described by its own ``map_description``; one declaring no map has none."""
 
     class Keep(nn.Module):
@@ -400,10 +400,10 @@ def test_attention_maps_and_map_kind_use_what_a_new_mixer_declares():
         M.attention_maps(opaque, x)
 
 
-def test_performer_map_kind_names_its_kernel():
+def test_performer_map_description_names_its_kernel():
     for kernel, phi in FEATURES.items():
-        kind = M.map_description(tiny_vit(depth=1, mixer="performer", kernel=kernel))
-        assert f"PerformerAttention (Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi});" in kind
+        described = M.map_description(tiny_vit(depth=1, mixer="performer", kernel=kernel))
+        assert f"PerformerAttention (Performer's phi(Q) phi(K)^T with rows normalised to sum 1 ({phi});" in described
 
 
 # ---------------------------------------------------------------- collecting maps

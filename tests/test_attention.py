@@ -381,21 +381,21 @@ def _values(m, x):
     return heads_split(m.to_qkv(x).chunk(3, dim=-1)[2])
 
 
-@pytest.mark.parametrize("kind,options", [
+@pytest.mark.parametrize("mixer,options", [
     ("softmax", {}), ("linear", {}), ("linear", {"feature_map": "softmax"}),
     ("performer", {}), ("performer", {"kernel": "relu"}), ("performer", {"kernel": "relu-deterministic"}),
     ("performer", {"kernel": "exp-deterministic"}), ("performer", {"local_heads": 2, "local_window": 16}),
     ("nystrom", {"num_landmarks": 16, "residual": False}), ("nystrom", {"num_landmarks": 13, "residual": False}),
     ("linformer", {"k": 16}), ("linformer", {"k": 16, "share_kv": False, "one_kv_head": False}),
 ])
-def test_attention_map_reproduces_the_output(kind, options):
-    m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options).double()
+def test_attention_map_reproduces_the_output(mixer, options):
+    m = A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options).double()
     x = x_input(dtype=torch.float64)
-    if kind == "performer":
+    if mixer == "performer":
         v = heads_split(m.to_v(x))
         amap = m.attention_map(x)
         expected = m.to_out(heads_merge(amap @ v))
-    elif kind == "linformer":
+    elif mixer == "linformer":
         vals = m.to_k(x) if m.share_kv else m.to_v(x)
         v = rearrange(vals, "b n (h d) -> b h n d", d=DH)
         amap = m.attention_map(x)
@@ -408,26 +408,26 @@ def test_attention_map_reproduces_the_output(kind, options):
     torch.testing.assert_close(m(x), expected, atol=1e-9, rtol=1e-7)
 
 
-@pytest.mark.parametrize("kind,options", [
+@pytest.mark.parametrize("mixer,options", [
     ("softmax", {}), ("linear", {}), ("linear", {"feature_map": "softmax"}), ("performer", {}),
     ("performer", {"kernel": "relu"}), ("performer", {"local_heads": 4, "local_window": 8}),
     ("linformer", {"k": 16}), ("shaped", {}), ("nystrom", {"num_landmarks": 13}),
 ])
-def test_attention_map_rows_sum_to_one(kind, options):
+def test_attention_map_rows_sum_to_one(mixer, options):
     n = 65
-    m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=n, **options)
+    m = A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=n, **options)
     # Linformer: its softmax over the projected keys (the token-space operator's rows need not sum to 1)
-    amap = (m.projected_attention_map if kind == "linformer" else m.attention_map)(x_input(n))
+    amap = (m.projected_attention_map if mixer == "linformer" else m.attention_map)(x_input(n))
     assert amap.shape[:3] == (B, HEADS, n)
-    tol = 2e-2 if kind == "nystrom" else 1e-5  # Nystrom's rows sum to 1 only approximately
+    tol = 2e-2 if mixer == "nystrom" else 1e-5  # Nystrom's rows sum to 1 only approximately
     torch.testing.assert_close(amap.sum(-1), torch.ones(B, HEADS, n), atol=tol, rtol=0)
-    if kind != "nystrom":
+    if mixer != "nystrom":
         assert (amap >= 0).all()
 
 
-@pytest.mark.parametrize("kind", ["fnet", "mlp"])
-def test_mixers_without_a_map_say_so(kind):
-    m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N)
+@pytest.mark.parametrize("mixer", ["fnet", "mlp"])
+def test_mixers_without_a_map_say_so(mixer):
+    m = A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N)
     with pytest.raises(NotImplementedError, match="no attention map"):
         m.attention_map(x_input())
 
@@ -639,20 +639,20 @@ def test_every_kind_has_a_grid():
     assert sorted(GRIDS) == A.list_mixers()
 
 
-@pytest.mark.parametrize("kind", sorted(GRIDS))
-def test_every_option_combination_constructs_and_runs(kind):
+@pytest.mark.parametrize("mixer", sorted(GRIDS))
+def test_every_option_combination_constructs_and_runs(mixer):
     x = x_input(N)
-    for options in GRIDS[kind]:
-        # every kind takes the layer position (a stack passes it to all); only shaped attention uses it
+    for options in GRIDS[mixer]:
+        # every mixer takes the layer position (a stack passes it to all); only shaped attention uses it
         extra = {"layer_index": 2, "depth": 4, **({"local_window": 16} if options.get("local_heads") else {})}
-        m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options, **extra)
+        m = A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options, **extra)
         y = m(x)
-        assert y.shape == x.shape and torch.isfinite(y).all(), (kind, options)
-        if kind not in ("fnet", "mlp"):
-            assert torch.isfinite(m.attention_map(x)).all(), (kind, options)
+        assert y.shape == x.shape and torch.isfinite(y).all(), (mixer, options)
+        if mixer not in ("fnet", "mlp"):
+            assert torch.isfinite(m.attention_map(x)).all(), (mixer, options)
 
 
-@pytest.mark.parametrize("kind,options", [
+@pytest.mark.parametrize("mixer,options", [
     ("softmax", {}), ("softmax", {"fused": False}), ("performer", {}), ("performer", {"kernel": "relu"}),
     ("performer", {"kernel": "exp-deterministic"}), ("performer", {"local_heads": 2, "local_window": 16}),
     ("linformer", {"k": 16}), ("linformer", {"k": 16, "share_kv": False, "one_kv_head": False}),
@@ -660,8 +660,8 @@ def test_every_option_combination_constructs_and_runs(kind):
     ("linear", {}), ("linear", {"feature_map": "softmax"}), ("shaped", {}), ("shaped", {"centering": True}),
     ("fnet", {}), ("mlp", {}), ("softmax", {"rope": ROPE}), ("nystrom", {"num_landmarks": 16, "rope": ROPE}),
 ])
-def test_gradients_flow(kind, options):
-    m = A.build(kind, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options)
+def test_gradients_flow(mixer, options):
+    m = A.build(mixer, dim=DIM, heads=HEADS, dim_head=DH, seq_len=N, **options)
     x = x_input().requires_grad_()
     (m(x) ** 2).sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
@@ -669,7 +669,7 @@ def test_gradients_flow(kind, options):
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         if not name.startswith("proj_"):  # Linformer's projections get gradient too, checked below
             assert p.grad.abs().sum() > 0, name
-    if kind == "linformer":
+    if mixer == "linformer":
         assert m.proj_k.grad.abs().sum() > 0
 
 

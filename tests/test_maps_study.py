@@ -128,8 +128,8 @@ def test_plan_keeps_the_weights_of_the_study_runs_and_measures_after_them():
             # in the store, or on the GPU machine where the weights are over the store's cap (the B/16 rows)
             assert e.command.endswith(("--keep-weights", "--keep-weights local")) and e.seed == 0
     names = [e.name for e in entries]
-    for kind in records.STUDY_RECORDS:
-        name = analysis.study_record_name(kind)
+    for measurement in records.STUDY_RECORDS:
+        name = analysis.study_record_name(measurement)
         measure = entries[names.index(name)]
         assert measure.chapter == "maps" and measure.level == 1 and measure.path == f"budget/measure/{name}.json"
         needed = [i for i, e in enumerate(entries) if isinstance(e, TrainEntry) and e.key in measure.needs]

@@ -214,7 +214,7 @@ def test_mixer_options_merge_and_other_overrides_replace():
     assert relu.fast_attention.kernel == "relu" and relu.to_q.bias is not None
     vin = vixnb.create_model("vin", depth=1, mixer_options={"pinv_iterations": 3}).transformer.layers[0][0].fn
     assert (vin.num_landmarks, vin.pinv_iterations, vin.res_conv.kernel_size) == (64, 3, (33, 1))
-    # another mixer kind starts from no options of the model's
+    # another mixer starts from no options of the model's
     shaped = vixnb.create_model("vip", mixer="shaped", depth=2)
     assert all(isinstance(layer[0].fn, layers.ShapedAttention) for layer in shaped.transformer.layers)
     # geometry and other arguments

@@ -91,10 +91,10 @@ def test_map_groups_adds_the_other_mapped_runs_by_their_paper_table():
 
     study = {"X": {"paper": "vix", "table": "table1"}, "Y": {"paper": "cxv", "table": "table2"},
              "Z": {"paper": "cxv", "table": "table2"}, "W": {"paper": "vix", "table": "table1"}}
-    kinds = {"X": {"map": "softmax", "draws": True}, "Y": {"map": "a kernel map", "draws": True},
+    maps = {"X": {"map": "softmax", "draws": True}, "Y": {"map": "a kernel map", "draws": True},
              "Z": {"map": "no attention map: mixing", "draws": False}, "W": {"map": "softmax", "draws": True}}
     groups = {"first": ["X"]}
-    assert map_tables.map_groups(groups, study, kinds) == {"first": ["X"], "vix table1": ["W"], "cxv table2": ["Y"]}
+    assert map_tables.map_groups(groups, study, maps) == {"first": ["X"], "vix table1": ["W"], "cxv table2": ["Y"]}
     assert groups == {"first": ["X"]}
 
 

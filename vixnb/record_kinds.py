@@ -223,16 +223,16 @@ def _rows_table(record):
     return pd.DataFrame.from_dict(record.get("rows") or {}, orient="index")
 
 
-def _make_study(kind):
+def _make_study(measurement):
     def make(request, *, profile, train, store, **_):
-        record = study_record(kind, profile, train=train, store=store)
+        record = study_record(measurement, profile, train=train, store=store)
         missing = [f"{label} ({run['reason']})" for label, run in record["runs"].items()
                    if run["status"] == "not yet run"]
         if missing:
             raise PartialRecord(f"{record_name(request)}: no trained weights of {'; '.join(missing)}", record)
         return record
 
-    make.__doc__ = f"The maps study's {kind} record (``analysis.records.study_record``)."
+    make.__doc__ = f"The maps study's {measurement} record (``analysis.records.study_record``)."
     return make
 
 

@@ -131,9 +131,9 @@ def bench_mixers(*, device=None, dtype=None, tokens=1025, dim=128, heads=4, dim_
     (CPU; default: PyTorch's own choice; the caller's count is restored after). ``compile``: every mechanism,
     the reference included, through ``torch.compile`` (True or a mode of ``COMPILE_MODES``; "reduce-overhead"
     replays CUDA graphs; compiled in the untimed warm-up steps). Each row also counts the aten operators of
-    one step (``dispatched_ops``). Returns one ``measure.sweep_row`` row per mechanism (mechanism, mixer,
-    options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb, memory (what
-    peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
+    one step (``dispatched_ops``). Returns one ``measure.sweep_row`` row per mechanism (mechanism, kind
+    (the mixer's name), options, tokens, batch, dim, heads, dim_head, device, dtype, ms (median), ms_min, peak_mb,
+    memory (what peak_mb is), params, gflops, estimate_gb, status, ...) plus ratio_vs_materialized_softmax and
     memory_ratio_vs_materialized_softmax; ``error`` when the mechanism failed (e.g. out of memory).
     """
     device = str(device or ("cuda" if torch.cuda.is_available() else "cpu"))

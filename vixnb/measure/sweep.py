@@ -157,7 +157,7 @@ def scaling_sweep(mechanisms=None, tokens=(256, 1024, 4096, 16384), *, dim=128, 
 
     ``mechanisms``: mixers or mechanism labels to include (default: every mixer of ``vixnb.layers``, with
     the ViX paper options; softmax and shaped attention both fused and materialised). Each row: mechanism,
-    mixer, options, tokens, batch, device, dtype, mode, ``ms`` (median of ``steps`` after ``warmup``),
+    kind (the mixer's name), options, tokens, batch, device, dtype, mode, ``ms`` (median of ``steps`` after ``warmup``),
     ``peak_mb`` (CUDA: peak allocated during the timed steps minus what was allocated before them;
     ``None`` on a CPU), ``peak_reserved_mb``, ``gflops`` (forward, ``flops`` convention, whole batch),
     ``estimate_gb`` (shape-based upper bound), ``status`` ("ok", "oom", "skipped: ..."), provenance.

@@ -46,7 +46,7 @@ class ViX(nn.Module):
         side = image_size // (stem_stride if hybrid else patch_size)
         num_patches = side * side
         self.mixer_name, self.mixer_options, self.hybrid = mixer, dict(mixer_options or {}), hybrid
-        self.pos_kind = pos_embedding
+        self.pos_scheme = pos_embedding  # "learned" or "rope"
         self.to_patch_embedding = embedding(channels, dim, hybrid=hybrid, patch_size=patch_size,
                                             stem_stride=stem_stride, patch_conv=patch_conv)
         # images of another size are resized (bilinear) to image_size on their device, inside the model
@@ -351,6 +351,6 @@ def paper_mixers():
         if model_entrypoint(name).__module__ != __name__ or name not in table1:
             continue
         model = _configured(name)
-        if not model.hybrid and model.pos_kind == "learned":
+        if not model.hybrid and model.pos_scheme == "learned":
             found[name] = (model.mixer_name, dict(model.mixer_options))
     return found

@@ -6,10 +6,12 @@ maps study.
 - The maps study's runs (``vixnb/analysis/study.yaml``, ``study_run``): a paper table's row, as that paper's
   chapter trains it, or any registered model by name (``{model: NAME, settings: {...}}``), trained for the study
   on its dataset.
-- What a run keeps of its trained weights (``table_specs``, ``study_specs``: ``RunSpec`` s with their ``keep``): the
-  first seed of a chapter's ``keep_weights`` tables and of the study's runs that draw a map or are attributed, in the
-  store where they fit its cap, else on this machine (``make.keep_where``); the rest keep none. Whether a model draws
-  a map is its layers' declaration (``layers.maps.model_draws_map``), never a sentence.
+- What a run keeps of its trained weights (``table_specs``, ``study_own_specs``: ``RunSpec`` s with their
+  ``keep``): the first seed of a chapter's ``keep_weights`` tables and of the study's runs that draw a map or are
+  attributed, in the store where they fit its cap, else on this machine (``make.keep_where``); the rest keep none.
+  Whether a model draws a map is its layers' declaration (``layers.maps.model_draws_map``), never a sentence.
+- Where every such run is made (``run_of``, ``runs_of``), and a run named by hand too: a command line, a notebook's
+  list of models, a benchmark's paper configuration.
 """
 from __future__ import annotations
 
@@ -104,9 +106,9 @@ def study_run(label, profile):
         if spec["model"] not in list_models():
             raise ValueError(f"vixnb/analysis/study.yaml: run {label!r} names model {spec['model']!r}, which is not "
                              "registered; give a registered model's name (`vixnb models` lists them)")
-        seeds = (get_profile(profile).get("seeds") or [0])[:1]
-        return runs_of(spec["model"], spec.get("settings") or {}, dataset=study()["dataset"], profile=profile,
-                          seeds=seeds)[0]
+        seed = (get_profile(profile).get("seeds") or [0])[0]
+        return run_of(spec["model"], spec.get("settings") or {}, dataset=study()["dataset"], profile=profile,
+                      seed=seed)
     chapter = papers.training_chapter(spec["paper"], spec["table"])
     for row, specs in row_specs(spec["paper"], chapter, spec["table"], profile):
         if row == spec["row"]:

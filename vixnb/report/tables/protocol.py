@@ -64,10 +64,10 @@ def protocol_rows(config):
     return rows
 
 
-def protocol_table(model, profile, *, rows=None, **settings):
-    """The training protocol of ``model``'s run in ``profile`` (``spec.run_config`` with ``settings``) as a page
-    table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page adds
-    (``{"input": "224 px"}``)."""
-    protocol = {**protocol_rows(run_of(model, settings, profile=profile).config), **(rows or {})}
+def protocol_table(model, profile, *, dataset="cifar10", rows=None, **settings):
+    """The training protocol of ``model``'s run on ``dataset`` in ``profile`` (``spec.run_config`` with
+    ``settings``) as a page table (``protocol_rows``), one column named after the profile; ``rows``: more rows a page
+    adds (``{"input": "224 px"}``)."""
+    protocol = {**protocol_rows(run_of(model, settings, dataset=dataset, profile=profile).config), **(rows or {})}
     column = f"{profile} profile"
     return page_table(pd.Series(protocol, name=column).to_frame(), wrap=[column])
