@@ -223,13 +223,15 @@ def test_grad_norms_of_a_one_step_epoch_equal_a_manual_computation():
 def test_grad_norms_are_the_mean_over_every_nth_step(monkeypatch):
     config = {**run_config("vit_small_simplified", profile="smoke", epochs=1, batch_size=2, grad_norm_every=3, **TINY),
               "train_size": 16}
-    sampled, real = [], engine.layer_grad_norms
+    from vixnb.engine import steps
+
+    sampled, real = [], steps.layer_grad_norms
 
     def spy(layers):
         sampled.append(real(layers))
         return sampled[-1]
 
-    monkeypatch.setattr(engine, "layer_grad_norms", spy)
+    monkeypatch.setattr(steps, "layer_grad_norms", spy)  # the step takes them, between backward and AdamW
     norms = engine.train(config, progress=False)["history"][0]["grad_norms"]
     assert len(sampled) == 3  # steps 0, 3, 6 of 8
     assert norms == pytest.approx((sum(sampled) / 3).tolist(), rel=1e-6)

@@ -1,11 +1,15 @@
 """Seeds trained as one vectorised ensemble (vixnb.engine.ensemble) equal separate runs of those seeds: histories,
 metrics, best epoch and weights; protocol `fixed`; BatchNorm; refusals; the caller's RNG; pause and resume."""
+import math
+import re
+
 import pytest
 import torch
 from torch import nn
 
 from vixnb.engine import train as engine
-from vixnb.engine.ensemble import Ensemble, can_ensemble, member_state, train_ensemble
+from vixnb.engine.ensemble import Ensemble, can_ensemble, check_members, member_shape, member_state
+from vixnb.engine.train import train_ensemble
 from vixnb.models import registry
 from vixnb.runs.spec import run_config
 from vixnb.engine.train import without_timings
@@ -84,7 +88,8 @@ def test_an_ensemble_equals_separate_runs_of_its_seeds(model, tmp_path):
     assert saved["seeds"] == SEEDS and len(members) == len(SEEDS)
     for i, (run, member, state, config) in enumerate(zip(runs, members, states, configs)):
         _assert_same_run(run, member)
-        assert member["provenance"]["execution"] == "ensemble of 3 seeds" and member["provenance"]["ensemble_exact"]
+        assert member["provenance"]["execution"]["mode"] == "ensemble" and member["provenance"]["ensemble_exact"]
+        assert member["provenance"]["execution"]["members"] == 3
         adam = _adam_second_moments(state, config)
         _assert_same_weights(state["model"], member_state(saved["model"], i), adam)  # final weights
         _assert_same_weights(state["best_state"], member_state(saved["best_state"], i), adam)  # selected weights
@@ -171,12 +176,20 @@ def test_settings_an_ensemble_cannot_reproduce_are_refused_with_the_reason(optio
         train_ensemble(_configs("fnet", seeds=[0, 1], **options), progress=False)
 
 
-def test_configs_must_differ_only_in_the_seed():
-    with pytest.raises(ValueError, match="configs differ in lr"):
-        train_ensemble([run_config("fnet", profile="smoke", seed=0),
-                        run_config("fnet", profile="smoke", seed=1, lr=0.01)])
-    with pytest.raises(ValueError, match="repeat a seed"):
+def test_members_may_differ_only_in_their_own_settings_and_initial_values():
+    base = dict(profile="smoke", **TINY)
+    with pytest.raises(ValueError, match="configs differ in epochs"):
+        train_ensemble([run_config("fnet", seed=0, **base), run_config("fnet", seed=1, epochs=5, **base)])
+    with pytest.raises(ValueError, match="forwards differ"):  # a setting of the forward, not of the initial values
+        train_ensemble([run_config("fnet", seed=0, **base), run_config("fnet", seed=1, **{**base, "mlp_dim": 32})])
+    with pytest.raises(ValueError, match="repeat a run"):
         train_ensemble(_configs("fnet", seeds=[1, 1]))
+    # the blog's alpha/beta schemes set initial values only (ShapedAttention.init_only): one shape
+    schemes = [run_config("vit_small_simplified", profile="smoke", alpha_beta=a, **BLOG_TINY)
+               for a in ("uniform", "identity", "dynamic")]
+    assert check_members(schemes) == [0, 0, 0]
+    assert len({member_shape(c) for c in schemes}) == 1
+    assert member_shape(schemes[0]) != member_shape(run_config("vit_small_vanilla", profile="smoke", **BLOG_TINY))
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")  # fused attention under vmap on a CPU
@@ -237,7 +250,8 @@ def _numbers(results):
 def test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes(tmp_path, monkeypatch):
     configs = _configs("fnet", seeds=[0, 1])
     reference = train_ensemble(configs, progress=False)
-    clock = iter([0.0, 1000.0])  # before epoch 1: time left; before epoch 2: past the deadline
+    # epoch 1: its check, start and end read 0 s (time left); before epoch 2: past the deadline
+    clock = iter([0.0, 0.0, 0.0] + [1000.0] * 10)
     monkeypatch.setattr(engine, "now", lambda: next(clock))
     ckpt = tmp_path / "ensemble.pt"
     with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
@@ -251,16 +265,29 @@ def test_a_deadline_pauses_at_an_epoch_boundary_and_the_next_call_resumes(tmp_pa
 def test_a_checkpoint_of_other_seeds_is_refused(tmp_path):
     ckpt = tmp_path / "ensemble.pt"
     train_ensemble([{**c, "epochs": 1} for c in _configs("fnet", seeds=[0, 1])], progress=False, checkpoint=ckpt)
-    with pytest.raises(ValueError, match=r"not of an ensemble of seeds \[0, 2\]"):
+    with pytest.raises(ValueError, match=r"not of this ensemble of seeds \[0, 2\] \(it holds \[0, 1\]\)"):
         train_ensemble(_configs("fnet", seeds=[0, 2]), progress=False, checkpoint=ckpt)
+
+
+def test_a_member_whose_loss_stops_being_finite_stops_alone_and_the_others_train_on(tmp_path):
+    configs = _configs("fnet", seeds=[0, 1])
+    blown = {**configs[1], "lr": 1e30}  # its first step sends its weights past float32
+    alone = engine.train(configs[0], progress=False)
+    outcomes = train_ensemble([configs[0], blown], progress=False, checkpoint=tmp_path / "ensemble.pt")
+    assert isinstance(outcomes[1], FloatingPointError)
+    assert re.match(r"fnet seed 1: loss became (nan|inf) at epoch 1, step \d; no result stored", str(outcomes[1]))
+    _assert_same_run(alone, outcomes[0])  # the other member trains on, as its separate run
+    assert len(outcomes[0]["history"]) == 3
 
 
 def test_a_non_finite_loss_names_the_members_seed(monkeypatch):
     import vixnb.engine.ensemble as ensemble_module
 
     monkeypatch.setattr(ensemble_module, "normalize", lambda x: torch.full(x.shape, float("nan")))
-    with pytest.raises(FloatingPointError, match=r"fnet seed 0: loss became nan at epoch 1, step 1; no result stored"):
-        train_ensemble(_configs("fnet", seeds=[0, 1]), progress=False)
+    outcomes = train_ensemble(_configs("fnet", seeds=[0, 1]), progress=False)
+    assert [str(o) for o in outcomes] == [f"fnet seed {s}: loss became nan at epoch 1, step 1; no result stored. Try a "
+                                          "lower learning rate (--lr) or fp32 precision (--precision fp32)."
+                                          for s in (0, 1)]
 
 
 BLOG_TINY = dict(width=16, depth=2, heads=2, patch=8, schedule="cosine",
@@ -315,10 +342,74 @@ def test_run_ensemble_keeps_each_members_weights():
 def test_an_augmented_ensemble_resumes_exactly(tmp_path, monkeypatch):
     configs = _configs("vit_small_simplified", seeds=[0, 1], **BLOG_TINY)
     reference = train_ensemble(configs, progress=False)
-    clock = iter([0.0, 1000.0])
+    clock = iter([0.0, 0.0, 0.0] + [1000.0] * 10)
     monkeypatch.setattr(engine, "now", lambda: next(clock))
     ckpt = tmp_path / "ensemble.pt"
     with pytest.raises(engine.TrainingPaused, match="paused after epoch 1 of 3"):
         train_ensemble(configs, progress=False, checkpoint=ckpt, deadline=10.0)
     assert len(torch.load(ckpt, weights_only=True)["augment_rng"]) == 2
     assert _numbers(train_ensemble(configs, progress=False, checkpoint=ckpt)) == _numbers(reference)
+
+
+# ----- runs of one shape with their own settings ------------------------------------------------------------------
+
+#: three members of one shape, each with its own seed, learning rate, warm-up, weight decay and clipping (and for the
+#: blog's model, its own alpha/beta scheme): each must be its separate run
+MEMBER_SETTINGS = [dict(seed=0, lr=3e-3), dict(seed=1, lr=1e-3, warmup_steps=3, grad_clip=0.5, weight_decay=0.1),
+                   dict(seed=2, lr=2e-3, warmup_steps=5, grad_clip=1.0, alpha_beta="identity")]
+
+
+def _member_configs(**options):
+    return [run_config("vit_small_simplified", profile="smoke", epochs=3, batch_size=4, **BLOG_TINY, **settings,
+                       **options) for settings in MEMBER_SETTINGS]
+
+
+@pytest.fixture
+def float64():
+    """The engine in float64 for this test (initial values still drawn in float32: ``train.build_model``)."""
+    from vixnb.models import default_dtype
+
+    with default_dtype(torch.float64):
+        yield
+
+
+def _losses(result):
+    return [h["train_loss"] for h in result["history"]] + [h["select_loss"] for h in result["history"]]
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphed-path"])
+def test_members_with_their_own_settings_equal_their_runs_in_float64(float64, graphs):
+    configs = _member_configs()
+    assert len({member_shape(c) for c in configs}) == 1 and check_members(configs) == [0, 1, 2]
+    alone = [engine.train(c, progress=False, with_weights=True) for c in configs]
+    members = train_ensemble(configs, progress=False, with_weights=True, graphs=graphs)
+    for run, member, config in zip(alone, members, configs):
+        assert member["provenance"]["execution"]["mode"] == ("graphed ensemble" if graphs else "ensemble")
+        assert max(abs(a - b) for a, b in zip(_losses(run), _losses(member))) < 1e-10
+        for a, b in zip(run["history"], member["history"]):
+            assert b["grad_norms"] == pytest.approx(a["grad_norms"], rel=1e-10, abs=1e-12)
+            cosine = 0.5 * (1 + math.cos(math.pi * (a["epoch"] - 1) / 3))
+            assert b["lr"] == a["lr"] == pytest.approx(config["lr"] * cosine)
+        for name, tensor in run["best_state"].items():  # the selected weights, and they load into a solo model
+            assert torch.allclose(member["best_state"][name], tensor, rtol=1e-8, atol=1e-10), name
+        solo = engine.build_model(config)[0]
+        solo.load_state_dict(member["best_state"])
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_members_with_their_own_settings_stay_within_float32s_own_spread():
+    """In float32 a member strays from its run by rounding only: no further than the probe's tolerance, made from the
+    same run's float32 and float64 losses (``engine.modes``)."""
+    from vixnb.engine.modes import TOLERANCE_FACTOR
+    from vixnb.models import default_dtype
+
+    configs = _member_configs()
+    alone = [engine.train(c, progress=False) for c in configs]
+    with default_dtype(torch.float64):
+        exact = [engine.train(c, progress=False) for c in configs]
+    members = train_ensemble(configs, progress=False)
+    for run, precise, member in zip(alone, exact, members):
+        spread = max(abs(a - b) for a, b in zip(_losses(run), _losses(precise)))
+        gap = max(abs(a - b) for a, b in zip(_losses(run), _losses(member)))
+        assert 0 < spread and gap <= TOLERANCE_FACTOR * spread

@@ -3,7 +3,7 @@
 For each model, measured in ONE run (same process, same data, same dtype), training images/s of:
 
 - ``one_seed``: one seed, our engine's step (``bench train``'s "ours" path, ``training._ours_step``);
-- ``ensemble``: ``seeds`` seeds as one vmapped ensemble (``vixnb.engine.ensemble.ensemble_step``, the step
+- ``ensemble``: ``seeds`` seeds as one vmapped ensemble (``vixnb.engine.ensemble.EnsembleStep``, the step
   ``train_ensemble`` runs), counted as seeds x batch images per step;
 - ``compiled``: the one-seed step with the model under ``torch.compile`` (mode default);
 - ``cuda_graphs``: the same under ``mode="reduce-overhead"`` (CUDA graphs), on a GPU only.
@@ -24,12 +24,12 @@ import torch
 
 from .. import papers
 from ..data import load_split
-from ..engine.ensemble import Ensemble, ensemble_step
+from ..engine.ensemble import Ensemble, EnsembleStep, MemberAdamW
 from ..runs.make import can_ensemble_run
 from ..measure import as_dtype, local_rng
 from ..models import create_model
 from ..runs.asked import run_of
-from .training import bench_adamw, ours_step, time_steps
+from .training import ours_step, time_steps
 from ..validate import COUNT_MAX, Whole, checked
 
 APPROACHES = ("one_seed", "ensemble", "compiled", "cuda_graphs")
@@ -37,15 +37,18 @@ SEPARATE = ("one_seed", "compiled", "cuda_graphs")
 
 
 def _ensemble_step(models, images, labels, *, bs, dtype):
-    """The ensemble's training step as ``train_ensemble`` runs it, on a random batch per member."""
+    """The ensemble's training step as ``train_ensemble`` runs it (``engine.ensemble.EnsembleStep``: each member's own
+    batch of a random order), at the protocol's AdamW settings for every member."""
     ensemble = Ensemble(models, randomness="different")  # dropout models too: the speed is the same
     cast = (lambda: torch.autocast(images.device.type, dtype=dtype)) if dtype != torch.float32 else nullcontext
-    step = ensemble_step(ensemble, bench_adamw(ensemble.params.values(), images.device), autocast=cast)
-    k = len(models)
+    settings = {"lr": 1e-3, "weight_decay": 0.01, "betas": [0.9, 0.999], "eps": 1e-8}
+    step = EnsembleStep(ensemble, MemberAdamW(ensemble, [settings] * len(models)), images, labels, autocast=cast,
+                        batch_size=bs, device=images.device)
 
     def run():
-        idx = torch.randint(len(images), (k, bs), device=images.device)
-        step(images[idx], labels[idx])
+        if step.order is None or step.position + bs > len(images):  # a new epoch of random orders
+            step.begin_epoch(torch.stack([torch.randperm(len(images), device=images.device) for _ in models]))
+        step()
 
     return run
 

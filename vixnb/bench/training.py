@@ -2,7 +2,6 @@
 reference loop like the authors', both measured in the same run; ``vixnb bench train --engine``: the engine's own
 step eager, as one CUDA graph, and as several runs at once (``bench_engine``)."""
 import time
-from contextlib import nullcontext
 
 import torch
 from PIL import Image
@@ -15,7 +14,7 @@ from ..measure import as_dtype, dtype_name, local_rng
 from ..measure.flops import flops
 from ..models import create_model
 from ..runs.asked import run_of
-from ..engine.steps import WARMUP_STEPS, TrainStep
+from ..engine.modes import PROBE_STEPS, probe_modes
 from ..validate import checked
 
 
@@ -162,35 +161,7 @@ def bench_train(models=None, *, device=None, dtype=None, batch=None, steps=10, w
 ENGINE_MODELS = ("vit", "vit_small_simplified", "cvt")
 #: ``--smoke``: what a CPU runs in seconds (the blog's ViT shrunk to two blocks of width 16)
 SMOKE = {"models": ("vit_small_simplified",), "overrides": dict(width=16, depth=2, heads=2, patch=8), "batch": 4,
-         "steps": 2, "concurrent": (2,), "dw_steps": 2}
-
-
-def _engine_run(name, overrides, device, dt, bs, *, graphed, seed=0):
-    """A model of ``name`` (seeded), its fused AdamW and its ``steps.TrainStep`` (``graphed`` or eager)."""
-    with local_rng(device):
-        torch.manual_seed(seed)
-        model = create_model(name, **overrides).to(device)
-    opt = bench_adamw(model.parameters(), device)
-    cast = (lambda: torch.autocast(device.type, dtype=dt, cache_enabled=False)) if dt != torch.float32 else nullcontext
-    return model, TrainStep(model, opt, torch.amp.GradScaler(device.type, enabled=False), capacity=1, autocast=cast,
-                            loss_autocast=nullcontext, device=device, graphed=graphed)
-
-
-def _drive(runs, batches, device, count):
-    """``count`` steps of every run in ``runs`` (one each in turn, each on its own CUDA stream); seconds taken."""
-    streams = [torch.cuda.Stream(device) if device.type == "cuda" else None for _ in runs]
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for i in range(count):
-        images, labels = batches[i % len(batches)]
-        for (_, step), stream in zip(runs, streams):
-            step.begin_epoch()  # one record a step is enough here
-            with torch.cuda.stream(stream) if stream is not None else nullcontext():
-                step(images, labels)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
+         "steps": 8, "members": 3}
 
 
 def _peak_tflops(device):
@@ -201,66 +172,48 @@ def _peak_tflops(device):
     return next((peak for key, (peak, _) in GPUS.items() if key in name), None)
 
 
-def bench_engine(models=ENGINE_MODELS, *, device=None, dtype=None, batch=32, steps=50, concurrent=(4, 8),
-                 dw_steps=100, overrides=None):
-    """The engine's step (``steps.TrainStep``) per model at ``batch``: images/s eager, graphed (one CUDA graph; on a
-    CPU the graphed path runs eagerly) and of K graphed runs at once (each on its own stream, ``concurrent``); the
-    share of the FLOP floor (3 x the forward's FLOPs an image at ``measure.flops.RATE_CAP`` of the GPU's peak: 1.0 is
-    the floor, more is faster); and the largest |difference| of any weight after ``dw_steps`` steps from one seed
-    on the same batches, eager against graphed beside eager against eager (the floor of the kernels' own noise).
-    ``overrides``: model settings (``SMOKE``)."""
+def bench_engine(models=ENGINE_MODELS, *, device=None, batch=None, steps=PROBE_STEPS, members=15, overrides=None,
+                 progress=print):
+    """The engine's modes per model, as a lent machine's probe runs them (``engine.modes.probe_modes``: each mode's
+    largest loss difference from eager over ``steps`` steps in float32, its tolerance, whether it passed, its member
+    images/s), on synthetic images at the model's budget protocol (``batch``: another batch size; ``members``: the
+    ensemble modes' runs of one shape), and each passing mode's share of the FLOP floor (3 x the forward's FLOPs an
+    image at ``measure.flops.RATE_CAP`` of the GPU's peak: 1.0 is the floor, more is faster). ``overrides``: model
+    settings (``SMOKE``). One row per model and mode; the choice is each model's ``chosen``."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dt = as_dtype(dtype or ("bf16" if device.type == "cuda" else "fp32"))
     peak, rows = _peak_tflops(device), []
     for name in models:
         settings = dict(overrides or {})
-        images, labels = load_split("synthetic", "train", size=batch * 4)
-        images, labels = images.to(device), labels.to(device)
-        batches = [(images[i * batch:(i + 1) * batch], labels[i * batch:(i + 1) * batch]) for i in range(4)]
-        row = {"model": name, "batch_size": batch, "device": str(device), "dtype": dtype_name(dt), "steps": steps,
-               "torch": torch.__version__}
-        warm = WARMUP_STEPS + 2
-        for path, k in [("eager", 1), ("graphed", 1), *((f"concurrent_{k}", k) for k in concurrent)]:
-            try:
-                runs = [_engine_run(name, settings, device, dt, batch, graphed=path != "eager", seed=s)
-                        for s in range(k)]
-                _drive(runs, batches, device, warm)
-                row[f"{path}_images_per_s"] = k * batch * steps / _drive(runs, batches, device, steps)
-            except torch.OutOfMemoryError:
-                row[f"{path}_images_per_s"] = None
-            runs = None
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+        config = run_of(name, settings, profile="budget" if device.type == "cuda" else "smoke").config
+        config = {**config, "dataset": "synthetic", "device": device.type,
+                  **({"batch_size": batch} if batch else {})}
+        record = probe_modes(config, device=device, steps=steps, members=members, progress=progress)
         train_flops = 3 * flops(create_model(name, **settings))["flops"]
-        row["train_gflops_per_image"] = train_flops / 1e9
-        for path in [p.removesuffix("_images_per_s") for p in list(row) if p.endswith("_images_per_s")]:
-            ips = row[f"{path}_images_per_s"]
-            row[f"{path}_floor_share"] = ips * train_flops / (RATE_CAP * peak * 1e12) if peak and ips else None
-        weights = {}
-        for label, graphed in (("eager_a", False), ("eager_b", False), ("graphed", True)):
-            model, step = _engine_run(name, settings, device, dt, batch, graphed=graphed)
-            _drive([(model, step)], batches, device, dw_steps)
-            weights[label] = [p.detach().float() for p in model.parameters()]
-        row["max_dw_eager_vs_graphed"] = max((a - b).abs().max().item()
-                                             for a, b in zip(weights["eager_a"], weights["graphed"]))
-        row["max_dw_eager_vs_eager"] = max((a - b).abs().max().item()
-                                           for a, b in zip(weights["eager_a"], weights["eager_b"]))
-        rows.append(row)
+        for r in record["rows"]:
+            rate = r["images_per_s"]
+            rows.append({**r, "batch_size": config["batch_size"], "device": record["device"], "steps": steps,
+                         "torch": torch.__version__, "train_gflops_per_image": train_flops / 1e9,
+                         "floor_share": rate * train_flops / (RATE_CAP * peak * 1e12) if peak and rate else None,
+                         "chosen": record["chosen"]})
     return rows
 
 
 def engine_table(rows):
-    """A plain-text table of ``bench_engine`` rows."""
-    paths = [k.removesuffix("_images_per_s") for k in rows[0] if k.endswith("_images_per_s")]
-    head = ["model", "batch"] + [f"{p} img/s" for p in paths] + [f"{p} of floor" for p in paths] + \
-        ["max|dw| eager-graphed", "max|dw| eager-eager"]
+    """A plain-text table of ``bench_engine`` rows, each model's choice after its rows."""
+    head = ["model", "mode", "members", "batch", "max|dloss|", "tolerance", "img/s", "of floor", "check"]
 
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
 
-    lines = [head] + [[r["model"], str(r["batch_size"])] + [fmt(r[f"{p}_images_per_s"], ".0f") for p in paths]
-                      + [fmt(r[f"{p}_floor_share"], ".2f") for p in paths]
-                      + [fmt(r["max_dw_eager_vs_graphed"], ".2e"), fmt(r["max_dw_eager_vs_eager"], ".2e")]
-                      for r in rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
+    lines, last = [head], None
+    for r in rows:
+        lines.append([r["model"], r["mode"], str(r["members"]), str(r["batch_size"]), fmt(r["max_dloss"], ".1e"),
+                      fmt(r["tolerance"], ".1e"), fmt(r["images_per_s"], ",.0f"), fmt(r["floor_share"], ".2f"),
+                      "pass" if r["passed"] else f"off: {r['why']}"])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
+    out = ["  ".join([*(cell.rjust(w) for cell, w in zip(line[:-1], widths)), line[-1]]) for line in lines]
+    for r in rows:
+        if r["model"] != last:
+            last = r["model"]
+            out.append(f"{last}: {r['chosen']['single']} for a run, {r['chosen']['group']} for runs of one shape")
+    return "\n".join(out)

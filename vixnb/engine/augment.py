@@ -31,16 +31,33 @@ def rotate_batch(images, angles):
 AUGMENT_SEED_OFFSET = 1_000_003  # a run's augmentation generator is seeded with its seed plus this
 
 
+def flip_rotate_draws(count, generator, device):
+    """The blog's augmentation's random numbers for ``count`` images, from ``generator`` (on ``device``): a (3, count)
+    tensor, the same three per image whatever is on (``flip_rotate``)."""
+    return torch.rand(3, count, generator=generator, device=device, dtype=torch.float32)  # whatever the default type
+
+
+def apply_flip_rotate(images, draws, *, hflip, vflip, rotate):
+    """The blog's augmentation of uint8 ``images`` (..., c, h, w; leading dimensions: an ensemble's members) by their
+    ``draws`` (3, ...: ``flip_rotate_draws`` per member, stacked on dimension 1), every image at once: flipped
+    horizontally where its first draw is < 0.5, vertically where its second is, rotated by (2 * third - 1) * rotate
+    degrees (``rotate_batch``)."""
+    lead, shape = images.shape[:-3], images.shape[-3:]
+    images, draws = images.reshape(-1, *shape), draws.reshape(3, -1)
+    for on, heads, dim in ((hflip, draws[0], -1), (vflip, draws[1], -2)):
+        if on:
+            images = torch.where((heads < 0.5)[:, None, None, None], images.flip(dim), images)
+    images = rotate_batch(images, (2 * draws[2] - 1) * rotate) if rotate else images
+    return images.reshape(*lead, *shape)
+
+
 def flip_rotate(images, *, hflip, vflip, rotate, generator):
     """The blog's augmentation of a uint8 (b, c, h, w) batch, on its device, for all images at once: each image
     flipped horizontally (p=0.5), vertically (p=0.5) and rotated by its own angle uniform in [-rotate, rotate]
     degrees (``rotate_batch``), as torchvision's RandomHorizontalFlip, RandomVerticalFlip and RandomRotation.
     Every draw comes from ``generator`` (on the images' device): the same three per image whatever is on."""
-    draws = torch.rand(3, len(images), generator=generator, device=images.device)
-    for on, heads, dim in ((hflip, draws[0], -1), (vflip, draws[1], -2)):
-        if on:
-            images = torch.where((heads < 0.5)[:, None, None, None], images.flip(dim), images)
-    return rotate_batch(images, (2 * draws[2] - 1) * rotate) if rotate else images
+    draws = flip_rotate_draws(len(images), generator, images.device)
+    return apply_flip_rotate(images, draws, hflip=hflip, vflip=vflip, rotate=rotate)
 
 
 def augment_generator(seed, device):

@@ -35,7 +35,7 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
         config = job.pop("config")
         options = {**dict(progress=progress, checkpoint=None, download=False, deadline=None, with_weights=False,
                           init_state=None, init_sha256=None, graphs=graphs), **job}
-        runs.append({"run": training_steps(config, device=device, interleave=True, concurrent_runs=len(jobs),
+        runs.append({"run": training_steps([config], device=device, interleave=True, concurrent_runs=len(jobs),
                                            **options),
                      "stream": torch.cuda.Stream(device) if cuda else None, "rng": None, "done": False})
     outcomes = [None] * len(runs)
@@ -52,7 +52,7 @@ def train_concurrently(jobs, *, device=None, graphs=None, progress=False):
                     with torch.cuda.stream(r["stream"]) if cuda else _nothing():
                         next(r["run"])
                 except StopIteration as done:
-                    outcomes[i], r["done"] = done.value, True
+                    outcomes[i], r["done"] = done.value[0], True
                 except Exception as error:  # this run's end; the others go on
                     outcomes[i], r["done"] = error, True
                 r["rng"] = (torch.random.get_rng_state(), torch.cuda.get_rng_state(device) if cuda else None)
@@ -88,7 +88,7 @@ def sync_checked(config, *, device=None, graphs=None):
     CPU it trains the run unchecked."""
     device = training_device(config, device)
     cuda = device.type == "cuda"
-    run = training_steps(config, progress=False, device=device, checkpoint=None, download=False, deadline=None,
+    run = training_steps([config], progress=False, device=device, checkpoint=None, download=False, deadline=None,
                with_weights=False, init_state=None, init_sha256=None, graphs=graphs, interleave=True)
     before, started = torch.cuda.get_sync_debug_mode() if cuda else 0, 0
     with torch.random.fork_rng(devices=[device] if cuda else []):
@@ -97,7 +97,7 @@ def sync_checked(config, *, device=None, graphs=None):
                 try:
                     what = next(run)
                 except StopIteration as done:
-                    return done.value
+                    return done.value[0]
                 started += what == EPOCH_START
                 if cuda:
                     checking = started >= 2 and what != STEPS_DONE

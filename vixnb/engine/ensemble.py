@@ -1,74 +1,62 @@
-"""Several seeds of one training configuration trained as ONE vectorised ensemble, so that small models fill a GPU.
+"""Runs of one shape trained as ONE vectorised ensemble, so that small models fill a GPU with the host work of one.
 
-The members' parameters and buffers are stacked (``torch.func.stack_module_state``: member i is index i of every
-stacked tensor) and the model is called once for all of them through ``functional_call`` under ``vmap``. Each
-member keeps what makes it a separate run of its seed (``vixnb.engine.train.train``): its initialisation (the model
-built under ``torch.manual_seed(seed)``), its data order (its own ``torch.Generator`` drawing ``randperm`` each
-epoch), its own selection epoch and best weights. One AdamW steps the stacked parameters: AdamW is elementwise,
-so each member's update is its separate run's. The loss is the sum over members of each member's mean
-cross-entropy, so each member's gradient is its separate run's. Every member is evaluated on the selection
-split each epoch with the authors' metric (``train.evaluate``); protocol ``fixed`` evaluates each member's
-selected weights once on the test set.
+Members: runs whose models have the same forward (``forward_signature``: the same modules with the same settings and
+tensors of the same shapes; a setting a module declares ``init_only``, such as shaped attention's alpha/beta scheme,
+may differ) under the same protocol (``MEMBER_SETTINGS`` are the only settings that may differ: the seed, the learning
+rate, the weight decay, the warm-up and gradient clipping). ``check_members`` says why runs cannot share an ensemble.
 
-Exactness (``can_ensemble``): with AdamW, no RandAugment, no post-training, no ``amp_loss_only``, no ``compile``
-and no active dropout, a member's history, metrics and final weights equal a separate run's up to
-floating-point rounding (batched kernels sum in another order; ``tests/test_ensemble.py`` checks it on the CPU).
-One exception, in the weights only: an element whose gradient is zero but for rounding (a bias that a following
-LayerNorm cancels, e.g. MLP-Mixer's token-mixing output bias, or a few of FNet's LayerNorm elements) gets AdamW
-steps of g / (sqrt(v) + eps) made of rounding noise, up to lr each, in a separate run as much as in an ensemble;
-there the two differ by up to lr per step (the test allows it only where the gradient stayed below 1e-7).
-With dropout, ``vmap(randomness="different")`` draws each member's own masks, which cannot equal a separate
-run's draws: ``train_ensemble(..., exact=False)`` trains such models anyway, with independent masks per member,
-and says so in each result's provenance (``ensemble_exact: False``). Those members are NOT equal to separate
-runs of their seeds (they are valid runs of the same distribution of seeds, not the same runs).
+The members' trainable parameters live in one (members, N) tensor (``Ensemble.flat``; each parameter a view of its
+span), their gradients in another (``Ensemble.grad``), and the model is called once for all of them through
+``functional_call`` under ``vmap``. Each member keeps what makes it a separate run (``train.train``): its
+initialisation (its model built under ``torch.manual_seed(seed)`` with its own settings), its data order and its
+augmentation (its own generators: ``steps.Step.batch`` draws each member's numbers, then flips and rotates every image
+at once), its own selection epoch and best weights. ``MemberAdamW`` is torch's AdamW update with each member's own
+learning rate (the epoch's schedule times its warm-up ramp), weight decay and step count on the device; gradient
+clipping is each member's own total norm; the loss is the sum of the members' mean cross-entropies, so each member's
+gradient is its own run's. A member whose loss stops being finite is stopped alone (``train.training_steps``).
 
-BatchNorm (found with PyTorch 2.14 on a CPU with a conv + BatchNorm2d model, ``tests/test_ensemble.py``):
-under ``vmap`` with stacked buffers, a BatchNorm layer in training mode normalises each member's batch by that
-member's own batch statistics and updates that member's running mean, variance and ``num_batches_tracked`` in
-place in the stacked buffers; in eval mode it uses each member's running statistics. Training, running
-statistics and evaluation equal separate runs up to rounding, so BatchNorm models are supported, exactly like
-the rest (not yet checked on a GPU, where cuDNN's batch norm has its own batching rule).
+Exactness (``can_ensemble``): with AdamW, no RandAugment, no post-training, no ``amp_loss_only`` or fp16 scaler, no
+``compile`` and no active dropout, a member's history, metrics and weights equal its separate run's up to
+floating-point rounding (batched kernels sum in another order; ``tests/test_ensemble.py`` checks it on the CPU, in
+float64 to 1e-10). One exception, in the weights only: an element whose gradient is zero but for rounding (a bias a
+following LayerNorm cancels) gets AdamW steps of g / (sqrt(v) + eps) made of rounding noise, up to lr each, in a
+separate run as much as in an ensemble. With dropout, ``vmap(randomness="different")`` draws each member's own masks,
+which cannot equal a separate run's: ``exact=False`` trains such models anyway and says so in each result's provenance
+(``ensemble_exact: False``).
 
-The blog's protocol (paper `shaped`) keeps members equal to separate runs: ``schedule: cosine`` sets the one
-AdamW's lr each epoch (the same for every member), ``augment`` augments each member's batch from that member's
-own generator, seeded as its separate run's (``augment.augment_generator``), ``grad_norm_every`` reduces the
-stacked gradients of each layer (``blocks.<i>.…``) over all but the member dimension, and each member records
-its own ``alpha_beta``; ``keep_weights`` gives each member's selected weights (``run_ensemble`` stores them).
+BatchNorm: under ``vmap`` with stacked buffers, a BatchNorm layer in training mode normalises each member's batch by
+its own statistics and updates that member's running statistics in place; in eval mode it uses each member's own.
 
-Not supported (``can_ensemble`` says why): DualOpT (members would switch to SGD at different epochs),
-RandAugment (per-image draws from the global RNG), post-training, the authors' AMP (one GradScaler would skip
-every member's step when one overflows), ``compile``, and the Performer's feature redraw (a data-dependent
-buffer update). ``channels_last`` is not applied (stacked tensors are contiguous). On a CPU, fused attention
-(``scaled_dot_product_attention``) has no batching rule and runs member by member (PyTorch warns once).
+Not supported (``can_ensemble`` says why): DualOpT (members would switch to SGD at different epochs), SGD alone,
+RandAugment (per-image draws from the global RNG), post-training, the authors' AMP and fp16 (one gradient scaler would
+skip every member's step when one overflows), ``compile``, warm starts, and the Performer's feature redraw (a
+data-dependent buffer update). ``channels_last`` is not applied (stacked tensors are contiguous). On a CPU, fused
+attention (``scaled_dot_product_attention``) has no batching rule and runs member by member (PyTorch warns once).
 
-Checkpoint (``checkpoint=``, saved atomically after every epoch through ``vixnb.results.save_checkpoint``):
-the keys of a single run's checkpoint, where ``model`` and ``best_state`` hold every entry of the model's
-``state_dict`` stacked over members (``member_state(state, i)`` is member i's, in the order of ``configs``,
-loadable into the model), ``optimizer`` is the one AdamW's state, ``shuffle`` and ``augment_rng`` the lists of
-the members' data-order and augmentation generator states, ``history`` the list of their histories, plus
-``seeds`` (the ensemble it belongs to).
+Checkpoint (``train.training_steps``): the keys of a single run's, where ``model`` and ``best_state`` hold every entry
+of the model's ``state_dict`` stacked over members (``member_state(state, i)`` is member i's, loadable into the
+model), ``optimizer`` is ``MemberAdamW``'s state, ``shuffle`` and ``augment_rng`` the members' generator states,
+``history`` their histories, plus ``seeds`` and ``keys`` (the members' run keys: which ensemble it belongs to).
 A result's ``seconds`` and GPU memory are those of the whole ensemble.
 """
 import copy
+import hashlib
 import json
-import math
-import time
-from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, stack_module_state, vmap
-from tqdm.auto import tqdm
+from torch.func import functional_call, vmap
 
-from .augment import augment_generator, flip_rotate
 from ..data import normalize
 from ..layers import ShapedAttention
 from ..layers.blocks import DropPath
-from ..models import meta_model, settings_from_key
-from ..results import load_checkpoint, save_checkpoint
-from .train import (TrainingInterrupted, TrainingPaused, adamw, autocasts, build_model, evaluate, layer_params,
-                    out_of_time, run_result, set_epoch_lr, splits, training_device)
+from ..models import model_fact, settings_from_key
+from .steps import Step
+
+#: the settings in which the members of one ensemble may differ, each member with its own (besides the model settings
+#: its modules declare ``init_only``): everything else of their configs is one protocol
+MEMBER_SETTINGS = ("seed", "lr", "weight_decay", "warmup_steps", "grad_clip", "model_overrides", "init_std")
 
 
 def _active_dropout(model):
@@ -84,58 +72,139 @@ def _active_dropout(model):
     return found
 
 
+def _settings_json(config):
+    return json.dumps(settings_from_key(config["model"], config["model_overrides"]), sort_keys=True)
+
+
 def can_ensemble(config, *, exact=True):
-    """(True, None) where seeds of ``config`` can train as one ensemble (``train_ensemble``) whose members equal
-    separate runs (with ``exact=False``: where they can train at all, dropout drawn per member); else (False,
-    the reason)."""
+    """(True, None) where runs of ``config`` can train as members of one ensemble whose members equal separate runs
+    (with ``exact=False``: where they can train at all, dropout drawn per member); else (False, the reason)."""
     refused = [
         (config["optimizer"] == "dualopt", "optimizer 'dualopt' switches each member to SGD at its own epoch; use "
-                                           "optimizer 'adamw' or train the seeds separately"),
+                                           "optimizer 'adamw' or train the runs separately"),
         (config["optimizer"] == "sgd", "optimizer 'sgd': an ensemble trains with AdamW; use optimizer 'adamw' or train "
-                                       "the seeds separately"),
+                                       "the runs separately"),
         (config["randaugment"], "randaugment draws each image's augmentation from the global RNG, so a member "
-                                "cannot see its separate run's images; leave it off or train the seeds separately"),
+                                "cannot see its separate run's images; leave it off or train the runs separately"),
         (config["post_train_epochs"], "post_train_epochs: post-training stops each member at its own epoch; set it "
-                                      "to 0 or train the seeds separately"),
+                                      "to 0 or train the runs separately"),
         (config["amp_loss_only"], "amp_loss_only: one GradScaler would skip every member's step when one member "
-                                  "overflows; leave it off or train the seeds separately"),
+                                  "overflows; leave it off or train the runs separately"),
         (config["precision"] == "fp16", "precision fp16: one GradScaler would skip every member's step when one member "
-                                        "overflows; train the seeds separately"),
+                                        "overflows; train the runs separately"),
         (config["compile"], "compile: the vmapped ensemble step is not compiled; leave compile off"),
-        (config.get("init_from"), "init_from: each seed starts from its own source run's weights; train the seeds "
+        (config.get("init_from"), "init_from: each run starts from its own source run's weights; train the runs "
                                   "separately"),
-        (config.get("warmup_steps"), "warmup_steps: the ensemble's step sets its learning rate once an epoch; train "
-                                     "the seeds separately"),
-        (config.get("loss_fp32"), "loss_fp32: the ensemble's step computes its members' losses in the logits' "
-                                  "precision; train the seeds separately"),
     ]
     for bad, reason in refused:
         if bad:
             return False, reason
-    model = meta_model(config["model"], config["dataset"],  # the structure only: no weights, no RNG draws
-                       json.dumps(settings_from_key(config["model"], config["model_overrides"]), sort_keys=True))
-    dropout = _active_dropout(model)
+    dropout, redraws = model_fact(random_draws, config["model"], config["dataset"], _settings_json(config))
     if exact and dropout:
         where = f"p={dropout[0][1]} in {len(dropout)} modules, e.g. {dropout[0][0]}"
         return False, (f"{config['model']} has active dropout ({where}): under vmap each member draws its own masks, "
-                       "which cannot equal a separate run's; train the seeds separately, or pass exact=False for "
+                       "which cannot equal a separate run's; train the runs separately, or pass exact=False for "
                        "independent masks per member")
-    if any(getattr(m, "feature_redraw_interval", None) is not None for m in model.modules()):
+    if redraws:
         return False, (f"{config['model']} redraws Performer features (a data-dependent buffer update vmap cannot "
-                       "batch); train the seeds separately")
+                       "batch); train the runs separately")
     return True, None
 
 
+def random_draws(model):
+    """``[[name, p] of each module drawing dropout masks (_active_dropout)], whether it redraws Performer features]``
+    of a built model: what ``can_ensemble`` reads (kept between processes: ``models.model_fact``)."""
+    return [[list(d) for d in _active_dropout(model)],
+            any(getattr(m, "feature_redraw_interval", None) is not None for m in model.modules())]
+
+
+def _setting(value):
+    """A module attribute as the signature compares it: callables by their qualified name, containers item by item."""
+    if isinstance(value, (list, tuple)):
+        return [_setting(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _setting(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    if isinstance(value, torch.Tensor):
+        return [str(value.dtype), list(value.shape)]
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+    return type(value).__qualname__
+
+
+def forward_signature(model):
+    """A digest of what ``model``'s forward is made of: every module's type and public settings (less the ones it
+    declares ``init_only``: they only set initial values), and every parameter's and buffer's name, shape and dtype.
+    Runs whose models share it run one forward, the first member's (``Ensemble``)."""
+    parts = []
+    for name, m in model.named_modules():
+        skip = set(getattr(m, "init_only", ())) | {"training"}
+        settings = {k: _setting(v) for k, v in vars(m).items() if not k.startswith("_") and k not in skip}
+        parts.append([name, type(m).__module__ + "." + type(m).__qualname__, settings])
+    parts.append([[n, list(t.shape), str(t.dtype)] for n, t in model.state_dict().items()])
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def member_shape(config):
+    """What the members of one ensemble share (a hashable value): the run's protocol (its config less
+    ``MEMBER_SETTINGS``) and its model's ``forward_signature`` (kept between processes: ``models.model_fact``)."""
+    protocol = {k: v for k, v in config.items() if k not in MEMBER_SETTINGS}
+    signature = model_fact(forward_signature, config["model"], config["dataset"], _settings_json(config))
+    return json.dumps([protocol, signature], sort_keys=True, default=str)
+
+
+def check_members(configs):
+    """The members' seeds, or a one-line error where ``configs`` cannot share an ensemble: no configs, runs of other
+    shapes or protocols (``member_shape``: the keys that differ named), or a run given twice."""
+    if not configs:
+        raise ValueError("configs is empty: give one run_config(...) per member")
+    first = configs[0]
+    for c in configs[1:]:
+        if member_shape(c) != member_shape(first):
+            differ = sorted(k for k in set(c) | set(first) if k not in MEMBER_SETTINGS and c.get(k) != first.get(k))
+            what = (f"differ in {', '.join(differ)}" if differ else
+                    "have models whose forwards differ (modules, settings or tensor shapes)")
+            raise ValueError(f"configs {what}: an ensemble trains runs of one shape and protocol, which may differ "
+                             f"only in {', '.join(MEMBER_SETTINGS)} and initial values")
+    keys = [json.dumps(c, sort_keys=True, default=str) for c in configs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"configs repeat a run (seeds {[c['seed'] for c in configs]}): give each run once")
+    return [c["seed"] for c in configs]
+
+
 class Ensemble:
-    """Models of one architecture as stacked parameters and buffers, called for all members at once through
+    """Models of one forward as stacked parameters and buffers, called for all members at once through
     ``functional_call`` under ``vmap``: ``ensemble(x)`` with one batch per member (members, batch, ...),
-    ``ensemble.shared(x)`` with one batch for all; both return logits (members, batch, classes). ``randomness``:
-    vmap's ("error": a random operation is an error; "different": own draws per member)."""
+    ``ensemble.shared(x)`` with one batch for all; both return logits (members, batch, classes). The trainable
+    parameters are views of ``flat`` (members, N), their gradients views of ``grad`` (accumulated in place by
+    backward: zero it, never set the gradients to None). ``randomness``: vmap's ("error": a random operation is an
+    error; "different": own draws per member)."""
 
     def __init__(self, models, *, randomness="error"):
-        self.params, self.buffers = stack_module_state(list(models))
-        self.keys = list(models[0].state_dict())  # what a member's state holds (not non-persistent buffers)
-        self.template = copy.deepcopy(models[0]).to("meta")
+        models = list(models)
+        first, k = models[0], len(models)
+        each = [dict(m.named_parameters()) for m in models]
+        trainable = [n for n, p in first.named_parameters() if p.requires_grad]
+        sizes = [each[0][n].numel() for n in trainable]
+        reference = each[0][trainable[0]]
+        self.flat = torch.empty(k, sum(sizes), dtype=reference.dtype, device=reference.device)
+        self.grad = torch.zeros_like(self.flat)
+        self.params, self.spans, start = {}, {}, 0
+        with torch.no_grad():
+            for name, size in zip(trainable, sizes):
+                shape, end = each[0][name].shape, start + size
+                self.flat[:, start:end].copy_(torch.stack([p[name].detach().reshape(-1) for p in each]))
+                leaf = self.flat[:, start:end].view(k, *shape).detach().requires_grad_()
+                leaf.grad = self.grad[:, start:end].view(k, *shape)
+                self.params[name], self.spans[name], start = leaf, (start, end), end
+        for name, _ in first.named_parameters():
+            if name not in self.params:  # frozen: stacked, without gradients
+                self.params[name] = torch.stack([p[name].detach() for p in each])
+        self.buffers = {name: torch.stack([dict(m.named_buffers())[name] for m in models])
+                        for name, _ in first.named_buffers()}
+        self.keys = list(first.state_dict())  # what a member's state holds (not non-persistent buffers)
+        self.template = copy.deepcopy(first).to("meta")
 
         def call(params, buffers, x):
             return functional_call(self.template, (params, buffers), (x,))
@@ -144,7 +213,7 @@ class Ensemble:
         self._shared = vmap(call, in_dims=(0, 0, None), randomness=randomness)
 
     def __len__(self):
-        return len(next(iter(self.params.values())))
+        return len(self.flat)
 
     def __call__(self, x):
         return self._each(self.params, self.buffers, x)
@@ -156,6 +225,9 @@ class Ensemble:
         self.template.train(mode)
         return self
 
+    def eval(self):
+        return self.train(False)
+
     def state_dict(self):
         """Every entry of a member's ``state_dict``, stacked over members (views of the live tensors)."""
         stacked = {**self.params, **self.buffers}
@@ -166,6 +238,28 @@ class Ensemble:
             for k, v in self.state_dict().items():
                 v.copy_(state[k])
 
+    def layer_spans(self, layers):
+        """The (start, end) of each layer's parameters in ``flat`` (``layers``: each layer's parameter names, as
+        ``train.layer_names`` gives them; a layer's parameters are one span, registered together)."""
+        spans = []
+        for names in layers:
+            parts = sorted(self.spans[n] for n in names if n in self.spans)
+            if any(a[1] != b[0] for a, b in zip(parts, parts[1:])):
+                raise ValueError(f"the parameters of layer {names[0]!r} are not registered together")
+            spans.append((parts[0][0], parts[-1][1]))
+        return spans
+
+    def decay_mask(self, scope):
+        """A (1, N) mask of the elements weight decay applies to under ``scope`` (``"all"``: None, every element;
+        ``"matrices"``: parameters of two or more dimensions, not biases, norms' weights or gains)."""
+        if scope == "all":
+            return None
+        mask = torch.zeros(1, self.flat.shape[1], dtype=self.flat.dtype, device=self.flat.device)
+        for name, (start, end) in self.spans.items():
+            if self.params[name].dim() - 1 >= 2:
+                mask[:, start:end] = 1
+        return mask
+
 
 def member_state(state, member):
     """Member ``member``'s state dict (as a separate run's ``model.state_dict()``) from a stacked ensemble
@@ -173,217 +267,91 @@ def member_state(state, member):
     return {k: v[member] for k, v in state.items()}
 
 
-def member_grad_norms(layers):
-    """(layers, members) tensor on the device: each member's L2 norm of all gradients of each layer's stacked
-    parameters (``layers``: a list of stacked tensors per layer), reduced over all but the member dimension."""
-    def norms(g):  # (members,): each member's norm of one stacked gradient
-        return torch.linalg.vector_norm(g.reshape(len(g), -1), dim=1)
+class MemberAdamW:
+    """torch's AdamW update (decoupled weight decay, bias-corrected moments) of an ensemble's ``flat`` parameters from
+    its ``grad``, each member with its own learning rate (``configs``' ``lr`` times the epoch's schedule factor,
+    ``set_epoch``, times its own linear warm-up over ``warmup_steps``), weight decay (on the elements ``decay``
+    selects: ``Ensemble.decay_mask``), and the step count on the device: no host value inside a step (a CUDA graph
+    captures it). ``betas`` and ``eps`` are the protocol's, one for all."""
 
-    return torch.stack([torch.linalg.vector_norm(torch.stack([norms(p.grad) for p in params if p.grad is not None]),
-                                                 dim=0)
-                        for params in layers])
+    capturable = True  # its step reads no host value (``steps.graph_blocker``)
+
+    def __init__(self, ensemble, configs, decay=None):
+        flat = ensemble.flat
+        column = lambda values: torch.tensor(values, dtype=flat.dtype, device=flat.device)[:, None]  # noqa: E731
+        self.ensemble, self.decay = ensemble, decay
+        self.lr = column([c["lr"] for c in configs])  # this epoch's, filled by set_epoch
+        self.weight_decay = column([c["weight_decay"] for c in configs])
+        self.warmup = column([c.get("warmup_steps", 0) for c in configs])
+        (self.beta1, self.beta2), self.eps = configs[0]["betas"], configs[0]["eps"]
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
+        self.steps = torch.zeros((), dtype=flat.dtype, device=flat.device)
+
+    def set_epoch(self, lrs):
+        """Each member's learning rate for the epoch (``lrs``: one number per member)."""
+        self.lr.copy_(torch.tensor(lrs, dtype=self.lr.dtype)[:, None])
+
+    def step(self):
+        p, g = self.ensemble.flat, self.ensemble.grad
+        self.steps.add_(1)
+        ramp = torch.where(self.warmup > 0, torch.clamp(self.steps / self.warmup.clamp(min=1), max=1.0),
+                           torch.ones_like(self.warmup))  # step n of a warm-up of W: lr (n + 1) / W, as a run's
+        lr = self.lr * ramp
+        decay = lr * self.weight_decay if self.decay is None else lr * self.weight_decay * self.decay
+        p.mul_(1 - decay)
+        self.exp_avg.lerp_(g, 1 - self.beta1)
+        self.exp_avg_sq.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+        correction1, correction2 = 1 - self.beta1 ** self.steps, 1 - self.beta2 ** self.steps
+        denom = (self.exp_avg_sq.sqrt() / correction2.sqrt()).add_(self.eps)
+        p.addcdiv_(self.exp_avg, denom * (-correction1 / lr))  # p - lr / correction1 * exp_avg / denom
+
+    def state_dict(self):
+        return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq, "steps": self.steps}
+
+    def load_state_dict(self, state):
+        for name, value in self.state_dict().items():
+            value.copy_(state[name])
 
 
-def ensemble_step(ensemble, optimizer, *, autocast=nullcontext, layers=None):
-    """The training step of every member on its own batch: ``step(images, labels)`` with uint8 ``images``
-    (members, batch, C, H, W) and ``labels`` (members, batch) returns a (2, members) tensor of each member's
-    loss and accuracy (fraction) on the device, without a device sync. ``step(..., norms=a_list)`` (with
-    ``layers``, the stacked parameters of each layer) also appends each member's per-layer gradient norms
-    (``member_grad_norms``), taken between the backward pass and the optimizer step."""
-    cross_entropy = vmap(F.cross_entropy)
+class EnsembleStep(Step):
+    """The training step of every member on its own batch (``steps.Step``: each member's order and generators): the
+    members' mean cross-entropies (of float32 logits where ``loss_fp32``), their sum's backward, each member's per-layer
+    gradient norms where sampled (``layers``: the layers' spans in ``flat``), each member's gradients clipped to its
+    own total norm ``grad_clip`` (a (members, 1) tensor, inf for none; None where no member clips), and
+    ``MemberAdamW``'s step; records each member's (loss, accuracy)."""
 
-    def step(images, labels, norms=None):
-        with autocast():
-            logits = ensemble(normalize(images))
-        losses = cross_entropy(logits, labels)  # each member's mean over its own batch
-        optimizer.zero_grad(set_to_none=True)
+    def __init__(self, ensemble, optimizer, images, labels, *, autocast, loss_fp32=False, grad_clip=None, **step):
+        self.record_shape = (len(ensemble),)
+        super().__init__(images, labels, **step)
+        self.ensemble, self.optimizer, self.autocast = ensemble, optimizer, autocast
+        self.loss_fp32, self.grad_clip = loss_fp32, grad_clip
+        self.cross_entropy = vmap(F.cross_entropy)
+
+    def _norm_shape(self):
+        return (len(self.ensemble), len(self.layers))
+
+    def _train(self, images, labels, sample):
+        with self.autocast():
+            logits = self.ensemble(normalize(images))
+        losses = self.cross_entropy(logits.float() if self.loss_fp32 else logits, labels)  # each member's own mean
+        grad = self.ensemble.grad
+        grad.zero_()
         losses.sum().backward()  # the sum: each member's gradient is that of its own mean loss
-        if norms is not None:
-            norms.append(member_grad_norms(layers))
-        optimizer.step()
-        hits = (logits.argmax(dim=-1) == labels).float().mean(dim=-1)
-        return torch.stack([losses.detach().float(), hits])
-
-    return step
-
-
-def _epoch(step, images, labels, *, generators, config, seeds, epoch, augmenters=None):
-    """One pass of every member over the training tensors in its own seeded order (as ``train.train_epoch``
-    draws it), each member's batch augmented from its own generator (``augmenters``) where the config says;
-    returns each member's history entry."""
-    t0, bs, every = time.perf_counter(), config["batch_size"], config.get("grad_norm_every")
-    orders = torch.stack([torch.randperm(len(images), device=images.device, generator=g) for g in generators])
-    stats, norms = [], []
-    for step_index, i in enumerate(range(0, orders.shape[1], bs)):
-        idx = orders[:, i:i + bs]
-        batch = images[idx]
-        if config.get("augment"):
-            batch = torch.stack([flip_rotate(b, **config["augment"], generator=g) for b, g in zip(batch, augmenters)])
-        try:
-            stats.append(step(batch, labels[idx], norms=norms if every and step_index % every == 0 else None))
-        except torch.OutOfMemoryError as e:
-            raise RuntimeError(f"{config['model']}: an ensemble of {len(seeds)} seeds ran out of memory at batch size "
-                               f"{bs}; train fewer seeds together") from e
-    losses, accuracies = torch.stack(stats, dim=-1).tolist()  # (members, steps) each: one device sync per epoch
-    grad_norms = torch.stack(norms).mean(dim=0).T.tolist() if norms else [None] * len(seeds)  # (members, layers)
-    seconds, entries = time.perf_counter() - t0, []
-    for seed, loss, accuracy, grad_norm in zip(seeds, losses, accuracies, grad_norms):
-        bad = next((i for i, value in enumerate(loss) if not math.isfinite(value)), None)
-        if bad is not None:
-            raise FloatingPointError(
-                f"{config['model']} seed {seed}: loss became {loss[bad]} at epoch {epoch}, step {bad + 1}; no result "
-                "stored. Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
-        entries.append({"epoch": epoch, "train_loss": sum(loss) / len(loss),
-                        "train_acc": 100 * sum(accuracy) / len(accuracy),
-                        **({"grad_norms": grad_norm} if grad_norm is not None else {}), "seconds": seconds})
-    return entries
-
-
-def _same_configuration(configs):
-    """The seeds of ``configs``, or an error where they differ in anything but ``seed`` or repeat a seed."""
-    if not configs:
-        raise ValueError("configs is empty: give one run_config(..., seed=s) per seed")
-    differ = sorted({k for c in configs for k in set(c) | set(configs[0])
-                     if k != "seed" and c.get(k) != configs[0].get(k)})
-    if differ:
-        raise ValueError(f"configs differ in {', '.join(differ)}: an ensemble trains seeds of one configuration; "
-                         "build them with run_config(..., seed=s), changing only the seed")
-    seeds = [c["seed"] for c in configs]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"configs repeat a seed ({seeds}): give each seed once")
-    return seeds
-
-
-def _keep_best(best, current, improved):
-    """The stacked best state with the members ``improved`` (indices) taking ``current``'s weights."""
-    if best is None:
-        return {k: v.clone() for k, v in current.items()}
-    if improved:
-        rows = torch.tensor(improved, device=next(iter(current.values())).device)
-        for k, v in current.items():
-            best[k][rows] = v[rows]
-    return best
+        if sample:
+            norms = torch.stack([torch.linalg.vector_norm(grad[:, a:b], dim=1) for a, b in self.layers], dim=1)
+            self.add_norms(norms, sample)
+        if self.grad_clip is not None:  # each member's total norm, as clip_grad_norm_ of its own run
+            total = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
+            grad.mul_(torch.clamp(self.grad_clip / (total + 1e-6), max=1.0))
+        self.optimizer.step()
+        self._record(losses, (logits.argmax(dim=-1) == labels).float().mean(dim=-1))
 
 
 @torch.no_grad()
-def _alpha_beta(ensemble):
+def ensemble_alpha_beta(ensemble):
     """Each member's [[alpha, beta], ...] of its ``ShapedAttention`` layers in module order, or None (one sync)."""
     names = [n for n, m in ensemble.template.named_modules() if isinstance(m, ShapedAttention)]
     if not names:
         return None
     p = ensemble.params
     return torch.stack([torch.stack([p[f"{n}.alpha"], p[f"{n}.beta"]], -1) for n in names], 1).tolist()
-
-
-def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True,
-                   with_weights=False):
-    """Train the seeds of one configuration (``configs``: ``run_config(..., seed=s)`` each, identical but for
-    the seed) as one vectorised ensemble; return one result per config, in the form ``train.train`` returns,
-    with ``execution="ensemble of N seeds"`` in the provenance.
-
-    ``exact=True`` (default) refuses what ``can_ensemble`` refuses: its members equal separate runs up to
-    floating-point rounding. ``exact=False`` also trains dropout models, each member drawing its own masks;
-    those members are not equal to separate runs of their seeds (the provenance says so). ``checkpoint`` /
-    ``deadline``: as ``train.train`` (saved after every epoch, resumed; a deadline pauses at an epoch boundary
-    with ``TrainingPaused`` and keeps the checkpoint). The caller's RNG state is left as it was. ``with_weights``:
-    as ``train.train``, each result also holds its member's ``best_state``."""
-    configs = list(configs)
-    seeds = _same_configuration(configs)
-    config, k = configs[0], len(configs)
-    ok, reason = can_ensemble(config, exact=exact)
-    if not ok:
-        raise ValueError(f"{config['model']}: cannot train seeds as an ensemble: {reason}")
-    exact = exact or can_ensemble(config)[0]  # exact=False changes nothing for a model without dropout
-    if deadline is not None and checkpoint is None:
-        raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
-    device = training_device(config, device)
-    (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = splits(config, device, download)
-    bs, name = config["batch_size"], f"{config['model']} seeds {', '.join(map(str, seeds))}"
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        models, facts = [], []
-        for seed in seeds:  # each member as train.train builds it
-            torch.manual_seed(seed)
-            model, fact = build_model(config)
-            models.append(model.to(device))
-            facts.append(fact)
-        ensemble = Ensemble(models, randomness="error" if exact else "different")
-        del models
-        optimizer = adamw(ensemble.params.values(), config)
-        autocast, _, _ = autocasts(config, device)
-        shuffles = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
-        augmenters = [augment_generator(seed, device) for seed in seeds]  # each member's as its separate run's
-        layers = layer_params(ensemble.params, ensemble.template, config) if config.get("grad_norm_every") else None
-        histories, best_state, elapsed = [[] for _ in seeds], None, 0.0
-        state = load_checkpoint(checkpoint) if checkpoint is not None else None
-        if state is not None:
-            if state.get("seeds") != seeds:
-                raise ValueError(f"checkpoint {checkpoint} is not of an ensemble of seeds {seeds} (it holds "
-                                 f"{state.get('seeds') or 'a single run'}); remove it or give another checkpoint path")
-            ensemble.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            for generator, saved in zip(shuffles + augmenters, state["shuffle"] + (state.get("augment_rng") or [])):
-                generator.set_state(saved)
-            torch.random.set_rng_state(state["cpu_rng"])
-            if device.type == "cuda":
-                torch.cuda.set_rng_state(state["cuda_rng"], device)
-            histories, elapsed = state["history"], state["elapsed"]
-            best_state = {key: v.to(device) for key, v in state["best_state"].items()}
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        step = ensemble_step(ensemble, optimizer, autocast=autocast, layers=layers)
-
-        start = time.perf_counter() - elapsed
-        bar = tqdm(total=config["epochs"], initial=len(histories[0]), desc=name, disable=not progress, leave=False)
-        while len(histories[0]) < config["epochs"]:
-            if out_of_time(deadline, histories[0]):
-                raise TrainingPaused(f"{name}: paused after epoch {len(histories[0])} of {config['epochs']} (time "
-                                     "budget); run it again to resume")
-            epoch = len(histories[0]) + 1
-            scheduled = set_epoch_lr(optimizer, config, epoch)  # the same lr for every member
-            try:
-                ensemble.train()
-                entries = _epoch(step, train_x, train_y, generators=shuffles, config=config, seeds=seeds, epoch=epoch,
-                                 augmenters=augmenters)
-                shaped = _alpha_beta(ensemble) or [None] * k
-                ensemble.train(not config["eval_mode"])
-                eval_start = time.perf_counter()
-                scores = evaluate(ensemble.shared, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
-                eval_seconds = time.perf_counter() - eval_start  # the whole ensemble's, as its "seconds"
-            except KeyboardInterrupt:
-                saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
-                raise TrainingInterrupted(f"{name}: interrupted after epoch {len(histories[0])} of "
-                                          f"{config['epochs']}; {saved}") from None
-            improved = []
-            for i, (history, entry, (top1, top5, *loss), ab) in enumerate(zip(histories, entries, scores, shaped)):
-                entry.update(scheduled, **({"alpha_beta": ab} if ab is not None else {}))
-                entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=eval_seconds)
-                entry.update(select_top1=top1, select_top5=top5, stage="main", phase="adamw", stop=False)
-                if not history or top1 >= max(h["select_top1"] for h in history):
-                    improved.append(i)
-                history.append(entry)
-            best_state = _keep_best(best_state, ensemble.state_dict(), improved)
-            bar.update()
-            bar.set_postfix(loss=f"{sum(e['train_loss'] for e in entries) / k:.3f}")
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, {
-                    "model": ensemble.state_dict(), "optimizer": optimizer.state_dict(), "scaler": {},
-                    "shuffle": [s.get_state().cpu() for s in shuffles],
-                    "augment_rng": [a.get_state().cpu() for a in augmenters], "cpu_rng": torch.random.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    "history": histories, "best_state": best_state, "elapsed": time.perf_counter() - start,
-                    "switch": None, "seeds": seeds})
-        bar.close()
-
-        tests = [None] * k
-        if config["protocol"] == "fixed":  # each member's selected weights, evaluated once on the test set
-            ensemble.load_state_dict(best_state)
-            ensemble.train(False)
-            tests = evaluate(ensemble.shared, test_x, test_y, batch_size=bs, autocast=autocast)
-    seconds = time.perf_counter() - start
-    note = ("equal to separate runs of these seeds up to floating-point rounding" if exact else
-            "own dropout masks per member (vmap randomness='different'): not equal to separate runs of these seeds")
-    results = [run_result(c, device, history, fact, seconds=seconds, test=test, execution=f"ensemble of {k} seeds",
-                       ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
-               for c, history, fact, test in zip(configs, histories, facts, tests)]
-    return ([{**r, "best_state": member_state(best_state, i)} for i, r in enumerate(results)] if with_weights
-            else results)

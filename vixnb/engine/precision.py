@@ -25,3 +25,4 @@ def machine_precision(precision, capability=None):
     if precision == "bf16" and capability is not None and amp_dtype(capability) == torch.float16:
         return "fp16"
     return precision
+

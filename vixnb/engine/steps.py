@@ -28,6 +28,7 @@ from torch.optim import AdamW
 
 from ..data import normalize
 from ..layers import has_both_paths
+from .augment import apply_flip_rotate, augment_batch, flip_rotate_draws
 
 WARMUP_STEPS = 3  # eager full-batch steps before a CUDA graph captures the step
 
@@ -108,14 +109,17 @@ def with_attention(autocast, attention, model):
 
 def graph_blocker(config, optimizer, scaler, *, compiled=False):
     """Why a run's step cannot be one CUDA graph, or None: a gradient scaler (fp16, the authors' AMP) reads the
-    host to skip a step, ``torch.compile`` (``compiled``) brings its own graphs, and SGD (DualOpT's second phase,
-    post-training) is not captured here. Per-layer gradient norms (``grad_norm_every``) block nothing: the steps that
-    sample them run eagerly between the replays, as a short final batch does."""
+    host to skip a step, ``torch.compile`` (``compiled``) brings its own graphs, RandAugment (torchvision draws each
+    image's operations on the host) and SGD (DualOpT's second phase, post-training) are not captured here. Per-layer
+    gradient norms (``grad_norm_every``), the blog's flips and rotations, a warm-up and clipping block nothing: they
+    are inside the graph."""
     if scaler.is_enabled():
         return "a gradient scaler (fp16 or amp_loss_only)"
     if compiled:
         return "torch.compile"
-    if not isinstance(optimizer, AdamW):
+    if config.get("randaugment"):
+        return "RandAugment (drawn on the host)"
+    if not (isinstance(optimizer, AdamW) or getattr(optimizer, "capturable", False)):
         return f"{type(optimizer).__name__} (only AdamW is captured)"
     return None
 
@@ -158,93 +162,191 @@ def portable_state(optimizer):
     return state
 
 
-class TrainStep:
-    """One run's training step: forward of ``normalize(images)`` under ``autocast``, cross-entropy under
-    ``loss_autocast``, backward through ``scaler``, the optimizer's step, and the step's (loss, accuracy) written to
-    ``records`` on the device. ``capacity``: the most steps an epoch takes. ``graphed``: see the module's text;
-    ``after_backward`` (a call's argument): work between backward and the optimizer step (eager steps only).
-    ``prepare``: uint8 batch -> model input (default ``data.normalize``); ``loss_fp32``: the cross-entropy of the
-    logits cast to float32 (under autocast they are bf16 or fp16, and so is the loss otherwise)."""
+class Step:
+    """What every training step shares (a run's, ``TrainStep``; an ensemble's, ``ensemble.EnsembleStep``): it takes its
+    own batch, the whole step runs on the device with no host read, and on a GPU it is one CUDA graph.
 
-    def __init__(self, model, optimizer, scaler, *, capacity, autocast, loss_autocast, device, graphed=False,
-                 prepare=normalize, loss_fp32=False):
-        self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare
-        self.loss_fp32 = loss_fp32
-        self.autocast, self.loss_autocast, self.device = autocast, loss_autocast, torch.device(device)
-        self.records = torch.zeros(capacity, 2, device=self.device)
+    An epoch starts with ``begin_epoch(order)`` (each member's data order: (images,) for a run, (members, images) for an
+    ensemble); each call takes the next batch of that order from a device offset (``batch``: gathered, RandAugmented
+    or flipped and rotated from each member's own generator), trains on it and writes its (loss, accuracy) into
+    ``records``; ``end_epoch`` reads the epoch's records at once. ``layers`` (each layer's parameters, for
+    ``grad_norm_every``): each step computes the per-layer gradient norms between backward and the optimizer and adds
+    them to a device sum where the step is sampled (every ``grad_norm_every``-th of the epoch: a flag on the device),
+    read with the records (``epoch_norms``).
+
+    ``graphed=True``: full batches replay one CUDA graph of the whole step (gather, augmentation, forward, loss,
+    backward, gradient norms, clipping, optimizer, records); its first ``WARMUP_STEPS`` full batches run eagerly on a
+    side stream (real steps: the optimizer's state and the libraries' handles are made there), the next is captured
+    and every later one replayed. A short final batch runs eagerly. A capture that fails leaves the step eager, and
+    ``fallback`` says why (``provenance["execution"]``). On a CPU the same code runs eagerly: what the tests compare
+    with the eager step. Subclasses give ``_train(images, labels, sample)`` (``sample``: whether the norms are taken;
+    ``"device"`` inside a graph, where the device flag decides) and ``record_shape``."""
+
+    record_shape = ()  # one (loss, accuracy) pair per step: () for a run, (members,) for an ensemble
+
+    def __init__(self, images, labels, *, batch_size, device, graphed=False, augment=None, randaugment=None,
+                 augmenters=(), layers=None, grad_norm_every=0):
+        self.images, self.labels, self.bs, self.device = images, labels, batch_size, torch.device(device)
+        self.augment, self.randaugment, self.augmenters = augment, randaugment, list(augmenters)
+        self.layers, self.every = layers, grad_norm_every
+        capacity = -(-len(images) // batch_size)
+        self.records = torch.zeros(capacity, 2, *self.record_shape, device=self.device)  # the default float type
         self.count = torch.zeros(1, dtype=torch.long, device=self.device)
-        self.graphed, self.graph, self.warm, self.steps = graphed, None, 0, 0
-        self.static_images = self.static_labels = None
+        self.offset = torch.zeros(1, dtype=torch.long, device=self.device)
+        self.positions = torch.arange(batch_size, device=self.device)
+        self.norm_sum = self.order = None
+        self.graphed, self.graph, self.warm, self.steps, self.position, self.sampled = graphed, None, 0, 0, 0, 0
         self.on_gpu = graphed and self.device.type == "cuda"
         self.fallback = None  # why a capture failed, after which the step runs eagerly (``provenance["execution"]``)
+        if self.on_gpu:
+            self.side = torch.cuda.Stream(self.device)
+
+    def begin_epoch(self, order):
+        """Start an epoch over ``order`` (each member's permutation of the training images, on the device), copied
+        into the step's own buffer (a captured graph reads that one)."""
+        if self.order is None:
+            self.order = torch.empty_like(order)
+            if self.layers is not None:
+                self.norm_sum = torch.zeros(*self._norm_shape(), device=self.device)
+        self.order.copy_(order)
+        self.count.zero_()
+        self.offset.zero_()
+        if self.norm_sum is not None:
+            self.norm_sum.zero_()
+        self.steps = self.position = self.sampled = 0
+
+    def __call__(self):
+        """One optimizer step on the next batch of the epoch's order."""
+        size = min(self.bs, len(self.images) - self.position)
+        sample = self.layers is not None and self.steps % self.every == 0
+        if not self.graphed or size != self.bs:
+            self._step(size, sample)  # eager: a short final batch, or a step that is not graphed
+        else:
+            self._full_batch(sample)
+        self.sampled += sample
+        self.steps += 1
+        self.position += size
+
+    def batch(self, size):
+        """The next ``size`` images (uint8) and labels of each member's order, from the device offset (a run:
+        (size, C, H, W); an ensemble: (members, size, C, H, W)), augmented as the run's config says."""
+        index = self.order.index_select(-1, self.offset + self.positions[:size])
+        self.offset.add_(size)
+        images, labels = self.images[index], self.labels[index]
+        if self.randaugment:
+            images = augment_batch(images, self.randaugment)
+        if self.augment:  # each member's draws from its own generator, applied to every image at once
+            draws = [flip_rotate_draws(size, g, images.device) for g in self.augmenters]
+            images = apply_flip_rotate(images, torch.stack(draws, 1) if self.record_shape else draws[0], **self.augment)
+        return images, labels
+
+    def end_epoch(self):
+        """The epoch's ``(loss, accuracy)`` per step, read from the device at once (the epoch's one host read): a
+        run's ``[(loss, accuracy), ...]``; an ensemble's ``[[(loss, accuracy) of each member], ...]``."""
+        rows = self.records[:self.steps]
+        return rows.tolist() if not self.record_shape else rows.transpose(1, 2).tolist()
+
+    def epoch_norms(self):
+        """The mean per-layer gradient norm of the epoch's sampled steps (a run: (layers,); an ensemble: (members,
+        layers)), as a device tensor, or None where none is taken."""
+        return None if self.layers is None or not self.sampled else self.norm_sum / self.sampled
+
+    def _norm_shape(self):
+        return (len(self.layers),)
+
+    def add_norms(self, norms, sample):
+        """Add ``norms`` to the epoch's sum where the step is sampled: ``sample`` True, or ``"device"`` (inside a
+        graph: sampled where the step's index within the epoch, on the device, is a multiple of ``every``)."""
+        if sample == "device":
+            norms = torch.where(self.count % self.every == 0, norms, torch.zeros_like(norms))
+        self.norm_sum.add_(norms)
+
+    def _step(self, size, sample):
+        images, labels = self.batch(size)
+        self._train(images, labels, sample)
+
+    def _full_batch(self, sample):
+        if self.on_gpu and self.warm < WARMUP_STEPS:  # real steps, on a side stream as capture requires
+            self.side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.side):
+                self._step(self.bs, sample)
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            self.warm += 1
+            return
+        if not self.on_gpu:  # the graphed path run eagerly (a CPU): the same body
+            self._step(self.bs, sample)
+            return
+        if self.graph is None:
+            graph = torch.cuda.CUDAGraph()
+            for generator in self.augmenters if self.augment else ():
+                graph.register_generator_state(generator)  # replays draw on, as the eager steps would
+            self._before_capture()
+            try:
+                with torch.cuda.graph(graph):
+                    self._step(self.bs, "device" if self.layers is not None else False)
+            except RuntimeError as e:  # nothing ran during the failed capture: this step and the rest run eagerly
+                self.fallback = (f"capture failed, eager from epoch step {self.steps + 1}: "
+                                 f"{str(e).splitlines()[0][:200]}")
+                self.graphed = self.on_gpu = False
+                torch.cuda.synchronize(self.device)
+                self._step(self.bs, sample)
+                return
+            self.graph = graph
+        self.graph.replay()
+
+    def _before_capture(self):
+        """What a capture needs first (a run: its gradients unset, so that the captured backward allocates them)."""
+
+    def _record(self, loss, accuracy):
+        record = torch.stack([loss.detach().to(self.records.dtype), accuracy.to(self.records.dtype)])
+        self.records.index_copy_(0, self.count, record[None])
+        self.count.add_(1)
+
+
+class TrainStep(Step):
+    """One run's training step: forward of ``prepare(images)`` under ``autocast``, cross-entropy under
+    ``loss_autocast`` (``loss_fp32``: of the logits cast to float32; under autocast they are bf16 or fp16, and so is the
+    loss otherwise), backward through ``scaler``, the per-layer gradient norms where sampled, clipping to
+    ``grad_clip`` (the gradients' total norm, ``torch.nn.utils.clip_grad_norm_``; None: none), the optimizer's step.
+    See ``Step`` for the batch, the records and the graph. ``prepare``: uint8 batch -> model input (default
+    ``data.normalize``)."""
+
+    def __init__(self, model, optimizer, scaler, images, labels, *, autocast, loss_autocast, prepare=normalize,
+                 loss_fp32=False, grad_clip=None, **step):
+        super().__init__(images, labels, **step)
+        self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare
+        self.autocast, self.loss_autocast = autocast, loss_autocast
+        self.loss_fp32, self.grad_clip = loss_fp32, grad_clip
         if self.on_gpu:
             for group in optimizer.param_groups:  # a device tensor, filled in place by ``set_lr``
                 if not isinstance(group["lr"], torch.Tensor):
                     group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
                 group["capturable"] = True  # the step's own state on the device: torch refuses to capture it otherwise
-            self.side = torch.cuda.Stream(self.device)
 
-    def begin_epoch(self):
-        self.count.zero_()
-        self.steps = 0
-
-    def __call__(self, images, labels, *, after_backward=None):
-        if not self.graphed or after_backward is not None or (
-                self.static_images is not None and images.shape != self.static_images.shape):
-            self._body(images, labels, after_backward)  # eager: a short final batch, a step sampling norms
-        else:
-            self._full_batch(images, labels)
-        self.steps += 1
-
-    def end_epoch(self):
-        """The epoch's ``(loss, accuracy)`` per step, read from the device at once (the epoch's one host read)."""
-        return self.records[:self.steps].tolist()
-
-    def _body(self, images, labels, after_backward=None):
+    def _train(self, images, labels, sample):
         with self.autocast():
             logits = self.model(self.prepare(images))
         with self.loss_autocast():
             loss = F.cross_entropy(logits.float() if self.loss_fp32 else logits, labels)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
-        if after_backward is not None:
-            after_backward()
+        unscaled = False
+        if sample:
+            if self.scaler.is_enabled():  # fp16: the gradients' own norms (the step then unscales no more)
+                self.scaler.unscale_(self.optimizer)
+                unscaled = True
+            self.add_norms(layer_grad_norms(self.layers), sample)
+        if self.grad_clip is not None:
+            if self.scaler.is_enabled() and not unscaled:
+                self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]],
+                                           self.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        accuracy = (logits.argmax(dim=1) == labels).float().mean()
-        self.records.index_copy_(0, self.count, torch.stack([loss.detach().float(), accuracy])[None])
-        self.count.add_(1)
+        self._record(loss, (logits.argmax(dim=1) == labels).float().mean())
 
-    def _full_batch(self, images, labels):
-        if self.static_images is None:
-            self.static_images, self.static_labels = torch.empty_like(images), torch.empty_like(labels)
-        if self.on_gpu and self.warm < WARMUP_STEPS:  # real steps, on a side stream as capture requires
-            self.side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(self.side):
-                self._body(images, labels)
-            torch.cuda.current_stream(self.device).wait_stream(self.side)
-            self.warm += 1
-            return
-        self.static_images.copy_(images)
-        self.static_labels.copy_(labels)
-        if not self.on_gpu:  # the graphed path run eagerly (a CPU): the same body through the same buffers
-            self._body(self.static_images, self.static_labels)
-            return
-        if self.graph is None:
-            graph = torch.cuda.CUDAGraph()
-            self.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the gradients it replays
-            try:
-                with torch.cuda.graph(graph):
-                    self._body(self.static_images, self.static_labels)
-            except RuntimeError as e:  # nothing ran during the failed capture: this step and the rest run eagerly
-                self.fallback = (f"capture failed, eager from epoch step {self.steps + 1}: "
-                                 f"{str(e).splitlines()[0][:200]}")
-                self.graphed = self.on_gpu = False
-                torch.cuda.synchronize(self.device)
-                self._body(self.static_images, self.static_labels)
-                return
-            self.graph = graph
-        self.graph.replay()
+    def _before_capture(self):
+        self.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the gradients it replays
 
 
 def layer_grad_norms(layers):

@@ -27,6 +27,7 @@ Warm starts (paper `linattn`): a config with ``init_from`` starts from another r
 epoch records the selection set's loss (``select_loss``) and the seconds of that evaluation (``eval_seconds``)."""
 import json
 import math
+import statistics
 import time
 from contextlib import nullcontext
 
@@ -35,13 +36,15 @@ import torch.nn.functional as F  # noqa: F401  (the tests patch engine.F.cross_e
 from torch import nn
 from tqdm.auto import tqdm
 
-from .augment import augment_batch, augment_generator, flip_rotate
-from ..data import describe_source, load_split, normalize, source_fingerprint
+from .augment import augment_generator
+from .ensemble import (Ensemble, EnsembleStep, MemberAdamW, can_ensemble, check_members, ensemble_alpha_beta,
+                       member_state)
+from ..data import describe_source, load_split, source_fingerprint
 from ..layers import alpha_beta
-from ..models import create_model, model_fact, model_modules, settings_from_key
+from ..models import create_model, default_dtype, model_fact, model_modules, settings_from_key
 from ..models.counting import recorded_counts
 from ..models.warm_start import transfer
-from ..results import load_checkpoint, provenance, save_checkpoint
+from ..results import config_key, load_checkpoint, provenance, save_checkpoint
 from ..results.checkpoints import other_architecture
 from ..results.provenance import source_hashes
 from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker, layer_grad_norms,  # noqa: F401
@@ -101,10 +104,27 @@ def dualopt_switch(config):
 
 
 def adamw(params, config):
-    """The protocol's AdamW over ``params`` (fused on a GPU)."""
+    """The protocol's AdamW over ``params`` (tensors, or parameter groups: dicts of ``params`` and their own settings;
+    fused on a GPU)."""
     params = list(params)
+    first = params[0]["params"][0] if isinstance(params[0], dict) else params[0]
     return torch.optim.AdamW(params, lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
-                             weight_decay=config["weight_decay"], fused=params[0].is_cuda)
+                             weight_decay=config["weight_decay"], fused=first.is_cuda)
+
+
+#: what weight decay applies to (a run's ``weight_decay_on``): every parameter (the papers' protocols), or only
+#: weight matrices and kernels (two or more dimensions: not biases, norms' weights or gains; He & Hofmann's recipe)
+DECAY_SCOPES = ("all", "matrices")
+
+
+def decay_groups(model, config):
+    """``model``'s parameters for AdamW under the run's ``weight_decay_on`` (``DECAY_SCOPES``): all of them, or two
+    groups, the decayed matrices and the rest with weight decay 0."""
+    if config.get("weight_decay_on", "all") == "all":
+        return model.parameters()
+    params = list(model.parameters())
+    return [{"params": [p for p in params if p.dim() >= 2]},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 def first_phase(config):
@@ -117,7 +137,7 @@ def make_optimizer(model, config, phase):
     if phase == "sgd":
         d = config["dualopt"]
         return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
-    return adamw(model.parameters(), config)
+    return adamw(decay_groups(model, config), config)
 
 
 def layer_names(model, config):
@@ -153,62 +173,69 @@ def splits(config, device, download=False):
 
 
 #: what a run yields while it trains (``training_steps`` with ``interleave``): at an epoch's start, after each training
-#: step, and after its last step, before the epoch's host reads (``concurrent.sync_checked`` checks what lies between)
+#: step, and after its last step, before the epoch's host reads (``sync_checked`` checks what lies between)
 EPOCH_START, STEP, STEPS_DONE = "epoch start", "step", "steps done"
 
 
-def _epoch_steps(model, optimizer, scaler, images, labels, *, order_generator, config, augment, autocast, loss_autocast,
-                 epoch, step, augment_generator=None, layers=None):
-    """One pass over the training tensors in a seeded random order, one ``step`` (``steps.TrainStep``) a batch,
-    yielding ``EPOCH_START`` first, ``STEP`` after each and ``STEPS_DONE`` after the last; returns the epoch's
-    history entry, from one read of the device (losses and accuracies summed in step order; a non-finite loss named by
-    its step).
-    ``augment``: RandAugment or ``flip_rotate`` (from ``augment_generator``) as the config says; ``layers``
-    (``layer_params``): record the per-layer gradient norms every ``grad_norm_every``-th step."""
+def _epoch_steps(model, optimizer, step, *, generators, config, epoch, seeds=None, live=None):
+    """One pass over the training tensors in each member's seeded random order (``generators``: one per member), one
+    ``step`` (``steps.TrainStep``, ``ensemble.EnsembleStep``: it takes and augments its own batch) a batch, yielding
+    ``EPOCH_START`` first, ``STEP`` after each and ``STEPS_DONE`` after the last; returns each member's history entry,
+    from one read of the device (losses and accuracies summed in step order), or for a member whose loss stopped being
+    finite the ``FloatingPointError`` naming its step (a single run raises it). A run's warm-up sets its learning rate
+    before each of its first ``warmup_steps`` steps here; an ensemble's optimizer ramps each member's on the device.
+    ``seeds``: the members' (named in an ensemble's error); ``live``: the members still training (the others' entries
+    are None)."""
     yield EPOCH_START
-    t0, bs = time.perf_counter(), config["batch_size"]
+    t0, bs, images = time.perf_counter(), config["batch_size"], step.images
     model.train()
-    order = torch.randperm(len(images), device=images.device, generator=order_generator)
-    norms = {"sum": 0.0, "sampled": 0}
-
-    def sample_norms():
-        if scaler.is_enabled():  # fp16: the gradients' own norms, before the step (which then unscales no more)
-            scaler.unscale_(optimizer)
-        norms["sum"], norms["sampled"] = norms["sum"] + layer_grad_norms(layers), norms["sampled"] + 1
-
-    step.begin_epoch()
-    warmup, before = config.get("warmup_steps", 0), (epoch - 1) * -(-len(order) // bs)  # optimizer steps so far
-    for i in range(0, len(order), bs):
-        if before + i // bs <= warmup and warmup:  # linear warm-up of the epoch's lr (lr_at), then the lr itself
+    orders = [torch.randperm(len(images), device=images.device, generator=g) for g in generators]
+    step.begin_epoch(orders[0] if len(orders) == 1 else torch.stack(orders))
+    solo = len(generators) == 1
+    warmup, before = config.get("warmup_steps", 0), (epoch - 1) * -(-len(images) // bs)  # optimizer steps so far
+    for i in range(0, len(images), bs):
+        if solo and warmup and before + i // bs <= warmup:  # linear warm-up of the epoch's lr (lr_at), then the lr
             set_lr(optimizer, lr_at(config, epoch) * min(1.0, (before + i // bs + 1) / warmup))
-        idx = order[i:i + bs]
-        batch = augment_batch(images[idx], config["randaugment"]) if augment else images[idx]
-        if augment and config.get("augment"):
-            batch = flip_rotate(batch, **config["augment"], generator=augment_generator)
-        sampled = layers is not None and step.steps % config["grad_norm_every"] == 0
         try:
-            step(batch, labels[idx], after_backward=sample_norms if sampled else None)
+            step()
         except torch.OutOfMemoryError as e:
-            raise RuntimeError(f"{config['model']}: out of memory at batch size {bs}; try --batch-size {bs // 2} "
-                               "or precision bf16") from e
+            what = "" if solo else f"an ensemble of {len(generators)} runs "
+            raise RuntimeError(f"{config['model']}: {what}out of memory at batch size {bs}; try --batch-size {bs // 2}"
+                               f"{' or precision bf16' if solo else ', or train fewer runs together'}") from e
         yield STEP
     yield STEPS_DONE
-    rows = step.end_epoch()
-    loss_sum, correct = 0.0, 0.0
-    for n, (loss, accuracy) in enumerate(rows, 1):
-        if not math.isfinite(loss):
-            raise FloatingPointError(
-                f"{config['model']}: loss became {loss} at epoch {epoch}, step {n}; no result stored. "
-                "Try a lower learning rate (--lr) or fp32 precision (--precision fp32).")
-        loss_sum, correct = loss_sum + loss, correct + accuracy
-    entry = {"epoch": epoch, "train_loss": loss_sum / len(rows), "train_acc": 100 * correct / len(rows)}
-    if layers is not None:
-        entry["grad_norms"] = (norms["sum"] / norms["sampled"]).tolist()
-    return {**entry, "seconds": time.perf_counter() - t0}
+    rows, norms = step.end_epoch(), step.epoch_norms()
+    seconds = time.perf_counter() - t0
+    per_member = [rows] if solo else [[row[m] for row in rows] for m in range(len(generators))]
+    norms = None if norms is None else [norms.tolist()] if solo else norms.tolist()
+    entries = []
+    for m, member_rows in enumerate(per_member):
+        if live is not None and m not in live:
+            entries.append(None)
+            continue
+        loss_sum, correct, bad = 0.0, 0.0, None
+        for n, (loss, accuracy) in enumerate(member_rows, 1):
+            if not math.isfinite(loss) and bad is None:
+                bad = FloatingPointError(
+                    f"{config['model']}{'' if solo else ' seed ' + str(seeds[m])}: loss became {loss} at "
+                    f"epoch {epoch}, step {n}; no result stored. Try a lower learning rate (--lr) or fp32 precision "
+                    "(--precision fp32).")
+            loss_sum, correct = loss_sum + loss, correct + accuracy
+        if bad is not None:
+            if solo:
+                raise bad
+            entries.append(bad)
+            continue
+        steps = len(member_rows)
+        entry = {"epoch": epoch, "train_loss": loss_sum / steps, "train_acc": 100 * correct / steps}
+        if norms is not None:
+            entry["grad_norms"] = norms[m]
+        entries.append({**entry, "seconds": seconds})
+    return entries
 
 
 def train_epoch(*args, **kwargs):
-    """``_epoch_steps`` run to its end: the epoch's history entry."""
+    """``_epoch_steps`` run to its end: each member's history entry."""
     return drain(_epoch_steps(*args, **kwargs))
 
 
@@ -225,10 +252,12 @@ def build_model(config):
     """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records of it:
     ``models.counting.recorded_counts`` (kept between processes: ``models.model_fact``) and its source hashes."""
     settings = settings_from_key(config["model"], config["model_overrides"])
-    model = create_model(config["model"], dataset=config["dataset"], **settings)
-    counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True),
-                        built=model)  # counted on this model where not kept yet: no meta build
-    return model, {**counts, "source_hash": source_hashes(model_modules(config["model"], model))}
+    with default_dtype(torch.float32):  # the initial values a run draws, whatever the default float type
+        model = create_model(config["model"], dataset=config["dataset"], **settings)
+        counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True),
+                            built=model)  # counted on this model where not kept yet: no meta build
+    facts = {**counts, "source_hash": source_hashes(model_modules(config["model"], model))}
+    return model.to(torch.get_default_dtype()), facts  # float32 itself, or float64 where a probe or a test trains in it
 
 
 #: a config's precision -> the autocast dtype of its forward (fp32: none)
@@ -304,167 +333,355 @@ def train(config, *, progress=True, device=None, checkpoint=None, download=False
     epoch 1 (``models.warm_start.transfer``); the result's ``transfer`` records the report, the test top-1,
     top-5 and loss right after it, before any training, and ``init_sha256``, the SHA-256 of those weights.
 
-    ``graphs``: the step as one CUDA graph (``steps.TrainStep``) where nothing blocks it (``steps.graph_blocker``);
+    ``graphs``: the step as one CUDA graph (``steps.Step``) where nothing blocks it (``steps.graph_blocker``);
     None (the default) means on a GPU, True on a CPU runs the graphed path eagerly. An execution choice, not part
-    of the run's identity: the result records it under ``provenance["execution"]``, as it does ``attention``
-    (``steps.ATTENTION``; None: torch's pick) and ``compile`` (None: the config's, False in every stored run).
-    Several runs at once in one process: ``concurrent.train_concurrently``."""
+    of the run's identity: the result records it under ``provenance["execution"]`` (its ``mode``, ``steps.MODES``), as
+    it does ``attention`` (``steps.ATTENTION``; None: torch's pick) and ``compile`` (None: the config's, False in
+    every stored run). Several runs of one shape as one ensemble: ``train_ensemble``."""
     device = training_device(config, device)
     data = splits(config, device, download)  # before the RNG is forked: a missing data set is named first
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        return drain(training_steps(config, progress=progress, device=device, checkpoint=checkpoint, download=download,
-                          deadline=deadline, with_weights=with_weights, init_state=init_state, init_sha256=init_sha256,
-                          graphs=graphs, data=data, attention=attention, compile=compile))
+        return drain(training_steps([config], progress=progress, device=device, checkpoint=checkpoint,
+                                    download=download, deadline=deadline, with_weights=with_weights,
+                                    init_state=init_state, init_sha256=init_sha256, graphs=graphs, data=data,
+                                    attention=attention, compile=compile))[0]
 
 
-def training_steps(config, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256,
-         graphs, interleave=False, concurrent_runs=1, data=None, attention=None, compile=None, on_step=None):
-    """``train`` as a generator on the global RNG as it finds it (the caller forks it; it seeds it first), yielding
-    ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave`` (else only ``STEPS_DONE``) and returning the
-    result: what ``train`` and ``concurrent.train_concurrently`` drive. ``data``: ``splits`` already loaded.
-    ``on_step``: called with each ``steps.TrainStep`` the run makes (a reader of its per-step records between
-    yields: ``analysis.first_steps``)."""
+def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, deadline=None, download=False, exact=True,
+                   with_weights=False, graphs=None):
+    """Train runs of one shape (``configs``: ``run_config(...)`` each, differing only in ``ensemble.MEMBER_SETTINGS``
+    and initial values: ``ensemble.check_members``) as one vectorised ensemble (``ensemble.Ensemble``); return one
+    outcome per config, in order: its result, in the form ``train`` returns, with ``mode`` ``ensemble`` or ``graphed
+    ensemble`` and the members under ``provenance["execution"]``, or the ``FloatingPointError`` of a member whose loss
+    stopped being finite (stopped alone: the others train on).
+
+    ``exact=True`` (default) refuses what ``ensemble.can_ensemble`` refuses: its members equal separate runs up to
+    floating-point rounding. ``exact=False`` also trains dropout models, each member drawing its own masks;
+    those members are not equal to separate runs of their seeds (the provenance says so). ``checkpoint`` /
+    ``deadline`` / ``graphs``: as ``train`` (a deadline pauses at an epoch boundary with ``TrainingPaused`` and keeps
+    the checkpoint). The caller's RNG state is left as it was. ``with_weights``: as ``train``, each result also holds
+    its member's ``best_state``."""
+    configs = list(configs)
+    check_members(configs)
+    ok, reason = can_ensemble(configs[0], exact=exact)
+    if not ok:
+        raise ValueError(f"{configs[0]['model']}: cannot train these runs as an ensemble: {reason}")
+    exact = exact or can_ensemble(configs[0])[0]  # exact=False changes nothing for a model without dropout
+    device = training_device(configs[0], device)
+    data = splits(configs[0], device, download)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return drain(training_steps(configs, progress=progress, device=device, checkpoint=checkpoint,
+                                    download=download, deadline=deadline, with_weights=with_weights, init_state=None,
+                                    init_sha256=None, graphs=graphs, data=data, exact=exact))
+
+
+class _Solo:
+    """A single run as the training loop drives it: its model, optimizer (AdamW, or SGD for DualOpT's second phase and
+    post-training), gradient scaler and step; its checkpoint holds one member's state as it always has."""
+
+    def __init__(self, config, model, device):
+        self.config, self.model, self.members = config, model, 1
+        self.model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
+        self.forward = self.model
+
+    def optimizer(self, phase):
+        return make_optimizer(self.model, self.config, phase)
+
+    def layers(self):
+        return layer_params(dict(self.model.named_parameters()), self.model, self.config)
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def load_state_dict(self, state):
+        self.model.load_state_dict(state)
+
+    def evaluate(self, images, labels, batch_size, autocast, with_loss):
+        return [evaluate(self.forward, images, labels, batch_size=batch_size, autocast=autocast, with_loss=with_loss)]
+
+    def alpha_beta(self):
+        return [alpha_beta(self.model)]
+
+    def member_weights(self, best, m):
+        return best
+
+    def keep_best(self, best, improved):
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()} if improved else best
+
+
+class _Members:
+    """Runs of one shape as one ensemble as the training loop drives it (``ensemble.Ensemble``, ``MemberAdamW``)."""
+
+    def __init__(self, configs, models, randomness):
+        self.configs, self.members = configs, len(configs)
+        self.model = Ensemble(models, randomness=randomness)
+        self.forward = self.model
+
+    def optimizer(self, phase):
+        decay = self.model.decay_mask(self.configs[0].get("weight_decay_on", "all"))
+        return MemberAdamW(self.model, self.configs, decay)
+
+    def layers(self):
+        return self.model.layer_spans(layer_names(self.model.template, self.configs[0]))
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def load_state_dict(self, state):
+        self.model.load_state_dict(state)
+
+    def evaluate(self, images, labels, batch_size, autocast, with_loss):
+        return evaluate(self.model.shared, images, labels, batch_size=batch_size, autocast=autocast,
+                        with_loss=with_loss)
+
+    def alpha_beta(self):
+        return ensemble_alpha_beta(self.model) or [None] * self.members
+
+    def member_weights(self, best, m):
+        return member_state(best, m)
+
+    def keep_best(self, best, improved):
+        """The stacked best state with the members ``improved`` (indices) taking the current weights."""
+        current = self.model.state_dict()
+        if best is None:
+            return {k: v.clone() for k, v in current.items()}
+        if improved:
+            rows = torch.tensor(improved, device=next(iter(current.values())).device)
+            for k, v in current.items():
+                best[k][rows] = v[rows]
+        return best
+
+
+def _mode(members, graphed):
+    """The engine mode a run was made in (``steps.MODES``)."""
+    return {(False, False): "eager", (False, True): "graphed", (True, False): "ensemble",
+            (True, True): "graphed ensemble"}[(members > 1, bool(graphed))]
+
+
+def training_steps(configs, *, progress, device, checkpoint, download, deadline, with_weights, init_state, init_sha256,
+                   graphs, interleave=False, concurrent_runs=1, data=None, attention=None, compile=None, on_step=None,
+                   exact=True):
+    """``train`` (one config) or ``train_ensemble`` (several) as a generator on the global RNG as it finds it (the
+    caller forks it; it seeds each member first), yielding ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave``
+    (else only ``STEPS_DONE``) and returning one outcome per config (a result, or an ensemble member's error): what
+    ``train``, ``train_ensemble``, ``concurrent.train_concurrently`` and ``analysis.first_steps`` drive. One loop for a
+    run and an ensemble: only the model, optimizer and step differ (``_Solo``, ``_Members``). ``data``: ``splits``
+    already loaded. ``on_step``: called with each ``steps.Step`` the run makes (a reader of its per-step records
+    between yields)."""
+    configs = list(configs)
+    config, k = configs[0], len(configs)
+    solo = k == 1
     if deadline is not None and checkpoint is None:
         raise ValueError("deadline needs a checkpoint path: without one a paused run would lose its epochs")
     attention = check_attention(attention, device)
-    compiled = bool(config["compile"] if compile is None else compile)
+    compiled = bool(config["compile"] if compile is None else compile) and solo
     (train_x, train_y), (sel_x, sel_y), (test_x, test_y) = data or splits(config, device, download)
-    seed, bs = config["seed"], config["batch_size"]
-    torch.manual_seed(seed)
-    model, facts = build_model(config)
-    model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
-    switch = dualopt_switch(config)
-    optimizer = make_optimizer(model, config, first_phase(config))
+    seeds, bs = [c["seed"] for c in configs], config["batch_size"]
+    models, facts = [], []
+    for c in configs:  # each member as its separate run builds it
+        torch.manual_seed(c["seed"])
+        model, fact = build_model(c)
+        models.append(model)
+        facts.append(fact)
+    if solo:
+        trainee = _Solo(config, models[0], device)
+    else:
+        trainee = _Members(configs, [m.to(device) for m in models], "error" if exact else "different")
+    del models
+    switch = dualopt_switch(config) if solo else None
+    optimizer = trainee.optimizer(first_phase(config))
     want_graphs = device.type == "cuda" if graphs is None else bool(graphs)
     autocast, loss_autocast, scaler = autocasts(config, device, cache=not want_graphs)
-    autocast = with_attention(autocast, attention, model)
-    shuffle = torch.Generator(device=device).manual_seed(seed)
-    augmenter = augment_generator(seed, device)
-    layers = layer_params(dict(model.named_parameters()), model, config) if config.get("grad_norm_every") else None
-    history, best_state, elapsed, transferred = [], None, 0.0, None
+    autocast = with_attention(autocast, attention, trainee.model.template if not solo else trainee.model)
+    shuffles = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+    augmenters = [augment_generator(s, device) for s in seeds]  # each member's as its separate run's
+    layers = trainee.layers() if config.get("grad_norm_every") else None
+    histories, best_state, elapsed, transferred, stopped = [[] for _ in configs], None, 0.0, None, {}
     # RNG states stay CPU ByteTensors; load_state_dict copies the rest onto the model's device
-    state = load_checkpoint(checkpoint, check=lambda s: other_architecture(model, s["model"])) \
-        if checkpoint is not None else None
+    state = load_checkpoint(checkpoint, check=lambda s: other_architecture(trainee.model, s["model"])
+                            if solo else None) if checkpoint is not None else None
     if state is not None:
+        if not solo and state.get("keys") != [config_key(c) for c in configs]:
+            raise ValueError(f"checkpoint {checkpoint} is not of this ensemble of seeds {seeds} (it holds "
+                             f"{state.get('seeds') or 'a single run'}); remove it or give another checkpoint path")
         if state["switch"] is not None:
             switch = dualopt_switch(config)
             switch.load_state_dict(state["switch"])
-        model.load_state_dict(state["model"])
-        optimizer = make_optimizer(model, config, switch.phase if switch else first_phase(config))
+        trainee.load_state_dict(state["model"])
+        optimizer = trainee.optimizer(switch.phase if switch else first_phase(config))
         optimizer.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
-        shuffle.set_state(state["shuffle"])
-        if state.get("augment_rng") is not None:
-            augmenter.set_state(state["augment_rng"])
+        shuffle_states = [state["shuffle"]] if solo else state["shuffle"]
+        augment_states = [state.get("augment_rng")] if solo else (state.get("augment_rng") or [None] * k)
+        for generator, saved in zip(shuffles + augmenters, shuffle_states + augment_states):
+            if saved is not None:
+                generator.set_state(saved)
         torch.random.set_rng_state(state["cpu_rng"])
         if device.type == "cuda":
             torch.cuda.set_rng_state(state["cuda_rng"], device)
-        history, best_state, elapsed = state["history"], state["best_state"], state["elapsed"]
+        histories = [state["history"]] if solo else state["history"]
+        best_state, elapsed = state["best_state"], state["elapsed"]
+        if not solo:
+            best_state = {key: v.to(device) for key, v in best_state.items()}
+            stopped = {int(m): FloatingPointError(why) for m, why in (state.get("stopped") or {}).items()}
         transferred = state.get("transfer")
     elif config.get("init_from"):
         if init_state is None:
             raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
                              "weights (init_state) where no checkpoint of the run is saved; runs.make.run finds them")
-        transferred = _warm_start(model, init_state, init_sha256, config, sel_x, sel_y, autocast)
+        transferred = _warm_start(trainee.model, init_state, init_sha256, config, sel_x, sel_y, autocast)
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)
-    forward = torch.compile(model) if compiled else model  # shares parameters and modes with model
+    if compiled:
+        trainee.forward = torch.compile(trainee.model)  # shares parameters and modes with the model
     graphed_phases, made = set(), []
+    clip = config.get("grad_clip") if solo else (
+        torch.tensor([[c.get("grad_clip") or math.inf] for c in configs], dtype=trainee.model.flat.dtype,
+                     device=device) if any(c.get("grad_clip") for c in configs) else None)
 
-    def make_step(optimizer):
+    def make_step(optimizer, stage):
         blocker = graph_blocker(config, optimizer, scaler, compiled=compiled) if want_graphs else None
         if want_graphs and blocker is None:
             graphed_phases.add(type(optimizer).__name__)
-        made.append(TrainStep(forward, optimizer, scaler, capacity=-(-len(train_x) // bs), autocast=autocast,
-                              loss_autocast=loss_autocast, device=device, graphed=want_graphs and blocker is None,
-                              prepare=normalize, loss_fp32=config.get("loss_fp32", False)))
+        main = stage == "main"  # post-training trains on un-augmented data
+        common = dict(batch_size=bs, device=device, graphed=want_graphs and blocker is None,
+                      augment=config.get("augment") if main else None, augmenters=augmenters, layers=layers,
+                      grad_norm_every=config.get("grad_norm_every", 0), autocast=autocast,
+                      loss_fp32=config.get("loss_fp32", False), grad_clip=clip)
+        if solo:
+            step = TrainStep(trainee.forward, optimizer, scaler, train_x, train_y, loss_autocast=loss_autocast,
+                             randaugment=config["randaugment"] if main else None, **common)
+        else:
+            step = EnsembleStep(trainee.model, optimizer, train_x, train_y, **common)
+        made.append(step)
         if on_step is not None:
-            on_step(made[-1])
-        return made[-1]
+            on_step(step)
+        return step
 
-    step = make_step(optimizer)
     start = time.perf_counter() - elapsed
     last_epoch = None  # wall seconds of the last whole epoch of this call
     limits = {"main": config["epochs"], "post": config["post_train_epochs"]}
-    stage = history[-1]["stage"] if history else "main"
-    bar = tqdm(total=sum(limits.values()), initial=len(history), desc=f"{config['model']} seed {seed}",
-               disable=not progress, leave=False)
-    while True:
-        done_in_stage = [h for h in history if h["stage"] == stage]
+    live = [m for m in range(k) if m not in stopped]
+    lead = histories[live[0]] if live else histories[0]  # a member still training: its history counts the epochs
+    stage = lead[-1]["stage"] if lead else "main"
+    step = make_step(optimizer, stage)
+    name = f"{config['model']} seed {seeds[0]}" if solo else f"{config['model']} seeds {', '.join(map(str, seeds))}"
+    bar = tqdm(total=sum(limits.values()), initial=len(lead), desc=name, disable=not progress, leave=False)
+    while live:
+        done_in_stage = [h for h in lead if h["stage"] == stage]
         if len(done_in_stage) >= limits[stage] or (done_in_stage and done_in_stage[-1].get("stop")):
             if stage == "post" or not limits["post"]:
                 break
             # post-training (paper `cxv`; DualOpt's post_train): from the best weights, on un-augmented data,
             # with SGD, until `patience` epochs pass without a top-1 >= the best of the whole run
             stage = "post"
-            model.load_state_dict(best_state)
+            trainee.load_state_dict(best_state)
             switch = DualOptSwitch(config["dualopt"]["patience"], phase="sgd",
-                                   best=max(h["select_top1"] for h in history))
-            optimizer = make_optimizer(model, config, "sgd")
-            step = make_step(optimizer)
+                                   best=max(h["select_top1"] for h in lead))
+            optimizer = trainee.optimizer("sgd")
+            step = make_step(optimizer, stage)
             continue
-        if out_of_time(deadline, history, last_epoch):
-            raise TrainingPaused(f"{config['model']} seed {seed}: paused after epoch {len(history)} of "
+        if out_of_time(deadline, lead, last_epoch):
+            raise TrainingPaused(f"{name}: paused after epoch {len(lead)} of "
                                  f"{sum(limits.values())} (time budget); run it again to resume")
-        epoch_start = now()
-        scheduled = set_epoch_lr(optimizer, config, len(history) + 1)
+        epoch_start, epoch = now(), len(lead) + 1
+        if solo:
+            scheduled = set_epoch_lr(optimizer, config, epoch)
+        else:  # each member's own lr (a stopped member's 0), the same schedule
+            scheduled = {"lr": lr_at(config, epoch)} if config.get("schedule") else {}
+            optimizer.set_epoch([lr_at(c, epoch) if m in live else 0.0 for m, c in enumerate(configs)])
         try:
-            epoch = dict(order_generator=shuffle, config=config, augment=stage == "main", autocast=autocast,
-                         loss_autocast=loss_autocast, epoch=len(history) + 1, step=step,
-                         augment_generator=augmenter, layers=layers)
+            options = dict(generators=shuffles, config=config, epoch=epoch, seeds=seeds, live=live)
             if interleave:
-                entry = yield from _epoch_steps(forward, optimizer, scaler, train_x, train_y, **epoch)
+                entries = yield from _epoch_steps(trainee.forward, optimizer, step, **options)
             else:
-                entry = train_epoch(forward, optimizer, scaler, train_x, train_y, **epoch)
-            entry.update(scheduled)
-            if (shaped := alpha_beta(model)) is not None:
-                entry["alpha_beta"] = shaped
+                entries = train_epoch(trainee.forward, optimizer, step, **options)
+            shaped = trainee.alpha_beta()
             if config["eval_mode"]:
-                model.eval()
+                trainee.model.eval()
             eval_start = time.perf_counter()
-            top1, top5, *loss = evaluate(forward, sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True)
-            entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=time.perf_counter() - eval_start)
+            scores = trainee.evaluate(sel_x, sel_y, bs, autocast, True)
+            eval_seconds = time.perf_counter() - eval_start  # an ensemble's: the whole ensemble's, as its "seconds"
         except KeyboardInterrupt:
             saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
-            raise TrainingInterrupted(f"{config['model']}: interrupted after epoch {len(history)} of "
+            raise TrainingInterrupted(f"{config['model'] if solo else name}: interrupted after epoch {len(lead)} of "
                                       f"{sum(limits.values())}; {saved}") from None
-        entry.update(select_top1=top1, select_top5=top5, stage=stage,
-                     phase=switch.phase if switch else first_phase(config))
-        if not history or top1 >= max(h["select_top1"] for h in history):
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        history.append(entry)
+        improved = []
+        for m, (history, entry, (top1, top5, *loss), ab) in enumerate(zip(histories, entries, scores, shaped)):
+            if m not in live:
+                continue
+            if isinstance(entry, FloatingPointError):  # this member stops here; the others train on
+                stopped[m] = entry
+                continue
+            own_lr = {"lr": lr_at(configs[m], epoch)} if scheduled else {}
+            entry.update(scheduled if solo else own_lr)
+            if ab is not None:
+                entry["alpha_beta"] = ab
+            entry.update(**({"select_loss": loss[0]} if loss else {}), eval_seconds=eval_seconds)
+            entry.update(select_top1=top1, select_top5=top5, stage=stage,
+                         phase=switch.phase if switch else first_phase(config))
+            if not history or top1 >= max(h["select_top1"] for h in history):
+                improved.append(m)
+            history.append(entry)
+        live = [m for m in range(k) if m not in stopped]
+        best_state = trainee.keep_best(best_state, improved)
         bar.update()
-        bar.set_postfix(loss=f"{entry['train_loss']:.3f}", top1=f"{top1:.2f}")
-        action = switch.update(top1) if switch else "continue"
+        bar.set_postfix(loss=f"{statistics.fmean(histories[m][-1]['train_loss'] for m in live):.3f}" if live else "-",
+                        top1=f"{histories[live[0]][-1]['select_top1']:.2f}" if live else "-")
+        if not live:
+            break
+        lead = histories[live[0]]
+        action = switch.update(lead[-1]["select_top1"]) if switch else "continue"
         if action == "switch":
-            model.load_state_dict(best_state)
-            optimizer = make_optimizer(model, config, "sgd")
-            step = make_step(optimizer)
-            entry["switched_to_sgd"] = switch.reason
-        entry["stop"] = action == "stop"
+            trainee.load_state_dict(best_state)
+            optimizer = trainee.optimizer("sgd")
+            step = make_step(optimizer, stage)
+            lead[-1]["switched_to_sgd"] = switch.reason
+        lead[-1]["stop"] = action == "stop"
+        for m in live[1:]:
+            histories[m][-1]["stop"] = False
         if checkpoint is not None:
-            save_checkpoint(checkpoint, {
-                "model": model.state_dict(), "optimizer": portable_state(optimizer), "scaler": scaler.state_dict(),
-                "shuffle": shuffle.get_state().cpu(), "augment_rng": augmenter.get_state().cpu(),
-                "cpu_rng": torch.random.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                "history": history, "best_state": best_state, "elapsed": time.perf_counter() - start,
-                "switch": switch.state_dict() if switch else None, "transfer": transferred})
+            saved = {"model": trainee.state_dict(), "optimizer": portable_state(optimizer) if solo else
+                     optimizer.state_dict(), "scaler": scaler.state_dict(),
+                     "shuffle": shuffles[0].get_state().cpu() if solo else [s.get_state().cpu() for s in shuffles],
+                     "augment_rng": augmenters[0].get_state().cpu() if solo else
+                     [a.get_state().cpu() for a in augmenters],
+                     "cpu_rng": torch.random.get_rng_state(),
+                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                     "history": histories[0] if solo else histories, "best_state": best_state,
+                     "elapsed": time.perf_counter() - start, "switch": switch.state_dict() if switch else None}
+            saved.update({"transfer": transferred} if solo else
+                         {"seeds": seeds, "keys": [config_key(c) for c in configs],
+                          "stopped": {str(m): str(e) for m, e in stopped.items()}})
+            save_checkpoint(checkpoint, saved)
         last_epoch = now() - epoch_start
     bar.close()
 
-    test = None
-    if config["protocol"] == "fixed":  # the selected weights (selected_epoch), evaluated once on the test set
-        model.load_state_dict(best_state)
-        model.eval()
-        test = evaluate(model, test_x, test_y, batch_size=bs, autocast=autocast)
-    result = run_result(config, device, history, facts, seconds=time.perf_counter() - start, test=test,
-                        execution=execution(device, graphed_phases, concurrent_runs,
-                                            [m.fallback for m in made if m.fallback], compiled=compiled,
-                                            attention=attention))
-    if transferred is not None:
-        result["transfer"] = transferred
-    return {**result, "best_state": best_state} if with_weights else result
+    tests = [None] * k
+    if config["protocol"] == "fixed" and live:  # the selected weights (selected_epoch), evaluated once on the test set
+        trainee.load_state_dict(best_state)
+        trainee.model.eval()
+        tests = trainee.evaluate(test_x, test_y, bs, autocast, False)
+    seconds = time.perf_counter() - start
+    how = execution(device, graphed_phases, concurrent_runs, [s.fallback for s in made if s.fallback],
+                    compiled=compiled, attention=attention)
+    how["mode"] = _mode(k, graphed_phases)  # the graphed path (on a CPU, run eagerly): ``cuda_graphs`` says what ran
+    extra = {}
+    if not solo:
+        how["members"] = k
+        note = ("equal to separate runs of these configurations up to floating-point rounding" if exact else
+                "own dropout masks per member (vmap randomness='different'): not equal to separate runs")
+        extra = dict(ensemble_seeds=seeds, ensemble_exact=exact, ensemble_note=note)
+    outcomes = []
+    for m, (c, history, fact, test) in enumerate(zip(configs, histories, facts, tests)):
+        if m in stopped:
+            outcomes.append(stopped[m])
+            continue
+        result = run_result(c, device, history, fact, seconds=seconds, test=test, execution=how, **extra)
+        if transferred is not None:
+            result["transfer"] = transferred
+        outcomes.append({**result, "best_state": trainee.member_weights(best_state, m)} if with_weights else result)
+    return outcomes
 
 
 def _warm_start(model, state, sha256, config, images, labels, autocast):

@@ -63,6 +63,7 @@ def shaped_ratios(model):
 
 class ShapedAttention(nn.Module):
     mechanism = "shaped attention"  # what the synthesis page groups it under (``report.claims.synthesis``)
+    init_only = ("init",)  # its scheme sets alpha's and beta's initial values only (``ensemble.forward_signature``)
     map_description = ("shaped attention alpha I + beta softmax(QK^T/sqrt(d)) [- gamma/n]: rows sum to alpha + beta "
                 "[- gamma], the identity playing the skip connection's role")
 

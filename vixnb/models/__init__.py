@@ -21,11 +21,13 @@ Performer form) and reports every tensor as loaded, new or unused (``TransferRep
 # importing the family files registers their models
 from . import cct, convmixer, cvt, cxv, levit, pit, resnet_cifar, vilt, vit_small, wavemix  # noqa: F401
 from .mlp_mixer import MLPMixer
-from .registry import (architecture_signature, create_model, list_models, meta_model, model_cfg, model_entrypoint,
-                       model_fact, model_modules, model_family, register_model, settings_from_key, settings_in_key)
+from .registry import (architecture_signature, create_model, default_dtype, list_models, meta_model, model_cfg,
+                       model_entrypoint, model_fact, model_modules, model_family, register_model, settings_from_key,
+                       settings_in_key)
 from .vix import ViX, paper_mixers
 from .warm_start import TransferReport, transfer
 
-__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "list_models", "meta_model", "model_cfg",
+__all__ = ["MLPMixer", "ViX", "architecture_signature", "create_model", "default_dtype", "list_models", "meta_model",
+           "model_cfg",
            "model_entrypoint", "model_fact", "model_family", "model_modules", "paper_mixers", "register_model",
            "settings_from_key", "settings_in_key", "TransferReport", "transfer"]

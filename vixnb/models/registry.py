@@ -14,6 +14,7 @@ import importlib
 import inspect
 import json
 import numbers
+from contextlib import contextmanager
 from functools import cache, lru_cache, reduce
 
 import torch
@@ -165,12 +166,26 @@ class InputSize:
                              "(create_model(name, dataset=...))")
 
 
+@contextmanager
+def default_dtype(dtype):
+    """While it holds, ``dtype`` is torch's default float type (restored after: the caller's state is kept). A run's
+    model is built in float32 whatever it is (``engine.train.build_model``, ``meta_model``); under float64 the engine
+    trains in float64 (the engine probe's reference, the tests' exact comparisons)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 @cache
 def meta_model(name, dataset="cifar10", settings_json="{}"):
     """Model ``name`` as ``create_model`` builds it for ``dataset`` with the model settings ``settings_json`` (JSON),
-    on the meta device: shapes only, no memory, no random numbers drawn (the caller's generators untouched). Built
-    once per process and shared by the plan's counts (parameters, weights' bytes, FLOPs): read it, never change it."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+    on the meta device, in float32 as a run builds it: shapes only, no memory, no random numbers drawn (the caller's
+    generators untouched). Built once per process and shared by the plan's counts (parameters, weights' bytes, FLOPs):
+    read it, never change it."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"), default_dtype(torch.float32):
         return create_model(name, dataset=dataset, **json.loads(settings_json))
 
 

@@ -80,11 +80,13 @@ SHARED_GPU_COMMITS = ("2a2d461", "3b79c466")
 
 def made_alone(result):
     """Whether a stored run had its device to itself, so that its seconds are its own: not a member of an ensemble
-    (``execution`` "ensemble of N seeds": its seconds are all its members'), its ``concurrent_jobs`` 1 (a group of
+    (``execution`` with ``members``, or "ensemble of N seeds" before the modes: its seconds are all its members'),
+    its ``concurrent_jobs`` 1 (a group of
     runs trained at once records how many), or, for a run from before that record, not made at one of
     ``SHARED_GPU_COMMITS``. The time estimates and the pages' seconds read only these."""
     prov = result.get("provenance") or {}
-    if str(prov.get("execution", "")).startswith("ensemble"):
+    execution = prov.get("execution")
+    if str(execution or "").startswith("ensemble") or (isinstance(execution, dict) and execution.get("members", 1) > 1):
         return False
     if "concurrent_jobs" in prov:
         return prov["concurrent_jobs"] == 1
@@ -111,9 +113,10 @@ def made_on(prov):
 
 
 #: the training engine's modules, whose source the ``engine`` hash covers: the loop, the optimizers and
-#: schedules, evaluation and checkpoints (``train``), several seeds as one vectorised job (``ensemble``), and the
-#: data pipeline they feed (``data``)
-ENGINE_MODULES = ("vixnb.engine.train", "vixnb.engine.augment", "vixnb.engine.ensemble", "vixnb.data")
+#: schedules, evaluation and checkpoints (``train``), the step (``steps``), runs of one shape as one vectorised job
+#: (``ensemble``), and the data pipeline they feed (``augment``, ``data``)
+ENGINE_MODULES = ("vixnb.engine.train", "vixnb.engine.steps", "vixnb.engine.augment", "vixnb.engine.ensemble",
+                  "vixnb.data")
 
 
 @cache

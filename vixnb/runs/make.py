@@ -20,9 +20,9 @@ from ..models import model_cfg, model_fact
 from ..results import ResultsStore, config_key, remove_checkpoints
 from .policy import decide, stale_reason
 from .spec import Keep, run_beside, run_model_settings, warm_start_spec
-from ..engine.ensemble import can_ensemble, train_ensemble
+from ..engine.ensemble import can_ensemble
 from ..engine.precision import machine_precision
-from ..engine.train import build_model, train, without_timings
+from ..engine.train import build_model, train, train_ensemble, without_timings
 
 WEIGHTS_LIMIT_MB = 16  # the most a run's weights kept in the store (float16) may take
 
@@ -54,7 +54,7 @@ def keep_where(config):
     return Keep.LOCAL if weights_too_large(config) else Keep.STORE
 
 
-def run(spec, *, compute="missing", store=None, progress=True, download=False, deadline=None):
+def run(spec, *, compute="missing", store=None, progress=True, download=False, deadline=None, graphs=None):
     """The training run ``spec`` (a ``RunSpec``: the run's identity and what it keeps of its weights) under the
     compute policy (``policy.decide``): the stored result, or trained now (``"always"`` trains anew from epoch 1),
     or a ``{"status": "not yet run"}`` record with the reason.
@@ -71,10 +71,13 @@ def run(spec, *, compute="missing", store=None, progress=True, download=False, d
     keeping them) and starts from its weights; a run that some row of its paper file starts from
     (``warm_start_source``) keeps its weights locally when trained and asked for none, so the warm starts find
     them. Several runs trained at once in one process: ``pending`` for each, then ``Pending.train_options`` and
-    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.plan.groups``)."""
+    ``Pending.keep`` around ``concurrent.train_concurrently`` (``vixnb.plan.groups``). ``graphs``: the engine's mode
+    for a run (``train.train``'s: None, the graphed step on a GPU; False, eager), an execution choice (the batch's
+    probe makes it: ``engine.modes``) that its provenance records."""
     todo = pending(spec, compute=compute, store=store, progress=progress, download=download, deadline=deadline)
     if not isinstance(todo, Pending):
         return todo
+    todo.graphs = graphs
     with todo.store.lock(todo.config) as waited:
         if (done := todo.done_meanwhile(waited)) is not None:
             return done
@@ -92,6 +95,7 @@ class Pending:
     keep_weights: Keep
     init_state: dict | None = None
     init_sha256: str | None = None
+    graphs: bool | None = None  # the engine's mode (``train.train``'s ``graphs``)
 
     def done_meanwhile(self, waited):
         """The result another process stored while this one waited for the run's lock (``waited``), where it
@@ -107,7 +111,7 @@ class Pending:
         if self.compute == "always":
             remove_checkpoints(checkpoint)
         return {"checkpoint": checkpoint, "with_weights": self.keep_weights != Keep.NONE, "init_state": self.init_state,
-                "init_sha256": self.init_sha256}
+                "init_sha256": self.init_sha256, "graphs": self.graphs}
 
     def keep(self, result):
         """Store a finished run's ``result`` (its weights first, where kept) and remove its checkpoint; the
@@ -258,13 +262,16 @@ def checkpoint_path(store, configs):
     return first.with_name(first.name.replace(f"-seed{configs[0]['seed']}-", f"-seeds{seeds}-"))
 
 
-def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no"):
-    """Train the members of ``configs`` that ``store`` lacks (or holds stale) as one ensemble and store each member's
-    result where ``runs.make.run`` stores a separate run of its seed (each member holds its run's lock meanwhile);
-    returns the stored results in the order of ``configs``. A paused ensemble (``deadline``) keeps its checkpoint, and
-    the next call with the same members resumes it. ``keep_weights``: a ``runs.spec.Keep`` (or its value) for every
-    member, or a list of them parallel to ``configs`` (each member's selected weights stored beside its result; a stored
-    result whose weights are missing counts as lacking)."""
+def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=False, exact=True, keep_weights="no",
+                 graphs=None):
+    """Train the members of ``configs`` (runs of one shape: ``engine.ensemble.check_members``) that ``store`` lacks
+    (or holds stale) as one ensemble and store each member's result where ``runs.make.run`` stores a separate run
+    (each member holds its run's lock meanwhile); returns the stored results in the order of ``configs``. A member
+    whose loss stopped being finite is stored by no one: the others are stored, then a ``RuntimeError`` names it. A
+    paused ensemble (``deadline``) keeps its checkpoint, and the next call with the same members resumes it.
+    ``keep_weights``: a ``runs.spec.Keep`` (or its value) for every member, or a list of them parallel to ``configs``
+    (each member's selected weights stored beside its result; a stored result whose weights are missing counts as
+    lacking). ``graphs``: the ensemble's step as one CUDA graph (``train.train_ensemble``'s; None: on a GPU)."""
     store = store if store is not None else ResultsStore()
     keep = dict(zip(map(id, configs), [keep_weights] * len(configs) if isinstance(keep_weights, str) else keep_weights))
     for c in configs:
@@ -291,12 +298,19 @@ def run_ensemble(configs, *, store=None, deadline=None, progress=True, download=
             if todo:
                 checkpoint = checkpoint_path(store, todo)
                 results = train_ensemble(todo, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                                         download=download, exact=exact,
+                                         download=download, exact=exact, graphs=graphs,
                                          with_weights=any(keep[id(c)] != "no" for c in todo))
+                failed = []
                 for c, result in zip(todo, results):
+                    if isinstance(result, BaseException):  # stopped alone: nothing stored for it
+                        failed.append(str(result))
+                        continue
                     best_state = result.pop("best_state", None)
                     if keep[id(c)] != "no":  # the weights first, as run does
                         result["weights"] = store.save_weights(c, best_state, local=keep[id(c)] == "local")
                     store.put(c, result)
                 remove_checkpoints(checkpoint)
+                if failed:
+                    raise RuntimeError(f"{len(failed)} of {len(todo)} members failed (the others are stored): "
+                                       + "; ".join(failed))
     return [store.get(c) for c in configs]

@@ -23,6 +23,7 @@ from .. import papers
 from ..data import dataset_spec
 from ..models import list_models, model_cfg, settings_from_key, settings_in_key
 from ..results.store import config_key, result_path
+from ..engine.train import DECAY_SCOPES
 from ..validate import Choice, checked
 from .profiles import get_profile
 
@@ -85,7 +86,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
                optimizer=None, val_size=None, precision=None, randaugment=None, post_train_epochs=0, amp_loss_only=None,
                eval_mode=None, compile=False, channels_last=False, lr=None, allow_resize=False, schedule=None,
                augment=None, grad_norm_every=None, init_from=None, stop=None, warmup_steps=None, loss_fp32=None,
-               **model_overrides):
+               weight_decay=None, weight_decay_on=None, grad_clip=None, **model_overrides):
     """Every setting of one training run, resolved from the profile and the authors' protocol.
 
     The returned dict is the run's identity: the results store keys on its hash. ``protocol="fixed"``
@@ -104,6 +105,12 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     schedule's lr; 0 for none) and ``loss_fp32`` (the cross-entropy of float32 logits: under bf16 or fp16 autocast
     the loss is otherwise computed in the logits' half precision) default to the paper protocol's keys of those
     names and enter the dict only where set, as the keys above.
+
+    ``weight_decay`` (AdamW's; default the paper protocol's), ``weight_decay_on`` (``all`` parameters, the papers'
+    protocols; ``matrices``: weights of two or more dimensions only, not biases, norms' weights or gains) and
+    ``grad_clip`` (each step's gradients clipped to this total norm; None for none: He & Hofmann's recipe clips at 1)
+    default to the paper protocol's keys of those names; ``weight_decay_on`` and ``grad_clip`` enter the dict only
+    where set (``matrices``, a norm), as the keys above.
 
     ``init_from`` starts the run from another run's trained weights (``models.warm_start.transfer``; paper
     `linattn`'s "from a ViT checkpoint"): a run row of the model's paper file (``"vit_scratch"``), or
@@ -182,6 +189,19 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     loss_fp32 = _first(loss_fp32, proto.get("loss_fp32"), False)
     if not isinstance(loss_fp32, bool):
         raise ValueError(f"loss_fp32={loss_fp32!r}: give true or false")
+    decay = _first(weight_decay, proto["weight_decay"])
+    if isinstance(decay, bool) or not isinstance(decay, numbers.Real) or not decay >= 0:
+        raise ValueError(f"weight_decay={decay!r}: give a number >= 0 (or leave it out for the paper's)")
+    decay_on = _first(weight_decay_on, proto.get("weight_decay_on"), "all")
+    if decay_on not in DECAY_SCOPES:
+        raise ValueError(f"weight_decay_on={decay_on!r}: use one of {', '.join(DECAY_SCOPES)}")
+    clip = _first(grad_clip, proto.get("grad_clip"))
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, numbers.Real) or not clip > 0):
+        raise ValueError(f"grad_clip={clip!r}: give a gradient norm > 0 (or leave it out for none)")
+    if (clip is not None or decay_on != "all") and (dualopt or sgd or post_train_epochs):
+        name = "grad_clip" if clip is not None else "weight_decay_on"
+        raise ValueError(f"{name} is an AdamW setting of the engine's graphed steps; it is not defined with "
+                         f"optimizer={optimizer!r} or post-training: leave one of them out")
     for name, given in (("epochs", length or dualopt or patience),
                         ("batch_size", _first(batch_size, prof.get("batch_size")))):
         if not given and papers.per_model(proto[name], model) is None:
@@ -200,7 +220,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
                                  else papers.per_model(proto["epochs"], model))),
         "batch_size": int(_first(batch_size, prof.get("batch_size"), papers.per_model(proto["batch_size"], model))),
         "lr": proto["lr"] if lr is None else float(lr),
-        "weight_decay": proto["weight_decay"],
+        "weight_decay": float(decay) if weight_decay is not None else proto["weight_decay"],
         "betas": list(proto["betas"]),
         "eps": proto["eps"],
         "protocol": protocol,
@@ -230,6 +250,8 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         **({"grad_norm_every": every} if every else {}),
         **({"warmup_steps": warmup} if warmup else {}),
         **({"loss_fp32": True} if loss_fp32 else {}),
+        **({"weight_decay_on": decay_on} if decay_on != "all" else {}),
+        **({"grad_clip": float(clip)} if clip is not None else {}),
         **({"stop": "patience"} if patience else {}),
         **({"init_from": _init_source(init_from, model, dataset, profile, seed)} if init_from else {}),
     }
@@ -378,7 +400,7 @@ def warm_start_spec(config):
 #: the keys a training run's configuration holds only where set (``run_config``); with those of a plain run's, every
 #: key vixnb writes (tests/test_store_tolerance.py reads them from run_config's source)
 OPTIONAL_CONFIG_KEYS = ("allow_resize", "schedule", "augment", "grad_norm_every", "init_from", "stop", "warmup_steps",
-                        "loss_fp32")
+                        "loss_fp32", "weight_decay_on", "grad_clip")
 
 
 @cache
