@@ -162,9 +162,12 @@ SLOW = {
     },
     "test_published_book.py": ALL,
     "test_chapters.py": ALL,  # about 45 s alone; the whole suite reads the smoke book's copy instead
+    "test_modes.py": {
+        "test_a_failed_check_switches_its_mode_off_and_the_batch_trains_in_another_saying_why",  # the probe: ~20 s
+        "test_the_session_script_runs_the_probe_and_a_short_batch_on_the_cpu",  # the probe and a batch: ~40 s
+    },
     "test_loan.py": {
         "test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint",  # about 30 s: waits for the timeout
-        "test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng",
         "test_a_run_whose_checkpoint_cannot_travel_needs_its_whole_time_in_one_call",
         "test_the_gpu_check_script_runs_phases_1_and_3_on_the_cpu_and_says_pass_or_fail",  # about 15 s
         "test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store",  # about 40 s

@@ -178,19 +178,6 @@ def _jobs(models, profile="smoke"):
     return batch.jobs_from_plan(plan.build(profile, only=models), ensemble="never")
 
 
-def test_the_gpu_check_steps_each_configuration_once_and_keeps_the_rng(monkeypatch):
-    import torch
-
-    from vixnb.plan.rehearsal import gpu_check
-
-    jobs = _jobs(["fnet"])
-    before = torch.random.get_rng_state()
-    rows = gpu_check(jobs + jobs)  # the same configuration twice: checked once
-    assert [r[:2] for r in rows] == [("fnet synthetic fp32", "ok")]
-    assert torch.equal(torch.random.get_rng_state(), before)
-    assert [r[1] for r in gpu_check(jobs, limit_s=-1)] == ["not checked"]  # past its time: the rest is not checked
-
-
 def test_the_table_ends_with_the_time_spent_training():
     train_job, other = _jobs(["fnet"])[0], RecordJob(BenchEntry(chapter="c", paper="p", name="b", profile="smoke",
                                                                 path="bench/b.json", request=Request("b")))

@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import measure, papers
 from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
-from .analysis.first_steps import arms_frame, first_steps_record
+from .analysis.first_steps import arm_steps, arms_frame, first_steps_record
 from .analysis.records import STUDY_RECORDS, study_labels, study_record
 from .runs.asked import kept_specs, question_arms, question_spec, row_specs, study, study_run
 from .measure import FAVOR_GFLOPS_COLUMN, records_frame
@@ -31,6 +31,7 @@ from .measure.costs import configuration_speeds, efficiency_record, speed_table
 from .measure.latency import latency_record, latency_table
 from .runs.spec import run_model_settings
 from .runs.profiles import small_sizes
+from .errors import StoreError
 from .results import ResultsStore
 from .runs.policy import obtain_record, training_policy, weights_changed
 
@@ -236,11 +237,18 @@ def _make_study(measurement):
     return make
 
 
-def _make_first_steps(request, *, profile, **_):
+def _make_first_steps(request, *, profile, compute="missing", store=None, **_):
     """``analysis.first_steps_record`` of the request's question (its ``name``), on the CPU; a profile of small sizes
-    (smoke, a CPU rehearsal) takes ``REHEARSED_STEPS`` steps."""
+    (smoke, a CPU rehearsal) takes ``REHEARSED_STEPS`` steps. The stored record's arms that still answer are kept as
+    they were made (not under ``compute="always"``): a new arm costs its own steps only."""
+    earlier = None
+    if compute != "always" and store is not None:
+        try:
+            earlier = store.load_record("measure", record_name(request, store), profile=profile)
+        except StoreError:  # a damaged record is no evidence: every arm is made again
+            earlier = None
     return first_steps_record(request.paper, request.name, profile, device="cpu",
-                              steps=REHEARSED_STEPS if small_sizes(profile) else None)
+                              steps=REHEARSED_STEPS if small_sizes(profile) else None, earlier=earlier)
 
 
 REHEARSED_STEPS = 3
@@ -255,12 +263,15 @@ def _first_steps_stale(record, store):
         arms, spec = question_arms(key, question, profile), question_spec(key, question)
     except (ValueError, KeyError) as e:
         return f"its question is no longer asked as it was ({e})"
-    held = {arm: a.get("key") for arm, a in (record.get("arms") or {}).items()}
-    changed = [arm for arm, run in arms.items() if held.get(arm) != run.key]
+    held = record.get("arms") or {}
+    changed = [arm for arm, run in arms.items() if (held.get(arm) or {}).get("key") != run.key]
     if changed:
         return f"arms {', '.join(changed)} are asked for with other settings than it holds (or not at all)"
-    if not small_sizes(profile) and record.get("steps") != spec.get("first_steps"):
-        return f"it has {record.get('steps')} steps an arm; the question asks for {spec.get('first_steps')}"
+    if not small_sizes(profile):
+        short = [arm for arm in arms if len(held[arm].get("loss") or []) < arm_steps(spec, arm)]
+        if record.get("steps") != spec.get("first_steps") or short:
+            return (f"it has {record.get('steps')} steps an arm; the question asks for {spec.get('first_steps')}" +
+                    (f" ({', '.join(f'{a}: {arm_steps(spec, a)}' for a in short)})" if short else ""))
     return None
 
 

@@ -35,7 +35,7 @@ def first_steps(config, steps, *, device="cpu"):
     made, rows, start = [], [], time.perf_counter()
     data = splits(config, device)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        run = training_steps(config, progress=False, device=device, checkpoint=None, download=False, deadline=None,
+        run = training_steps([config], progress=False, device=device, checkpoint=None, download=False, deadline=None,
                              with_weights=False, init_state=None, init_sha256=None, graphs=False, interleave=True,
                              data=data, on_step=made.append)
         try:
@@ -52,17 +52,35 @@ def first_steps(config, steps, *, device="cpu"):
             "seconds": time.perf_counter() - start}
 
 
-def first_steps_record(key, question, profile, *, device="cpu", steps=None):
-    """The question's arms (``question_arms``) each trained for its ``first_steps`` steps (``steps``: fewer, a dress
+def arm_steps(spec, arm, steps=None):
+    """The steps an arm of a question trains for: the question's ``first_steps`` (``steps``: fewer, a dress
+    rehearsal's, for every arm), or more where its ``arm_steps`` reads that arm further (the warm-up past its peak)."""
+    if steps is not None:
+        return int(steps)
+    return max(int(spec["first_steps"]), int((spec.get("arm_steps") or {}).get(arm, 0)))
+
+
+def first_steps_record(key, question, profile, *, device="cpu", steps=None, earlier=None):
+    """The question's arms (``question_arms``) each trained for its steps (``arm_steps``; ``steps``: fewer, a dress
     rehearsal's) on ``device`` (``first_steps``): ``{"question", "steps", "window", "chance", "arms": {arm: {"key",
-    "settings", "command", "loss", "acc", "seconds"}}, "provenance"}``."""
+    "settings", "command", "steps", "loss", "acc", "seconds", "provenance"}}, "provenance"}``. ``earlier``: a stored
+    record of the question, whose arms of the same run and at least as many steps are kept as they were made (with
+    their own provenance: the first N steps of a run are the N steps of a shorter one), so that a new arm costs only
+    its own steps."""
     spec = question_spec(key, question)
-    steps = int(steps or spec["first_steps"])
     arms, out = question_arms(key, question, profile), {}
+    held = (earlier or {}).get("arms") or {}
     for arm, run in arms.items():
-        made = first_steps(run.config, steps, device=device)
+        want, old = arm_steps(spec, arm, steps), held.get(arm) or {}
+        if old.get("key") == run.key and len(old.get("loss") or []) >= want:
+            out[arm] = {**old, "steps": want, "loss": old["loss"][:want], "acc": old["acc"][:want],
+                        "provenance": old.get("provenance") or earlier.get("provenance")}
+            continue
+        made = first_steps(run.config, want, device=device)
         out[arm] = {"key": run.key, "seed": run.seed, "settings": dict(run.settings), "command": run_command(run),
-                    **made}
+                    "steps": want, **made, "provenance": provenance(device, stamp="measured", profile=profile,
+                                                                    threads=torch.get_num_threads())}
+    steps = int(steps or spec["first_steps"])
     dataset = papers.table(key, spec["table"])["dataset"]
     return {"paper": key, "question": question, "text": spec["question"], "steps": steps, "window": WINDOW,
             "chance": 100.0 / dataset_spec(dataset).num_classes, "arms": out,
@@ -106,7 +124,7 @@ def arms_frame(record, points=3):
     if not arms:
         return pd.DataFrame()
     base = next(iter(arms.values()))
-    steps = min([record["steps"], *(len(a["loss"]) for a in arms.values())])  # a short run ends before its steps
+    steps = common_steps(record, arms)
     window = min(record.get("window", WINDOW), max(steps, 1))
     starts = sorted({0, max(0, steps // 2 - window), max(0, steps - window)})[:points]
     rows = {}
@@ -128,13 +146,40 @@ def arms_frame(record, points=3):
 LEAD_POINTS = 5.0
 
 
+def common_steps(record, arms=None):
+    """The steps every arm of a first-steps record reached (the question's ``first_steps``; an arm read further has
+    more, ``further``; a short run ends before its steps): where arms are compared."""
+    arms = ordered_arms(record) if arms is None else arms
+    return min([record["steps"], *(len(a["loss"]) for a in arms.values())])
+
+
 def arms_ahead(record, lead=LEAD_POINTS):
-    """``{arm: lead}``: the arms of a first-steps record whose mean training accuracy over the last ``WINDOW`` steps
-    leads the row's own run's by at least ``lead`` points (the base is the record's first arm)."""
+    """``{arm: lead}``: the arms of a first-steps record whose mean training accuracy over the last ``WINDOW`` of the
+    steps every arm reached (``common_steps``) leads the row's own run's by at least ``lead`` points (the base is the
+    record's first arm)."""
     arms = ordered_arms(record)
     if not arms:
         return {}
-    window = record.get("window", WINDOW)
-    last = {name: sum(a["acc"][-window:]) / max(len(a["acc"][-window:]), 1) for name, a in arms.items()}
+    window, end = record.get("window", WINDOW), common_steps(record, arms)
+    last = {name: sum(a["acc"][max(end - window, 0):end]) / max(len(a["acc"][max(end - window, 0):end]), 1)
+            for name, a in arms.items()}
     base = next(iter(last.values()))
     return {name: value - base for name, value in list(last.items())[1:] if value - base >= lead}
+
+
+def further(record):
+    """``{arm: {"steps", "acc", "loss", "acc_at_common", "best_acc"}}`` of the arms read past the steps every arm
+    reached (``common_steps``): the mean training accuracy and loss over its last ``WINDOW`` steps, over the ``WINDOW``
+    steps up to the common end, and the best ``WINDOW``-step mean it reached."""
+    arms, out = ordered_arms(record), {}
+    if not arms:
+        return out
+    window, end = record.get("window", WINDOW), common_steps(record, arms)
+    for name, arm in arms.items():
+        if len(arm["acc"]) <= end:
+            continue
+        means = windows(arm["acc"], window)
+        out[name] = {"steps": len(arm["acc"]), "acc": sum(arm["acc"][-window:]) / len(arm["acc"][-window:]),
+                     "loss": sum(arm["loss"][-window:]) / len(arm["loss"][-window:]),
+                     "acc_at_common": sum(arm["acc"][end - window:end]) / window, "best_acc": max(means)}
+    return out

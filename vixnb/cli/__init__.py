@@ -16,7 +16,7 @@ DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixn
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
 PROTOCOLS, OPTIMIZERS = ("paper", "fixed"), ("adamw", "dualopt", "sgd")  # vixnb.runs.profiles
 PRECISIONS, STOPS = ("fp32", "bf16", "fp16"), ("epochs", "patience")  # vixnb.runs.profiles
-ORDERS = ("chapters", "rows")  # vixnb.plan.plan
+ORDERS = ("chapters", "rows", "claims")  # vixnb.plan.plan.ORDERS (a test checks they agree)
 GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.measure.flops.GPUS
 TRAVEL_MB = 60  # vixnb.results.pack
 
@@ -165,10 +165,13 @@ def _bench_arguments(sub):
     s.add_argument("--save", help="also write the rows with their provenance to this JSON file "
                    "(e.g. results/bench/train.json)")
     s.add_argument("--engine", action="store_true",
-                   help="the engine's own step instead: eager, graphed, K runs at once, share of the FLOP floor, "
-                        "max |dw| (default models vit, vit_small_simplified, cvt at batch 32)")
-    s.add_argument("--concurrent", type=whole_number(1), nargs="+", default=[4, 8], metavar="K",
-                   help="with --engine: K runs at once")
+                   help="the engine's modes instead, as a lent machine's probe runs them: eager, graphed, ensemble, "
+                        "graphed ensemble, streams, each checked against eager and timed, with its share of the FLOP "
+                        "floor (default models vit, vit_small_simplified, cvt at their budget batch; twice --steps "
+                        "steps)")
+    s.add_argument("--members", type=whole_number(2), default=15, metavar="K",
+                   help="with --engine: the runs of one shape the ensemble and streams modes train at once (default "
+                        "15: the blog's width-128 runs)")
     s.add_argument("--smoke", action="store_true", help="with --engine: a tiny model and a few steps (a CPU check)")
     s.set_defaults(fn=commands.bench_train)
 
@@ -192,7 +195,8 @@ def _bench_arguments(sub):
 def _order_argument(s):
     s.add_argument("--order", choices=ORDERS, default="chapters",
                    help="chapters: whole chapters (every seed, runs and measurements), the cheapest first; rows: one "
-                        "seed of every row of the book first")
+                        "seed of every row of the book first; claims (a lent GPU's): the blog chapter first (its stall "
+                        "question's GPU arms, then the rest), then each level by claims decided per GPU-minute")
 
 
 def _plan_arguments(sub):
@@ -226,8 +230,8 @@ def _plan_arguments(sub):
                    help="only these chapters' entries (and the runs whose weights their measurements read)")
     s.add_argument("--max-jobs", type=whole_number(1), help="run at most this many jobs")
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
-                   help="seeds of one configuration as one vectorised ensemble job "
-                        "(auto: where `bench fill` says it wins)")
+                   help="runs of one shape (the plan's group: seeds, learning rates, alpha/beta schemes) as one "
+                        "vectorised ensemble job (auto: where the plan expects one, small steps; always: any step)")
     s.add_argument("--download", action="store_true", help="jobs download a missing dataset into $VIXNB_DATA")
     s.add_argument("--together", type=_together, default="auto", metavar="auto|N",
                    help="small runs (a step of at most 128 GFLOP) trained at once in one process, each its solo run: "
@@ -240,10 +244,17 @@ def _plan_arguments(sub):
                    help=f"the largest paused checkpoint sure to travel back (default {TRAVEL_MB}); a run whose "
                         "checkpoint is larger starts only where its whole estimate fits")
     s.add_argument("--pack-total-mb", type=positive_float, default=None,
-                   help="the most the pack holds in all (default: 7 parts of 16 MiB, one file left for the log)")
-    s.add_argument("--gpu-check", action="store_true",
-                   help="before the batch, in the same process, check the models it would start for a step on the "
-                        "GPU-only paths (autocast, fused AdamW, attention kernels; at most about 30 s)")
+                   help="the most the pack holds in all (default: 6 parts of 16 MiB, two files left for the log and "
+                        "the engine probe's record)")
+    s.add_argument("--probe", metavar="FILE.json",
+                   help="before the batch, in the same process (at most 90 s): check every engine mode (eager, "
+                        "graphed, ensemble, graphed ensemble, streams) against eager on the first runs, time those "
+                        "that pass, write the table and the choice to FILE.json, and train each job in the fastest "
+                        "mode that passed (a failed check switches its mode off, never the batch)")
+    s.add_argument("--probe-steps", type=whole_number(8), default=20, metavar="N",
+                   help="the optimizer steps each mode trains in the probe (default 20; the CPU's dry run takes fewer)")
+    s.add_argument("--engine-choice", metavar="FILE.json",
+                   help="train in the modes an earlier probe chose (its FILE.json), without probing again")
     s.add_argument("--clock-from", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
                    help="the time the `trained N s of M s` line counts M from (default: the batch's start)")
     s.add_argument("--pack-since", type=option(Real(least=0)), default=None, metavar="EPOCH_S",

@@ -2,6 +2,7 @@
 the parser (``vixnb.cli.parser``) imports none of them."""
 import json
 import time
+from pathlib import Path
 
 from ..errors import StoreError
 
@@ -182,14 +183,14 @@ def bench_train(args):
 
 
 def _bench_engine(args):
-    """``vixnb bench train --engine``: the engine's step eager, graphed and K runs at once (``bench_engine``)."""
+    """``vixnb bench train --engine``: every engine mode checked against eager and timed per model, as the probe of a
+    lent machine runs them (``bench.training.bench_engine``)."""
     from ..bench.training import ENGINE_MODELS, SMOKE, bench_engine, engine_table
 
     smoke = SMOKE if args.smoke else {}
-    rows = bench_engine(args.models or smoke.get("models", ENGINE_MODELS), device=args.device, dtype=args.dtype,
-                        batch=args.batch or smoke.get("batch", 32), steps=smoke.get("steps", args.steps * 5),
-                        concurrent=smoke.get("concurrent", args.concurrent), dw_steps=smoke.get("dw_steps", 100),
-                        overrides=smoke.get("overrides"))
+    rows = bench_engine(args.models or smoke.get("models", ENGINE_MODELS), device=args.device,
+                        batch=args.batch or smoke.get("batch"), steps=smoke.get("steps", max(args.steps, 8) * 2),
+                        members=smoke.get("members", args.members), overrides=smoke.get("overrides"))
     return _show_benchmark("train-engine", rows, engine_table, args)
 
 
@@ -349,17 +350,15 @@ def _batch_here(args, runner, planning, started):
             job.outcome, job.note = "would run", f"~{job.est_minutes:.1f} GPU min: " + \
                 "; ".join(e.command for e in job.entries)
     else:
-        budget = max(args.budget - (time.time() - started), 1) if args.budget else None
         try:
-            if args.gpu_check and jobs:
-                from ..plan.rehearsal import gpu_check
-
-                print(runner.stamp("GPU check"), flush=True)
-                budget = _gpu_check(gpu_check, jobs, budget)
+            choice = _engine_choice(args, runner, jobs)
+            jobs[:] = runner.engine_modes(jobs, choice)  # the jobs as they run: the table reports these
+            budget = max(args.budget - (time.time() - started), 1) if args.budget else None
             print(runner.stamp("batch"), flush=True)
             runner.run_local(jobs, budget=budget, executor=args.executor, folder=args.folder,
                              progress=lambda line: print(runner.stamp(line), flush=True),
-                             pack_limit_mb=args.pack_limit_mb if args.pack else None, together=args.together)
+                             pack_limit_mb=args.pack_limit_mb if args.pack else None, together=args.together,
+                             choice=choice)
         finally:  # stopped too: the table says what each job reached, and what was made is packed
             _batch_end(args, runner, jobs, started)
         return jobs
@@ -367,16 +366,22 @@ def _batch_here(args, runner, planning, started):
     return jobs
 
 
-def _gpu_check(check, jobs, budget):
-    """The GPU check of the models ``jobs`` start (``rehearsal.gpu_check``), printed; the budget left after it."""
-    t0 = time.time()
-    rows = check(jobs)
-    for label, outcome, seconds, note in rows:
-        print(f"  {label:<40} {outcome:<7} {seconds:5.1f} s  {note}", flush=True)
-    failed = [r[0] for r in rows if r[1] == "failed"]
-    if failed:
-        raise RuntimeError(f"the GPU check failed for {', '.join(failed)}; no GPU time spent on the batch")
-    return max(budget - (time.time() - t0), 1) if budget else None
+def _engine_choice(args, runner, jobs):
+    """The engine modes the batch trains in: the probe's, run now (``--probe FILE``: ``batch.probe_engine``, its table
+    printed and written to FILE), or an earlier probe's (``--engine-choice FILE``); None (the engine's defaults)."""
+    if args.probe:
+        print(runner.stamp("engine probe"), flush=True)
+        return runner.probe_engine(jobs, args.probe, steps=args.probe_steps,
+                                   progress=lambda line: print(runner.stamp(line), flush=True))
+    if args.engine_choice:
+        from ..results import read_json
+
+        chosen = read_json(Path(args.engine_choice)).get("chosen")
+        if not isinstance(chosen, dict) or not {"single", "group"} <= set(chosen):
+            raise ValueError(f"--engine-choice {args.engine_choice}: not a probe's record (no 'chosen' with 'single' "
+                             "and 'group'); give the engine_choice.json a `vixnb batch --probe` wrote")
+        return chosen
+    return None
 
 
 def _batch_end(args, runner, jobs, started):

@@ -253,6 +253,22 @@ def claims(key):
     return list(load(key)["claims"])
 
 
+def claim_rows(key):
+    """``[(claim id, {row, ...})]``: the table rows (runs) each testable claim of paper ``key`` compares (its ``a``,
+    ``b`` and ``models``), for the plan's order of decisions (``vixnb.plan.plan``); what each figure is, and every check
+    of a claim, is ``report.claims.schema``'s."""
+    out = []
+    for claim in claims(key):
+        if claim.get("not_testable"):
+            continue
+        rows = set()
+        for field in ("a", "b", "models"):
+            value = claim.get(field) or []
+            rows |= {value} if isinstance(value, str) else set(value)
+        out.append((claim.get("id"), rows))
+    return out
+
+
 __all__ = ["DOCUMENTS", "PaperFileError", "book_chapter", "book_chapters", "training_chapter", "list_papers", "load",
            "table", "table_models", "row_run", "table_runs", "paper_runs", "params_convention", "table_for", "caption",
-           "protocol", "gpu_batch_size", "per_model", "claims"]
+           "protocol", "gpu_batch_size", "per_model", "claims", "claim_rows"]

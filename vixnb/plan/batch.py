@@ -21,6 +21,7 @@ archive under a size limit.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
@@ -31,16 +32,16 @@ from pathlib import Path
 import torch
 
 from . import plan as planning
-from ..bench.fill import fill_winner
-from ..runs.make import can_ensemble_run
 from .entries import BenchEntry, TrainEntry
+from ..engine.modes import PROBE_STEPS, probe_modes
 from ..errors import one_line
-from .estimates import STARTUP_SECONDS, expected_epochs
-from .groups import group_jobs, settle
+from ..files import atomic_write
+from .estimates import PROBE_RECORD, STARTUP_SECONDS, expected_epochs, step_gflop
+from .groups import GroupJob, group_jobs, settle
 from .jobs import RecordJob, TrainJob
 from ..runs.profiles import gpu_profile
 from ..record_kinds import missing_script
-from ..results import ResultsStore, default_root
+from ..results import ResultsStore, default_root, provenance
 from ..results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from ..runs.policy import cannot_make_here
 from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
@@ -93,42 +94,83 @@ class JobFunction(_Checkpointable):
 # ----- choosing the jobs ---------------------------------------------------------------------------------
 
 def jobs_from_plan(entries, *, ensemble="auto", max_jobs=None, download=False):
-    """Jobs for the plan's missing and stale entries, in priority order. ``ensemble``: ``"never"`` (one run
-    per job), ``"auto"`` (seeds of one configuration as one ensemble job where it is exact and the stored
-    ``bench fill`` record says an ensemble is faster for that model), ``"always"`` (wherever it is exact)."""
+    """Jobs for the plan's missing and stale entries, in priority order. Runs of one shape (the plan's ``group``) train
+    as one ensemble job standing where its first run stood: ``ensemble="auto"`` where the plan expects an ensemble
+    (its ``mode``: two or more to make, a step small enough to gain), ``"always"`` wherever the plan groups them (any
+    step), ``"never"``: one run per job. A job holds at most ``plan.MAX_MEMBERS`` runs and, under ``auto``,
+    ``plan.ENSEMBLE_STEP_GFLOP`` of work a step; a larger group is cut into several jobs."""
     if ensemble not in ENSEMBLE_MODES:
         raise ValueError(f"ensemble={ensemble!r}: use one of {', '.join(ENSEMBLE_MODES)}")
-    todo = planning.todo(entries)
-    fill = _fill_record() if ensemble == "auto" else None
-    groups, jobs = {}, []
-    for e in todo:
+    open_jobs, jobs = {}, []
+    for e in planning.todo(entries):
         if not isinstance(e, TrainEntry):
             jobs.append(RecordJob(e, download=download))
-        elif ensemble != "never" and _ensemble_ok(e, ensemble, fill):
-            key = (e.model, e.dataset, e.profile, tuple(sorted(e.settings.items())))
-            if key in groups:
-                groups[key].entries.append(e)
-                continue
-            groups[key] = TrainJob([e], download=download)
-            jobs.append(groups[key])
-        else:
-            jobs.append(TrainJob([e], download=download))
+            continue
+        joins = ensemble != "never" and e.group and (ensemble == "always" or "ensemble" in e.mode)
+        job = open_jobs.get(e.group) if joins else None
+        if job is not None and len(job.entries) < planning.MAX_MEMBERS and (
+                ensemble == "always" or (len(job.entries) + 1) * step_gflop(e.config) <= planning.ENSEMBLE_STEP_GFLOP):
+            job.entries.append(e)
+            continue
+        jobs.append(TrainJob([e], download=download))
+        if joins:
+            open_jobs[e.group] = jobs[-1]
     return jobs[:max_jobs] if max_jobs else jobs
 
 
-def _fill_record():
-    """The stored ``bench fill`` record (which way of training several seeds won, per model), or None."""
-    return ResultsStore().load_record("bench", "fill")
+def engine_modes(jobs, choice):
+    """``jobs`` in the engine modes of ``choice`` (the probe's: ``{"single": mode, "group": mode}``,
+    ``engine.modes.choose``; None: the engine's defaults): a run in the single mode; runs of one shape as one ensemble
+    in the group mode where it is an ensemble mode, at once on streams (``groups.GroupJob``) where it is ``streams``,
+    else one after another in that mode."""
+    if not choice:
+        return list(jobs)
+    out = []
+    for job in jobs:
+        if not job.trains or not isinstance(job, TrainJob):
+            out.append(job)
+        elif len(job.entries) == 1:
+            job.mode = choice["single"]
+            out.append(job)
+        elif choice["group"] in ("ensemble", "graphed ensemble"):
+            job.mode = choice["group"]
+            out.append(job)
+        else:
+            alone = [TrainJob([e], download=job.download, mode=choice["single"]) for e in job.entries]
+            out += [GroupJob(alone)] if choice["group"] == "streams" else alone
+    return out
 
 
-def _ensemble_ok(entry, mode, fill):
-    exact, _ = can_ensemble_run(entry.config)
-    if not exact:
-        return False
-    if mode == "always":
-        return True
-
-    return bool(fill) and fill_winner(fill, entry.model) == "ensemble"
+def probe_engine(jobs, path, *, steps=PROBE_STEPS, progress=print):
+    """A lent machine's first minute: ``engine.modes.probe_modes`` on the first training job's first run and the first
+    job of runs of one shape, its table printed (``progress``) and its record written to ``path``
+    (``engine_choice.json``: each mode's check and speed, the failed checks and why, the choice; on a GPU also into the
+    results store, ``bench/engine-probe-<GPU>.json``, which the pack brings back and the plan's estimates read:
+    ``estimates.mode_speeds``); returns the choice.
+    A failed check switches its mode off, never the batch: a probe that fails as a whole is reported and the batch
+    trains eager."""
+    train = [j for j in jobs if j.trains and isinstance(j, TrainJob)]
+    if not train:
+        return None
+    group = next((j for j in train if len(j.entries) > 1), None)
+    try:
+        record = probe_modes(train[0].entries[0].config, group and [e.config for e in group.entries], steps=steps,
+                             progress=progress)
+    except Exception as e:  # noqa: BLE001  (the probe decides modes; it never stops training)
+        record = {"error": one_line(e), "rows": [], "chosen": {"single": "eager", "group": "eager"}}
+        progress(f"the engine probe failed ({record['error']}); training eager")
+    record["failed"] = {r["mode"]: r["why"] for r in record["rows"] if not r["passed"]}
+    record["provenance"] = provenance(stamp="finished")
+    if record.get("device", "cpu") != "cpu":  # a GPU's speeds: the plan's estimates refit from them (estimates)
+        name = re.sub(r"[^a-z0-9]+", "-", record["device"].lower()).strip("-")
+        ResultsStore().save_record("bench", f"{PROBE_RECORD}-{name}", record)
+    if path:
+        text = json.dumps(record, indent=1, default=str) + "\n"
+        atomic_write(Path(path), lambda f: f.write(text))
+    progress(f"engine: {record['chosen']['single']} for a run, {record['chosen']['group']} for runs of one shape" +
+             (f"; switched off: {', '.join(f'{m} ({why})' for m, why in record['failed'].items())}"
+              if record["failed"] else ""))
+    return record["chosen"]
 
 
 def lacks_data(job):
@@ -166,26 +208,29 @@ def cannot_run_here(job, executor):
 # ----- running them --------------------------------------------------------------------------------------
 
 def run_local(jobs, *, budget=None, executor="local", folder=None, progress=print, pack_limit_mb=None,
-              together="auto"):
-    """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds. With
+              together="auto", choice=None):
+    """Run ``jobs`` in order here, one at a time per GPU (or one CPU job), within ``budget`` seconds; returns the jobs
+    as they ran (``engine_modes``: an ensemble job the probe's choice trains run by run is several jobs). With
     ``pack_limit_mb`` (the largest checkpoint that travels back), a run whose checkpoint is larger starts only if
     the whole run fits in the time left: a paused run's epochs would be lost.
 
     ``executor="inline"`` runs every job in this process (one CUDA context, each dataset loaded once): what a lent
-    GPU's call uses. One job at a time on a device, but on a GPU a job may be a group of small runs trained at once
-    (``together``: ``groups.group_jobs``; each run keeps its own result and records how many shared the device).
+    GPU's call uses. One job at a time on a device; a job of runs of one shape trains them as one ensemble. ``choice``:
+    the engine modes the probe chose (``probe_engine``; ``engine_modes``); where it chose streams, small runs of other
+    shapes train at once too (``together``: ``groups.group_jobs``; each run keeps its own result and records how many
+    shared the device).
 
     Stopped (SIGTERM, SIGINT, ``timeout``): no job is started after that; running jobs are signalled and given
     ``STOP_GRACE_S`` to end (a training run keeps its last epoch's checkpoint), then killed; the jobs are marked
     ``stopped`` / ``not started`` and ``BatchStopped`` is raised."""
     deadline = time.time() + budget if budget else None
-    runnable = []
+    jobs, runnable = engine_modes(jobs, choice), []
     for job in jobs:
         if (why := cannot_run_here(job, executor)) is not None:
             job.outcome, job.note = "skipped", why
         else:
             runnable.append(job)
-    runnable = group_jobs(runnable, together, executor=executor)
+    runnable = group_jobs(runnable, together, executor=executor, streams=bool(choice) and choice["group"] == "streams")
     slots = [None] if executor == "inline" else _gpu_slots(runnable)
     queue, lock, stop, running = list(runnable), threading.Lock(), threading.Event(), {}
 
@@ -366,10 +411,19 @@ def trained_line(jobs, seconds):
     return f"trained {trained:.0f} s of {seconds:.0f} s"
 
 
+def job_mode(job):
+    """The engine mode a job trains in, as the table shows it: its own, ``streams`` for a group trained at once on
+    streams, ``default`` for the engine's default (graphed on a GPU); "" for a record."""
+    if not job.trains:
+        return ""
+    return getattr(job, "mode", "") or ("streams" if isinstance(job, GroupJob) else "default")
+
+
 def status_table(jobs):
-    """The batch's outcome, one line per job: job, outcome, seconds, note or log."""
-    rows = [(j.label, j.outcome, f"{j.seconds:.0f}" if j.seconds else "", j.note + (f" (log: {j.log})"
+    """The batch's outcome, one line per job: job, outcome, seconds, engine mode, note or log."""
+    rows = [(j.label, j.outcome, f"{j.seconds:.0f}" if j.seconds else "", job_mode(j), j.note + (f" (log: {j.log})"
              if j.outcome == "failed" and j.log and j.log not in j.note else "")) for j in jobs]
-    widths = [max(len(r[i]) for r in rows + [("job", "outcome", "s", "")]) for i in range(3)]
-    head = f"{'job':<{widths[0]}}  {'outcome':<{widths[1]}}  {'s':>{widths[2]}}  note"
-    return "\n".join([head] + [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}  {d}" for a, b, c, d in rows])
+    widths = [max(len(r[i]) for r in rows + [("job", "outcome", "s", "mode", "")]) for i in range(4)]
+    head = f"{'job':<{widths[0]}}  {'outcome':<{widths[1]}}  {'s':>{widths[2]}}  {'mode':<{widths[3]}}  note"
+    return "\n".join([head] + [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}  {m:<{widths[3]}}  {d}"
+                               for a, b, c, m, d in rows])

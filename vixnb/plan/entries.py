@@ -23,7 +23,7 @@ from ..runs.spec import Keep, RunSpec, run_command
 #: what ``Entry.to_dict`` (``vixnb plan --json``) holds of each entry, in this order
 FIELDS = ("chapter", "paper", "kind", "name", "model", "dataset", "profile", "seed", "settings", "status", "reason",
           "blocked", "est_gpu_minutes", "basis", "level", "priority", "purpose", "command", "path", "key",
-          "keep_weights")
+          "keep_weights", "group", "mode")
 #: the fields of ``vixnb plan --json`` whose attribute has another name: ``kind`` is the entry's ``job``
 JSON_FIELDS = {"kind": "job"}
 
@@ -46,6 +46,9 @@ class Entry:
     basis: str = ""
     priority: int = 0
     needs: frozenset = frozenset()
+    group: str = ""        # runs of one shape that train as one ensemble share it (``plan.ensemble_group``)
+    mode: str = ""         # the engine mode it is expected to train in (``engine.modes.MODES``)
+    members: int = 1       # the runs its job is expected to train at once (an ensemble's)
 
     job = ""  # what it does: train, measure or bench (listings name it; ``vixnb plan --json`` keeps the field's
     # name of earlier releases, ``kind``, for the scripts that read it)
@@ -123,12 +126,14 @@ class TrainEntry(Entry):
         return "missing", ""
 
     def estimate(self, **context):
-        """``(GPU minutes, basis)``: ``estimates.estimate_run`` of its config (``context``: its keywords)."""
-        return estimate_run(self.config, **context)
+        """``(GPU minutes, basis)``: ``estimates.estimate_run`` of its config in its expected ``mode`` (``context``: its
+        keywords)."""
+        return estimate_run(self.config, mode=self.mode, members=self.members, **context)
 
-    def run(self, store, *, deadline=None, download=False):
-        """Train it into ``store`` (``runs.make.run``, keeping its weights as its spec says); a failure raises."""
-        result = run(self.spec, store=store, progress=False, deadline=deadline, download=download)
+    def run(self, store, *, deadline=None, download=False, graphs=None):
+        """Train it into ``store`` (``runs.make.run``, keeping its weights as its spec says; ``graphs``: the engine's
+        mode, ``train.train``'s); a failure raises."""
+        result = run(self.spec, store=store, progress=False, deadline=deadline, download=download, graphs=graphs)
         if result["status"] != "done":
             raise RuntimeError(f"{self.spec.model}: {result['status']}: {result.get('reason', '')}")
         return result

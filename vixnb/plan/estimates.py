@@ -12,6 +12,13 @@ Each epoch trains the training split and evaluates the test split (a forward at 
 where no test pass was measured); ``STARTUP_SECONDS`` per run go to the job's start (process, CUDA, data). A
 measurement or benchmark has its kind's nominal minutes (``record_kinds.KINDS``). A CPU profile needs no GPU.
 
+**Engine modes** (``engine.modes``): each entry is estimated in the mode it is expected to train in (the plan's
+``mode``). A stored run's seconds are those of the mode that made it (its provenance; runs from before the modes were
+eager); an ensemble member's are the ensemble's divided among its members. Where the expected mode is another, the
+training part is scaled by the two modes' speeds as the newest probe of a lent GPU measured them
+(``bench/engine-probe-*.json``, written by ``vixnb batch --probe`` on a GPU: ``mode_speeds``), and the basis says so;
+with no probe stored, the eager figures stand and the basis says the mode is not measured yet.
+
 ``gpu``: the figures were measured on an H100; for another GPU (``GPUS``) the training part is scaled by the ratio
 of their peak matrix throughput at the precision that GPU would use (bf16 where it has it natively, else fp16),
 and the basis says so. A launch-bound small model gains less from a larger GPU and loses less on a smaller one than
@@ -86,25 +93,68 @@ def step_gflop(config):
     return training_gflop(config["model"], config["dataset"], _overrides(config)) * config["batch_size"]
 
 
+def run_mode(result):
+    """The engine mode that made a stored result (``provenance["execution"]["mode"]``; eager before the modes) and
+    how many runs shared its step (an ensemble's members, else 1)."""
+    execution = (result.get("provenance") or {}).get("execution")
+    if not isinstance(execution, dict):
+        return "eager", 1
+    return execution.get("mode", "eager"), int(execution.get("members", 1))
+
+
 def stored_timings(store, profile):
     """``{(model, overrides JSON): timing}`` and ``{model: timing}`` of the profile's stored runs, a timing being
-    ``{"epoch_s", "test_s", "device", "images"}``: the mean training seconds per epoch and per test pass (epoch 1
-    left out where there are more: start-up) of the first stored run, its device, and the training images of an
-    epoch. Only runs that had the device to themselves (``made_alone``)."""
+    ``{"epoch_s", "test_s", "device", "images", "mode"}``: the mean training seconds per epoch and per test pass (epoch
+    1 left out where there are more: start-up) of the first stored run (an ensemble member's: the ensemble's over its
+    members), its device, the training images of an epoch and the engine mode that made it (``run_mode``). Only runs
+    that had the device to themselves (``made_alone``), or an ensemble's members."""
     by_config, by_model = {}, {}
     for result in store.results(profile, unusable=unusable):
         history, config = result.get("history"), result.get("config") or {}
-        if not history or not made_alone(result):
-            continue  # a shared device's seconds are not a run's own; an ensemble's are all its members'
+        mode, members = run_mode(result)
+        if not history or (members == 1 and not made_alone(result)):
+            continue  # a shared device's seconds are not a run's own
         steady = history[1:] or history
         spec = dataset_spec(config["dataset"])
-        timing = {"epoch_s": statistics.fmean(h["seconds"] for h in steady),
-                  "test_s": statistics.fmean(h.get("eval_seconds", 0.0) for h in steady),
+        timing = {"epoch_s": statistics.fmean(h["seconds"] for h in steady) / members,
+                  "test_s": statistics.fmean(h.get("eval_seconds", 0.0) for h in steady) / members,
                   "device": (result.get("provenance") or {}).get("device", "a GPU"),
-                  "images": config.get("train_size") or spec.train_images}
+                  "images": config.get("train_size") or spec.train_images, "mode": mode}
         by_config.setdefault((config["model"], _overrides(config)), timing)
         by_model.setdefault(config["model"], timing)
     return by_config, by_model
+
+
+#: a lent GPU's probe of the engine's modes, stored in the results store (``bench/<name>-<GPU>.json``)
+PROBE_RECORD = "engine-probe"
+
+
+def mode_speeds(store):
+    """``({mode: member images/s over eager's}, device)`` of the newest stored probe of a GPU (``PROBE_RECORD``):
+    each passing mode's speed relative to eager on the probe's runs; ``({}, None)`` where no GPU was probed yet."""
+    found = []
+    for path in sorted((store.root / "bench").glob(f"{PROBE_RECORD}-*.json")):
+        try:
+            record = json.loads(path.read_text())
+            rates = {r["mode"]: r["images_per_s"] for r in record["rows"] if r["passed"] and r["images_per_s"]}
+            found.append(((record.get("provenance") or {}).get("finished", ""), rates, record["device"]))
+        except (OSError, ValueError, KeyError, TypeError):  # an unreadable record is no evidence
+            continue
+    for _, rates, device in sorted(found, reverse=True):
+        if rates.get("eager"):
+            return {mode: rate / rates["eager"] for mode, rate in rates.items()}, device
+    return {}, None
+
+
+def _mode_scale(mode, timed_mode, speeds):
+    """``(factor on the training seconds, note)`` of an entry expected in ``mode`` from a timing made in
+    ``timed_mode`` (``mode_speeds``' ``speeds``)."""
+    if not mode or mode == timed_mode:
+        return 1.0, f"; {mode or timed_mode}"
+    if mode in speeds and timed_mode in speeds:
+        return speeds[timed_mode] / speeds[mode], f"; {mode}: {speeds[mode] / speeds[timed_mode]:.1f}x {timed_mode} " \
+                                                  "as a GPU's probe measured it"
+    return 1.0, f"; {mode} expected, timed {timed_mode} (no GPU's probe of the modes stored yet)"
 
 
 def fitted_rate(points):
@@ -144,10 +194,12 @@ def estimate_record(profile, minutes, gpu=None):
     return float(minutes) * gpu_factor(gpu), "nominal (no stored timing)" + on
 
 
-def estimate_run(config, *, rates, device, timings, rate, gpu=None):
+def estimate_run(config, *, rates, device, timings, rate, gpu=None, mode=None, speeds=None, members=1):
     """``(GPU minutes, basis)`` of the training run of ``config`` (see the module's docstring): ``rates``/``device``
     from ``bench_rates``, ``timings`` from ``stored_timings``, ``rate`` from ``fitted_rate`` (or None), ``gpu`` the
-    GPU to estimate for (None: the H100 of the figures)."""
+    GPU to estimate for (None: the H100 of the figures), ``mode`` the engine mode it is expected to train in,
+    ``speeds`` the modes' speeds a GPU's probe measured (``mode_speeds``: the training and the evaluation run in that
+    mode) and ``members`` the runs its job trains at once (an ensemble's: they share its start-up)."""
     if not gpu_profile(config["profile"]):
         return 0.0, "CPU profile: no GPU time"
     factor, on = gpu_factor(gpu), f"; scaled to a {gpu.upper()} by peak throughput" if gpu else ""
@@ -158,24 +210,26 @@ def estimate_run(config, *, rates, device, timings, rate, gpu=None):
     timing = by_config.get((config["model"], _overrides(config))) or by_model.get(config["model"])
     if timing is not None and config["dataset"] == "cifar10" and config["precision"] == "bf16":
         same = (config["model"], _overrides(config)) in by_config
-        train_s = timing["epoch_s"] * n_train / timing["images"]
-        test_s = timing["test_s"] or EVAL_COST * train_s * n_test / n_train
-        seconds = epochs * (train_s + test_s) * factor + STARTUP_SECONDS
+        scale, how = _mode_scale(mode, timing.get("mode", "eager"), speeds or {})
+        train_s = timing["epoch_s"] * n_train / timing["images"] * scale
+        test_s = timing["test_s"] * scale or EVAL_COST * train_s * n_test / n_train
+        seconds = epochs * (train_s + test_s) * factor + STARTUP_SECONDS / members
         which = "this run's settings" if same else "another setting of it"
         return seconds / 60, (f"stored run ({which}): {timing['epoch_s']:.1f} s/epoch + {timing['test_s']:.1f} s/test "
-                              f"on {timing['device']}{note}{on}")
+                              f"on {timing['device']}{how}{note}{on}")
     images = epochs * (n_train + EVAL_COST * n_test)
     precision = config["precision"]
     bench = (rates.get(config["model"]) or {}).get(precision) if config["dataset"] == "cifar10" else None
+    scale, how = _mode_scale(mode, "eager", speeds or {})  # the benchmark and the fitted rate: eager steps
     if bench:
-        seconds = images / bench * factor + STARTUP_SECONDS
-        return seconds / 60, f"bench train: {bench:,.0f} img/s ({precision}, {device}){note}{on}"
+        seconds = images / bench * factor * scale + STARTUP_SECONDS / members
+        return seconds / 60, f"bench train: {bench:,.0f} img/s ({precision}, {device}){how}{note}{on}"
     if rate is not None:
         gflop = training_gflop(config["model"], config["dataset"], _overrides(config))
         tflops = rate(step_gflop(config))
-        seconds = images * gflop / (tflops * 1e3) * factor + STARTUP_SECONDS
+        seconds = images * gflop / (tflops * 1e3) * factor * scale + STARTUP_SECONDS / members
         return seconds / 60, (f"FLOPs: {gflop:.2f} GFLOP/img at {tflops:.1f} TFLOP/s, the rate fitted to measured runs "
-                              f"at {gflop * config['batch_size']:,.0f} GFLOP a step{note}{on}")
+                              f"at {gflop * config['batch_size']:,.0f} GFLOP a step{how}{note}{on}")
     return float("nan"), "no throughput measured yet: run `vixnb bench train` first"
 
 

@@ -14,9 +14,12 @@ images/s of one), and on a GPU only as many as fit in ``MEMORY_SHARE`` of its me
 stored runs of their models recorded (``gpu_gb_reserved``), ``UNKNOWN_RUN_GB`` for a model with none. Runs of one
 group share their data splits where they read the same ones (loaded once).
 
-Where: ``together="auto"`` groups on a CUDA device under the ``inline`` and ``local`` executors (one process per
-GPU); on a CPU, and under ``slurm`` (an array job per run, requeued alone), runs train one at a time. A whole
-number forces groups of at most that many runs anywhere (1: never; the tests train a CPU batch through groups).
+Where: ``together="auto"`` groups only where a lent machine's engine probe measured streams faster than its other
+modes (``engine.modes``: streams parallelise GPU work, not the Python thread that launches it, so host-bound runs on
+streams are that many times the host work; runs of one shape train as one ensemble instead), on a CUDA device under
+the ``inline`` and ``local`` executors (one process per GPU); on a CPU, and under ``slurm`` (an array job per run,
+requeued alone), runs train one at a time. A whole number forces groups of at most that many runs anywhere (1: never;
+the tests train a CPU batch through groups).
 
 Each run keeps its own result file, checkpoint, history and provenance; ``provenance["concurrent_jobs"]`` and
 ``provenance["execution"]["concurrent_runs"]`` say how many trained at once (execution facts, not in the run's
@@ -56,12 +59,13 @@ def check_together(together):
                      "number >= 1 of runs trained at once (1: one at a time)")
 
 
-def group_size(together, executor, jobs):
-    """The most runs a group of ``jobs`` holds under ``together`` (``check_together``) and ``executor``."""
+def group_size(together, executor, jobs, streams=False):
+    """The most runs a group of ``jobs`` holds under ``together`` (``check_together``) and ``executor``; ``auto`` groups
+    only where the engine probe measured streams faster than its other modes (``streams``)."""
     if check_together(together) != "auto":
         return together
     on_gpu = executor in GROUP_EXECUTORS and torch.cuda.is_available()
-    return MAX_TOGETHER if on_gpu and any(gpu_profile(j.profile) for j in jobs) else 1
+    return MAX_TOGETHER if streams and on_gpu and any(gpu_profile(j.profile) for j in jobs) else 1
 
 
 def groupable(job):
@@ -82,11 +86,11 @@ def stored_peaks(store, profile):
     return peaks
 
 
-def group_jobs(jobs, together="auto", *, executor="local", store=None):
+def group_jobs(jobs, together="auto", *, executor="local", store=None, streams=False):
     """``jobs`` in order, where ``group_size`` allows several runs at once with the groupable ones (``groupable``)
     gathered into ``GroupJob`` s: each group stands where its first run stood and takes the next groupable runs of
     its profile, up to the size and, on a GPU, its memory (``MEMORY_SHARE``)."""
-    size = group_size(together, executor, jobs)
+    size = group_size(together, executor, jobs, streams)
     if size <= 1:
         return list(jobs)
     cuda = torch.cuda.is_available()

@@ -55,16 +55,26 @@ def executing(executor, runs=1):
 
 @dataclass
 class TrainJob(Job):
-    """One training run, or the seeds of one configuration as one ensemble (``entries``: their ``TrainEntry`` s)."""
+    """One training run, or runs of one shape as one ensemble (``entries``: their ``TrainEntry`` s; the plan's
+    ``group``), in the engine mode ``mode`` (``engine.modes.MODES``; "" for the engine's default: graphed on a GPU)."""
     entries: list
+    mode: str = ""
     trains = True
 
     @property
     def label(self):
         e = self.entries[0]
-        seeds = ",".join(str(x.seed) for x in self.entries)
-        extra = "".join(f" {k}={v}" for k, v in shown_settings(e.settings).items())
-        return f"{e.model} {e.dataset} seed {seeds}{extra}"
+        if all(x.settings == e.settings for x in self.entries):
+            seeds = ",".join(str(x.seed) for x in self.entries)
+            extra = "".join(f" {k}={v}" for k, v in shown_settings(e.settings).items())
+            return f"{e.model} {e.dataset} seed {seeds}{extra}"
+        runs = ", ".join(f"{x.name} seed {x.seed}" for x in self.entries)
+        return f"{e.model} {e.dataset}, {len(self.entries)} runs of one shape: {runs}"
+
+    @property
+    def graphs(self):
+        """The engine's ``graphs`` for its mode (None: the engine's default)."""
+        return self.mode.startswith("graphed") if self.mode else None
 
     def run(self, store, deadline=None, download=False, executor=None):
         """Train it (an ensemble: ``runs.make.run_ensemble``): ``resumed`` where it went on from a checkpoint that no
@@ -88,9 +98,9 @@ class TrainJob(Job):
         try:
             if len(configs) > 1:
                 run_ensemble(configs, store=store, deadline=deadline, progress=False, download=download,
-                             keep_weights=[e.keep_weights for e in entries])
+                             keep_weights=[e.keep_weights for e in entries], graphs=self.graphs)
             else:
-                entries[0].run(store, deadline=deadline, download=download)
+                entries[0].run(store, deadline=deadline, download=download, graphs=self.graphs)
         except TrainingPaused as paused:
             return {"outcome": "paused", "note": str(paused)}
         except Exception:  # not SystemExit / KeyboardInterrupt: preemption, timeouts and Ctrl-C keep the checkpoint

@@ -36,6 +36,7 @@ chapter's totals count it there only); it keeps its weights where any chapter or
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -45,7 +46,9 @@ from .. import papers
 from ..runs.asked import question_specs, study, study_own_specs, table_specs
 from ..data import source_fingerprint
 from .entries import BenchEntry, MeasureEntry, TrainEntry
-from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, stored_timings
+from .estimates import bench_rates, check_gpu, fitted_rate, measured_points, mode_speeds, step_gflop, stored_timings
+from ..engine.ensemble import member_shape
+from ..runs.make import can_ensemble_run
 from ..runs.profiles import get_profile, gpu_profile
 from ..runs.spec import run_model_settings
 from ..record_kinds import chapter_requests, kind_of, record_name, study_requests, weights_read
@@ -156,7 +159,10 @@ def _needs(request, profile, runs):
 
 # ----- the plan -----------------------------------------------------------------------------------------
 
-ORDERS = ("chapters", "rows")
+ORDERS = ("chapters", "rows", "claims")
+#: the chapters a lent GPU finishes first under ``order="claims"``: the blog's, whose answer the book lacks most (its
+#: stall question's GPU arms first, then the rest of its entries)
+LOAN_FIRST = ("simplified",)
 
 
 def build(profile, *, store=None, only=None, chapter=None, machine=False, order="chapters", gpu=None):
@@ -166,7 +172,9 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     priorities are then ranks among those entries. ``machine``: the runs this machine makes (``vixnb plan``,
     ``vixnb batch``), in the precision it trains them in; the pages ask for the profile's own. ``order``: ``chapters``
     (whole chapters, every seed, runs and measurements together, the cheapest chapter first:
-    ``_chapters_cheapest_first``) or ``rows`` (the levels across the book: one seed of every row first, ``LEVELS``).
+    ``_chapters_cheapest_first``), ``rows`` (the levels across the book: one seed of every row first, ``LEVELS``) or
+    ``claims`` (a lent GPU's: ``LOAN_FIRST`` chapters first, then each level by claims decided per GPU-minute:
+    ``_decisions_first``).
     ``gpu``: estimate the minutes for that GPU (``measure.flops.GPUS``) instead of the H100 of the stored figures."""
     check_gpu(gpu)
     if order not in ORDERS:
@@ -203,9 +211,13 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     rates, device = bench_rates(store)
     timings = stored_timings(store, profile)
     rate = fitted_rate(measured_points(rates, timings[1]))
+    speeds, _ = mode_speeds(store)
     for e in entries:
         e.status, e.reason = e.stored_status(store, needed)
-        e.est_gpu_minutes, e.basis = e.estimate(rates=rates, device=device, timings=timings, rate=rate, gpu=gpu)
+    _group_and_mode(entries)
+    for e in entries:
+        e.est_gpu_minutes, e.basis = e.estimate(rates=rates, device=device, timings=timings, rate=rate, gpu=gpu,
+                                                speeds=speeds)
         if not isinstance(e, TrainEntry):
             continue
         if e.dataset != "synthetic" and not data_here(e.dataset):
@@ -220,6 +232,8 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
     entries = after_needs(entries)
     if order == "chapters":
         entries = _chapters_cheapest_first(entries)
+    elif order == "claims":
+        entries = _decisions_first(entries)
     for rank, e in enumerate(entries, 1):
         e.priority = rank
     if only:
@@ -229,6 +243,72 @@ def build(profile, *, store=None, only=None, chapter=None, machine=False, order=
             raise ValueError(f"only={unknown}: not in the {profile!r} plan; its names: {', '.join(names)}")
         entries = [e for e in entries if e.name in only or e.model in only]
     return entries
+
+
+#: a run joins an ensemble where its training step is at most this much work (GFLOP: bound by the host, whose
+#: dispatches an ensemble shares), and an ensemble holds at most ``MAX_MEMBERS`` runs and ``ENSEMBLE_STEP_GFLOP`` of
+#: work a step (the batch cuts a larger group into jobs of that size)
+MEMBER_STEP_GFLOP, MAX_MEMBERS, ENSEMBLE_STEP_GFLOP = 128, 16, 2048
+
+
+def ensemble_group(config):
+    """The group of runs of one shape that ``config``'s run may train with as one ensemble (``engine.ensemble``: the
+    same forward and protocol; a short hash of ``member_shape``), or "" where its members would not equal separate runs
+    (``runs.make.can_ensemble_run``: dropout, DualOpT, a warm start...)."""
+    if not can_ensemble_run(config)[0]:
+        return ""
+    return hashlib.sha256(member_shape(config).encode()).hexdigest()[:12]
+
+
+def _group_and_mode(entries):
+    """Each training entry's ``group`` (``ensemble_group``) and the ``mode`` it is expected to train in: an ensemble
+    where two or more runs of its group are to make and its step is small enough to gain (``MEMBER_STEP_GFLOP``), else
+    alone; graphed on a GPU profile (``engine.modes``: the probe of a lent machine may choose otherwise, and each
+    result's provenance says which mode made it)."""
+    train = [e for e in entries if isinstance(e, TrainEntry)]
+    for e in train:
+        e.group = ensemble_group(e.config)
+    together = {}
+    for e in train:
+        if e.group and e.status in TO_MAKE:
+            together[e.group] = together.get(e.group, 0) + 1
+    for e in train:
+        grouped = together.get(e.group, 0) > 1 and step_gflop(e.config) <= MEMBER_STEP_GFLOP
+        e.mode = ("graphed " if gpu_profile(e.profile) else "") + "ensemble" if grouped else \
+            ("graphed" if gpu_profile(e.profile) else "eager")
+        e.members = min(together[e.group], MAX_MEMBERS,
+                        max(1, ENSEMBLE_STEP_GFLOP // max(step_gflop(e.config), 1e-9))) if grouped else 1
+
+
+def _decisions_first(entries):
+    """``entries`` (in the rows order) for a lent GPU: first the ``LOAN_FIRST`` chapters' question runs (a question's
+    GPU arms and the rows beside them), then the rest of those chapters, then each level (``LEVELS``) by the claims its
+    runs decide per GPU-minute: a run scores, for each testable claim that compares its row (``papers.claim_rows``),
+    one over the minutes left of all that claim's runs, so that cheap decisions come first; ties keep the rows
+    order. A measurement stays after the runs it reads (``after_needs``)."""
+    naming = {}
+    for key in {e.paper for e in entries if e.paper in papers.list_papers()}:
+        for claim, rows in papers.claim_rows(key):
+            for row in rows:
+                naming.setdefault((key, row), set()).add((key, claim))
+    left = {}
+    for e in entries:
+        if isinstance(e, TrainEntry) and e.status in TO_MAKE:
+            for claim in naming.get((e.paper, e.name), ()):
+                left[claim] = left.get(claim, 0.0) + finite(e.est_gpu_minutes)
+
+    def score(e):
+        if not isinstance(e, TrainEntry):
+            return 0.0
+        return sum(1 / max(left.get(c, 0.0), 0.1) for c in naming.get((e.paper, e.name), ()))
+
+    def bucket(e):
+        if e.chapter in LOAN_FIRST:
+            return 0 if e.purpose.startswith("question:") else 1
+        return 1 + e.level
+
+    rank = {id(e): i for i, e in enumerate(entries)}
+    return after_needs(sorted(entries, key=lambda e: (bucket(e), -score(e), rank[id(e)])))
 
 
 def _chapters_cheapest_first(entries):

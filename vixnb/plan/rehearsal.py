@@ -26,12 +26,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
 
 from . import batch as runner
 from . import plan as planning
-from ..data import dataset_spec
 from ..runs.make import can_ensemble_run
 from .entries import BenchEntry, TrainEntry
 from ..errors import one_line
@@ -40,7 +37,6 @@ from ..runs.profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile, gpu_pro
 from ..results import ResultsStore
 from ..results.pack import unpack
 from ..runs.spec import Keep
-from ..engine.train import autocasts, build_model, first_phase, make_optimizer, training_device
 
 #: the training protocols a rehearsal runs at least once: name -> whether a run's config uses it
 PROTOCOLS = {
@@ -290,62 +286,3 @@ def rehearsal_table(rows, seconds):
     counts = {o: sum(r[1] == o for r in rows) for o in ("ok", "skipped", "failed")}
     lines.append(f"\n{counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed, in {seconds:.0f} s")
     return "\n".join(lines)
-
-
-# ----- the GPU check of a lent machine's call --------------------------------------------------------------
-
-#: the most a GPU check spends: the rest of a call trains (the whole rehearsal runs on a CPU before a loan, in CI)
-GPU_CHECK_SECONDS = 30
-
-
-def gpu_check(jobs, *, limit_s=GPU_CHECK_SECONDS, device=None):
-    """The check a lent GPU runs before its batch, in the batch's own process: for each model the training jobs
-    ``jobs`` would start (each configuration once), two optimizer steps of a batch of 8 random images on the
-    paths only a GPU has: the config's autocast (bf16, or fp16 with a gradient scaler), AdamW fused on a GPU,
-    the attention kernels the model dispatches to. ``[(label, "ok" | "failed" | "not checked", seconds, note)]``;
-    what is left when ``limit_s`` has passed is "not checked". The caller's RNG state is left as it was."""
-    start, rows, seen = time.time(), [], set()
-    for job in jobs:
-        if not job.trains:
-            continue
-        config = job.entries[0].config
-        ident = (config["model"], config["dataset"], config["precision"], str(config["model_overrides"]),
-                 config["optimizer"])
-        if ident in seen:
-            continue
-        seen.add(ident)
-        label = f"{config['model']} {config['dataset']} {config['precision']}"
-        if time.time() - start > limit_s:
-            rows.append((label, "not checked", 0.0, f"the check's {limit_s} s were spent"))
-            continue
-        t0 = time.time()
-        try:
-            here = training_device(config, device)
-            spec = dataset_spec(config["dataset"])
-            with torch.random.fork_rng(devices=[here] if here.type == "cuda" else []):
-                torch.manual_seed(0)
-                model, _ = build_model(config)
-                model.to(here).train()
-                optimizer = make_optimizer(model, config, first_phase(config))
-                autocast, loss_autocast, scaler = autocasts(config, here)
-                images = torch.randn(8, 3, spec.image_size, spec.image_size, device=here)
-                labels = torch.randint(0, spec.num_classes, (8,), device=here)
-                for _ in range(2):
-                    optimizer.zero_grad(set_to_none=True)
-                    with autocast():
-                        logits = model(images)
-                    with loss_autocast():
-                        loss = F.cross_entropy(logits.float(), labels)
-                    scaler.scale(loss).backward()
-                    scaler.step(optimizer)
-                    scaler.update()
-                if here.type == "cuda":
-                    torch.cuda.synchronize(here)
-            if not torch.isfinite(loss):
-                raise RuntimeError(f"the loss is {loss.item()} after two steps")
-            fused = any(g.get("fused") for g in optimizer.param_groups)
-            rows.append((label, "ok", time.time() - t0, f"{here.type}; loss {loss.item():.3f}" +
-                         ("; fused AdamW" if fused else "")))
-        except Exception as err:  # noqa: BLE001  (each model's failure is one row)
-            rows.append((label, "failed", time.time() - t0, one_line(err)))
-    return rows

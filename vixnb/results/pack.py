@@ -88,10 +88,11 @@ def _choose(musts, optional, capacity):
     return chosen, left
 
 
-def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_FILES - 1,
+def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_FILES - 2,
          part_bytes=PART_BYTES):
     """Write what a session must bring back as ``path`` (one part) or ``path.part1ofN``... (at most ``max_parts``
-    files of at most ``part_bytes`` each; default: the device's limits, one file left for the session's log): the
+    files of at most ``part_bytes`` each; default: the device's limits, two files left for the session's log and the
+    engine probe's record, ``engine_choice.json``): the
     profile's results with their kept weights, its measurements, the benchmark records and failed jobs' logs, then
     paused runs' checkpoints while they fit (``limit_mb``: at most that many MiB in all). ``since`` (seconds since the
     epoch): only what was written from then on. Paths inside are the checkout's (``results/...``): ``unpack`` them.
