@@ -140,7 +140,7 @@ def test_an_unknown_table_key_is_refused(paper_dir):
 def test_names_that_point_nowhere_are_refused(paper_dir):
     edited(paper_dir, "vix", "    train: [table6]", "    train: [table7]")
     assert refused("vix") == ("vixnb/papers/vix.yaml: book[2].train names 'table7', which is not a table of the file; "
-                              "its tables: table1, table2, table3, table4, table5, table6")
+                              "its tables: table1, table2, table3, table4, table5, table6, earlier_reading")
     edited(paper_dir, "vix", "    train: [table7]", "    train: [table6]")
     edited(paper_dir, "shaped", "    keep_weights: [table5]", "    keep_weights: [table5, table6]")
     assert refused("shaped").startswith("vixnb/papers/shaped.yaml: book[0].keep_weights names 'table6', which is "
