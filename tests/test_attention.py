@@ -583,6 +583,43 @@ def test_shaped_init_schemes_and_stack():
     torch.testing.assert_close(m(x), x)  # identity init: the layer starts as the identity map
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_hehofmann_init_is_the_centred_identity_and_its_beta_and_queries_take_gradient(fused):
+    """He and Hofmann's code: alpha = beta = gamma = 1, zero queries, centred: the map alpha I + beta C - gamma C is
+    exactly the identity at initialisation, yet beta (and the queries behind its softmax) take gradient. The blog's
+    ``identity`` (alpha = 1, beta = 0) is the identity too, but its zero beta leaves the queries and keys none."""
+    m = A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="hehofmann", fused=fused)
+    assert (m.alpha.item(), m.beta.item(), m.gamma.item()) == (1.0, 1.0, 1.0)
+    assert not m.to_q.weight.any() and not m.to_q.bias.any() and m.to_k.weight.any()
+    x = x_input().requires_grad_()
+    torch.testing.assert_close(m.attention_map(x), torch.eye(N).expand(B, HEADS, N, N), atol=1e-6, rtol=0)
+    out = m(x)
+    torch.testing.assert_close(out, x, atol=1e-6, rtol=0)
+    (out * torch.randn_like(out)).sum().backward()
+    assert m.beta.grad.abs() > 1e-3 and m.gamma.grad.abs() > 1e-3 and m.to_q.weight.grad.abs().sum() > 0
+    blog = A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="identity", fused=fused)
+    assert blog.gamma is None and (blog.alpha.item(), blog.beta.item()) == (1.0, 0.0)
+    y = blog(x)
+    torch.testing.assert_close(y, x, atol=1e-6, rtol=0)
+    (y * torch.randn_like(y)).sum().backward()
+    assert not blog.to_q.weight.grad.any() and not blog.to_k.weight.grad.any()
+
+
+def test_hehofmann_init_through_the_blogs_simplified_vit():
+    """``alpha_beta="hehofmann"`` gives every block of the simplified ViT the centred identity map at
+    initialisation; an unknown scheme names every scheme with its label, the blog's 1/0 as its reading."""
+    import vixnb
+
+    model = vixnb.create_model("vit_small_simplified", width=32, depth=3, alpha_beta="hehofmann")
+    mixers = [m for m in model.modules() if isinstance(m, A.ShapedAttention)]
+    assert len(mixers) == 3 and A.alpha_beta(model) == [[1.0, 1.0]] * 3
+    x = torch.randn(2, 65, 32)
+    for m in mixers:
+        torch.testing.assert_close(m(x), x, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"identity \(the blog's reading: 1 / 0\)"):
+        A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="He & Hofmann")
+
+
 def test_transformer_passes_the_layer_position_to_every_mixer():
     from vixnb.layers.blocks import Transformer
 
