@@ -15,7 +15,7 @@ from torch import nn
 
 from vixnb import layers as A
 from vixnb.layers.linear import ImageLinearAttention, linear_attention
-from vixnb.layers.performer import FastAttention, local_window_attention
+from vixnb.layers.performer import KEY_MAX, FastAttention, local_window_attention, softmax_features
 from vixnb.layers.blocks import PreNorm
 
 B, N, DIM, HEADS, DH = 2, 65, 32, 4, 8
@@ -583,6 +583,43 @@ def test_shaped_init_schemes_and_stack():
     torch.testing.assert_close(m(x), x)  # identity init: the layer starts as the identity map
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_hehofmann_init_is_the_centred_identity_and_its_beta_and_queries_take_gradient(fused):
+    """He and Hofmann's code: alpha = beta = gamma = 1, zero queries, centred: the map alpha I + beta C - gamma C is
+    exactly the identity at initialisation, yet beta (and the queries behind its softmax) take gradient. The blog's
+    ``identity`` (alpha = 1, beta = 0) is the identity too, but its zero beta leaves the queries and keys none."""
+    m = A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="hehofmann", fused=fused)
+    assert (m.alpha.item(), m.beta.item(), m.gamma.item()) == (1.0, 1.0, 1.0)
+    assert not m.to_q.weight.any() and not m.to_q.bias.any() and m.to_k.weight.any()
+    x = x_input().requires_grad_()
+    torch.testing.assert_close(m.attention_map(x), torch.eye(N).expand(B, HEADS, N, N), atol=1e-6, rtol=0)
+    out = m(x)
+    torch.testing.assert_close(out, x, atol=1e-6, rtol=0)
+    (out * torch.randn_like(out)).sum().backward()
+    assert m.beta.grad.abs() > 1e-3 and m.gamma.grad.abs() > 1e-3 and m.to_q.weight.grad.abs().sum() > 0
+    blog = A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="identity", fused=fused)
+    assert blog.gamma is None and (blog.alpha.item(), blog.beta.item()) == (1.0, 0.0)
+    y = blog(x)
+    torch.testing.assert_close(y, x, atol=1e-6, rtol=0)
+    (y * torch.randn_like(y)).sum().backward()
+    assert not blog.to_q.weight.grad.any() and not blog.to_k.weight.grad.any()
+
+
+def test_hehofmann_init_through_the_blogs_simplified_vit():
+    """``alpha_beta="hehofmann"`` gives every block of the simplified ViT the centred identity map at
+    initialisation; an unknown scheme names every scheme with its label, the blog's 1/0 as its reading."""
+    import vixnb
+
+    model = vixnb.create_model("vit_small_simplified", width=32, depth=3, alpha_beta="hehofmann")
+    mixers = [m for m in model.modules() if isinstance(m, A.ShapedAttention)]
+    assert len(mixers) == 3 and A.alpha_beta(model) == [[1.0, 1.0]] * 3
+    x = torch.randn(2, 65, 32)
+    for m in mixers:
+        torch.testing.assert_close(m(x), x, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"identity \(the blog's reading: 1 / 0\)"):
+        A.build("shaped", dim=DIM, heads=HEADS, dim_head=DH, init="He & Hofmann")
+
+
 def test_transformer_passes_the_layer_position_to_every_mixer():
     from vixnb.layers.blocks import Transformer
 
@@ -726,6 +763,68 @@ def test_parity_performer_pytorch(kernel):
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
     assert true_count(ours) == true_count(ref)
     assert paper_count(ours, x) == paper_count(ref, x)
+
+
+def _double_fast_attention(key_max, b, h, n=N):
+    """Our ``FastAttention`` with ``key_max`` and performer-pytorch's, in float64, one projection, and (q, k, v) of
+    shape (b, h, n, DH) that take gradients."""
+    pp = pytest.importorskip("performer_pytorch")
+    ref = pp.FastAttention(DH, nb_features=24).double()
+    ours = FastAttention(dim_head=DH, nb_features=24, key_max=key_max).double()
+    with torch.no_grad():
+        ours.projection.copy_(ref.projection_matrix)
+    qkv = [torch.randn(b, h, n, DH, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    return ours, ref, qkv
+
+
+@pytest.mark.parametrize("key_max,b,h", [("per_head", 3, HEADS), ("per_head", 1, 1), ("global", 1, 1)])
+def test_performer_key_max_is_performer_pytorchs_kernel_where_it_should_be(key_max, b, h):
+    """``per_head`` is performer-pytorch's kernel on any batch, gradients included (both detach the maxima);
+    ``global`` (the ViX and CXV authors' one max over the batch) is the same function on a batch of one with one
+    head, where one max over everything is the max of the one (sample, head)."""
+    ours, ref, (q, k, v) = _double_fast_attention(key_max, b, h)
+    out, expected = ours(q, k, v), ref(q, k, v)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
+    if key_max == "per_head":
+        grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+        for g, e in zip(grads, torch.autograd.grad(expected.square().sum(), (q, k, v))):
+            torch.testing.assert_close(g, e, atol=1e-12, rtol=1e-12)
+
+
+def test_performer_global_key_max_differs_from_performer_pytorch_on_a_batch():
+    """On a batch of several samples and heads the authors' global max is another function than performer-pytorch's
+    per-head one (the kernel's 1e-4 does not cancel)."""
+    ours, ref, (q, k, v) = _double_fast_attention("global", 2, HEADS)
+    k.data[1] *= 3  # the second sample's keys hold the batch's max
+    assert (ours(q, k, v) - ref(q, k, v)).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("key_max", KEY_MAX)
+def test_performer_global_key_max_makes_a_samples_output_depend_on_its_batch(key_max):
+    """``global``: a sample's output changes with the other samples of its batch; ``per_head``: it does not."""
+    fa = FastAttention(dim_head=DH, nb_features=24, key_max=key_max).double()
+    q, k, v = (torch.randn(2, HEADS, N, DH, dtype=torch.float64) for _ in range(3))
+    k[1] *= 3  # the other sample's keys hold the batch's max
+    alone, in_batch = fa(q[:1], k[:1], v[:1]), fa(q, k, v)[:1]
+    if key_max == "per_head":
+        torch.testing.assert_close(alone, in_batch, atol=1e-12, rtol=1e-12)
+    else:
+        assert (alone - in_batch).abs().max() > 1e-4
+
+
+def test_performer_global_key_max_takes_the_true_gradient_as_the_authors_kernel_does():
+    """The authors' kernel detaches neither stabiliser, so its gradients are the derivative of its output: checked
+    against finite differences (float64), with a kernel epsilon large enough that the maxima matter."""
+    projection = torch.randn(6, 4, dtype=torch.float64)
+    x = torch.randn(2, 2, 5, 4, dtype=torch.float64, requires_grad=True)
+    for is_query in (True, False):
+        assert torch.autograd.gradcheck(
+            lambda t, q=is_query: softmax_features(t, projection, is_query=q, eps=0.5, key_max="global"), (x,))
+
+
+def test_performer_key_max_is_checked():
+    with pytest.raises(ValueError, match="key_max='batch': choose 'global'"):
+        FastAttention(dim_head=DH, key_max="batch")
 
 
 def test_parity_performer_local_heads_core():

@@ -8,6 +8,7 @@ import torch
 import vixnb
 from vixnb import layers
 from vixnb.models import model_cfg, model_entrypoint
+from vixnb.models.registry import changed_defaults
 from vixnb.report.tables import paper_frame
 
 TABLE1, TABLE2 = paper_frame("vix", "table1"), paper_frame("vix", "table2")
@@ -185,7 +186,10 @@ def test_each_model_is_one_function_in_its_family_file(name):
     fn = model_entrypoint(name)
     family = "mlp_mixer" if name.endswith("mlp_mixer") else "vix"
     assert fn.__name__ == name and fn.__module__ == f"vixnb.models.{family}"
-    assert list(inspect.signature(fn).parameters) == ["image_size", "num_classes", "channels", "config"]
+    # besides the data set's three, only the settings whose default changed (ViP's key_max) are its own keywords
+    own = list(changed_defaults(name))
+    assert list(inspect.signature(fn).parameters) == ["image_size", "num_classes", "channels", *own, "config"]
+    assert own == (["key_max"] if "vip" in name else [])
     plain = name.removeprefix("hybrid_")
     label = LABELS[plain] if plain == name else f"Hybrid {LABELS[plain]}"
     assert model_cfg(name)["label"] == label and model_cfg(name)["paper"] == "vix"
@@ -197,7 +201,7 @@ def test_paper_mixers_read_from_the_model_functions():
     state = torch.random.get_rng_state()
     assert paper_mixers() == {
         "vit": ("softmax", {}), "fnet": ("fnet", {}),
-        "vip": ("performer", {"kernel": "softmax", "qkv_bias": True}),
+        "vip": ("performer", {"kernel": "softmax", "qkv_bias": True, "key_max": "global"}),
         "vil": ("linformer", {"k": 64, "share_kv": True, "one_kv_head": True}),
         "vin": ("nystrom", {"num_landmarks": 64, "pinv_iterations": 6, "residual_conv_kernel": 33}),
     }

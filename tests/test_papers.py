@@ -140,7 +140,7 @@ def test_an_unknown_table_key_is_refused(paper_dir):
 def test_names_that_point_nowhere_are_refused(paper_dir):
     edited(paper_dir, "vix", "    train: [table6]", "    train: [table7]")
     assert refused("vix") == ("vixnb/papers/vix.yaml: book[2].train names 'table7', which is not a table of the file; "
-                              "its tables: table1, table2, table3, table4, table5, table6")
+                              "its tables: table1, table2, table3, table4, table5, table6, earlier_reading")
     edited(paper_dir, "vix", "    train: [table7]", "    train: [table6]")
     edited(paper_dir, "shaped", "    keep_weights: [table5]", "    keep_weights: [table5, table6]")
     assert refused("shaped").startswith("vixnb/papers/shaped.yaml: book[0].keep_weights names 'table6', which is "
@@ -238,3 +238,54 @@ def test_a_byte_that_is_not_utf8_names_the_file_and_line(paper_dir):
 def test_a_question_name_that_would_be_a_path_is_refused(paper_dir):
     found = _problems(paper_dir, "shaped", lambda text: text.replace(b"      vanilla_gap_w96:", b"      ../gap:", 1))
     assert any("questions: the question '../gap' names a file of the results store" in line for line in found), found
+
+
+# ----- issue 55: the authors' dropout, stated per model and read from the models built under the protocol -------------
+
+def test_every_models_dropout_under_the_protocol_is_what_the_paper_file_states():
+    """Every model of every paper file that states the authors' dropout (``protocol.dropout``), built under its
+    protocol (``model_overrides``), applies exactly that; Hybrid ViN its 0.25 in the 8 feed-forward Dropout modules
+    that HybridViN.py passes it, as ViN."""
+    from vixnb.paper_contract import built_dropout
+    from vixnb.papers import stated_dropout
+    from vixnb.runs.spec import run_config
+
+    stating = [k for k in papers.list_papers() if "dropout" in (papers.load(k).get("protocol") or {})]
+    assert "vix" in stating
+    for key in stating:
+        protocol = papers.protocol(key)
+        for model in sorted({m for m, _ in papers.paper_runs(key).values()}):
+            assert built_dropout(model, protocol) == stated_dropout(protocol, model), (key, model)
+    vix = papers.protocol("vix")
+    assert built_dropout("hybrid_vin", vix) == built_dropout("vin", vix) == [[0.25, 8]]
+    assert built_dropout("vit", vix) == [[0.25, 12]] and built_dropout("cct", vix) == [[0.1, 4]]
+    assert built_dropout("hybrid_vin_rope", vix) == [[0.5, 9]] and built_dropout("hybrid_vip", vix) == []
+    assert run_config("hybrid_vin", profile="budget")["model_overrides"] == {"dropout": 0.25}
+
+
+def test_papers_check_fails_where_a_models_dropout_is_not_the_authors(paper_dir, capsys):
+    from vixnb.cli import main
+
+    override = b"                    hybrid_vin: {dropout: 0.25},\n"
+    found = _problems(paper_dir, "vix", lambda text: text.replace(override, b"", 1))
+    assert found == ["vixnb/papers/vix.yaml: model 'hybrid_vin' applies dropout none under the protocol, where the "
+                     "authors' scripts apply 0.25 in 8 module(s) (protocol.dropout); give it their rates in "
+                     "protocol.model_overrides, or correct protocol.dropout"]
+    assert main(["papers", "check", "vix"]) == 1
+    assert "model 'hybrid_vin' applies dropout none" in capsys.readouterr().out
+    found = _problems(paper_dir, "vix", lambda text: text.replace(b"cct: {0.1: 4}", b"cct: {0.1: 0}, cvq: {}", 1))
+    assert any("protocol.dropout names 'cvq', which is no model of the file's tables" in p for p in found), found
+    assert any("protocol.dropout.cct must map each rate" in p for p in found), found
+
+
+def test_the_page_lists_the_scripts_that_tested_with_dropout_active():
+    """Scripts that never call model.eval() (``protocol.no_eval_mode``) on models with dropout: their published test
+    accuracy was measured with it active."""
+    from vixnb import report
+
+    frame = report.tables.tested_with_dropout("vix")
+    assert list(frame.index) == ["ViT", "ViN", "Hybrid ViN", "ViN-RoPE", "Hybrid ViN-RoPE"]
+    assert frame.loc["Hybrid ViN", "dropout active in their test"] == "0.25 in 8 module(s)"
+    assert frame.loc["Hybrid ViN-RoPE", "dropout active in their test"] == "0.5 in 9 module(s)"
+    assert "CCT" not in frame.index  # CCT.py calls model.eval()
+    assert report.tables.tested_with_dropout("shaped").empty

@@ -44,10 +44,15 @@ def _by_model(entries):
 
 def test_plan_lists_every_published_row_once_per_seed():
     entries = plan.build("budget")
-    train = [e for e in entries if e.job == "train" and e.paper == "vix" and not e.purpose.startswith("question")]
+    earlier = [e for e in entries if e.job == "train" and e.purpose == "vix earlier_reading"]
+    train = [e for e in entries if e.job == "train" and e.paper == "vix" and not e.purpose.startswith("question")
+             and e not in earlier]
     # the vix paper's three chapters: Tables 1-2 (12 models x 2 datasets), Tables 3-5 (12 x 2 + 6), Table 6 (8),
     # three seeds each (the shaped paper's studies: tests/test_shaped_chapter.py)
     assert len(train) == (12 * 2 + 12 * 2 + 6 + 8) * 3
+    # and the run of our earlier reading of the Performer's key stabiliser, its first seed only, kept with its key
+    assert [(e.model, e.dataset, e.seed, e.settings, e.key) for e in earlier] == [
+        ("hybrid_vip", "cifar10", 0, {"key_max": "per_head"}, "fe61a1fafff996a0")]
     # one study of the vix paper in the budget profile: ViP as its text describes it, beside Table 1's ViP
     studied = [e for e in entries if e.paper == "vix" and e.purpose.startswith("question")]
     assert sorted((e.purpose, e.model, e.dataset, e.seed) for e in studied) == [

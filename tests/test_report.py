@@ -137,6 +137,22 @@ def test_banner_of_a_page_rendered_from_the_store():
     assert "holds no `paper` result yet" in report.records.banner("paper", compute="never")
 
 
+def test_provenance_line_names_the_reading_of_each_changed_default():
+    """A page says which reading made each number: for a setting whose default changed (the Performer's key_max),
+    the value of each run behind the line, a config stored before the change (without the setting) meaning the
+    earlier default."""
+    from vixnb.report.records.provenance import readings
+
+    made = {"device": "fake GPU", "commit": "abc", "seed": 0}
+    earlier = {"config": run_config("hybrid_vip", profile="budget", key_max="per_head"), "provenance": made}
+    assert earlier["config"]["model_overrides"] == {}  # as the run stored before "global" became the default
+    records = [earlier, {"config": run_config("cvp", profile="budget"), "provenance": made},
+               {"config": run_config("vit", profile="budget"), "provenance": made}]
+    assert readings(records) == {"key_max": ["global (CvP)", "per_head (Hybrid ViP)"]}
+    assert report.records.provenance_line(records).endswith("; key_max: global (CvP), per\\_head (Hybrid ViP).")
+    assert "key_max" not in report.records.provenance_line(records[2:])
+
+
 def test_provenance_line_names_the_dates():
     _done("vit", "budget", 50.0)
     line = report.records.provenance_line(report.records.collect_runs(["vit"], dataset="cifar10", profile="budget",

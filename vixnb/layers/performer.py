@@ -5,7 +5,7 @@ Kernels (``kernel=``):
 - ``softmax`` (default, what the authors' scripts run): positive orthogonal random features for the
   softmax kernel, ``nb_features = int(dim_head * ln(dim_head))`` (110 for dim_head 32), as in
   performer-pytorch: phi(x) = m^-1/2 (exp(w.x - |x|^2/2 - c) + 1e-4) on x scaled by d^-1/4, the
-  stabiliser c a (detached) max per query row, and per (batch, head) for the keys.
+  stabiliser c a max per query row and, for the keys, as ``key_max`` says (below).
 - ``relu``: the generalized kernel with random projection and ReLU, as the ViX paper states:
   phi(x) = ReLU(W x d^-1/4) + 1e-3.
 - ``relu-deterministic`` / ``exp-deterministic``: phi applied to the scaled queries and keys with no
@@ -13,6 +13,15 @@ Kernels (``kernel=``):
   constants that cancel in the normalisation, so the output is exactly that of exp(q.k / sqrt(d)).
 The projection is a buffer (not a parameter); ``feature_redraw_interval=N`` redraws it every N training
 calls, ``None`` keeps it fixed as in the authors' code.
+
+The keys' stabiliser of the softmax kernel (``key_max=``, ``KEY_MAX``): it cancels in the normalisation except
+through the kernel's 1e-4, so the two readings are two functions (logits 2e-3 to 5e-3 apart at initialisation):
+- ``per_head`` (default here, performer-pytorch's today): a max per (sample, head), detached, as is the queries'
+  max per row; a sample's output is independent of the rest of its batch;
+- ``global`` (the ViX and CXV authors' code, ``softmax_kernel`` of their model files: ``torch.max(data_dash)``):
+  one max over the whole batch x heads x tokens x features tensor of the keys' projections, and neither it nor the
+  queries' max per row detached (their kernel detaches none; only the gradients see that). A sample's output then
+  depends on the other samples of its batch. The `vix` and `cxv` Performer models take it by default.
 
 ``local_heads=L`` makes the last L heads local-window heads (as performer-pytorch orders them): exact
 softmax attention of each token over its own window of ``local_window`` tokens and the windows on either
@@ -33,6 +42,17 @@ FEATURES = {"softmax": "phi: positive orthogonal random features of the softmax 
             "relu": "phi: ReLU of an orthogonal random projection",
             "relu-deterministic": "phi: ReLU of q and k", "exp-deterministic": "phi: exp of q and k"}
 KERNELS = tuple(FEATURES)
+#: the keys' stabilisers of the softmax kernel (``key_max=``): what each is, and whose it is
+KEY_MAX = {"per_head": "a max per (sample, head), detached (performer-pytorch)",
+           "global": "one max over the whole batch, not detached (the ViX and CXV authors' code)"}
+
+
+def check_key_max(key_max):
+    """``key_max`` if it names a stabiliser of ``KEY_MAX``, else a ``ValueError`` naming both."""
+    if key_max not in KEY_MAX:
+        raise ValueError(f"key_max={key_max!r}: choose 'global' (the ViX and CXV authors' code) or 'per_head' "
+                         "(performer-pytorch's)")
+    return key_max
 
 
 def orthogonal_gaussian(rows, cols, *, generator=None, device=None):
@@ -49,17 +69,21 @@ def orthogonal_gaussian(rows, cols, *, generator=None, device=None):
     return norms[:, None] * torch.cat(blocks)
 
 
-def softmax_features(x, projection, *, is_query, eps=1e-4):
+def softmax_features(x, projection, *, is_query, eps=1e-4, key_max="per_head"):
     """phi(x) = exp(w.x - |x|^2/2 - c) / sqrt(m) + eps / sqrt(m), x scaled by d^-1/4.
 
-    c is a detached max: per row for queries, per (batch, head) for keys (it cancels in the
-    normalisation except through ``eps``, exactly as in performer-pytorch).
+    c is a max per row for queries; for keys, per (batch, head) (``key_max="per_head"``: both maxima detached, as
+    performer-pytorch has them) or one over the whole tensor (``"global"``: neither detached, as the ViX and CXV
+    authors' kernel has them). It cancels in the normalisation except through ``eps``.
     """
     x = x * x.shape[-1] ** -0.25
     dash = x @ projection.T.to(x.dtype)
     diag = (x**2).sum(dim=-1, keepdim=True) / 2
-    dims = (-1,) if is_query else (-1, -2)
-    shift = dash.amax(dim=dims, keepdim=True).detach()
+    if check_key_max(key_max) == "global":
+        shift = dash.amax(dim=-1, keepdim=True) if is_query else dash.amax()
+    else:
+        dims = (-1,) if is_query else (-1, -2)
+        shift = dash.amax(dim=dims, keepdim=True).detach()
     return projection.shape[0] ** -0.5 * (torch.exp(dash - diag - shift) + eps)
 
 
@@ -103,11 +127,12 @@ class FastAttention(nn.Module):
     map_description = ("Performer's phi(Q) phi(K)^T with rows normalised to sum 1 (random-feature, ReLU or "
                 "deterministic exp kernel)")
 
-    def __init__(self, *, dim_head, nb_features=None, kernel="softmax", feature_redraw_interval=None, kernel_eps=1e-3):
+    def __init__(self, *, dim_head, nb_features=None, kernel="softmax", feature_redraw_interval=None, kernel_eps=1e-3,
+                 key_max="per_head"):
         super().__init__()
         if kernel not in KERNELS:
             raise ValueError(f"unknown Performer kernel {kernel!r}; choose one of {KERNELS}")
-        self.kernel, self.kernel_eps = kernel, kernel_eps
+        self.kernel, self.kernel_eps, self.key_max = kernel, kernel_eps, check_key_max(key_max)
         self.nb_features = nb_features or int(dim_head * math.log(dim_head))
         self.dim_head, self.feature_redraw_interval = dim_head, feature_redraw_interval
         if kernel.startswith("relu"):
@@ -122,8 +147,8 @@ class FastAttention(nn.Module):
 
     def features(self, q, k):
         if self.kernel == "softmax":
-            return (softmax_features(q, self.projection, is_query=True),
-                    softmax_features(k, self.projection, is_query=False))
+            return (softmax_features(q, self.projection, is_query=True, key_max=self.key_max),
+                    softmax_features(k, self.projection, is_query=False, key_max=self.key_max))
         scale = q.shape[-1] ** -0.25
         q, k = q * scale, k * scale
         if self.kernel == "exp-deterministic":  # the shifts cancel between numerator and normaliser
@@ -153,7 +178,8 @@ class PerformerAttention(nn.Module):
     mechanism = "Performer"  # what the synthesis page groups it under (``report.claims.synthesis``)
 
     def __init__(self, *, dim, heads=4, dim_head=32, dropout=0.0, nb_features=None, kernel="softmax",
-                 feature_redraw_interval=None, local_heads=0, local_window=256, qkv_bias=True, rope=None, seq_len=None):
+                 feature_redraw_interval=None, local_heads=0, local_window=256, qkv_bias=True, rope=None, seq_len=None,
+                 key_max="per_head"):
         super().__init__()
         if not 0 <= local_heads <= heads:
             raise ValueError(f"local_heads must be between 0 and heads={heads}, got {local_heads}")
@@ -163,7 +189,7 @@ class PerformerAttention(nn.Module):
         self.heads, self.rope = heads, rope
         self.local_heads, self.local_window = local_heads, local_window
         self.fast_attention = FastAttention(dim_head=dim_head, nb_features=nb_features, kernel=kernel,
-                                            feature_redraw_interval=feature_redraw_interval)
+                                            feature_redraw_interval=feature_redraw_interval, key_max=key_max)
         self.to_q = nn.Linear(dim, inner, bias=qkv_bias)
         self.to_k = nn.Linear(dim, inner, bias=qkv_bias)
         self.to_v = nn.Linear(dim, inner, bias=qkv_bias)

@@ -4,21 +4,28 @@ The attention matrix is reshaped to alpha * I + beta * softmax(Q K^T / sqrt(d)) 
 the input: there are no value or output projections (W_V = W_O = I), so the values of head j are the
 input channels j*dim/heads .. (j+1)*dim/heads and the heads' outputs are concatenated back to dim
 channels. alpha and beta are learnable scalars (shared by the heads of a layer), initialised by a named
-scheme (``init=``):
+scheme (``init=``, ``SCHEMES``):
 
 - ``uniform``: alpha = beta = 0.5 (the `shaped` paper's experiments 1-3)
-- ``identity``: alpha = 1, beta = 0 (He & Hofmann's initialisation)
+- ``identity``, the blog's reading: alpha = 1, beta = 0 (the `shaped` paper's experiment 4, which calls it He &
+  Hofmann's; their code starts otherwise, ``hehofmann``)
 - ``attention``: alpha = 0, beta = 1
 - ``dynamic``: alpha_i = 1/i, beta_i = 1 - 1/i for layer i = 1..L (the `shaped` paper, experiment 5)
 - ``inverse-dynamic``: alpha_i = 1 - 1/i, beta_i = 1/i (experiment 6)
+- ``hehofmann``, He & Hofmann's code: alpha = beta = gamma = 1 with the centring term (below) always on, and the
+  query projection's weights (and bias, where there is one) zero. The queries are then zero, the softmax is the
+  uniform matrix C, and the centred map alpha I + beta C - gamma C is exactly the identity at initialisation, while
+  beta multiplies a live matrix and takes gradient (the blog's ``identity`` has beta = 0 and keeps the softmax of
+  random queries). Their gains are per head and their blocks have no biases; here the gains are shared by a layer's
+  heads, and the query bias (which the blog's counts give it) starts at zero.
 
 The layer-wise schemes need ``layer_index`` (1-based) and accept ``depth`` (checked: 1 <= i <= depth);
 the ``Transformer`` (``layers.blocks``), ``layers.build_stack`` and ``layers.build(..., layer_index=, depth=)``
 pass both, so ``create_model("vit", mixer="shaped", mixer_options={"init": "dynamic"})`` gives alpha_i = 1/i.
 Explicit ``alpha=``/``beta=`` override the scheme. ``centering=True`` adds He & Hofmann's third term,
 minus gamma * C with C the uniform 1/T matrix and gamma initialised to beta (the `shaped` paper leaves it out;
-off by default). ``fused=True`` (default) mixes through ``scaled_dot_product_attention``, ``fused=False``
-forms the softmax matrix (``layers.fused_attn`` switches it).
+off by default, always on under ``hehofmann``). ``fused=True`` (default) mixes through
+``scaled_dot_product_attention``, ``fused=False`` forms the softmax matrix (``layers.fused_attn`` switches it).
 
 Departures from the blog's snippet, which is a sketch: it scales the scores by sqrt(d) instead of
 1/sqrt(d) and returns the T x T matrix; we scale by 1/sqrt(d_head) and return the mixed tokens.
@@ -29,14 +36,21 @@ from torch import nn
 
 from .heads import merge_heads, split_heads
 
-INIT_SCHEMES = ("uniform", "identity", "attention", "dynamic", "inverse-dynamic")
+#: the alpha/beta schemes (``init=``), each with its label
+SCHEMES = {"uniform": "0.5 / 0.5", "identity": "the blog's reading: 1 / 0", "attention": "0 / 1",
+           "dynamic": "1/i and 1 - 1/i per layer", "inverse-dynamic": "1 - 1/i and 1/i per layer",
+           "hehofmann": "He and Hofmann's code: 1 / 1, centred, zero queries"}
+INIT_SCHEMES = tuple(SCHEMES)
+#: the scheme of He and Hofmann's code: it centres the map and zeroes the queries (``ShapedAttention``)
+CENTRED_IDENTITY = "hehofmann"
 
 
 def shaped_init(scheme, *, layer_index=None, depth=None):
     """(alpha, beta) at initialisation for ``scheme``; ``layer_index`` is 1-based."""
     if scheme not in INIT_SCHEMES:
-        raise ValueError(f"unknown shaped-attention init {scheme!r}; choose one of {INIT_SCHEMES}")
-    fixed = {"uniform": (0.5, 0.5), "identity": (1.0, 0.0), "attention": (0.0, 1.0)}
+        raise ValueError(f"unknown shaped-attention init {scheme!r}; choose one of: "
+                         + ", ".join(f"{name} ({label})" for name, label in SCHEMES.items()))
+    fixed = {"uniform": (0.5, 0.5), "identity": (1.0, 0.0), "attention": (0.0, 1.0), CENTRED_IDENTITY: (1.0, 1.0)}
     if scheme in fixed:
         return fixed[scheme]
     if layer_index is None:
@@ -80,9 +94,14 @@ class ShapedAttention(nn.Module):
         self.init, self.layer_index, self.depth = init, layer_index, depth
         self.to_q = nn.Linear(dim, inner, bias=qk_bias)
         self.to_k = nn.Linear(dim, inner, bias=qk_bias)
+        if init == CENTRED_IDENTITY:  # He & Hofmann's zero queries: softmax(0) = C, cancelled by gamma C
+            nn.init.zeros_(self.to_q.weight)
+            if self.to_q.bias is not None:
+                nn.init.zeros_(self.to_q.bias)
         self.alpha = nn.Parameter(torch.tensor(float(a)))
         self.beta = nn.Parameter(torch.tensor(float(b)))
-        self.gamma = nn.Parameter(torch.tensor(float(b))) if centering else None
+        centred = centering or init == CENTRED_IDENTITY
+        self.gamma = nn.Parameter(torch.tensor(float(b))) if centred else None
 
     def qkv(self, x):
         """q, k (b, h, n, dim_head) and the values, which are the input itself split into heads (W_V = I)."""

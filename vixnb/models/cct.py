@@ -45,7 +45,7 @@ from ..layers.heads import merge_heads
 from ..layers.softmax import SoftmaxAttention
 from ..layers.stems import stem_geometry
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixer
+from .vix import PER_HEAD_BEFORE, paper_mixer
 
 
 class CCTAttention(SoftmaxAttention):
@@ -192,10 +192,10 @@ def cct(*, image_size, num_classes, channels, **config):
     return ccx_model(image_size, num_classes, channels, config, mixer, {**options, "attn_dropout": 0.1})
 
 
-@register_model(paper="vix", label="CCP")
-def ccp(*, image_size, num_classes, channels, **config):
-    """Compact Convolutional Performer: ViP's mixer (FAVOR+, softmax kernel, biased q/k/v)."""
-    return ccx_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
+@register_model(paper="vix", label="CCP", changed_defaults=PER_HEAD_BEFORE)
+def ccp(*, image_size, num_classes, channels, key_max="global", **config):
+    """Compact Convolutional Performer: ViP's mixer (FAVOR+, softmax kernel, biased q/k/v; ``key_max`` as ``vip``)."""
+    return ccx_model(image_size, num_classes, channels, config, *paper_mixer("vip", key_max=key_max))
 
 
 @register_model(paper="vix", label="CCL")

@@ -123,3 +123,21 @@ def recorded_counts(model):
     papers' size (two traced forwards) and the architecture signature."""
     return {"params_paper": count_params(model, "paper"), "params_true": count_params(model, "true"),
             "size_mb": summary_size_mb(model), "architecture": architecture_signature(model)}
+
+
+def dropout_rates(model):
+    """``[[rate, modules], ...]`` by rate: where dropout acts in ``model`` in training, each rate above 0 and how many
+    modules apply it: an ``nn.Dropout`` (of any dimension), or a mixer's dropout on its attention weights
+    (``attn_dropout``, CCT's, which the authors' code applies as a Dropout module). Stochastic depth (``DropPath``)
+    drops whole branches, not units, and is left out. What a paper file's ``protocol.dropout`` states per model."""
+    rates = {}
+    for module in model.modules():
+        rate = module.p if isinstance(module, nn.modules.dropout._DropoutNd) else getattr(module, "attn_dropout", 0)
+        if isinstance(rate, (int, float)) and rate > 0:
+            rates[float(rate)] = rates.get(float(rate), 0) + 1
+    return [[rate, rates[rate]] for rate in sorted(rates)]
+
+
+def dropout_text(rates):
+    """``dropout_rates``' ``[[rate, modules], ...]`` in words: "0.25 in 8 module(s)", or "none"."""
+    return ", ".join(f"{rate:g} in {count} module(s)" for rate, count in rates) or "none"

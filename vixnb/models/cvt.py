@@ -48,7 +48,7 @@ from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import GRID_SIDE
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixer
+from .vix import PER_HEAD_BEFORE, paper_mixer
 
 CONV_ATTENTION = "cvt"  # the mixer name naming CvT's own convolutional-projection softmax attention
 
@@ -216,10 +216,10 @@ def cvt(*, image_size, num_classes, channels, **config):
     return cvx_model(image_size, num_classes, channels, config, CONV_ATTENTION, dim_head=64)
 
 
-@register_model(paper="vix", label="CvP")
-def cvp(*, image_size, num_classes, channels, **config):
-    """CvT with ViP's Performer attention on each stage's tokens."""
-    return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
+@register_model(paper="vix", label="CvP", changed_defaults=PER_HEAD_BEFORE)
+def cvp(*, image_size, num_classes, channels, key_max="global", **config):
+    """CvT with ViP's Performer attention on each stage's tokens (``key_max``: the keys' stabiliser, as ``vip``)."""
+    return cvx_model(image_size, num_classes, channels, config, *paper_mixer("vip", key_max=key_max))
 
 
 @register_model(paper="vix", label="CvL")

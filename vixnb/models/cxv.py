@@ -72,7 +72,7 @@ from ..layers.blocks import residual_stack
 from ..layers.stems import GRID_SIDE
 from .cvt import ChannelNorm, FeedForward2d, TokenMixer2d
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixer
+from .vix import PER_HEAD_BEFORE, paper_mixer
 
 IMAGE_LINEAR = "image_linear"  # the mixer name naming CLTV's ``ImageLinearAttention`` (conv projections)
 
@@ -182,8 +182,8 @@ def cxv_model(image_size, num_classes, channels, config, mixer, mixer_options=No
                **config)
 
 
-def _with_dropout(name, dropout=0.5):
-    mixer, options = paper_mixer(name)
+def _with_dropout(name, dropout=0.5, **settings):
+    mixer, options = paper_mixer(name, **settings)
     return mixer, {**options, "dropout": dropout}
 
 
@@ -193,10 +193,11 @@ def cnv_5_4(*, image_size, num_classes, channels, **config):
     return cxv_model(image_size, num_classes, channels, config, *_with_dropout("vin"))
 
 
-@register_model(paper="cxv", label="CPV-5/4")
-def cpv_5_4(*, image_size, num_classes, channels, **config):
-    """CXV with ViP's Performer attention (softmax kernel), output dropout 0.5."""
-    return cxv_model(image_size, num_classes, channels, config, *_with_dropout("vip"))
+@register_model(paper="cxv", label="CPV-5/4", changed_defaults=PER_HEAD_BEFORE)
+def cpv_5_4(*, image_size, num_classes, channels, key_max="global", **config):
+    """CXV with ViP's Performer attention (softmax kernel; ``key_max`` as ``vip``: CPV.py's is the same one max over
+    the batch), output dropout 0.5."""
+    return cxv_model(image_size, num_classes, channels, config, *_with_dropout("vip", key_max=key_max))
 
 
 @register_model(paper="cxv", label="CLTV-5/4")

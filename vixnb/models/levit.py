@@ -40,7 +40,7 @@ from .. import layers
 from ..layers.blocks import mlp, residual_stack
 from ..layers.stems import conv_stem, stem_geometry
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixer
+from .vix import PER_HEAD_BEFORE, paper_mixer
 
 
 class LeViTAttention(nn.Module):
@@ -186,11 +186,11 @@ def levit(*, image_size, num_classes, channels, **config):
     return levix_model(image_size, num_classes, channels, config, "levit", dict(pos_bias=False))
 
 
-@register_model(paper="vix", label="LeViP")
-def levip(*, image_size, num_classes, channels, **config):
-    """LeViP: ViP's Performer. 622,410; the paper prints 662,410, 40,000 more (a typo: its Table 4 gives
-    646,920 = 622,410 + 24,510, as the authors' notebook prints)."""
-    return levix_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
+@register_model(paper="vix", label="LeViP", changed_defaults=PER_HEAD_BEFORE)
+def levip(*, image_size, num_classes, channels, key_max="global", **config):
+    """LeViP: ViP's Performer (``key_max`` as ``vip``). 622,410; the paper prints 662,410, 40,000 more (a typo: its
+    Table 4 gives 646,920 = 622,410 + 24,510, as the authors' notebook prints)."""
+    return levix_model(image_size, num_classes, channels, config, *paper_mixer("vip", key_max=key_max))
 
 
 @register_model(paper="vix", label="LeViL")

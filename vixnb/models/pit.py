@@ -51,7 +51,7 @@ from .. import layers
 from ..layers.blocks import Transformer
 from ..layers.stems import conv_stem, stem_geometry
 from .registry import mixer_overrides, register_model
-from .vix import paper_mixer
+from .vix import PER_HEAD_BEFORE, paper_mixer
 
 
 def unfold_embedding(channels, dim, *, patch_size=1):
@@ -146,10 +146,10 @@ def pin(*, image_size, num_classes, channels, **config):
     return pix_model(image_size, num_classes, channels, config, *paper_mixer("vin"))
 
 
-@register_model(paper="vix", label="PiP")
-def pip(*, image_size, num_classes, channels, **config):
-    """PiP: ViP's Performer (softmax-kernel FAVOR+, biased q/k/v) in both stages."""
-    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip"))
+@register_model(paper="vix", label="PiP", changed_defaults=PER_HEAD_BEFORE)
+def pip(*, image_size, num_classes, channels, key_max="global", **config):
+    """PiP: ViP's Performer (softmax-kernel FAVOR+, biased q/k/v; ``key_max`` as ``vip``) in both stages."""
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip", key_max=key_max))
 
 
 @register_model(paper="vix", label="Hybrid PiT")
@@ -164,7 +164,7 @@ def hybrid_pin(*, image_size, num_classes, channels, **config):
     return pix_model(image_size, num_classes, channels, config, *paper_mixer("vin"), hybrid=True)
 
 
-@register_model(paper="vix", label="Hybrid PiP")
-def hybrid_pip(*, image_size, num_classes, channels, **config):
-    """PiP with the 3-conv stem."""
-    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip"), hybrid=True)
+@register_model(paper="vix", label="Hybrid PiP", changed_defaults=PER_HEAD_BEFORE)
+def hybrid_pip(*, image_size, num_classes, channels, key_max="global", **config):
+    """PiP with the 3-conv stem (``key_max`` as ``vip``)."""
+    return pix_model(image_size, num_classes, channels, config, *paper_mixer("vip", key_max=key_max), hybrid=True)

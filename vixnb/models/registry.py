@@ -84,6 +84,12 @@ def _default_of(name, setting):
     return default
 
 
+def changed_defaults(name):
+    """``{setting: earlier default}`` of model ``name``: its settings whose default changed after runs were stored
+    (``register_model(changed_defaults=...)``; empty for most models)."""
+    return dict(_CHANGED_DEFAULTS.get(name, {}))
+
+
 def settings_in_key(name, settings):
     """``settings`` of model ``name`` as a run's key holds them: a setting whose default changed
     (``register_model(changed_defaults=...)``) is written out at today's default where not given, and left out where

@@ -21,8 +21,8 @@ alpha_beta="uniform", layout="blog", blog_scale=False, block="parallel")``.
   (alpha I + beta A) LN(x) + MLP(LN(x)), no value/output projections and no skips: the alpha I term carries the
   signal past every MLP. The counts force the one LayerNorm (with bias) inside each block, besides the one before
   the encoder the blog names. Scalar alpha and beta are initialised by ``alpha_beta`` (``layers.shaped``: uniform,
-  identity, attention, dynamic, inverse-dynamic; the per-layer schemes get each block's ``layer_index`` and the
-  ``depth``);
+  identity (the blog's reading of He & Hofmann), attention, dynamic, inverse-dynamic, and hehofmann (their code:
+  centred, zero queries); the per-layer schemes get each block's ``layer_index`` and the ``depth``);
 - in both, the queries and keys project to width/heads channels in total, so there is one attention map per layer,
   applied to every channel; the MLP is width -> width -> width (GELU);
 - head: a width x width Linear with tanh on the class token (the original ViT's pre-logits layer; the counts fix

@@ -18,6 +18,12 @@ reproduce the paper's parameter counts (the authors' scripts). ``vix_model`` app
 ``create_model``: ``mixer_options`` is merged into the model's own mixer options; every other key replaces
 an argument (``depth=1``, ``dropout=0.25``, ``pos_embedding="rope"``; ``mixer="shaped"`` swaps the mixer,
 which then starts from no options of the model's). Adding a model is adding one function here.
+
+The Performer models of the `vix` and `cxv` papers (ViP, Hybrid ViP, their RoPE forms, Hybrid ViP-6/8, and through
+``paper_mixer("vip", key_max=...)`` PiP, CvP, LeViP, CCP and CPV) take ``key_max``, the keys' stabiliser
+(``layers.performer.KEY_MAX``): ``"global"`` (default), the authors' code, or ``"per_head"``, performer-pytorch's and
+our earlier reading. Runs stored before the default changed keep their keys and mean ``per_head``
+(``register_model(changed_defaults=PER_HEAD_BEFORE)``).
 """
 import inspect
 from functools import partial
@@ -31,6 +37,12 @@ from .. import layers, papers
 from ..layers.blocks import Transformer
 from ..layers.stems import GRID_SIDE, embedding, stem_geometry
 from .registry import list_models, mixer_overrides, model_entrypoint, register_model
+
+#: the Performer's keys' stabiliser before ``key_max="global"`` (the authors' code) became the default of the `vix` and
+#: `cxv` Performer models: a run stored without ``key_max`` was made with performer-pytorch's ``per_head``
+PER_HEAD_BEFORE = {"key_max": "per_head"}
+#: ViP's mixer options in the authors' script (softmax-kernel FAVOR+, biased q/k/v), less the keys' stabiliser
+VIP_OPTIONS = dict(kernel="softmax", qkv_bias=True)
 
 
 class ViX(nn.Module):
@@ -97,11 +109,12 @@ def vit(*, image_size, num_classes, channels, **config):
     return vix_model(image_size, num_classes, channels, config, mixer="softmax")
 
 
-@register_model(paper="vix", label="ViP")
-def vip(*, image_size, num_classes, channels, **config):
-    """Vision Performer: FAVOR+ with the softmax kernel, biased q/k/v projections."""
+@register_model(paper="vix", label="ViP", changed_defaults=PER_HEAD_BEFORE)
+def vip(*, image_size, num_classes, channels, key_max="global", **config):
+    """Vision Performer: FAVOR+ with the softmax kernel, biased q/k/v projections, the keys' stabiliser ``key_max``
+    (``"global"``: the authors' one max over the batch; ``"per_head"``: performer-pytorch's)."""
     return vix_model(image_size, num_classes, channels, config,
-                     mixer="performer", mixer_options=dict(kernel="softmax", qkv_bias=True))
+                     mixer="performer", mixer_options=dict(VIP_OPTIONS, key_max=key_max))
 
 
 #: the ViX text's Performer (section 4): "a local window size of 256" and a ReLU kernel. The text names no number of
@@ -145,11 +158,11 @@ def hybrid_vit(*, image_size, num_classes, channels, **config):
     return vix_model(image_size, num_classes, channels, config, hybrid=True, mixer="softmax")
 
 
-@register_model(paper="vix", label="Hybrid ViP")
-def hybrid_vip(*, image_size, num_classes, channels, **config):
-    """ViP with the 3-conv stem."""
+@register_model(paper="vix", label="Hybrid ViP", changed_defaults=PER_HEAD_BEFORE)
+def hybrid_vip(*, image_size, num_classes, channels, key_max="global", **config):
+    """ViP with the 3-conv stem (``key_max`` as ``vip``)."""
     return vix_model(image_size, num_classes, channels, config, hybrid=True,
-                     mixer="performer", mixer_options=dict(kernel="softmax", qkv_bias=True))
+                     mixer="performer", mixer_options=dict(VIP_OPTIONS, key_max=key_max))
 
 
 @register_model(paper="vix", label="Hybrid ViL")
@@ -186,10 +199,10 @@ def vit_rope(*, image_size, num_classes, channels, **config):
     return rope_model("vit", image_size, num_classes, channels, config)
 
 
-@register_model(paper="vix", label="ViP-RoPE")
-def vip_rope(*, image_size, num_classes, channels, **config):
-    """ViP with RoPE (on the queries and keys before the random-feature map)."""
-    return rope_model("vip", image_size, num_classes, channels, config)
+@register_model(paper="vix", label="ViP-RoPE", changed_defaults=PER_HEAD_BEFORE)
+def vip_rope(*, image_size, num_classes, channels, key_max="global", **config):
+    """ViP with RoPE (on the queries and keys before the random-feature map; ``key_max`` as ``vip``)."""
+    return rope_model("vip", image_size, num_classes, channels, dict(config, key_max=key_max))
 
 
 @register_model(paper="vix", label="ViL-RoPE")
@@ -213,10 +226,10 @@ def hybrid_vit_rope(*, image_size, num_classes, channels, **config):
     return rope_model("hybrid_vit", image_size, num_classes, channels, config)
 
 
-@register_model(paper="vix", label="Hybrid ViP-RoPE")
-def hybrid_vip_rope(*, image_size, num_classes, channels, **config):
-    """Hybrid ViP with RoPE."""
-    return rope_model("hybrid_vip", image_size, num_classes, channels, config)
+@register_model(paper="vix", label="Hybrid ViP-RoPE", changed_defaults=PER_HEAD_BEFORE)
+def hybrid_vip_rope(*, image_size, num_classes, channels, key_max="global", **config):
+    """Hybrid ViP with RoPE (``key_max`` as ``vip``)."""
+    return rope_model("hybrid_vip", image_size, num_classes, channels, dict(config, key_max=key_max))
 
 
 @register_model(paper="vix", label="Hybrid ViL-RoPE")
@@ -271,12 +284,12 @@ def hybrid_vin_6_8(*, image_size, num_classes, channels, **config):
                          mlp_dim=256)
 
 
-@register_model(paper="cxv", label="Hybrid ViP-6/8")
-def hybrid_vip_6_8(*, image_size, num_classes, channels, **config):
+@register_model(paper="cxv", label="Hybrid ViP-6/8", changed_defaults=PER_HEAD_BEFORE)
+def hybrid_vip_6_8(*, image_size, num_classes, channels, key_max="global", **config):
     """Hybrid ViP with 6 layers, 8 heads of 32, MLP 256: 1,285,194 parameters, 1.30 G paper MACs (Table 1: 1.3 M,
-    1.31 G)."""
-    return resized_model("hybrid_vip", image_size, num_classes, channels, config, depth=6, heads=8, dim_head=32,
-                         mlp_dim=256)
+    1.31 G); ``key_max`` as ``vip``."""
+    return resized_model("hybrid_vip", image_size, num_classes, channels, dict(config, key_max=key_max), depth=6,
+                         heads=8, dim_head=32, mlp_dim=256)
 
 
 
@@ -328,17 +341,19 @@ def vip_b16_224(*, image_size, num_classes, channels, kernel="favor+", nb_featur
                      mixer_options=dict(kernel=B16_KERNELS[kernel], nb_features=nb_features))
 
 
-def _configured(name):
-    """Model ``name`` of this file as its function configures it, built at depth 0 on the meta device (no weights,
-    no random numbers drawn), so the functions above stay the one place that states their mixers."""
+def _configured(name, **settings):
+    """Model ``name`` of this file as its function configures it (with ``settings``), built at depth 0 on the meta
+    device (no weights, no random numbers drawn), so the functions above stay the one place that states their
+    mixers."""
     with torch.device("meta"):
-        return model_entrypoint(name)(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0)
+        return model_entrypoint(name)(image_size=GRID_SIDE, num_classes=1, channels=3, depth=0, **settings)
 
 
-def paper_mixer(name):
-    """(mixer, mixer options) of ViX model ``name`` ("vit", "vip", "vil", "vin", ...), as its function
-    configures them: what the other families' X variants take (LeViP = LeViT's skeleton + ``paper_mixer("vip")``)."""
-    model = _configured(name)
+def paper_mixer(name, **settings):
+    """(mixer, mixer options) of ViX model ``name`` ("vit", "vip", "vil", "vin", ...), as its function configures
+    them with its ``settings`` (``key_max=`` of ``vip``): what the other families' X variants take (LeViP = LeViT's
+    skeleton + ``paper_mixer("vip", key_max=key_max)``)."""
+    model = _configured(name, **settings)
     return model.mixer_name, dict(model.mixer_options)
 
 

@@ -212,6 +212,13 @@ def protocol(key):
     return data["protocol"]
 
 
+def stated_dropout(protocol, model):
+    """``[[rate, modules], ...]`` by rate: the dropout a paper file's ``protocol`` (its ``dropout``: the authors'
+    scripts) states for ``model``; none where it names no such table or not the model."""
+    stated = (protocol.get("dropout") or {}).get(model) or {}
+    return [[float(rate), stated[rate]] for rate in sorted(stated)]
+
+
 def gpu_batch_size(key):
     """The batch size of paper ``key``'s "GPU (GB)" column (its protocol's ``gpu_batch_size``; 64, the ViX paper's,
     where it gives none): the batch of our GPU-memory measurement beside it."""

@@ -82,6 +82,8 @@ SECTIONS = {
         "dualopt": Key(_MAPPING, "a mapping {patience, sgd_lr, sgd_momentum, max_epochs}"),
         "gpu_batch_size": Key(_WHOLE, "a whole number"),
         "no_script": _names("model names"),
+        "dropout": Key(_MAPPING, "a mapping {model: {rate: modules}}", items=_MAPPING),
+        "no_eval_mode": _names("model names"),
     },
     "chapter": {
         "notebook": Key(_TEXT, "a notebook name (notebooks/<name>.ipynb)", required=True),

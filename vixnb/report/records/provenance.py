@@ -9,6 +9,9 @@ from ...plan.plan import STATUSES, build, counts, shown_settings, todo
 from ...runs.profiles import get_profile, gpu_profile, list_profiles
 from ...results import ResultsStore, StoreError, made_on, read_json
 from ...runs.policy import cannot_make_here, code_changed
+from ...models import list_models, model_cfg
+from ...models.registry import changed_defaults
+from ...runs.spec import run_model_settings
 
 
 def short_device(device):
@@ -98,11 +101,30 @@ def provenance_line(records, *, profile=None):
     fields["data"] = sorted({str(r["provenance"].get("data", r["config"]["dataset"])) for r in made
                              if "data" in r["provenance"] or "config" in r})
     fields["date"] = sorted({d for p in provs if (d := made_on(p))})
+    fields.update(readings(made))
     missing = sum(1 for r in records if isinstance(r, dict) and r.get("status") == "not yet run")
     line = "; ".join(f"{k}: {', '.join(map(markdown_text, v))}" for k, v in fields.items() if v)  # results' text
     notes = sorted({p["note"] for p in provs if p.get("note")})
     return (f"Provenance — {line}" + (f"; {missing} run(s) not yet run" if missing else "") + "."
             + "".join(f" Note: {markdown_text(n.rstrip('.'))}." for n in notes))
+
+
+def readings(records):
+    """``{setting: ["value (models)", ...]}``: for each setting whose default changed (``register_model(
+    changed_defaults=...)``: the Performer's ``key_max``, the small ViTs' ``layout`` and ``block``), the value each of
+    the training results ``records`` was made with (a stored config without the setting means the earlier default),
+    and the models it made: which reading made each number of a page."""
+    found = {}
+    for r in records:
+        config = r.get("config") if isinstance(r, dict) else None
+        model = (config or {}).get("model")
+        if model not in list_models() or not changed_defaults(model):
+            continue
+        settings = run_model_settings(config)
+        for setting in changed_defaults(model):
+            found.setdefault(setting, {}).setdefault(str(settings[setting]), set()).add(model_cfg(model)["label"])
+    return {setting: [f"{value} ({', '.join(sorted(labels))})" for value, labels in sorted(values.items())]
+            for setting, values in sorted(found.items())}
 
 
 def measured_runs_frame(runs):

@@ -12,7 +12,7 @@ from .measurements import first_steps_section, records_section, speed_table
 from .pages import (NOT_YET_RUN, NOT_YET_RUN_SHORT, PAGE_TABLE_STYLE, beside_paper, cell_text, differences, glue, label,
                     not_yet_run, page_table, paper_frame)
 from .plans import plan_todo_frame, plan_totals_frame, question_frame
-from .protocol import protocol_table
+from .protocol import protocol_table, tested_with_dropout
 
 __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SHORT", "PAGE_TABLE_STYLE",
            "PAPER_COMPARABLE_GPU", "alone_frame", "approximation_panels", "attribution_agreement", "attribution_areas",
@@ -23,4 +23,5 @@ __all__ = ["ATTRIBUTION_METHODS", "MAP_MEASURES", "NOT_YET_RUN", "NOT_YET_RUN_SH
            "first_steps_section", "protocol_table", "randomisation_checks", "ratio", "records_section",
            "relative_change", "results_beside_paper",
            "rollout_rows", "rope_deltas", "row_labels", "rows_beside_paper", "same_model_rows", "softmax_of",
-           "speed_table", "question_frame", "times_against", "transfer_counts", "transfer_preview"]
+           "speed_table", "question_frame", "tested_with_dropout", "times_against", "transfer_counts",
+           "transfer_preview"]

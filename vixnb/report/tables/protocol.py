@@ -1,10 +1,13 @@
-"""The training protocol of a run config, for the page (``protocol_table``)."""
+"""The training protocol of a run config, for the page (``protocol_table``), and the authors' scripts that tested with
+dropout active (``tested_with_dropout``)."""
 from __future__ import annotations
 
 import pandas as pd
 
+from ... import papers
+from ...models.counting import dropout_text
 from ...runs.asked import run_of
-from .pages import page_table
+from .pages import label, page_table
 
 
 def _optimizer(config):
@@ -71,3 +74,16 @@ def protocol_table(model, profile, *, dataset="cifar10", rows=None, **settings):
     protocol = {**protocol_rows(run_of(model, settings, dataset=dataset, profile=profile).config), **(rows or {})}
     column = f"{profile} profile"
     return page_table(pd.Series(protocol, name=column).to_frame(), wrap=[column])
+
+
+
+def tested_with_dropout(paper):
+    """The models of ``paper`` whose authors' scripts measured their test accuracy with dropout active: scripts that
+    never call ``model.eval()`` (the protocol's ``no_eval_mode``) on models with dropout (its ``dropout``, which
+    ``vixnb papers check`` holds to the models built under the protocol), each with that dropout, as a page table
+    (an empty frame where there are none)."""
+    protocol = papers.protocol(paper)
+    rows = {label(model): {"dropout active in their test": dropout_text(rates)}
+            for model in protocol.get("no_eval_mode") or []
+            if (rates := papers.stated_dropout(protocol, model))}
+    return pd.DataFrame.from_dict(rows, orient="index")
