@@ -294,7 +294,32 @@ def test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_or
     assert sum(steps["acc"]) / 5 == pytest.approx(whole["history"][0]["train_acc"])
     record = _json.loads(_json.dumps(first_steps_record("shaped", "vanilla_stall_w128", "smoke", steps=2),
                                      sort_keys=True))
-    assert list(record["arms"])[0] == "LayerNorm bias"  # sorted by the JSON
+    assert list(record["arms"]) == sorted(record["arms"]) and list(record["arms"])[0] != "base"  # sorted by the JSON
     assert list(ordered_arms(record))[:3] == ["base", "seed 1", "seed 2"]
     assert arms_frame(record).index[0] == "base" and arms_frame(record).iloc[0, 0] == "none: the row's own run"
     assert "base" not in arms_ahead(record)
+
+
+def test_a_first_steps_record_keeps_the_arms_that_still_answer_and_makes_only_the_others(monkeypatch):
+    """Issue 55: a new arm costs its own steps: the stored record's arms of the same run and enough steps are kept as
+    they were made (their own provenance), an arm read further (``arm_steps``) is made again to its steps."""
+    from vixnb.analysis import first_steps as module
+
+    record = module.first_steps_record("shaped", "vanilla_stall_w128", "smoke", steps=2)
+    assert all(a["steps"] == 2 and a["provenance"]["measured"] for a in record["arms"].values())
+    made, real = [], module.first_steps
+
+    def counted(config, steps, **options):
+        made.append(steps)
+        return real(config, steps, **options)
+
+    monkeypatch.setattr(module, "first_steps", counted)
+    earlier = {**record, "arms": {k: v for k, v in record["arms"].items() if k != "lr 1e-3"}}
+    again = module.first_steps_record("shaped", "vanilla_stall_w128", "smoke", steps=2, earlier=earlier)
+    assert made == [2] and again["arms"]["base"] == record["arms"]["base"]  # only the missing arm was trained
+    assert again["arms"]["lr 1e-3"]["settings"]["lr"] == 0.001
+    made.clear()
+    longer = module.first_steps_record("shaped", "vanilla_stall_w128", "smoke", steps=3, earlier=record)
+    assert made == [3] * len(record["arms"])  # too few steps: every arm is made again
+    assert module.arm_steps({"first_steps": 400, "arm_steps": {"warm-up 300 steps": 800}}, "warm-up 300 steps") == 800
+    assert module.arm_steps({"first_steps": 400}, "base") == 400 and longer["steps"] == 3

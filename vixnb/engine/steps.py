@@ -135,11 +135,16 @@ def set_lr(optimizer, lr):
 
 
 def lr_at(config, epoch):
-    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``, or under ``schedule: cosine`` what
-    torch's CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form."""
-    if config.get("schedule") != "cosine":
-        return config["lr"]
-    return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
+    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``; under ``schedule: cosine`` what torch's
+    CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form; under ``schedule:
+    linear`` a linear decay to 0 after the last epoch, epoch by epoch (He and Hofmann's recipe decays step by step
+    after its warm-up: per epoch here, as the cosine)."""
+    schedule = config.get("schedule")
+    if schedule == "cosine":
+        return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
+    if schedule == "linear":
+        return config["lr"] * (1 - (epoch - 1) / config["epochs"])
+    return config["lr"]
 
 
 def set_epoch_lr(optimizer, config, epoch):

@@ -215,11 +215,31 @@ def _packaged(name):
     return name in MODELS and MODELS[name].__module__.startswith(f"{__package__.split('.')[0]}.")
 
 
-def create_model(name, *, dataset="cifar10", **overrides):
+def initialise(model, std):
+    """He and Hofmann's initial weights (their recipe, ``init_std``): every linear and convolution weight drawn from a
+    normal of standard deviation ``std`` truncated at +-2 (``trunc_normal_``'s bounds, as timm's ViTs draw it: at
+    0.02 a normal of standard deviation 0.02 in practice), its bias zero; norms, gains, embeddings and
+    tokens keep the model's own (a position embedding of the blog's ViTs is drawn at 0.02 already). A model's own
+    special initial values of those weights (``hehofmann``'s zero queries) are drawn over: set one or the other."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)):
+                torch.nn.init.trunc_normal_(module.weight, std=std)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+    return model
+
+
+def create_model(name, *, dataset="cifar10", init_std=None, **overrides):
     """Build model ``name`` for ``dataset`` (image size, classes, channels), with config overrides. The model
     refuses images of another size than the data set's (``InputSize``), unless it resizes them itself (a model
-    with a ``resize_to``: the `linattn` paper's ViT-B/16 at 224 on CIFAR)."""
+    with a ``resize_to``: the `linattn` paper's ViT-B/16 at 224 on CIFAR). ``init_std``: every model's initial weights
+    as He and Hofmann's recipe draws them (``initialise``; None: the model's own)."""
     _check(name)
+    if init_std is not None and (isinstance(init_std, bool) or not isinstance(init_std, numbers.Real)
+                                 or not init_std > 0):
+        raise SettingError(f"init_std={init_std!r}: give a standard deviation > 0 (He and Hofmann's: 0.02), or leave "
+                           "it out for the model's own initial weights")
     spec = dataset_spec(dataset)
     if given := [k for k in FROM_DATASET if k in overrides]:
         raise SettingError(f"{given[0]}={overrides[given[0]]!r}: model {name!r} takes its image size, classes and "
@@ -233,6 +253,8 @@ def create_model(name, *, dataset="cifar10", **overrides):
         if "unexpected keyword argument" not in str(e):
             raise
         raise SettingError(f"bad override for model {name!r}: {e}") from e
+    if init_std is not None:
+        initialise(model, init_std)
     model.default_cfg = {**model_cfg(name), "dataset": spec.name,
                          "input_size": (spec.channels, spec.image_size, spec.image_size)}
     if getattr(model, "resize_to", None) is None:

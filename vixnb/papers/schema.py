@@ -106,6 +106,7 @@ SECTIONS = {
         "rows": _names("row names (of the question's table)"),
         "arms": Key(_MAPPING, "a mapping {arm: settings that change the row's run}", items=_MAPPING),
         "first_steps": Key(_WHOLE, "a whole number of optimizer steps (each arm's first steps, on the CPU)"),
+        "arm_steps": Key(_MAPPING, "a mapping {arm: steps} of arms read further than `first_steps`", items=_WHOLE),
         "gpu_arms": _names("arm names (of `arms`): trained whole, every seed, at the profile's protocol"),
         "profiles": _names("profile names"),
     },
@@ -265,6 +266,8 @@ def _chapter(where, at, chapter, tables):
             _refer(where, f"{here}.rows", study["rows"], tables.get(study["table"], {}).get("rows", {}),
                    f"a row of table {study['table']}", "its rows")
             _refer(where, f"{here}.gpu_arms", study.get("gpu_arms") or [], study.get("arms") or {},
+                   f"an arm of {here}.arms", "its arms")
+            _refer(where, f"{here}.arm_steps", list(study.get("arm_steps") or {}), study.get("arms") or {},
                    f"an arm of {here}.arms", "its arms")
             if "first_steps" in study and not study.get("arms"):
                 raise PaperFileError(f"{where}: {here} asks for `first_steps` with no `arms`; give the changes to try")

@@ -33,7 +33,7 @@ def _first(*values):
     return next((v for v in values if v is not None), None)
 
 
-PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt", "sgd"), ("constant", "cosine")
+PROTOCOLS, OPTIMIZERS, SCHEDULES = ("paper", "fixed"), ("adamw", "dualopt", "sgd"), ("constant", "cosine", "linear")
 #: how a run of optimizer ``sgd`` (SGD alone) ends: after its ``epochs``, or by DualOpT's patience rule
 STOPS = ("epochs", "patience")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -165,10 +165,10 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
     schedule = _first(schedule, proto.get("schedule"), "constant")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: use one of {', '.join(SCHEDULES)}")
-    if schedule == "cosine" and (dualopt or sgd or post_train_epochs):
+    if schedule != "constant" and (dualopt or sgd or post_train_epochs):
         name, value = ("optimizer", optimizer) if dualopt or sgd else ("post_train_epochs", post_train_epochs)
-        raise ValueError(f"schedule 'cosine' is not defined with {name}={value!r} (it stops on patience, not after a "
-                         f"fixed number of epochs); use schedule='constant' or leave {name} out")
+        raise ValueError(f"schedule {schedule!r} is not defined with {name}={value!r} (it stops on patience, not after "
+                         f"a fixed number of epochs); use schedule='constant' or leave {name} out")
     augment = _augment(proto.get("augment") if augment is None else augment)
     if augment and randaugment:
         raise ValueError("randaugment and augment are both set: use one (augment=False turns off the paper protocol's "
@@ -245,7 +245,7 @@ def run_config(model, *, dataset="cifar10", profile="smoke", seed=0, epochs=None
         "model_overrides": overrides,
         # only where set, so that the identities of earlier runs stay as they were
         **({"allow_resize": True} if allow_resize else {}),
-        **({"schedule": "cosine"} if schedule == "cosine" else {}),
+        **({"schedule": schedule} if schedule != "constant" else {}),
         **({"augment": augment} if augment else {}),
         **({"grad_norm_every": every} if every else {}),
         **({"warmup_steps": warmup} if warmup else {}),
