@@ -419,3 +419,45 @@ def test_the_loss_in_float32_is_computed_on_float32_logits_and_neither_arm_ensem
     for setting in ({"loss_fp32": True}, {"warmup_steps": 3}):
         ok, why = can_ensemble(run_config("vit_small_simplified", profile="smoke", **setting, **TINY))
         assert not ok and next(iter(setting)) in why
+
+
+# ----- He and Hofmann's recipe, as settings of a run (the stall question's arms) ------------------------------------
+
+def test_he_and_hofmanns_initial_weights_are_a_model_setting_in_the_runs_key():
+    from vixnb.models import create_model
+
+    config = run_config("vit_small_vanilla", profile="smoke", init_std=0.02, width=128)
+    assert config["model_overrides"]["init_std"] == 0.02
+    assert run_config("vit_small_vanilla", profile="smoke", width=128)["model_overrides"].get("init_std") is None
+    torch.manual_seed(0)
+    model = engine.build_model(config)[0]
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights = torch.cat([m.weight.flatten() for m in linears])
+    assert weights.std().item() == pytest.approx(0.02, rel=0.05)  # PyTorch's own: about 0.051 at width 128
+    assert all(m.bias is None or not m.bias.any() for m in linears)
+    with pytest.raises(ValueError, match=r"init_std=0: give a standard deviation > 0"):
+        create_model("vit_small_vanilla", init_std=0)
+
+
+def test_linear_decay_weight_decay_on_matrices_and_clipping_as_the_recipe_sets_them(monkeypatch):
+    config = run_config("vit_small_vanilla", profile="smoke", epochs=4, schedule="linear", weight_decay=0.1,
+                        weight_decay_on="matrices", grad_clip=1.0, **TINY)
+    assert (config["schedule"], config["weight_decay_on"], config["grad_clip"]) == ("linear", "matrices", 1.0)
+    model = engine.build_model(config)[0]
+    decayed, kept = engine.make_optimizer(model, config, "adamw").param_groups
+    assert decayed["weight_decay"] == 0.1 and kept["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() < 2 for p in kept["params"])
+    assert len(engine.make_optimizer(engine.build_model(run_config("vit_small_vanilla", profile="smoke", **TINY))[0],
+                                     run_config("vit_small_vanilla", profile="smoke", **TINY),
+                                     "adamw").param_groups) == 1  # the papers' protocols: one group, as before
+    norms = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm, **kw: norms.append(max_norm)
+                        or real(params, max_norm, **kw))
+    result = engine.train(config, progress=False)
+    assert [h["lr"] for h in result["history"]] == pytest.approx([3e-3 * (1 - e / 4) for e in range(4)])
+    assert norms == [1.0] * 4  # every step clipped at 1 (one step an epoch)
+    with pytest.raises(ValueError, match=r"grad_clip=0: give a gradient norm > 0"):
+        run_config("vit_small_vanilla", profile="smoke", grad_clip=0)
+    with pytest.raises(ValueError, match=r"weight_decay_on='biases': use one of all, matrices"):
+        run_config("vit_small_vanilla", profile="smoke", weight_decay_on="biases")

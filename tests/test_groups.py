@@ -110,9 +110,9 @@ def test_a_batch_stopped_mid_group_keeps_every_runs_checkpoint(monkeypatch):
 def test_a_failing_run_of_a_group_fails_alone_and_removes_only_its_own_checkpoint(monkeypatch):
     real = concurrent.training_steps
 
-    def vil_fails_in_epoch_2(config, **kwargs):
-        run = real(config, **kwargs)
-        if config["model"] != "vil":
+    def vil_fails_in_epoch_2(configs, **kwargs):
+        run = real(configs, **kwargs)
+        if configs[0]["model"] != "vil":
             return run
 
         def failing():  # epoch 1 ran and saved its checkpoint

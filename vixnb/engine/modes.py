@@ -29,7 +29,7 @@ import torch
 
 from .concurrent import train_concurrently
 from ..models import default_dtype
-from .train import STEP, STEPS_DONE, splits, training_device, training_steps
+from .train import EPOCH_START, STEPS_DONE, splits, training_device, training_steps
 
 MODES = ("eager", "graphed", "ensemble", "graphed ensemble", "streams")
 SINGLE_MODES, GROUP_MODES = ("eager", "graphed"), ("ensemble", "graphed ensemble", "streams")
@@ -40,57 +40,70 @@ PROBE_SECONDS = 90  # the most the probe spends; modes left unchecked are off
 #: times it (ensembles of 3 and 5 members against their runs, equal in float64 to 1e-10: tests/test_ensemble.py); a
 #: wrong step (a learning rate, a draw, a missed clip) strays by orders of magnitude more
 TOLERANCE_FACTOR = 32.0
-TIMED_AFTER = 6  # steps before the timed window: warm-up steps and the capture of a graph
 
 
 def probe_config(config, steps=PROBE_STEPS):
-    """``config`` reduced to the probe's run: one epoch of ``steps`` full batches and one evaluation batch, in float32
-    (the modes are compared in float32: a half precision's own rounding would hide a wrong step)."""
+    """``config`` reduced to the probe's run: two epochs of ``steps`` / 2 full batches each and two evaluation batches
+    (the second epoch's evaluation replays its graph, where a mode has one), in float32 (the modes are compared in
+    float32: a half precision's own rounding would hide a wrong step)."""
     bs = config["batch_size"]
-    return {**config, "epochs": 1, "train_size": bs * steps, "test_size": bs, "precision": "fp32",
+    return {**config, "epochs": 2, "train_size": bs * max(steps // 2, 1), "test_size": bs * 2, "precision": "fp32",
             "amp_loss_only": False, "post_train_epochs": 0, "compile": False}
 
 
 def _trained_losses(configs, *, device, graphs, data, streams=False):
-    """Each run's per-step training losses over the probe's epoch (``configs`` several: one ensemble, or with
-    ``streams`` several runs at once) and the member images per second over the steps after ``TIMED_AFTER``."""
-    rows, made = [], []
-    cuda = device.type == "cuda"
+    """Each run's losses over the probe's two epochs (``configs`` several: one ensemble, or with ``streams`` several
+    runs at once): every step's training loss, then each epoch's selection loss; and the member images per second of
+    the second epoch, its evaluation included (the first builds, warms up and captures)."""
+    cuda, made, marks = device.type == "cuda", [], []
+
+    def mark():
+        if cuda:
+            torch.cuda.synchronize(device)
+        marks.append(time.perf_counter())
+
     if streams:
-        start = time.perf_counter()
         outcomes = train_concurrently([{"config": c, "data": data, "graphs": graphs} for c in configs], device=device)
-        seconds = time.perf_counter() - start
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        # the runs' per-step losses are their histories' means: compare run 0's epoch with eager's epoch mean
-        losses = [[h["train_loss"] for h in o["history"]] for o in outcomes]
-        images = sum(c["train_size"] for c in configs)
-        return losses, images / seconds
+        seconds = sum(o["history"][-1]["seconds"] + o["history"][-1]["eval_seconds"] for o in outcomes) / len(outcomes)
+        # each run's epoch means and selection losses (its steps' losses are its history's means)
+        losses = [[v for h in o["history"] for v in (h["train_loss"], h["select_loss"])] for o in outcomes]
+        return losses, sum(c["train_size"] for c in configs) / seconds
+    rows = []
     with torch.random.fork_rng(devices=[device] if cuda else []):
         run = training_steps(configs, progress=False, device=device, checkpoint=None, download=False, deadline=None,
                              with_weights=False, init_state=None, init_sha256=None, graphs=graphs, interleave=True,
                              data=data, on_step=made.append)
-        steps, t0 = 0, None
-        try:
-            for what in run:
-                if what == STEP:
-                    steps += 1
-                    if steps == TIMED_AFTER:
-                        if cuda:
-                            torch.cuda.synchronize(device)
-                        t0 = time.perf_counter()
-                if what == STEPS_DONE:
-                    if cuda:
-                        torch.cuda.synchronize(device)
-                    seconds = time.perf_counter() - (t0 or time.perf_counter())
-                    rows = made[-1].end_epoch()
-                    break
-        finally:
-            run.close()
-    timed = max(steps - TIMED_AFTER, 0) * configs[0]["batch_size"] * len(configs)
-    per_member = [[r[0] for r in rows]] if len(configs) == 1 else [[r[m][0] for r in rows] for m in range(len(configs))]
-    return per_member, (timed / seconds if seconds > 0 and timed else float("nan"))
+        while True:
+            try:
+                what = next(run)
+            except StopIteration as done:
+                outcomes = done.value
+                break
+            if what == EPOCH_START:
+                mark()
+            elif what == STEPS_DONE:
+                rows.append(made[-1].end_epoch())
+        mark()
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    images = configs[0]["train_size"] * len(configs)
+    losses = []
+    for m, outcome in enumerate(outcomes):
+        steps = [r[0] if len(configs) == 1 else r[m][0] for epoch in rows for r in epoch]
+        losses.append(steps + [h["select_loss"] for h in outcome["history"]])
+    return losses, images / (marks[-1] - marks[1])
+
+
+def _epoch_means(losses, epochs):
+    """A probe run's losses (``_trained_losses``: every step's, then each epoch's selection loss) as each epoch's mean
+    training loss and its selection loss, interleaved (what a run's history holds)."""
+    steps, selects = losses[:-epochs], losses[-epochs:]
+    per = len(steps) // epochs
+    return [v for e in range(epochs) for v in (sum(steps[e * per:(e + 1) * per]) / per, selects[e])]
 
 
 def _gap(a, b):
@@ -166,8 +179,8 @@ def probe_modes(single, group=None, *, device=None, steps=PROBE_STEPS, limit_s=P
             losses, rate = _trained_losses(configs, device=device, graphs=graphs, data=data,
                                            streams=mode == "streams")
             ours = losses[0]
-            if mode == "streams":  # the runs' epoch means: compare with eager's mean over the same steps
-                eager = [sum(eager) / len(eager)]
+            if mode == "streams":  # each epoch's mean training loss and its selection loss, as the runs record them
+                eager = _epoch_means(eager, len(ours) // 2)
             gap = _gap(ours, eager)
             same_ops = not cuda and mode in ("graphed", "streams")  # on a CPU these run eager's own operations
             ok = gap == 0.0 if same_ops else gap <= tolerance

@@ -41,28 +41,80 @@ def topk_fraction(logits, labels, ks=(1, 5)):
     return torch.stack([hits[..., :k].any(dim=-1).float().mean(dim=-1) for k in ks], dim=-1)
 
 
+def batch_scores(model, images, labels, with_loss=False):
+    """One batch's (top-1, top-5) fractions (and, ``with_loss``, its mean cross-entropy) on the device: a (..., 2 or 3)
+    tensor (leading dimensions: an ensemble's members)."""
+    logits = model(normalize(images)).float()
+    scores = topk_fraction(logits, labels)
+    if with_loss:
+        picked = logits.log_softmax(-1).gather(-1, labels.expand(logits.shape[:-1]).unsqueeze(-1))
+        scores = torch.cat([scores, -picked.squeeze(-1).mean(-1, keepdim=True)], dim=-1)
+    return scores
+
+
 def evaluate(model, images, labels, *, batch_size, autocast, with_loss=False):
     """Authors' metric: the mean over test batches of each batch's top-1 / top-5 accuracy (%). A ``model``
     whose logits have leading dimensions (an ensemble's (members, batch, classes)) gets one pair per member.
     ``with_loss``: triples ``(top1, top5, loss)``, loss the mean over batches of each batch's mean cross-entropy
     (the `linattn` paper's test loss), computed alike for a model and an ensemble's members. The batches' scores
-    stay on the device and are read once."""
-    per_batch = []
-    with torch.no_grad(), autocast():
-        for start in range(0, len(images), batch_size):
-            logits = model(normalize(images[start:start + batch_size])).float()
-            batch_labels = labels[start:start + batch_size]
-            scores = topk_fraction(logits, batch_labels)
-            if with_loss:
-                picked = logits.log_softmax(-1).gather(-1, batch_labels.expand(logits.shape[:-1]).unsqueeze(-1))
-                scores = torch.cat([scores, -picked.squeeze(-1).mean(-1, keepdim=True)], dim=-1)
-            per_batch.append(scores)
-    rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
+    stay on the device and are read once (``Evaluation``: a run's evaluations, graphed on a GPU)."""
+    return Evaluation(model, images, labels, batch_size=batch_size, autocast=autocast, with_loss=with_loss)()
 
-    def mean(rows):
-        return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
 
-    return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
+class Evaluation:
+    """A run's evaluation of one split (``evaluate``'s metric), made again every epoch (``evaluation()``).
+    ``graphed=True``: on a GPU, from the second evaluation on, the forward of a full batch and its scores are one CUDA
+    graph, replayed batch after batch (the batch taken from a device index, the scores written into a device buffer);
+    a short last batch runs eagerly. A capture that fails leaves it eager (``fallback`` says why). On a CPU the same
+    scores come from the eager loop."""
+
+    def __init__(self, model, images, labels, *, batch_size, autocast, with_loss=False, graphed=False):
+        self.model, self.images, self.labels, self.bs = model, images, labels, batch_size
+        self.autocast, self.with_loss = autocast, with_loss
+        self.full = len(images) // batch_size
+        self.graphed = graphed and images.is_cuda and self.full > 0
+        self.graph = self.buffer = None
+        self.calls, self.fallback = 0, None
+
+    def __call__(self):
+        self.calls += 1
+        with torch.no_grad(), self.autocast():
+            per_batch = self._replayed() if self.graphed and self.calls > 1 else []
+            for start in range(len(per_batch) * self.bs, len(self.images), self.bs):
+                per_batch.append(batch_scores(self.model, self.images[start:start + self.bs],
+                                              self.labels[start:start + self.bs], self.with_loss))
+        rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
+
+        def mean(rows):
+            return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
+
+        return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
+
+    def _replayed(self):
+        """The full batches' scores, from the captured graph (captured at the first call here)."""
+        if self.graph is None:
+            positions = torch.arange(self.bs, device=self.images.device)
+            first = batch_scores(self.model, self.images[:self.bs], self.labels[:self.bs], self.with_loss)
+            self.buffer = first.new_empty(self.full, *first.shape)
+            self.index = torch.zeros(1, dtype=torch.long, device=self.images.device)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    rows = self.index * self.bs + positions
+                    scores = batch_scores(self.model, self.images.index_select(0, rows),
+                                          self.labels.index_select(0, rows), self.with_loss)
+                    self.buffer.index_copy_(0, self.index, scores[None])
+                    self.index.add_(1)
+            except RuntimeError as e:  # nothing ran during the failed capture: eager from now on
+                self.fallback = f"evaluation capture failed: {str(e).splitlines()[0][:200]}"
+                self.graphed = False
+                torch.cuda.synchronize(self.images.device)
+                return []
+            self.graph = graph
+        self.index.zero_()
+        for _ in range(self.full):
+            self.graph.replay()
+        return list(self.buffer)
 
 
 #: the attention kernels a run may be executed with: ``auto``, ``scaled_dot_product_attention`` on the kernel torch

@@ -47,8 +47,8 @@ from ..models.warm_start import transfer
 from ..results import config_key, load_checkpoint, provenance, save_checkpoint
 from ..results.checkpoints import other_architecture
 from ..results.provenance import source_hashes
-from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker, layer_grad_norms,  # noqa: F401
-                    lr_at, portable_state, set_epoch_lr, set_lr, topk_fraction, with_attention)
+from .steps import (Evaluation, TrainStep, check_attention, drain, evaluate, execution, graph_blocker,  # noqa: F401
+                    layer_grad_norms, lr_at, portable_state, set_epoch_lr, set_lr, topk_fraction, with_attention)
 
 
 now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -396,8 +396,10 @@ class _Solo:
     def load_state_dict(self, state):
         self.model.load_state_dict(state)
 
-    def evaluate(self, images, labels, batch_size, autocast, with_loss):
-        return [evaluate(self.forward, images, labels, batch_size=batch_size, autocast=autocast, with_loss=with_loss)]
+    def evaluation(self, images, labels, **options):
+        """A split's ``steps.Evaluation`` for the run: each call, ``[(top1, top5[, loss])]``."""
+        made = Evaluation(self.forward, images, labels, **options)
+        return lambda: [made()], made
 
     def alpha_beta(self):
         return [alpha_beta(self.model)]
@@ -430,9 +432,10 @@ class _Members:
     def load_state_dict(self, state):
         self.model.load_state_dict(state)
 
-    def evaluate(self, images, labels, batch_size, autocast, with_loss):
-        return evaluate(self.model.shared, images, labels, batch_size=batch_size, autocast=autocast,
-                        with_loss=with_loss)
+    def evaluation(self, images, labels, **options):
+        """A split's ``steps.Evaluation`` of every member at once (one batch for all): a triple a member each call."""
+        made = Evaluation(self.model.shared, images, labels, **options)
+        return made, made
 
     def alpha_beta(self):
         return ensemble_alpha_beta(self.model) or [None] * self.members
@@ -535,6 +538,9 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
     if compiled:
         trainee.forward = torch.compile(trainee.model)  # shares parameters and modes with the model
     graphed_phases, made = set(), []
+    # the selection split's evaluation, every epoch: graphed where the steps may be (from its second call, on a GPU)
+    select, selecting = trainee.evaluation(sel_x, sel_y, batch_size=bs, autocast=autocast, with_loss=True,
+                                           graphed=want_graphs and not compiled)
     clip = config.get("grad_clip") if solo else (
         torch.tensor([[c.get("grad_clip") or math.inf] for c in configs], dtype=trainee.model.flat.dtype,
                      device=device) if any(c.get("grad_clip") for c in configs) else None)
@@ -600,7 +606,7 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
             if config["eval_mode"]:
                 trainee.model.eval()
             eval_start = time.perf_counter()
-            scores = trainee.evaluate(sel_x, sel_y, bs, autocast, True)
+            scores = select()
             eval_seconds = time.perf_counter() - eval_start  # an ensemble's: the whole ensemble's, as its "seconds"
         except KeyboardInterrupt:
             saved = "run the same command again to resume" if checkpoint is not None else "nothing was saved"
@@ -661,10 +667,10 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
     if config["protocol"] == "fixed" and live:  # the selected weights (selected_epoch), evaluated once on the test set
         trainee.load_state_dict(best_state)
         trainee.model.eval()
-        tests = trainee.evaluate(test_x, test_y, bs, autocast, False)
+        tests = trainee.evaluation(test_x, test_y, batch_size=bs, autocast=autocast)[0]()
     seconds = time.perf_counter() - start
-    how = execution(device, graphed_phases, concurrent_runs, [s.fallback for s in made if s.fallback],
-                    compiled=compiled, attention=attention)
+    fallbacks = [s.fallback for s in [*made, selecting] if s.fallback]
+    how = execution(device, graphed_phases, concurrent_runs, fallbacks, compiled=compiled, attention=attention)
     how["mode"] = _mode(k, graphed_phases)  # the graphed path (on a CPU, run eagerly): ``cuda_graphs`` says what ran
     extra = {}
     if not solo:

@@ -124,7 +124,7 @@ def engine_modes(jobs, choice):
     in the group mode where it is an ensemble mode, at once on streams (``groups.GroupJob``) where it is ``streams``,
     else one after another in that mode."""
     if not choice:
-        return list(jobs)
+        return jobs
     out = []
     for job in jobs:
         if not job.trains or not isinstance(job, TrainJob):
