@@ -37,7 +37,7 @@ def test_the_choice_is_the_fastest_passing_mode_and_eager_where_nothing_else_pas
 
 def _corrupt_graphed_steps(monkeypatch):
     """The graphed path of a run's step made wrong on purpose: each replayed step nudges a weight."""
-    real = steps.Step._full_batch
+    real = steps.Step.full_batch
 
     def wrong(self, sample):
         real(self, sample)
@@ -45,7 +45,7 @@ def _corrupt_graphed_steps(monkeypatch):
             with torch.no_grad():
                 next(self.model.parameters()).add_(1e-3)
 
-    monkeypatch.setattr(steps.Step, "_full_batch", wrong)
+    monkeypatch.setattr(steps.Step, "full_batch", wrong)
 
 
 def test_a_failed_check_switches_its_mode_off_and_the_batch_trains_in_another_saying_why(monkeypatch, capsys,

@@ -175,9 +175,8 @@ def shown_root(root):
 
 
 def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
-    """uint8 pixels -> ``(x / 255 - mean) / std`` per channel in the default float type (float32; float64 where a test
-    sets it) on the input's device (defaults: ToTensor() and Normalize(0.5, 0.5)); constants kept per device (no host
-    read; a fake or traced tensor gets its own)."""
+    """uint8 pixels -> ``(x / 255 - mean) / std`` per channel in the default float type (float32; float64 where set)
+    on the input's device (defaults: ToTensor() and Normalize(0.5, 0.5)); constants kept per device (no host read)."""
     made = _normalize_constants if type(images) is torch.Tensor else _normalize_constants.__wrapped__
     mean, std = made(tuple(mean), tuple(std), images.device)
     return (images.to(torch.get_default_dtype()) / 255 - mean) / std

@@ -344,7 +344,7 @@ class EnsembleStep(Step):
             total = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
             grad.mul_(torch.clamp(self.grad_clip / (total + 1e-6), max=1.0))
         self.optimizer.step()
-        self._record(losses, (logits.argmax(dim=-1) == labels).float().mean(dim=-1))
+        self.record_step(losses, (logits.argmax(dim=-1) == labels).float().mean(dim=-1))
 
 
 @torch.no_grad()

@@ -18,7 +18,6 @@ cannot be graphed (a gradient scaler, ``torch.compile``, SGD); a step that sampl
 The attention kernel is an execution choice (``ATTENTION``, ``with_attention``): none changes what a run is meant
 to give, so none enters its key; ``execution`` records it with ``torch.compile`` in the result's provenance.
 """
-import math
 from contextlib import ExitStack
 
 import torch
@@ -176,49 +175,6 @@ def graph_blocker(config, optimizer, scaler, *, compiled=False):
     return None
 
 
-def set_lr(optimizer, lr):
-    """Set every parameter group's learning rate to ``lr``: in place where it is a device tensor (a graphed step
-    reads it there), else as a number."""
-    for group in optimizer.param_groups:
-        if isinstance(group["lr"], torch.Tensor):
-            group["lr"].fill_(lr)
-        else:
-            group["lr"] = lr
-
-
-def lr_at(config, epoch):
-    """The learning rate of main-stage epoch ``epoch`` (1-based): ``lr``; under ``schedule: cosine`` what torch's
-    CosineAnnealingLR(T_max=epochs, eta_min=0) stepped once per epoch gives, in closed form; under ``schedule:
-    linear`` a linear decay to 0 after the last epoch, epoch by epoch (He and Hofmann's recipe decays step by step
-    after its warm-up: per epoch here, as the cosine)."""
-    schedule = config.get("schedule")
-    if schedule == "cosine":
-        return config["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / config["epochs"]))
-    if schedule == "linear":
-        return config["lr"] * (1 - (epoch - 1) / config["epochs"])
-    return config["lr"]
-
-
-def set_epoch_lr(optimizer, config, epoch):
-    """Under a schedule, set ``optimizer``'s lr for main-stage ``epoch`` (``lr_at``) from the epoch number alone
-    (no scheduler state: a resumed run is exact) and return ``{"lr": ...}`` for the history entry; else ``{}``."""
-    if not config.get("schedule"):
-        return {}
-    lr = lr_at(config, epoch)
-    set_lr(optimizer, lr)
-    return {"lr": lr}
-
-
-def portable_state(optimizer):
-    """``optimizer.state_dict()`` with a device-tensor learning rate as a number (a checkpoint that any
-    optimizer, graphed or not, loads as it would any other)."""
-    state = optimizer.state_dict()
-    for group in state["param_groups"]:
-        if isinstance(group.get("lr"), torch.Tensor):
-            group["lr"] = group["lr"].item()
-    return state
-
-
 class Step:
     """What every training step shares (a run's, ``TrainStep``; an ensemble's, ``ensemble.EnsembleStep``): it takes its
     own batch, the whole step runs on the device with no host read, and on a GPU it is one CUDA graph.
@@ -279,7 +235,7 @@ class Step:
         if not self.graphed or size != self.bs:
             self._step(size, sample)  # eager: a short final batch, or a step that is not graphed
         else:
-            self._full_batch(sample)
+            self.full_batch(sample)
         self.sampled += sample
         self.steps += 1
         self.position += size
@@ -322,7 +278,8 @@ class Step:
         images, labels = self.batch(size)
         self._train(images, labels, sample)
 
-    def _full_batch(self, sample):
+    def full_batch(self, sample):
+        """A full batch's step: a warm-up step, the capture of the graph, or its replay (on a CPU: eagerly)."""
         if self.on_gpu and self.warm < WARMUP_STEPS:  # real steps, on a side stream as capture requires
             self.side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.side):
@@ -354,7 +311,8 @@ class Step:
     def _before_capture(self):
         """What a capture needs first (a run: its gradients unset, so that the captured backward allocates them)."""
 
-    def _record(self, loss, accuracy):
+    def record_step(self, loss, accuracy):
+        """Write a step's (loss, accuracy) into ``records`` at the epoch's step count, on the device."""
         record = torch.stack([loss.detach().to(self.records.dtype), accuracy.to(self.records.dtype)])
         self.records.index_copy_(0, self.count, record[None])
         self.count.add_(1)
@@ -400,7 +358,7 @@ class TrainStep(Step):
                                            self.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self._record(loss, (logits.argmax(dim=1) == labels).float().mean())
+        self.record_step(loss, (logits.argmax(dim=1) == labels).float().mean())
 
     def _before_capture(self):
         self.optimizer.zero_grad(set_to_none=True)  # the captured backward allocates the gradients it replays

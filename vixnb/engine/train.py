@@ -25,30 +25,25 @@ history entry). A model with shaped attention records each layer's ``alpha_beta`
 Warm starts (paper `linattn`): a config with ``init_from`` starts from another run's selected weights (``init_state``,
 ``models.warm_start.transfer``), recorded under the result's ``transfer`` with the test accuracy right after it. Every
 epoch records the selection set's loss (``select_loss``) and the seconds of that evaluation (``eval_seconds``)."""
-import json
 import math
 import statistics
 import time
-from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F  # noqa: F401  (the tests patch engine.F.cross_entropy)
-from torch import nn
 from tqdm.auto import tqdm
 
 from .augment import augment_generator
-from .ensemble import (Ensemble, EnsembleStep, MemberAdamW, can_ensemble, check_members, ensemble_alpha_beta,
-                       member_state)
-from ..data import describe_source, load_split, source_fingerprint
-from ..layers import alpha_beta
-from ..models import create_model, default_dtype, model_fact, model_modules, settings_from_key
-from ..models.counting import recorded_counts
-from ..models.warm_start import transfer
+from .build import (AUTOCAST_DTYPES, Members, Solo, autocasts, build_model, layer_names, layer_params,  # noqa: F401
+                    splits, training_device, warm_start)
+from .ensemble import EnsembleStep, can_ensemble, check_members
+from .optimizers import (DECAY_SCOPES, DualOptSwitch, adamw, decay_groups, dualopt_switch, first_phase,  # noqa: F401
+                         lr_at, make_optimizer, portable_state, set_epoch_lr, set_lr)
+from ..data import describe_source, source_fingerprint
 from ..results import config_key, load_checkpoint, provenance, save_checkpoint
 from ..results.checkpoints import other_architecture
-from ..results.provenance import source_hashes
-from .steps import (Evaluation, TrainStep, check_attention, drain, evaluate, execution, graph_blocker,  # noqa: F401
-                    layer_grad_norms, lr_at, portable_state, set_epoch_lr, set_lr, topk_fraction, with_attention)
+from .steps import (TrainStep, check_attention, drain, evaluate, execution, graph_blocker,  # noqa: F401
+                    layer_grad_norms, topk_fraction, with_attention)
 
 
 now = time.time  # the clock a time budget (``deadline``) is read on; tests replace it
@@ -59,117 +54,6 @@ TIMING_KEYS = ("seconds", "eval_seconds")
 def without_timings(history):
     """A run's history without its wall-clock times (``TIMING_KEYS``): what two identical runs share exactly."""
     return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
-
-
-class DualOptSwitch:
-    """The DualOpT rule: count epochs since the last top-1 >= best (ties reset the count); after
-    ``patience`` such epochs in the AdamW phase say "switch", in the SGD phase say "stop". ``adamw_epochs``
-    (a run whose length is capped, e.g. the budget profile's): also switch once the AdamW phase has run that
-    many epochs, so that a capped run reaches its SGD phase; ``reason`` says which rule switched."""
-
-    def __init__(self, patience=20, *, phase="adamw", best=float("-inf"), adamw_epochs=None):
-        self.patience, self.best, self.since, self.phase = patience, best, 0, phase
-        self.adamw_epochs, self.epochs_in_phase, self.reason = adamw_epochs, 0, None
-
-    def update(self, top1):
-        if top1 >= self.best:
-            self.best, self.since = top1, 0
-        else:
-            self.since += 1
-        self.epochs_in_phase += 1
-        patience = self.since >= self.patience
-        capped = self.phase == "adamw" and self.adamw_epochs is not None and self.epochs_in_phase >= self.adamw_epochs
-        if not (patience or capped):
-            return "continue"
-        self.since, self.epochs_in_phase = 0, 0
-        if self.phase == "adamw":
-            self.phase, self.reason = "sgd", "patience" if patience else "cap"
-            return "switch"
-        return "stop"
-
-    def state_dict(self):
-        return dict(vars(self))
-
-    def load_state_dict(self, state):
-        vars(self).update(state)
-
-
-def dualopt_switch(config):
-    """The run's patience rule, a ``DualOptSwitch``: DualOpT's (its patience, and the AdamW phase's cap where the run's
-    length is capped); SGD alone's under ``stop: patience``, DualOpT's SGD phase from the first epoch; else None."""
-    d = config["dualopt"]
-    if config["optimizer"] == "dualopt":
-        return DualOptSwitch(d["patience"], adamw_epochs=d.get("adamw_epochs"))
-    return DualOptSwitch(d["patience"], phase="sgd") if config.get("stop") == "patience" else None
-
-
-def adamw(params, config):
-    """The protocol's AdamW over ``params`` (tensors, or parameter groups: dicts of ``params`` and their own settings;
-    fused on a GPU)."""
-    params = list(params)
-    first = params[0]["params"][0] if isinstance(params[0], dict) else params[0]
-    return torch.optim.AdamW(params, lr=config["lr"], betas=tuple(config["betas"]), eps=config["eps"],
-                             weight_decay=config["weight_decay"], fused=first.is_cuda)
-
-
-#: what weight decay applies to (a run's ``weight_decay_on``): every parameter (the papers' protocols), or only
-#: weight matrices and kernels (two or more dimensions: not biases, norms' weights or gains; He & Hofmann's recipe)
-DECAY_SCOPES = ("all", "matrices")
-
-
-def decay_groups(model, config):
-    """``model``'s parameters for AdamW under the run's ``weight_decay_on`` (``DECAY_SCOPES``): all of them, or two
-    groups, the decayed matrices and the rest with weight decay 0."""
-    if config.get("weight_decay_on", "all") == "all":
-        return model.parameters()
-    params = list(model.parameters())
-    return [{"params": [p for p in params if p.dim() >= 2]},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-
-
-def first_phase(config):
-    """The optimizer a run starts with: SGD for optimizer ``sgd`` (SGD alone), else AdamW (DualOpT's first phase)."""
-    return "sgd" if config["optimizer"] == "sgd" else "adamw"
-
-
-def make_optimizer(model, config, phase):
-    """The optimizer of a training ``phase``: SGD for the DualOpt switch's ``"sgd"`` phase, else ``adamw``."""
-    if phase == "sgd":
-        d = config["dualopt"]
-        return torch.optim.SGD(model.parameters(), lr=d["sgd_lr"], momentum=d["sgd_momentum"])
-    return adamw(decay_groups(model, config), config)
-
-
-def layer_names(model, config):
-    """The parameter names of each layer of ``model`` (each child of ``model.blocks``, first layer first:
-    ``blocks.<i>.…``), for ``grad_norm_every``; an error naming the model where it has no ``blocks``."""
-    blocks = list(getattr(model, "blocks", nn.Sequential()).named_children())
-    if not blocks:
-        raise ValueError(f"{config['model']} has no `blocks` (its sequence of layers), which grad_norm_every needs; "
-                         "leave grad_norm_every out for this model")
-    return [[f"blocks.{i}.{n}" for n, _ in block.named_parameters()] for i, block in blocks]
-
-
-def layer_params(params, model, config):
-    """The parameters of each layer of ``model`` (``layer_names``), taken from ``params`` (name -> tensor: the
-    model's own, or an ensemble's stacked ones)."""
-    return [[params[n] for n in names if n in params] for names in layer_names(model, config)]
-
-
-def splits(config, device, download=False):
-    """(train, selection, test) tensors on ``device``. Protocol `paper` selects on the test set itself;
-    `fixed` holds out the last ``val_size`` images of a fixed (seed 0) permutation of the training set."""
-    move = lambda pair: tuple(t.to(device) for t in pair)
-    options = {"download": download, "allow_resize": config.get("allow_resize", False)}
-    train_x, train_y = load_split(config["dataset"], "train", size=config["train_size"], **options)
-    test = move(load_split(config["dataset"], "test", size=config["test_size"], **options))
-    if config["protocol"] != "fixed":
-        return move((train_x, train_y)), test, test  # selection on the test set itself, one copy on the device
-    if config["val_size"] >= len(train_x):
-        raise ValueError(f"val_size {config['val_size']} leaves no training images out of {len(train_x)}")
-    order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(0))
-    keep, held = order[:-config["val_size"]], order[-config["val_size"]:]
-    return move((train_x[keep], train_y[keep])), move((train_x[held], train_y[held])), test
 
 
 #: what a run yields while it trains (``training_steps`` with ``interleave``): at an epoch's start, after each training
@@ -237,45 +121,6 @@ def _epoch_steps(model, optimizer, step, *, generators, config, epoch, seeds=Non
 def train_epoch(*args, **kwargs):
     """``_epoch_steps`` run to its end: each member's history entry."""
     return drain(_epoch_steps(*args, **kwargs))
-
-
-def training_device(config, device):
-    """The device a run of ``config`` trains on (``device``, else the profile's); an error where it has no GPU."""
-    device = torch.device(device or ("cuda" if config["device"] == "cuda" else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"profile {config['profile']!r} needs a CUDA GPU and none is available; "
-                           "use --profile smoke on a CPU")
-    return device
-
-
-def build_model(config):
-    """A new model of ``config`` from the global RNG as it is (the caller seeds it), and what a result records of it:
-    ``models.counting.recorded_counts`` (kept between processes: ``models.model_fact``) and its source hashes."""
-    settings = settings_from_key(config["model"], config["model_overrides"])
-    with default_dtype(torch.float32):  # the initial values a run draws, whatever the default float type
-        model = create_model(config["model"], dataset=config["dataset"], **settings)
-        counts = model_fact(recorded_counts, config["model"], config["dataset"], json.dumps(settings, sort_keys=True),
-                            built=model)  # counted on this model where not kept yet: no meta build
-    facts = {**counts, "source_hash": source_hashes(model_modules(config["model"], model))}
-    return model.to(torch.get_default_dtype()), facts  # float32 itself, or float64 where a probe or a test trains in it
-
-
-#: a config's precision -> the autocast dtype of its forward (fp32: none)
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocasts(config, device, *, cache=True):
-    """(autocast of the forward, autocast of the loss, GradScaler) of ``config``'s precision and AMP quirk: bf16 and
-    fp16 autocast the forward; fp16 (a GPU without native bfloat16: ``engine.precision.machine_precision``) and the
-    authors' AMP (``amp_loss_only``) scale the loss. ``cache=False``: autocast keeps no cast weights (a CUDA graph's
-    capture needs that; the numbers are the same)."""
-    dtype = AUTOCAST_DTYPES.get(config["precision"])
-    autocast = ((lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)) if dtype is not None
-                else nullcontext)
-    amp = config["amp_loss_only"] and device.type == "cuda"
-    loss_autocast = (lambda: torch.autocast("cuda")) if amp else nullcontext
-    scaled = (amp or config["precision"] == "fp16") and device.type == "cuda"
-    return autocast, loss_autocast, torch.amp.GradScaler("cuda", enabled=scaled)
 
 
 def selected_epoch(history):
@@ -375,86 +220,6 @@ def train_ensemble(configs, *, progress=True, device=None, checkpoint=None, dead
                                     init_sha256=None, graphs=graphs, data=data, exact=exact))
 
 
-class _Solo:
-    """A single run as the training loop drives it: its model, optimizer (AdamW, or SGD for DualOpT's second phase and
-    post-training), gradient scaler and step; its checkpoint holds one member's state as it always has."""
-
-    def __init__(self, config, model, device):
-        self.config, self.model, self.members = config, model, 1
-        self.model.to(device, memory_format=torch.channels_last) if config["channels_last"] else model.to(device)
-        self.forward = self.model
-
-    def optimizer(self, phase):
-        return make_optimizer(self.model, self.config, phase)
-
-    def layers(self):
-        return layer_params(dict(self.model.named_parameters()), self.model, self.config)
-
-    def state_dict(self):
-        return self.model.state_dict()
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state)
-
-    def evaluation(self, images, labels, **options):
-        """A split's ``steps.Evaluation`` for the run: each call, ``[(top1, top5[, loss])]``."""
-        made = Evaluation(self.forward, images, labels, **options)
-        return lambda: [made()], made
-
-    def alpha_beta(self):
-        return [alpha_beta(self.model)]
-
-    def member_weights(self, best, m):
-        return best
-
-    def keep_best(self, best, improved):
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()} if improved else best
-
-
-class _Members:
-    """Runs of one shape as one ensemble as the training loop drives it (``ensemble.Ensemble``, ``MemberAdamW``)."""
-
-    def __init__(self, configs, models, randomness):
-        self.configs, self.members = configs, len(configs)
-        self.model = Ensemble(models, randomness=randomness)
-        self.forward = self.model
-
-    def optimizer(self, phase):
-        decay = self.model.decay_mask(self.configs[0].get("weight_decay_on", "all"))
-        return MemberAdamW(self.model, self.configs, decay)
-
-    def layers(self):
-        return self.model.layer_spans(layer_names(self.model.template, self.configs[0]))
-
-    def state_dict(self):
-        return self.model.state_dict()
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state)
-
-    def evaluation(self, images, labels, **options):
-        """A split's ``steps.Evaluation`` of every member at once (one batch for all): a triple a member each call."""
-        made = Evaluation(self.model.shared, images, labels, **options)
-        return made, made
-
-    def alpha_beta(self):
-        return ensemble_alpha_beta(self.model) or [None] * self.members
-
-    def member_weights(self, best, m):
-        return member_state(best, m)
-
-    def keep_best(self, best, improved):
-        """The stacked best state with the members ``improved`` (indices) taking the current weights."""
-        current = self.model.state_dict()
-        if best is None:
-            return {k: v.clone() for k, v in current.items()}
-        if improved:
-            rows = torch.tensor(improved, device=next(iter(current.values())).device)
-            for k, v in current.items():
-                best[k][rows] = v[rows]
-        return best
-
-
 def _mode(members, graphed):
     """The engine mode a run was made in (``steps.MODES``)."""
     return {(False, False): "eager", (False, True): "graphed", (True, False): "ensemble",
@@ -468,9 +233,9 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
     caller forks it; it seeds each member first), yielding ``STEP`` / ``STEPS_DONE`` inside epochs when ``interleave``
     (else only ``STEPS_DONE``) and returning one outcome per config (a result, or an ensemble member's error): what
     ``train``, ``train_ensemble``, ``concurrent.train_concurrently`` and ``analysis.first_steps`` drive. One loop for a
-    run and an ensemble: only the model, optimizer and step differ (``_Solo``, ``_Members``). ``data``: ``splits``
-    already loaded. ``on_step``: called with each ``steps.Step`` the run makes (a reader of its per-step records
-    between yields)."""
+    run and an ensemble: only the model, optimizer and step differ (``build.Solo``, ``build.Members``). ``data``:
+    ``splits`` already loaded. ``on_step``: called with each ``steps.Step`` the run makes (a reader of its per-step
+    records between yields)."""
     configs = list(configs)
     config, k = configs[0], len(configs)
     solo = k == 1
@@ -487,9 +252,9 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
         models.append(model)
         facts.append(fact)
     if solo:
-        trainee = _Solo(config, models[0], device)
+        trainee = Solo(config, models[0], device)
     else:
-        trainee = _Members(configs, [m.to(device) for m in models], "error" if exact else "different")
+        trainee = Members(configs, [m.to(device) for m in models], "error" if exact else "different")
     del models
     switch = dualopt_switch(config) if solo else None
     optimizer = trainee.optimizer(first_phase(config))
@@ -532,7 +297,7 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
         if init_state is None:
             raise ValueError(f"{config['model']}: init_from {config['init_from']['run']!r} needs the source's "
                              "weights (init_state) where no checkpoint of the run is saved; runs.make.run finds them")
-        transferred = _warm_start(trainee.model, init_state, init_sha256, config, sel_x, sel_y, autocast)
+        transferred = warm_start(trainee.model, init_state, init_sha256, config, sel_x, sel_y, autocast)
     if device.type == "cuda" and concurrent_runs == 1:
         torch.cuda.reset_peak_memory_stats(device)
     if compiled:
@@ -688,20 +453,6 @@ def training_steps(configs, *, progress, device, checkpoint, download, deadline,
             result["transfer"] = transferred
         outcomes.append({**result, "best_state": trainee.member_weights(best_state, m)} if with_weights else result)
     return outcomes
-
-
-def _warm_start(model, state, sha256, config, images, labels, autocast):
-    """Carry the source run's weights ``state`` (their SHA-256: ``sha256``) into ``model`` (``transfer``) and
-    evaluate it at once: the record a warm-started result keeps under ``transfer`` (the report's counts and its new
-    and unused tensors; top-1, top-5 and loss on the selection set before any training)."""
-    report = transfer({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, model)
-    if config["eval_mode"]:
-        model.eval()
-    top1, top5, *loss = evaluate(model, images, labels, batch_size=config["batch_size"], autocast=autocast,
-                                 with_loss=True)
-    return {"source": config["init_from"]["run"], "source_key": config["init_from"]["key"],
-            **({"source_weights_sha256": sha256} if sha256 else {}), **report.to_dict(),
-            "top1": top1, "top5": top5, "loss": loss[0] if loss else None}
 
 
 class TrainingInterrupted(KeyboardInterrupt):
