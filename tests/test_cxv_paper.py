@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from vixnb import papers
+from vixnb.engine import steps
 from vixnb.engine import train as engine
 from vixnb.models import create_model, list_models
 from vixnb.results.store import config_key
@@ -89,7 +90,7 @@ def test_a_capped_dualopt_run_records_why_it_switched(monkeypatch):
     config = run_config("cnv_5_4", profile="smoke", epochs=4, depth=1)
     assert config["optimizer"] == "dualopt" and config["dualopt"]["adamw_epochs"] == 2
     scores = iter([10.0, 20.0, 30.0, 40.0])
-    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (next(scores), 90.0))
+    monkeypatch.setattr(steps, "evaluate", lambda *a, **k: (next(scores), 90.0))
     result = engine.train(config, progress=False)
     assert [h["phase"] for h in result["history"]] == ["adamw", "adamw", "sgd", "sgd"]
     assert result["history"][1]["switched_to_sgd"] == "cap"
@@ -136,7 +137,7 @@ ADAMW_SCORES, SGD_SCORES = [5.0, 4.0, 3.0], [10.0, 20.0, 15.0, 20.0, 18.0, 17.0,
 def _scripted_run(monkeypatch, config, scores, **kwargs):
     config["dualopt"] = {**config["dualopt"], "patience": 2}
     values = list(scores)
-    monkeypatch.setattr(engine, "evaluate", lambda *a, **k: (values.pop(0), 90.0))
+    monkeypatch.setattr(steps, "evaluate", lambda *a, **k: (values.pop(0), 90.0))
     return engine.train(config, progress=False, **kwargs)
 
 

@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+from vixnb.engine import build, steps
 from vixnb.engine import train as engine
 from vixnb.runs.spec import RunSpec, run_config
 from vixnb.results import ResultsStore, StoreError
@@ -81,7 +82,7 @@ def test_training_leaves_the_global_rng_alone():
 
 
 def test_nan_loss_stops_the_run_and_stores_nothing(monkeypatch, isolated_results):
-    monkeypatch.setattr(engine, "normalize", lambda x: torch.full(x.shape, float("nan")))
+    monkeypatch.setattr(steps, "normalize", lambda x: torch.full(x.shape, float("nan")))
     with pytest.raises(FloatingPointError, match="no result stored"):
         runs.run(RunSpec.of("fnet", profile="smoke", **TINY), progress=False)
     assert not list(isolated_results.rglob("*.json"))
@@ -121,7 +122,7 @@ def test_resume_through_the_dualopt_switch_and_post_training(tmp_path, monkeypat
     def scripted(model, *a, **k):
         return scripted.values.pop(0), 90.0
 
-    monkeypatch.setattr(engine, "evaluate", scripted)
+    monkeypatch.setattr(steps, "evaluate", scripted)
     scripted.values = list(scores)
     reference = engine.train(config, progress=False)
 
@@ -192,8 +193,8 @@ def test_dualopt_run_reloads_best_and_continues_with_sgd(monkeypatch):
             assert all(torch.equal(v, snapshots[0][n]) for n, v in model.state_dict().items())
         return opt
 
-    monkeypatch.setattr(engine, "evaluate", fake_evaluate)
-    monkeypatch.setattr(engine, "make_optimizer", spy_optimizer)
+    monkeypatch.setattr(steps, "evaluate", fake_evaluate)
+    monkeypatch.setattr(build, "make_optimizer", spy_optimizer)
     result = engine.train(config, progress=False)
     assert optimizers == ["adamw", "sgd"]
     phases = [h["phase"] for h in result["history"]]
@@ -210,7 +211,7 @@ def test_fixed_protocol_selects_on_validation_and_tests_once(monkeypatch):
         sizes.append(len(images))
         return [70.0, 80.0, 75.0, 55.0][len(sizes) - 1], 99.0
 
-    monkeypatch.setattr(engine, "evaluate", fake_evaluate)
+    monkeypatch.setattr(steps, "evaluate", fake_evaluate)
     result = engine.train(config, progress=False)
     # three validation evaluations on the held-out images (8), then one test evaluation on the test set (16)
     assert config["val_size"] != config["test_size"] and sizes == [config["val_size"]] * 3 + [config["test_size"]]
@@ -223,7 +224,7 @@ def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch)
 
     test_images = load_split("synthetic", "test", size=config["test_size"])[0]
     calls, evaluated = [], []
-    real_augment, real_evaluate = augment.augment_batch, engine.evaluate
+    real_augment, real_evaluate = augment.augment_batch, steps.evaluate
 
     def spy_augment(images, randaugment):
         out = real_augment(images, randaugment)
@@ -234,8 +235,8 @@ def test_randaugment_only_in_training_then_post_training_without_it(monkeypatch)
         evaluated.append(torch.equal(images, test_images))
         return real_evaluate(model, images, labels, **kwargs)
 
-    monkeypatch.setattr(engine, "augment_batch", spy_augment)
-    monkeypatch.setattr(engine, "evaluate", spy_evaluate)
+    monkeypatch.setattr(steps, "augment_batch", spy_augment)
+    monkeypatch.setattr(steps, "evaluate", spy_evaluate)
     result = engine.train(config, progress=False)
     steps_per_epoch = -(-config["train_size"] // config["batch_size"])
     assert [h["stage"] for h in result["history"]] == ["main", "main", "post"]
@@ -259,15 +260,15 @@ def test_authors_quirks_and_speed_switches_are_explicit_config():
 def test_without_eval_mode_dropout_stays_on_during_evaluation(monkeypatch):
     """ViT carries the authors' dropout 0.25; without eval mode two evaluations of the same weights differ."""
     seen = []
-    real = engine.evaluate
+    real = steps.evaluate
 
     def spy(model, images, labels, **kwargs):
         with torch.no_grad():
-            first, second = (model(engine.normalize(images[:4])) for _ in range(2))
+            first, second = (model(steps.normalize(images[:4])) for _ in range(2))
         seen.append((model.training, torch.equal(first, second)))
         return real(model, images, labels, **kwargs)
 
-    monkeypatch.setattr(engine, "evaluate", spy)
+    monkeypatch.setattr(steps, "evaluate", spy)
     config = run_config("vit", profile="smoke", epochs=1, **TINY)
     assert (config["model_overrides"]["dropout"] == 0.25
             and config["model_overrides"]["mixer_options"]["dropout"] == 0.25)

@@ -57,7 +57,20 @@ def evaluate(model, images, labels, *, batch_size, autocast, with_loss=False):
     ``with_loss``: triples ``(top1, top5, loss)``, loss the mean over batches of each batch's mean cross-entropy
     (the `linattn` paper's test loss), computed alike for a model and an ensemble's members. The batches' scores
     stay on the device and are read once (``Evaluation``: a run's evaluations, graphed on a GPU)."""
-    return Evaluation(model, images, labels, batch_size=batch_size, autocast=autocast, with_loss=with_loss)()
+    with torch.no_grad(), autocast():
+        per_batch = [batch_scores(model, images[start:start + batch_size], labels[start:start + batch_size], with_loss)
+                     for start in range(0, len(images), batch_size)]
+    return _means(per_batch)
+
+
+def _means(per_batch):
+    """The authors' metric of each batch's scores (``batch_scores``): the mean over batches, in %, read at once."""
+    rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
+
+    def mean(rows):
+        return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
+
+    return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
 
 
 class Evaluation:
@@ -77,17 +90,15 @@ class Evaluation:
 
     def __call__(self):
         self.calls += 1
+        if not (self.graphed and self.calls > 1):
+            return evaluate(self.model, self.images, self.labels, batch_size=self.bs, autocast=self.autocast,
+                            with_loss=self.with_loss)
         with torch.no_grad(), self.autocast():
-            per_batch = self._replayed() if self.graphed and self.calls > 1 else []
+            per_batch = self._replayed()
             for start in range(len(per_batch) * self.bs, len(self.images), self.bs):
                 per_batch.append(batch_scores(self.model, self.images[start:start + self.bs],
                                               self.labels[start:start + self.bs], self.with_loss))
-        rows_of = torch.stack(per_batch, dim=-2).tolist()  # (..., batches, 2 or 3): one device sync per evaluation
-
-        def mean(rows):
-            return tuple(sum(row[i] * (100 if i < 2 else 1) for row in rows) / len(rows) for i in range(len(rows[0])))
-
-        return mean(rows_of) if per_batch[0].dim() == 1 else [mean(rows) for rows in rows_of]
+        return _means(per_batch)
 
     def _replayed(self):
         """The full batches' scores, from the captured graph (captured at the first call here)."""
@@ -326,10 +337,10 @@ class TrainStep(Step):
     See ``Step`` for the batch, the records and the graph. ``prepare``: uint8 batch -> model input (default
     ``data.normalize``)."""
 
-    def __init__(self, model, optimizer, scaler, images, labels, *, autocast, loss_autocast, prepare=normalize,
+    def __init__(self, model, optimizer, scaler, images, labels, *, autocast, loss_autocast, prepare=None,
                  loss_fp32=False, grad_clip=None, **step):
         super().__init__(images, labels, **step)
-        self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare
+        self.model, self.optimizer, self.scaler, self.prepare = model, optimizer, scaler, prepare or normalize
         self.autocast, self.loss_autocast = autocast, loss_autocast
         self.loss_fp32, self.grad_clip = loss_fp32, grad_clip
         if self.on_gpu:
