@@ -31,11 +31,14 @@ def _satisfies(claim, figure):
 
 
 def _distance(claim, figure):
-    """How far a figure is from satisfying the claim (larger = worse); picks the pair shown for ``over: all``."""
-    op, value = claim["op"], claim["value"]
-    if op == "approx":
-        return abs(figure - value)
-    return value - figure if op in ("at_least", "greater") else figure - value
+    """How far a figure is from satisfying the claim (larger = worse), on the worst of its parts (``also``: every
+    bound it states); picks the pair shown for ``over: all``, the one that decides."""
+    def part(op, value, tolerance):
+        if op == "approx":
+            return abs(figure - value) - tolerance
+        return value - figure if op in ("at_least", "greater") else figure - value
+
+    return max(part(p["op"], p["value"], p.get("tolerance") or 0.0) for p in rules.claim_parts(claim))
 
 
 def _evaluate(claim, get):
@@ -303,12 +306,15 @@ def evaluate(key, claim, ours=None, *, profile=None):
     # (b) ours
     our_figure, our_pair, why, seeds = None, None, "", None
     facts = rules.facts_for(ours, claim.get("dataset"))
+    label = lambda m: authors_label(m, key)  # noqa: E731
     if not claim["testable"]:
         our_verdict, why = NOT_TESTABLE, claim["not_testable"]
     else:
+        get = _ours_getter(_ours_for(ours, claim["dataset"]))
+        build = claim.get("authors_build")
+        judged = authors_claim(claim) if build and build.get("settings") else claim
         try:
-            get = _ours_getter(_ours_for(ours, claim["dataset"]))
-            our_figure, holds, our_pair = _evaluate(claim, get)
+            our_figure, holds, our_pair = _evaluate(judged, get)
             our_verdict = HOLDS if holds else FAILS
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
@@ -316,17 +322,55 @@ def evaluate(key, claim, ours=None, *, profile=None):
                 decided, why = protocol_note(key, raw, profile)
                 our_verdict = our_verdict if decided else (UNDECIDED if profile == "smoke" else rules.PROTOCOL)
             else:
-                our_verdict, why, seeds = rules.judge(key, claim, our_verdict, get, facts,
-                                                      label=lambda m: run_label(m, key),
+                our_verdict, why, seeds = rules.judge(key, judged, our_verdict, get, facts, label=label,
                                                       seed_spread=claim.get("spread"),
-                                                      sign_failed=_sign_failed(claim, get))
+                                                      sign_failed=_sign_failed(judged, get))
+            if build and our_verdict != UNDECIDED:
+                our_verdict, why = _authors_build(claim, judged, get, our_verdict, why)
         except MissingFigures as e:
-            our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
+            unlearned = rules.unlearned_figures(e.args[0], facts, label) if facts else ""
+            our_verdict, why = (rules.NOT_LEARNED, unlearned) if unlearned else \
+                (NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key))
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
             "our_verdict": our_verdict, "why": why, "seeds": seeds,
             "reading": _reading(key, claim, paper_pair, our_pair)}
 
+
+
+AUTHORS = "@authors"  # a model's name with this suffix: the authors' build of it (a claim's ``authors_build``)
+
+
+def authors_label(name, key=None):
+    """A model's label (``run_label``), or for the authors' build of one (``AUTHORS``) its label and "authors'
+    build"."""
+    if name.endswith(AUTHORS):
+        return f"{run_label(name[:-len(AUTHORS)], key)} (authors' build)"
+    return run_label(name, key)
+
+
+def authors_claim(claim):
+    """A claim with ``authors_build`` settings as judged on the authors' build: each model it builds otherwise
+    (``settings``) read as its ``AUTHORS`` twin, whose figures ``ours.ours_from_store`` counts."""
+    built = set(claim["authors_build"]["settings"])
+    twin = lambda m: f"{m}{AUTHORS}" if m in built else m  # noqa: E731
+    return {**claim, "pair_list": [(twin(a), twin(b) if b is not None else None) for a, b in claim["pair_list"]]}
+
+
+def _authors_build(claim, judged, get, verdict, why):
+    """``(verdict, why)`` of a claim about the authors' build (``authors_build``): on their build where ``judged``
+    is it (our build's figure beside it), else "not decided: our build differs" with our build's figure; each says
+    how the builds differ."""
+    build = claim["authors_build"]
+    if judged is claim:  # ours cannot be built their way: our build's figure is shown, and decides nothing
+        ours = f"our build's figure: {verdict}"
+        return rules.BUILD, "; ".join(t for t in (build["how"], ours, why) if t)
+    try:
+        figure, holds, _ = _evaluate(claim, get)
+        beside = f"our build: {_figure_text(figure)}, {HOLDS if holds else FAILS}"
+    except MissingFigures:
+        beside = "our build: not counted"
+    return verdict, "; ".join(t for t in (f"judged on the authors' build ({build['how']})", beside, why) if t)
 
 
 #: our verdict of a question of ours (a claim entry with ``question: true``) in its own words: a question is
@@ -348,6 +392,7 @@ def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False
         raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
                          f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
     rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
+    rows = _with_other_parts(paper_key, chosen, rows, ours, profile)
     if questions:
         rows = [{**r, "our_verdict": QUESTION_WORDS.get(r["our_verdict"], r["our_verdict"])} for r in rows]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
@@ -357,6 +402,68 @@ def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False
                          columns=["id", *COLUMNS])
     frame = frame.set_index("id").astype(object)
     return frame.where(frame.notna(), None)
+
+
+def _with_other_parts(key, chosen, rows, ours, profile):
+    """``rows`` (``evaluate`` of the claims ``chosen``) with each claim's parts stated by other claims applied: its
+    ``rests_on`` claims must hold too (the verdict is the first that does not, saying which), and its figure must
+    exceed in size each figure of its ``exceeds`` claims, on the paper's side and on ours."""
+    if not any(c.get("rests_on") or c.get("exceeds") for c in chosen):
+        return rows
+    done = {r["id"]: r for r in rows}
+
+    def other(cid):
+        if cid not in done:
+            done[cid] = evaluate(key, next(c for c in paper_claims(key) if c["id"] == cid), ours, profile=profile)
+        return done[cid]
+
+    out = []
+    for claim, row in zip(chosen, rows):
+        row = dict(row)
+        for cid in claim.get("rests_on") or []:
+            _rest_on(row, other(cid))
+        if claim.get("exceeds"):
+            _exceed(row, [other(cid) for cid in claim["exceeds"]])
+        out.append(row)
+    return out
+
+
+def _note(row, text):
+    row["why"] = "; ".join(t for t in (row["why"], text) if t)
+
+
+def _rest_on(row, part):
+    """``row`` holds only where its other part (``part``, another claim's evaluation) holds too."""
+    if row["paper_verdict"] == PAPER_YES and part["paper_verdict"] == PAPER_NO:
+        row["paper_verdict"] = PAPER_NO
+    said = f"its other part, {part['id']}: {part['our_verdict']}"
+    if row["our_verdict"] == HOLDS and part["our_verdict"] != HOLDS:
+        row["our_verdict"] = FAILS if part["our_verdict"] == FAILS else part["our_verdict"]
+        said += f" ({part['why']})" if part["why"] else ""
+    _note(row, said)
+
+
+def _exceed(row, others):
+    """``row``'s figure must exceed in size every figure of ``others`` (the claims its ``exceeds`` names): the
+    paper's figures on its side, ours on ours."""
+    names = ", ".join(o["id"] for o in others)
+    if row["paper_verdict"] == PAPER_YES and any(o["paper_figure"] is not None and
+                                                 abs(o["paper_figure"]) >= abs(row["paper_figure"]) for o in others):
+        row["paper_verdict"] = PAPER_NO
+    if row["our_verdict"] != HOLDS:
+        return
+    figures = [o["our_figure"] for o in others]
+    if any(f is None for f in figures):
+        missing = [o["id"] for o, f in zip(others, figures) if f is None]
+        row["our_verdict"] = NOT_RUN
+        _note(row, f"its ordering part (above each of {names}) needs {len(missing)} of their figures not yet run: "
+                   + ", ".join(missing))
+    elif any(abs(f) >= abs(row["our_figure"]) for f in figures):
+        larger = [f"{o['id']} ({_figure_text(f)})" for o, f in zip(others, figures) if abs(f) >= abs(row["our_figure"])]
+        row["our_verdict"] = FAILS
+        _note(row, "its ordering part does not hold: larger in size: " + ", ".join(larger))
+    else:
+        _note(row, f"its ordering part holds: above each of {names}")
 
 
 # --------------------------------------------------------------------------------------------------
