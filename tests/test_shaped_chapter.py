@@ -252,6 +252,15 @@ def test_the_intros_finding_counts_our_earlier_readings_runs_at_chance_from_the_
     committed = ResultsStore(repo_root() / "results")  # the committed store: 9 runs, kept as they were made
     dead, made = findings.earlier_reading(committed)
     assert made == 9 and 0 < dead <= made
+    # the count is the chapter's own table of what died (issue 56: the intro said 6 where the table lists 7)
+    from vixnb import papers, report
+    from vixnb.runs.asked import row_specs
+
+    chapter = papers.book_chapter("shaped", "simplified")
+    runs = {row: [r for s in specs if (r := committed.get(s.config))]
+            for row, specs in row_specs("shaped", chapter, "earlier_reading", "budget")}
+    listed = report.records.runs_at_chance(runs, {})
+    assert dead == sum(int(n.split(" of ")[0]) for n in listed["seeds at chance"])
 
 
 def test_the_runs_overview_says_once_what_every_run_shares():

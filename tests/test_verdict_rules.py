@@ -4,6 +4,7 @@ import pytest
 
 from vixnb.report.claims import verdicts as C
 from vixnb.report.claims import rules as V
+from vixnb.report.claims.parts import AUTHORS
 from vixnb.report.claims.schema import ClaimError
 
 
@@ -326,7 +327,7 @@ def test_a_claim_about_the_authors_build_is_judged_on_it_or_says_how_ours_differ
             "authors_build": {"how": "one_kv_head=False", "settings": {"vil_rope": {"mixer_options": {
                 "one_kv_head": False}}}}}
     ours = V.Figures({"cifar10": {"vil_rope": {"params": 100.0}, "vil": {"params": 100.0},
-                                  f"vil_rope{C.AUTHORS}": {"params": 149.0}}})
+                                  f"vil_rope{AUTHORS}": {"params": 149.0}}})
     got = C.evaluate("vix", same, ours, profile="budget")
     assert (got["our_verdict"], round(got["our_figure"], 2)) == (C.FAILS, 1.49)
     assert got["why"] == "judged on the authors' build (one_kv_head=False); our build: 1.00, holds"
@@ -398,3 +399,23 @@ def test_a_trend_over_layers_is_read_on_the_learned_layers():
     got = C.evaluate("shaped", fades, ours, profile="budget")
     assert (got["our_verdict"], got["why"]) == (V.NOT_LEARNED, "Simplified (exp3_simplified): none of its 12 layers "
                                                 "moved 2 points of share from its initialisation (seed 0)")
+
+
+def test_one_statement_of_the_rules_on_the_intro_and_the_results_page():
+    """Issue 56: the intro and the results page printed two texts of the rules, neither with "did not learn"; both
+    now print ``rules_statement`` (the intro through the file ``write_contents`` writes, the page from its cell)."""
+    import json
+
+    from vixnb.book import build
+    from vixnb.paths import repo_root
+
+    text = V.rules_statement()
+    for words in ("did not learn", "ended within 2 points of chance", "machine session", "same share",
+                  "one seed", "authors' build", "two parts", "a time, a memory or a count does not depend on it"):
+        assert words in text, words
+    intro = (repo_root() / "book" / "intro.md").read_text(encoding="utf-8")
+    assert f"{{include}} {build.RULES.relative_to('book').as_posix()}" in intro and "decide nothing." not in intro
+    cells = json.loads((repo_root() / "notebooks" / "results.ipynb").read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    assert sum("report.claims.rules_statement()" in s for s in sources) == 1
+    assert not any("*not decided*" in s or "ended at chance" in s for s in sources)

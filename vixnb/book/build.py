@@ -28,7 +28,7 @@ from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, err
                         run_notebook)
 from ..runs.profiles import get_profile, gpu_profile, list_profiles
 from ..plan.plan import counts
-from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger
+from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger, rules_statement
 from ..report.records import book_plans, book_totals, status_counts
 from ..validate import checked
 
@@ -283,6 +283,7 @@ def build_book(
 
 CONTENTS = EXECUTED_DIR / "contents.md"
 FINDINGS = EXECUTED_DIR / "findings.md"  # the intro's "What this study found", written with the contents
+RULES = EXECUTED_DIR / "rules.md"  # the verdict rules as the intro prints them (``report.claims.rules_statement``)
 #: the errata page of the published book: ``book/errata.template.md`` with its chapter links in the book's profile,
 #: and the linattn report's inconsistencies as its paper file lists them (``notes``), which it includes
 ERRATA, ERRATA_TEMPLATE, LINATTN_NOTES = (EXECUTED_DIR / "errata.md", Path("book/errata.template.md"),
@@ -379,6 +380,7 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
 
     (root / FINDINGS).parent.mkdir(parents=True, exist_ok=True)
     (root / FINDINGS).write_text(findings(frames, link) + "\n", encoding="utf-8")
+    (root / RULES).write_text(rules_statement() + "\n", encoding="utf-8")
     shown = totals["per_profile"].get(profile) or counts(plans.get(profile, []))
     others = "; ".join(f"`{p}`: of its {t['entries']} entries, {status_counts(t)}, {t['gpu_hours_left']:.1f} GPU-hours "
                        "left" for p, t in totals["per_profile"].items() if p != profile)

@@ -17,8 +17,9 @@ from ...runs.asked import row_runs, run_of
 from ...results import ResultsStore
 from ...runs.policy import check_compute, unusable
 from .schema import in_sections, paper_claims, parse_claim
-from .verdicts import (AUTHORS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims,
-                       claims_page, claims_readings, claims_summary)
+from .parts import AUTHORS
+from .verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
+                       claims_readings, claims_summary)
 from ..records.collect import collect_runs, current_counts
 from ..records.metrics import COUNTED_METRICS, RUN_STATISTICS, SEED_METRICS, number_or_none as _number_or_none
 from ..records.provenance import provenance_line

@@ -26,7 +26,7 @@ to every verdict of ours, so the ledger, the chapter pages, the results page and
 5. A claim about the authors' build is judged on their build where ours can be built their way (the claim's
    ``authors_build``, ``verdicts.evaluate``), ours given beside it; where it cannot: "not decided: our build differs".
 
-``statement`` is the rules in one paragraph, the text the intro and the results page print.
+``rules_statement`` is the rules in one paragraph, the text the intro and the results page print.
 
 ``facts`` describes the runs and measurements behind each model's figures: ``{model: {origin: Facts}}`` (the origin
 of ``metrics.METRICS``: ``runs``, ``gpu_memory``, ``efficiency``), built by ``run_facts`` / ``record_facts``
@@ -94,7 +94,7 @@ WHY_NOT_DECIDED = {
 }
 
 
-def statement():
+def rules_statement():
     """The verdict rules in one paragraph (Markdown), the text the intro and the results page both print: when a
     claim gets *holds* or *does not hold*, and each reason it decides nothing (``NOT_DECIDED``), from the rules'
     own thresholds."""

@@ -11,7 +11,6 @@ import pandas as pd
 
 from ... import papers
 from ...escape import html_text
-from ...models import list_models
 from ...runs.profiles import get_profile
 from .schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
                            UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections,
@@ -20,6 +19,7 @@ from ..records.metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_
 from ..tables.pages import label as _model_label
 from ..tables.pages import page_table
 from . import rules
+from .parts import authors_claim, authors_label, authors_verdict, run_label, with_other_parts
 
 
 # --------------------------------------------------------------------------------------------------
@@ -124,17 +124,6 @@ def _ours_getter(figures):
             raise MissingFigures([(metric, model)])
         return float(value)
     return get
-
-
-def run_label(name, key=None):
-    """A model's label, or for a run that paper ``key``'s tables name (a row with a ``model`` and ``settings``), the
-    label of its first row with its name beside it ("no padding in the embedding (cnv_no_pad)")."""
-    if key is not None and name not in list_models():
-        for table in papers.load(key)["tables"]:
-            entry = papers.table(key, table)["rows"].get(name)
-            if isinstance(entry, dict) and entry.get("label"):
-                return f"{entry['label']} ({name})"
-    return _model_label(name)
 
 
 def _model_order(key, claim):
@@ -326,7 +315,7 @@ def evaluate(key, claim, ours=None, *, profile=None):
                                                       seed_spread=claim.get("spread"),
                                                       sign_failed=_sign_failed(judged, get))
             if build and our_verdict != UNDECIDED:
-                our_verdict, why = _authors_build(claim, judged, get, our_verdict, why)
+                our_verdict, why = authors_verdict(claim, judged, lambda c: _evaluate(c, get), our_verdict, why)
         except MissingFigures as e:
             unlearned = rules.unlearned_figures(e.args[0], facts, label) if facts else ""
             our_verdict, why = (rules.NOT_LEARNED, unlearned) if unlearned else \
@@ -336,41 +325,6 @@ def evaluate(key, claim, ours=None, *, profile=None):
             "our_verdict": our_verdict, "why": why, "seeds": seeds,
             "reading": _reading(key, claim, paper_pair, our_pair)}
 
-
-
-AUTHORS = "@authors"  # a model's name with this suffix: the authors' build of it (a claim's ``authors_build``)
-
-
-def authors_label(name, key=None):
-    """A model's label (``run_label``), or for the authors' build of one (``AUTHORS``) its label and "authors'
-    build"."""
-    if name.endswith(AUTHORS):
-        return f"{run_label(name[:-len(AUTHORS)], key)} (authors' build)"
-    return run_label(name, key)
-
-
-def authors_claim(claim):
-    """A claim with ``authors_build`` settings as judged on the authors' build: each model it builds otherwise
-    (``settings``) read as its ``AUTHORS`` twin, whose figures ``ours.ours_from_store`` counts."""
-    built = set(claim["authors_build"]["settings"])
-    twin = lambda m: f"{m}{AUTHORS}" if m in built else m  # noqa: E731
-    return {**claim, "pair_list": [(twin(a), twin(b) if b is not None else None) for a, b in claim["pair_list"]]}
-
-
-def _authors_build(claim, judged, get, verdict, why):
-    """``(verdict, why)`` of a claim about the authors' build (``authors_build``): on their build where ``judged``
-    is it (our build's figure beside it), else "not decided: our build differs" with our build's figure; each says
-    how the builds differ."""
-    build = claim["authors_build"]
-    if judged is claim:  # ours cannot be built their way: our build's figure is shown, and decides nothing
-        ours = f"our build's figure: {verdict}"
-        return rules.BUILD, "; ".join(t for t in (build["how"], ours, why) if t)
-    try:
-        figure, holds, _ = _evaluate(claim, get)
-        beside = f"our build: {_figure_text(figure)}, {HOLDS if holds else FAILS}"
-    except MissingFigures:
-        beside = "our build: not counted"
-    return verdict, "; ".join(t for t in (f"judged on the authors' build ({build['how']})", beside, why) if t)
 
 
 #: our verdict of a question of ours (a claim entry with ``question: true``) in its own words: a question is
@@ -392,7 +346,15 @@ def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False
         raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
                          f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
     rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
-    rows = _with_other_parts(paper_key, chosen, rows, ours, profile)
+    done = {r["id"]: r for r in rows}
+
+    def other(cid):  # a claim another claim's parts name, evaluated once
+        if cid not in done:
+            done[cid] = evaluate(paper_key, next(c for c in paper_claims(paper_key) if c["id"] == cid), ours,
+                                 profile=profile)
+        return done[cid]
+
+    rows = with_other_parts(chosen, rows, other)
     if questions:
         rows = [{**r, "our_verdict": QUESTION_WORDS.get(r["our_verdict"], r["our_verdict"])} for r in rows]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
@@ -402,68 +364,6 @@ def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False
                          columns=["id", *COLUMNS])
     frame = frame.set_index("id").astype(object)
     return frame.where(frame.notna(), None)
-
-
-def _with_other_parts(key, chosen, rows, ours, profile):
-    """``rows`` (``evaluate`` of the claims ``chosen``) with each claim's parts stated by other claims applied: its
-    ``rests_on`` claims must hold too (the verdict is the first that does not, saying which), and its figure must
-    exceed in size each figure of its ``exceeds`` claims, on the paper's side and on ours."""
-    if not any(c.get("rests_on") or c.get("exceeds") for c in chosen):
-        return rows
-    done = {r["id"]: r for r in rows}
-
-    def other(cid):
-        if cid not in done:
-            done[cid] = evaluate(key, next(c for c in paper_claims(key) if c["id"] == cid), ours, profile=profile)
-        return done[cid]
-
-    out = []
-    for claim, row in zip(chosen, rows):
-        row = dict(row)
-        for cid in claim.get("rests_on") or []:
-            _rest_on(row, other(cid))
-        if claim.get("exceeds"):
-            _exceed(row, [other(cid) for cid in claim["exceeds"]])
-        out.append(row)
-    return out
-
-
-def _note(row, text):
-    row["why"] = "; ".join(t for t in (row["why"], text) if t)
-
-
-def _rest_on(row, part):
-    """``row`` holds only where its other part (``part``, another claim's evaluation) holds too."""
-    if row["paper_verdict"] == PAPER_YES and part["paper_verdict"] == PAPER_NO:
-        row["paper_verdict"] = PAPER_NO
-    said = f"its other part, {part['id']}: {part['our_verdict']}"
-    if row["our_verdict"] == HOLDS and part["our_verdict"] != HOLDS:
-        row["our_verdict"] = FAILS if part["our_verdict"] == FAILS else part["our_verdict"]
-        said += f" ({part['why']})" if part["why"] else ""
-    _note(row, said)
-
-
-def _exceed(row, others):
-    """``row``'s figure must exceed in size every figure of ``others`` (the claims its ``exceeds`` names): the
-    paper's figures on its side, ours on ours."""
-    names = ", ".join(o["id"] for o in others)
-    if row["paper_verdict"] == PAPER_YES and any(o["paper_figure"] is not None and
-                                                 abs(o["paper_figure"]) >= abs(row["paper_figure"]) for o in others):
-        row["paper_verdict"] = PAPER_NO
-    if row["our_verdict"] != HOLDS:
-        return
-    figures = [o["our_figure"] for o in others]
-    if any(f is None for f in figures):
-        missing = [o["id"] for o, f in zip(others, figures) if f is None]
-        row["our_verdict"] = NOT_RUN
-        _note(row, f"its ordering part (above each of {names}) needs {len(missing)} of their figures not yet run: "
-                   + ", ".join(missing))
-    elif any(abs(f) >= abs(row["our_figure"]) for f in figures):
-        larger = [f"{o['id']} ({_figure_text(f)})" for o, f in zip(others, figures) if abs(f) >= abs(row["our_figure"])]
-        row["our_verdict"] = FAILS
-        _note(row, "its ordering part does not hold: larger in size: " + ", ".join(larger))
-    else:
-        _note(row, f"its ordering part holds: above each of {names}")
 
 
 # --------------------------------------------------------------------------------------------------
