@@ -30,6 +30,8 @@ from ..runs.profiles import get_profile, gpu_profile, list_profiles
 from ..plan.plan import counts
 from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger, rules_statement
 from ..report.records import book_plans, book_totals, status_counts
+from ..report.tables.glance import RECORDS_DIR
+from ..results import ResultsStore
 from ..validate import checked
 
 __all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book"]
@@ -272,11 +274,29 @@ def build_book(
     html = build_dir / "html"
     if not (html / "index.html").is_file():
         raise RuntimeError(f"jupyter-book exited 0 but {relative_path(html / 'index.html')} is missing")
+    if _published(profile):
+        served = serve_records(html, profile)
+        say(f"book: {served} stored records served under {relative_path(html / RECORDS_DIR)}/")
     say(
         f"book: built {relative_path(html)} in {time.monotonic() - t1:.1f} s "
         f"(total {time.monotonic() - t0:.1f} s); open {relative_path(html / 'index.html')}"
     )
     return html
+
+
+def serve_records(html: Path, profile: str, store: ResultsStore | None = None) -> int:
+    """Copy the results store's records of ``profile`` (its training results, its measurements) and its benchmarks
+    into the built book, ``<html>/records/`` (``report.tables.glance.RECORDS_DIR``), under their paths in the store,
+    so that a page's link to a record (``record_href``) opens the JSON the number came from. Returns how many."""
+    store = store if store is not None else ResultsStore()
+    copied = 0
+    for folder in (store.root / profile, store.root / profile / "measure", store.root / "bench"):
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            target = html / RECORDS_DIR / path.relative_to(store.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            copied += 1
+    return copied
 
 
 # ----- the intro's generated part: the pages of this build and what the store holds ------------------------

@@ -21,6 +21,7 @@ from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
 from .verdicts import claim_anchor, claims, verdict_text
 from .standing import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs, left_out_note
+from ..tables.glance import DECIMALS, RUN_COLUMNS, run_columns
 from ..tables.pages import page_table
 from .rules import NOT_DECIDED, NOT_LEARNED, why_not_decided
 from ..records.learning import at_chance
@@ -193,8 +194,8 @@ def _chapters_of_sections(root):
 def results_frame(frames, *, root=None):
     """One row per claim of ``frames`` (``{paper: claims frame}``): document, claim, the paper's value (as claimed,
     and its own tables' figure), ours (figure, seeds and what it rests on: ``verdicts.verdict_text``), a status
-    (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable), the
-    chapter that shows it and the claim's id (its anchor there: ``claim_anchor``)."""
+    (holds, does not hold, one of ``rules.NOT_DECIDED``, not run, not testable), the chapter that shows it, the
+    claim's id (its anchor there: ``claim_anchor``) and the numbers themselves (``FIGURES``), for the CSV."""
     where = _chapters_of_sections(root or repo_root())
     rows = []
     for key, frame in frames.items():
@@ -207,15 +208,22 @@ def results_frame(frames, *, root=None):
             ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else \
                 f"{row['our verdict']}: {row['why no verdict']}" if row["why no verdict"] else row["our verdict"]
             rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
-                         "ours": ours,
-                         "status": row["our verdict"], "chapter": chapter, "claim id": cid})
-    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id"])
+                         "ours": ours, "status": row["our verdict"], "chapter": chapter, "claim id": cid,
+                         **{name: _rounded(row[column]) for name, column in FIGURES.items()}})
+    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id",
+                                       *FIGURES])
+
+
+#: the numbers of a ``results_frame`` row, for its CSV (the page's text columns carry them as words): the paper's
+#: figure, ours and the seeds behind ours
+FIGURES = {"paper figure": "paper figure", "our figure": "our figure", "seeds": "seeds"}
 
 
 def results_table(rows):
-    """The results page's table of ``results_frame`` ``rows`` (one document's): numbered, without the document and
-    the claim id, its chapter column a link to the claim's row on that chapter's page (``claim_anchor``)."""
-    shown = rows.drop(columns=["document", "claim id"]).reset_index(drop=True).rename(index=lambda i: i + 1)
+    """The results page's table of ``results_frame`` ``rows`` (one document's): numbered, without the document, the
+    claim id and the bare numbers (``FIGURES``: its text columns give them), its chapter column a link to the claim's
+    row on that chapter's page (``claim_anchor``)."""
+    shown = rows.drop(columns=["document", "claim id", *FIGURES]).reset_index(drop=True).rename(index=lambda i: i + 1)
     shown["chapter"] = [f"{stem}#{claim_anchor(cid)}" for stem, cid in zip(rows["chapter"], rows["claim id"])]
     styler = page_table(shown, wrap=["claim", "paper", "ours"])
 
@@ -230,8 +238,12 @@ def results_table(rows):
 
 def runs_table(profile, *, store=None):
     """Every stored training run of ``profile``, one row each, for ``results.csv``: model, settings beyond the
-    profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file."""
+    profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file; then, where a
+    published table row names it (``tables.glance.run_columns``), its paper, table(s), row, reading, the paper's
+    top-1, its final training accuracy where the paper shows it, its status and the command that remakes it. Numbers
+    stay numbers, rounded as the pages round them."""
     store = store if store is not None else ResultsStore()
+    named = run_columns(profile, store=store)
     rows = []
     for path in sorted((store.root / profile).glob("*.json")):
         try:
@@ -241,14 +253,19 @@ def runs_table(profile, *, store=None):
         config, prov = record.get("config") or {}, record.get("provenance") or {}
         if record.get("status") != "done" or unusable(record):  # what the store does not use is no result
             continue
+        file = path.relative_to(store.root).as_posix()
         rows.append({"model": config.get("model"), "settings": " ".join(
             f"{k}={v}" for k, v in sorted((config.get("model_overrides") or {}).items())),
             "dataset": config.get("dataset"), "seed": config.get("seed"), "epochs": record.get("epochs_run"),
-            "top1": record.get("top1"), "top5": record.get("top5"), "device": prov.get("device"),
+            "top1": _rounded(record.get("top1")), "top5": _rounded(record.get("top5")), "device": prov.get("device"),
             "precision": config.get("precision"), "commit": str(prov.get("commit", ""))[:10],
-            "date": made_on(prov), "file": path.relative_to(store.root).as_posix()})
+            "date": made_on(prov), "file": file, **named.get(file, {})})
     return pd.DataFrame(rows, columns=["model", "settings", "dataset", "seed", "epochs", "top1", "top5", "device",
-                                       "precision", "commit", "date", "file"])
+                                       "precision", "commit", "date", "file", *RUN_COLUMNS])
+
+
+def _rounded(value):
+    return round(float(value), DECIMALS) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
 
 
 def csv_link(frame, filename):
