@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ... import papers
 from ...analysis.records import STUDY_RECORDS
 from ...runs.asked import runs_of, table_specs
-from ...data import DatasetNotFoundError
+from ...data import DatasetNotFoundError, dataset_spec
 from ...models import model_fact
 from ...models.counting import recorded_counts
 from ...record_kinds import Request, kind_of, obtain, record_name, study_requests
@@ -19,7 +19,7 @@ from ...results import ResultsStore, StoreError, made_on
 from ...runs.policy import other_code
 from ...runs.make import run
 from ...runs.spec import Keep
-from .learning import CHANCE_MARGIN, at_chance
+from .learning import CHANCE_MARGIN, at_chance, failed_reason, not_learned_reason
 from .metrics import METRICS, PER_SEED
 from .provenance import short_device
 
@@ -280,6 +280,26 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=CHANCE_MARGIN):
             "last training accuracy (%)": round(statistics.fmean(train_acc(r) for r in stuck), 2),
             "gradients all zero from epoch": ", ".join(str(e) for e in dead if e is not None) or "—"}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def learning_flags(record, *, store=None):
+    """``{row: why}`` of each run a measurement of trained weights read (``record["runs"]``, each with its training
+    ``config``) whose stored training run failed or did not learn (``learning.failed_reason``,
+    ``learning.not_learned_reason``): its maps are an untrained model's, and a figure of them says so."""
+    store = store if store is not None else ResultsStore()
+    flags = {}
+    for row, entry in (record or {}).get("runs", {}).items():
+        config = entry.get("config")
+        try:
+            trained = store.get(config) if isinstance(config, dict) else None
+        except StoreError:
+            trained = None
+        if trained and trained.get("status") == "done":
+            classes = dataset_spec(config["dataset"]).num_classes
+            why = failed_reason(trained, classes) or not_learned_reason(trained)
+            if why:
+                flags[row] = why
+    return flags
 
 
 def runs_overview(runs):
