@@ -10,7 +10,6 @@ import re
 import pandas as pd
 
 from ... import papers
-from ...analysis.first_steps import arms_ahead, ordered_arms
 from ...errors import StoreError
 from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
@@ -18,10 +17,11 @@ from ...runs.asked import row_specs
 from ...results import ResultsStore, made_on, read_json
 from ...runs.policy import unusable
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
-from .verdicts import claim_anchor, claims, verdict_text
+from .verdicts import VERDICT_PLURALS, claim_anchor, claims, verdict_text
 from .standing import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs, left_out_note
 from ..tables.glance import DECIMALS, RUN_COLUMNS, run_columns
+from ..tables.questions import arm_outcomes
 from ..tables.pages import page_table
 from .rules import NOT_DECIDED, NOT_LEARNED, why_not_decided
 from ..records.learning import at_chance
@@ -84,32 +84,40 @@ def _shaped(frame, link, store=None):
     if dead:
         text += (f"{dead} of the {made} runs of our earlier reading (one LayerNorm per vanilla block; the formula "
                  "MLP(S(X)) as the simplified block) ended at chance. ")
-    if not holding.empty:
-        where = ", ".join(dict.fromkeys(str(s) for s in holding["section"]))
-        text += (f"With SAS-P and the two-LayerNorm vanilla block, {len(holding)} of the blog's {len(accuracy)} "
-                 f"accuracy claims {'holds' if len(holding) == 1 else 'hold'} on our runs ({where}). ")
+    if len(accuracy):  # every accuracy claim of the blog, each named with our verdict
+        by_verdict = {}
+        for _, row in accuracy.iterrows():
+            by_verdict.setdefault(row["our verdict"], []).append(str(row["section"]))
+        order = list(VERDICT_PLURALS)
+        said = [f"{len(where)} {verdict if len(where) == 1 else VERDICT_PLURALS.get(verdict, verdict)} "
+                f"({', '.join(where)})" for verdict, where in sorted(
+                    by_verdict.items(), key=lambda vw: order.index(vw[0]) if vw[0] in order else len(order))]
+        text += (f"Of the blog's {len(accuracy)} accuracy claims, with SAS-P and the two-LayerNorm vanilla block: "
+                 + "; ".join(said) + ". ")
     if stalled:
-        text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget "
-                 "runs. ")
+        text += "The two-LayerNorm vanilla does not learn at width 128 in our budget runs. "
     text += _stall_finding(store)
-    return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')})."
+    return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')}: what we know so far)."
 
 
 def _stall_finding(store):
     """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
-    plateau within their first steps on the CPU ("" where the record is not stored)."""
+    plateau within their first steps on the CPU, and which did not, every arm the record holds ("" where the record is
+    not stored)."""
     store = store if store is not None else ResultsStore()
     record = store.load_record("measure", "shaped-first-steps-vanilla_stall_w128", profile="budget")
     if record is None:
         return ""
-    ahead, others = arms_ahead(record), list(ordered_arms(record))[1:]
+    outcomes = arm_outcomes(record)
+    ahead = {a: o for a, o in outcomes.items() if o["ahead"]}
+    others = [a for a in outcomes if a not in ahead]
+    steps = " or ".join(map(str, sorted({o["steps"] for o in outcomes.values()})))
     if not ahead:
-        return (f"In its first {record['steps']} steps on a CPU, none of {len(others)} one-change arms (other seeds, "
-                "fp32, ...) lets it leave its plateau. ")
-    return (f"In its first {record['steps']} steps on a CPU, of {len(others)} one-change arms only "
-            + ", ".join(f"{a} (+{d:.1f} points)" for a, d in ahead.items())
-            + " left its plateau; other seeds, fp32, a float32 loss, biased LayerNorms and the rest did not: the "
-              "whole runs that decide it are in the plan. ")
+        return (f"In its first {steps} steps on a CPU, none of {len(outcomes)} one-change arms ("
+                + ", ".join(others) + ") lets it leave its plateau. ")
+    return (f"In its first {steps} steps on a CPU, of {len(outcomes)} one-change arms only "
+            + ", ".join(f"{a} (+{o['lead']:.1f} points)" for a, o in ahead.items())
+            + " left its plateau; " + ", ".join(others) + " did not: the whole runs that decide it are in the plan. ")
 
 
 def verdicts_finding(frames, link):
