@@ -18,8 +18,8 @@ to every verdict of ours, so the ledger, the chapter pages, the results page and
    under the paper's protocol; a sign or an ordering (a gain against 0, a ratio against 1) may be judged under a
    shorter one where every side ran the same share of its own paper's protocol, and the verdict gives each side's
    real fraction ("FNet 10 of 100 epochs, ViT 10 of 40"); sides at different shares decide nothing.
-3. Times are compared only within one device, one precision and one machine session (``session``: the device, torch,
-   commit and day a run was made on; a lent GPU machine is a fresh machine each session); a time's magnitude
+3. Times are compared only within one device, one precision and one machine session (``session``: the device, day
+   and commit a run was made on; a lent GPU machine is a fresh machine each session); a time's magnitude
    against the paper's printed one only at the paper's precision.
 4. Every verdict shows its number of seeds; with one seed, a verdict that a difference of ``seed_spread`` (the
    paper's reported spread, else ``DEFAULT_SPREAD`` points) would turn reads "not decided: one seed".
@@ -142,13 +142,12 @@ class Facts(NamedTuple):
 
 
 def session(provenance):
-    """The machine session a stored result or record was made in, as the page names it ("H100, 2026-11-25, commit
-    d5fec8a, torch 2.11.0"): its device, day, commit and torch. Two results of one session ran on one machine (a lent
-    GPU machine is a fresh one each session: the same configuration's epoch took a fifth longer in one session than in
-    another on the same GPU model)."""
+    """The machine session a stored result or record was made in, as the page names it ("H100, 2026-11-25,
+    d5fec8a"): its device, day and commit (a lent GPU session runs one commit of the code). Two results of one session
+    ran on one machine (a lent GPU machine is a fresh one each session: the same configuration's epoch took a fifth
+    longer in one session than in another on the same GPU model)."""
     prov = provenance or {}
-    return (f"{short_device(prov.get('device', '?'))}, {made_on(prov) or '?'}, commit "
-            f"{str(prov.get('commit', '?'))[:7]}, torch {prov.get('torch', '?')}")
+    return f"{short_device(prov.get('device', '?'))}, {made_on(prov) or '?'}, {str(prov.get('commit', '?'))[:7]}"
 
 
 class Figures(dict):

@@ -30,6 +30,8 @@ COLUMNS = ["paper", "table", "row", "reading", "paper prints", "paper top-1", "o
            "epochs", "paper's epochs", "paper training accuracy", "ours training accuracy", "status", "records",
            "command"]
 PAPER_EPOCHS = "paper's epochs"
+#: the page's training-accuracy column: where the paper prints it (paper / ours), and where it only plots it (ours)
+TRAINING = {True: "training accuracy, paper / ours", False: "final training acc., ours (paper: none)"}
 NUMERIC = ["paper top-1", "ours top-1", "ours top-1 SD", "seeds", "epochs", PAPER_EPOCHS, "paper training accuracy",
            "ours training accuracy"]
 
@@ -51,11 +53,13 @@ def _plots_training_accuracy(key, dataset):
                for c in papers.claims(key) or [])
 
 
-def _reading(config, table):
-    """What a run is beyond its table's ``model_config``: its own model settings ("layout=blog, block=parallel"),
-    its precision, and any run option the profile does not set (a warm-up)."""
+def _reading(config, table, asked=None):
+    """What a run is beyond its table's ``model_config``: its own model settings ("layout=blog, block=parallel"; those
+    its row asks for, ``asked``, where its stored configuration keeps an earlier default out of its key), its
+    precision, and any run option the profile does not set (a warm-up)."""
     base = papers.table(*table).get("model_config") or {}
-    settings = {k: v for k, v in (config.get("model_overrides") or {}).items() if base.get(k) != v}
+    settings = {k: v for k, v in {**(config.get("model_overrides") or {}), **(asked or {})}.items()
+                if base.get(k) != v and not isinstance(v, (dict, list)) or k == "mixer_options"}
     words = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(settings.items())]
     words += [f"{k}={config[k]}" for k in ("warmup_steps", "loss_fp32") if config.get(k)]
     return ", ".join([*words, str(config.get("precision", "fp32"))])
@@ -112,7 +116,8 @@ def glance_rows(profile, *, store=None):
                     config = records[0]["config"]
                     rows.append({
                         "paper": key, "table": str(entry.get("caption", table)).split(":")[0],
-                        "row": printed.get("label") or row, "reading": _reading(config, (key, table)),
+                        "row": printed.get("label") or row,
+                        "reading": _reading(config, (key, table), dict(specs[0].settings)),
                         "paper prints": _printed(printed), "paper top-1": _number(printed.get("top1")),
                         "ours top-1": _number(statistics.fmean(tops)),
                         "ours top-1 SD": _number(statistics.stdev(tops)) if len(tops) > 1 else None,
@@ -164,10 +169,9 @@ def _given(value):
 
 
 def _mean_sd(row):
-    """"63.56 ± 0.48 (3 seeds)": our top-1 over the row's stored seeds."""
+    """"53.82 ± 2.19 (3)": our top-1 over the row's stored seeds (their number in brackets)."""
     sd = f" ± {row['ours top-1 SD']:.{DECIMALS}f}" if _given(row["ours top-1 SD"]) else ""
-    seeds = int(row["seeds"])
-    return f"{row['ours top-1']:.{DECIMALS}f}{sd} ({seeds} seed{'s' if seeds != 1 else ''})"
+    return f"{row['ours top-1']:.{DECIMALS}f}{sd} ({int(row['seeds'])})"
 
 
 def _pair(paper, ours):
@@ -177,32 +181,38 @@ def _pair(paper, ours):
 
 
 def glance_page(frame):
-    """``glance_frame`` rows (one paper's) as the page shows them (``page_table``): per table and row, its reading,
-    the paper's top-1 beside ours (mean ± SD over the seeds), each side's epochs, the final training accuracy where
-    the paper shows it (paper / ours), the status, a link to each seed's record and the command that remakes it."""
+    """``glance_frame`` rows (one paper's) as the page shows them (``page_table``), narrow enough for the text
+    column: per table and row (its reading under its name, smaller), the paper's top-1 beside ours (mean ± SD, the
+    seeds in brackets), our epochs of the paper's, the final training accuracy where the paper shows it (paper /
+    ours), the status, and a link to each seed's record with the command that remakes it. What the paper prints where
+    it prints no top-1 is in the CSV (``paper prints``)."""
+    printed_training = any(_given(v) for v in frame["paper training accuracy"])
     shown = pd.DataFrame({
-        "reading": frame["reading"],
-        "paper": [f"{v:.{DECIMALS}f}" if _given(v) else text for v, text in zip(frame["paper top-1"],
-                                                                                 frame["paper prints"])],
-        "ours top-1": [_mean_sd(r) for _, r in frame.iterrows()],
-        "epochs (ours of the paper's)": [f"{int(r['epochs'])} of {int(r[PAPER_EPOCHS])}"
-                                         if _given(r[PAPER_EPOCHS]) else str(int(r["epochs"]))
-                                         for _, r in frame.iterrows()],
-        "training accuracy (paper / ours)": [_pair(r["paper training accuracy"], r["ours training accuracy"])
-                                             for _, r in frame.iterrows()],
-        "status": frame["status"], "records": frame["records"], "command": frame["command"]})
-    shown.index = pd.MultiIndex.from_arrays([frame["table"], frame["row"].astype(str)])
-    if all(v == "—" for v in shown["training accuracy (paper / ours)"]):
-        shown = shown.drop(columns="training accuracy (paper / ours)")
-    styler = page_table(shown, wrap=["reading", "paper", "status"])
+        "paper top-1": [f"{v:.{DECIMALS}f}" if _given(v) else "—" for v in frame["paper top-1"]],
+        "ours top-1 (seeds)": [_mean_sd(r) for _, r in frame.iterrows()],
+        "epochs, of the paper's": [f"{int(r['epochs'])} of {int(r[PAPER_EPOCHS])}" if _given(r[PAPER_EPOCHS])
+                                   else str(int(r["epochs"])) for _, r in frame.iterrows()],
+        TRAINING[printed_training]: [_pair(r["paper training accuracy"], r["ours training accuracy"])
+                                     if printed_training else (f"{r['ours training accuracy']:.{DECIMALS}f}"
+                                                               if _given(r["ours training accuracy"]) else "—")
+                                     for _, r in frame.iterrows()],
+        "status": frame["status"],
+        "record, command": [f"{files}\n{command}" for files, command in zip(frame["records"], frame["command"])]})
+    rows = [f'{html_text(row)}<br><span style="font-weight: normal; font-size: 0.9em">{html_text(reading)}</span>'
+            for row, reading in zip(frame["row"].astype(str), frame["reading"])]
+    shown.index = pd.MultiIndex.from_arrays([frame["table"].str.split(" (", n=1, regex=False).str[0], rows])
+    # a column the paper's side leaves blank in every row says nothing: the CSV keeps what the paper prints
+    shown = shown.drop(columns=[c for c in ("paper top-1", TRAINING[printed_training]) if (shown[c] == "—").all()])
+    styler = page_table(shown)
     if not hasattr(styler, "format"):
         return styler
 
-    def links(files):
-        return " ".join(f'<a href="{html_text(record_href(f))}" title="{html_text(f)}">{i}</a>'
-                        for i, f in enumerate(files.split(), 1))
+    def record(cell):
+        files, command = cell.split("\n", 1)
+        links = " ".join(f'<a href="{html_text(record_href(f))}" title="{html_text(f)}">{i}</a>'
+                         for i, f in enumerate(files.split(), 1))
+        return (f"{links}<details><summary>command</summary><code>{html_text(command)}</code></details>")
 
-    def command(text):
-        return f"<details><summary>vixnb train</summary><code>{html_text(text)}</code></details>"
-
-    return styler.format(links, subset=["records"], escape=None).format(command, subset=["command"], escape=None)
+    return styler.format(record, subset=["record, command"], escape=None) \
+        .format_index(lambda v: v, level=1, axis=0, escape=None) \
+        .set_properties(subset=["status"], **{"min-width": "6em", "text-align": "left"})

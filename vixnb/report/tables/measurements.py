@@ -63,7 +63,8 @@ def first_steps_section(found, question, where, *, profile, paper="shaped"):
     display(Markdown(f"*{markdown_text(found.get('text', question))}*"))
     table = arms_frame(found)
     seconds = {name: arm.get("seconds") for name, arm in ordered_arms(found).items()}
-    table[("CPU seconds", "")] = [seconds.get(name) for name in table.index]  # None where the record keeps none
+    table[("CPU seconds", "")] = [round(seconds[name]) if isinstance(seconds.get(name), (int, float)) else None
+                                  for name in table.index]  # None where the record keeps none
     display(page_table(table, decimals=2,
                        caption=f"each arm's first {found['steps']} optimizer steps, mean over "
                                f"{found.get('window', 20)} steps; its CPU seconds"))
