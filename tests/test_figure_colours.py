@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from vixnb import papers, report  # noqa: E402
 from vixnb.report.figures import colors  # noqa: E402
-from vixnb.runs.asked import row_specs  # noqa: E402
+from vixnb.runs.asked import book_rows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MAPS = REPO / "results" / "budget" / "measure" / "shaped-attention-maps-cifar10.json"
@@ -43,16 +43,14 @@ def test_names_of_one_figure_are_told_apart_even_where_their_own_colours_are_clo
 def test_every_table_of_every_chapter_draws_its_runs_apart():
     """The runs one figure draws together: a paper table's rows (the blog's Exp. 4 drew three magentas, #a1017c,
     #760176 and #bc1085; its Exp. 0 two vanilla blues nearly the same)."""
-    for key in papers.DOCUMENTS:
-        if key not in papers.list_papers():
-            continue
-        for chapter in papers.book_chapters(key):
-            for table in chapter.get("train") or []:
-                rows = papers.table(key, table)["rows"]
-                runs = {(rows[row].get("label") if isinstance(rows[row], dict) else None) or row:
-                        [{"config": specs[0].config}] for row, specs in row_specs(key, chapter, table, "budget")}
-                colours = colors.palette(list(runs), runs=runs, avoid=(colors.CHANCE_GREY,))
-                assert closest(colours.values()) >= DELTA_E, (key, table)
+    tables = {}
+    for key, _, table, row, specs in book_rows("budget"):
+        entry = papers.table(key, table)["rows"][row]
+        label = (entry.get("label") if isinstance(entry, dict) else None) or row
+        tables.setdefault((key, table), {})[label] = [{"config": specs[0].config}]
+    for (key, table), runs in tables.items():
+        colours = colors.palette(list(runs), runs=runs, avoid=(colors.CHANCE_GREY,))
+        assert closest(colours.values()) >= DELTA_E, (key, table)
 
 
 def _line_colours(fig, skip=(colors.CHANCE_GREY, colors.BLACK)):

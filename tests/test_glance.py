@@ -7,13 +7,12 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 import pytest
 
-from vixnb import papers
 from vixnb.book import build
 from vixnb.escape import csv_frame
 from vixnb.report.claims import found
 from vixnb.report.tables import glance
 from vixnb.results import ResultsStore
-from vixnb.runs.asked import row_specs
+from vixnb.runs.asked import book_rows
 
 REPO = Path(__file__).resolve().parents[1]
 STORE = ResultsStore(REPO / "results")
@@ -27,16 +26,8 @@ def frame():
 
 
 def test_every_stored_table_row_is_listed_once_with_its_seeds(frame):
-    expected = []
-    for key in papers.DOCUMENTS:
-        if key not in papers.list_papers():
-            continue
-        for chapter in papers.book_chapters(key):
-            for table in chapter.get("train") or []:
-                for row, specs in row_specs(key, chapter, table, "budget"):
-                    stored = [s for s in specs if STORE.path(s.config).is_file()]
-                    if stored:
-                        expected.append((key, row, len(stored)))
+    expected = [(key, row, n) for key, _, _, row, specs in book_rows("budget")
+                if (n := sum(STORE.path(s.config).is_file() for s in specs))]
     assert len(frame) == len(expected) and list(frame["seeds"]) == [n for *_, n in expected]
     assert list(frame["paper"]) == [k for k, *_ in expected]
     # a number of the paper's where its table prints one (ViX Table 1's top-1), else what it prints

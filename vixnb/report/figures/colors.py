@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from ... import papers
 from ...models import model_cfg
 from ...results.store import config_key
-from ...runs.asked import row_specs
+from ...runs.asked import book_rows
 
 #: the colour of a model's mechanism, from its name (first match): tab20's dark shade; a variant of the model
 #: (``LIGHT``: hybrid embedding, warm start, our earlier reading) takes the light shade of the same hue
@@ -56,28 +56,22 @@ def _run_ranks(profile):
     label and model), whether it is a variant (``LIGHT``) and its rank among the runs of that hue and shade: the
     rank decides its colour (``run_color``), the same on every page."""
     ranks, counts = {}, {}
-    for key in papers.DOCUMENTS:
-        if key not in papers.list_papers():
+    for key, _, table, row, (spec, *_) in book_rows(profile):
+        entry = papers.table(key, table)["rows"][row]
+        label = (entry.get("label") if isinstance(entry, dict) else None) or row
+        text = f"{model_cfg(spec.model).get('label', spec.model)} {label} {' '.join(map(str, spec.settings.values()))}"
+        try:
+            identity = spec.key
+        except ValueError:  # a setting the profile refuses: drawn by its label's colour
             continue
-        for chapter in papers.book_chapters(key):
-            for table in chapter.get("train") or []:
-                rows = papers.table(key, table)["rows"]
-                for row, (spec, *_) in row_specs(key, chapter, table, profile):
-                    model, settings = spec.model, spec.settings
-                    label = (rows[row].get("label") if isinstance(rows[row], dict) else None) or row
-                    text = f"{model_cfg(model).get('label', model)} {label} {' '.join(map(str, settings.values()))}"
-                    try:
-                        identity = spec.key
-                    except ValueError:  # a setting the profile refuses: drawn by its label's colour
-                        continue
-                    if identity in ranks:
-                        continue
-                    hue = next((h for pattern, h in _HUES if re.search(pattern, text)), None)
-                    if hue is None:
-                        continue
-                    light = bool(LIGHT.search(text))
-                    counts[(hue, light)] = counts.get((hue, light), -1) + 1
-                    ranks[identity] = (hue, light, counts[(hue, light)])
+        if identity in ranks:
+            continue
+        hue = next((h for pattern, h in _HUES if re.search(pattern, text)), None)
+        if hue is None:
+            continue
+        light = bool(LIGHT.search(text))
+        counts[(hue, light)] = counts.get((hue, light), -1) + 1
+        ranks[identity] = (hue, light, counts[(hue, light)])
     return ranks
 
 

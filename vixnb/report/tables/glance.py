@@ -12,7 +12,7 @@ import pandas as pd
 from ... import papers
 from ...data import dataset_spec
 from ...results import ResultsStore
-from ...runs.asked import row_specs
+from ...runs.asked import book_rows
 from ...runs.spec import run_command
 from ..records.collect import results_of
 from ..records.learning import failed_reason, not_learned_reason
@@ -94,44 +94,37 @@ def glance_rows(profile, *, store=None):
     ``files``, the same paths as a list."""
     store = store if store is not None else ResultsStore()
     rows = []
-    for key in papers.DOCUMENTS:
-        if key not in papers.list_papers():
+    for key, _, table, row, specs in book_rows(profile):
+        entry = papers.table(key, table)
+        found = results_of(specs, compute="never", progress=False, store=store)
+        done = [(s, r) for s, r in zip(specs, found) if r.get("status") == "done"]
+        if not done:
             continue
         protocol = (papers.load(key).get("protocol") or {}).get("epochs")
-        for chapter in papers.book_chapters(key):
-            for table in chapter.get("train") or []:
-                entry = papers.table(key, table)
-                classes = dataset_spec(entry["dataset"]).num_classes
-                shows_training = _plots_training_accuracy(key, entry["dataset"])
-                for row, specs in row_specs(key, chapter, table, profile):
-                    found = results_of(specs, compute="never", progress=False, store=store)
-                    done = [(s, r) for s, r in zip(specs, found) if r.get("status") == "done"]
-                    if not done:
-                        continue
-                    records = [r for _, r in done]
-                    printed = entry["rows"].get(row) if isinstance(entry["rows"].get(row), dict) else {}
-                    tops = [r["top1"] for r in records]
-                    train = [r["history"][-1]["train_acc"] for r in records if r.get("history")]
-                    files = [store.path(s.config).relative_to(store.root).as_posix() for s, _ in done]
-                    config = records[0]["config"]
-                    rows.append({
-                        "paper": key, "table": str(entry.get("caption", table)).split(":")[0],
-                        "row": printed.get("label") or row,
-                        "reading": _reading(config, (key, table), dict(specs[0].settings)),
-                        "paper prints": _printed(printed), "paper top-1": _number(printed.get("top1")),
-                        "ours top-1": _number(statistics.fmean(tops)),
-                        "ours top-1 SD": _number(statistics.stdev(tops)) if len(tops) > 1 else None,
-                        "seeds": len(records), "epochs": config["epochs"],
-                        "paper's epochs": papers.per_model(protocol, specs[0].model) if protocol else None,
-                        "paper training accuracy": _number(printed.get("train_acc_final")),
-                        "ours training accuracy": _number(statistics.fmean(train)) if shows_training and train
-                        else None,
-                        "status": _status(records, classes), "records": " ".join(files),
-                        "command": run_command(done[0][0]), "files": files,
-                        "runs": {f: {"top1": _number(r["top1"]), "command": run_command(spec), "status":
-                                     _status([r], classes), "training accuracy": _number(r["history"][-1]["train_acc"])
-                                     if shows_training and r.get("history") else None}
-                                 for f, (spec, r) in zip(files, done)}})
+        classes = dataset_spec(entry["dataset"]).num_classes
+        shows_training = _plots_training_accuracy(key, entry["dataset"])
+        records = [r for _, r in done]
+        printed = entry["rows"].get(row) if isinstance(entry["rows"].get(row), dict) else {}
+        tops = [r["top1"] for r in records]
+        train = [r["history"][-1]["train_acc"] for r in records if r.get("history")]
+        files = [store.path(s.config).relative_to(store.root).as_posix() for s, _ in done]
+        config = records[0]["config"]
+        rows.append({
+            "paper": key, "table": str(entry.get("caption", table)).split(":")[0],
+            "row": printed.get("label") or row, "reading": _reading(config, (key, table), dict(specs[0].settings)),
+            "paper prints": _printed(printed), "paper top-1": _number(printed.get("top1")),
+            "ours top-1": _number(statistics.fmean(tops)),
+            "ours top-1 SD": _number(statistics.stdev(tops)) if len(tops) > 1 else None,
+            "seeds": len(records), "epochs": config["epochs"],
+            "paper's epochs": papers.per_model(protocol, specs[0].model) if protocol else None,
+            "paper training accuracy": _number(printed.get("train_acc_final")),
+            "ours training accuracy": _number(statistics.fmean(train)) if shows_training and train else None,
+            "status": _status(records, classes), "records": " ".join(files),
+            "command": run_command(done[0][0]), "files": files,
+            "runs": {f: {"top1": _number(r["top1"]), "command": run_command(spec), "status": _status([r], classes),
+                         "training accuracy": _number(r["history"][-1]["train_acc"])
+                         if shows_training and r.get("history") else None}
+                     for f, (spec, r) in zip(files, done)}})
     return rows
 
 
