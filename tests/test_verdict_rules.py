@@ -371,6 +371,9 @@ def test_a_claim_with_a_part_stated_elsewhere_holds_only_where_both_do(monkeypat
         del model["params"]
     frame = C.claims("favor", missing)
     assert frame.loc["favor-strong", "our verdict"] == frame.loc["favor-both", "our verdict"] == C.NOT_RUN
+    # its own figure is shown beside what its other part waits for (the page marked it "not yet run" alone)
+    assert C.verdict_text(frame.loc["favor-strong"]).startswith("1.00: not yet run (its ordering part (above each of "
+                                                                 "the 1 claims it names) needs 1 of their figures")
 
 
 def test_a_trend_over_layers_is_read_on_the_learned_layers():

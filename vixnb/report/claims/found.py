@@ -213,7 +213,8 @@ def results_frame(frames, *, root=None):
             printed = isinstance(figure, numbers.Real) and figure == figure
             paper = f"{row['claimed']}" + (f" (tables: {figure:,.2f}, {row['paper bears it out']})" if printed else
                                            " (its tables print no figure for it)")
-            ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else \
+            ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) or \
+                row["our figure"] is not None else \
                 f"{row['our verdict']}: {row['why no verdict']}" if row["why no verdict"] else row["our verdict"]
             rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
                          "ours": ours, "status": row["our verdict"], "chapter": chapter, "claim id": cid,

@@ -93,8 +93,8 @@ def _exceed(row, others):
     if any(f is None for f in figures):
         missing = [o["id"] for o, f in zip(others, figures) if f is None]
         row["our_verdict"] = NOT_RUN
-        _note(row, f"its ordering part (above each of {names}) needs {len(missing)} of their figures not yet run: "
-                   + ", ".join(missing))
+        _note(row, f"its ordering part (above each of the {len(others)} claims it names) needs {len(missing)} of their "
+                   "figures, not yet run: " + ", ".join(missing))
     elif any(abs(f) >= abs(row["our_figure"]) for f in figures):
         larger = [f"{o['id']} ({_text(f)})" for o, f in zip(others, figures) if abs(f) >= abs(row["our_figure"])]
         row["our_verdict"] = FAILS

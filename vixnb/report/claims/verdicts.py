@@ -394,8 +394,8 @@ def claims_summary(frame):
 def verdict_text(row):
     """Our verdict of one ``claims`` row as the page shows it: figure, mark, verdict, seeds and what it rests on
     ("-15.85: ✗ does not hold (1 seed; Hybrid FNet 10 of 100 epochs, Hybrid ViL 10 of 40)")."""
-    if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
-        return NOT_RUN
+    if row["our verdict"] == NOT_RUN and row["our figure"] is None:  # the table marks it; the to-run list says what
+        return NOT_RUN  # (a figure of ours with a part not yet run is shown, with what its other part waits for)
     verdict = f"{MARKS.get(row['our verdict'], '')}{row['our verdict']}"
     text = f"{_figure_text(row['our figure'])}: {verdict}" if row["our figure"] is not None else verdict
     seeds = row.get("seeds")
