@@ -439,7 +439,11 @@ def test_favor_correlation_from_the_committed_budget_store(monkeypatch):
     models = papers.table_models("vix", "table1")
     r = statistics.correlation([c10[m]["gflops"] for m in models], [c10[m]["train_gb"] for m in models])
     assert frame.loc["favor-corr-flops-train-memory", "our figure"] == pytest.approx(r)
-    assert frame.loc["favor-corr-flops-train-memory", "our verdict"] in ("holds", "does not hold")
+    # its second part, "the strongest link", needs the correlations of the efficiency record, not stored yet
+    assert frame.loc["favor-corr-flops-train-memory", "our verdict"] == "not yet run"
+    assert frame.loc["favor-corr-flops-train-memory", "why no verdict"].startswith(
+        "its ordering part (above each of the 7 claims it names) needs 6 of their figures, not yet run: "
+        "favor-corr-flops-ft-time")
     assert frame.loc["favor-corr-ft-time-train-memory", "our verdict"] == "not yet run"  # no efficiency record
 
 

@@ -39,7 +39,7 @@ def test_a_figures_labels_are_printed_as_written_not_read_as_mathtext():
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from vixnb.report.figures.charts import per_layer_lines
+    from vixnb.report.figures.per_layer import per_layer_lines
 
     before = matplotlib.rcParams["text.parse_math"]
     label = "ViT $\\alpha$ (cost: $5)"  # from a paper file or a result: a dollar sign is not math

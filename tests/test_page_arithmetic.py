@@ -69,6 +69,40 @@ def test_median_memory_ratio_and_conv_gain_from_the_comparison_rows():
     assert synthesis.median_memory_ratio(rows, "Performer") == "0.38"
     assert synthesis.median_memory_ratio(rows, "Linformer") == "not printed"
     assert synthesis.conv_embedding_gain(rows) == ("+1.50", "-0.25")
+    # the summary table's median is the same figure (issue 56: it printed 0.19× where the text said 0.18)
+    rows = rows.assign(document="vix Table 1", **{"Δ top-1 ours": None})
+    summary = synthesis.mechanism_summary(rows, pd.DataFrame(columns=["mechanism", "ours"]))
+    assert summary.at["Performer", (synthesis.PRINTED, "GPU memory vs softmax (median)")] == "0.38×"
+
+
+def test_a_superseded_mixer_is_quoted_from_the_benchmark_that_measures_its_form_today(tmp_path):
+    """Issue 56: the intro pointed at `vixnb bench mixers` for a Nyström figure that `nystrom-variants-2` stores."""
+    import json
+
+    from vixnb.results import ResultsStore
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    row = {"tokens": synthesis.VIX_TOKENS, "status": "ok", "ms": 2.0, "peak_mb": 300.0}
+    mixers = {"provenance": {"dtype": "bf16", "device": "NVIDIA H100 80GB HBM3"},
+              "superseded": {"rows": ["nystrom"], "reason": "ran as the band"},
+              "rows": [{**row, "kind": "softmax", "mechanism": "softmax (fused)"},
+                       {**row, "kind": "nystrom", "mechanism": "nystrom", "ms": 9.0}]}
+    (bench / "mixers-bf16.json").write_text(json.dumps(mixers))
+    costs = synthesis.fused_costs(store=ResultsStore(tmp_path))
+    assert "Nyströmformer" not in costs.index
+    assert synthesis.left_out_note(costs).endswith("superseded (ran as the band); `vixnb bench mixers` measures them "
+                                                   "again.")
+    variants = {"provenance": {"device": "NVIDIA H100 80GB HBM3"}, "config": {"tokens": synthesis.VIX_TOKENS,
+                                                                             "batch": 64},
+                "rows": [{"mechanism": "nystrom: conv residual", "dtype": "bf16", "ms": 5.666, "peak_mb": 390.3,
+                          "status": "ok", "x_fused_softmax": 3.147}]}
+    for n in (1, 2):
+        (bench / f"nystrom-variants-{n}.json").write_text(json.dumps(variants if n == 2 else {"rows": []}))
+    note = synthesis.left_out_note(synthesis.fused_costs(store=ResultsStore(tmp_path)))
+    assert note == (" Nyströmformer's stored rows (bf16, H100) are not quoted: superseded (ran as the band); its form "
+                    "today, measured in another session: 5.67 ms, 390 MB in bf16 (the residual as a convolution; 3.15× "
+                    "that record's fused softmax) (`nystrom-variants-2`, H100, batch 64).")
 
 
 def test_the_maps_grids_put_a_status_where_a_run_is_not_done():

@@ -377,9 +377,10 @@ def test_one_colour_per_model_a_chance_line_and_no_legend_entry_for_an_absent_ru
             "history": [{"train_acc": 1.0}, {"train_acc": 3.0}]}
     fig = report.figures.training_curves({"ViT": [done], "ViP": []}, metric="train_acc")
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ViT (1 seed)", "chance (1 %)"]
+    legend = fig.legends[0]  # under the axes, outside the data (issue 56)
+    assert ax.get_legend() is None and [t.get_text() for t in legend.get_texts()] == ["ViT (1 seed)", "chance (1 %)"]
     assert ax.lines[0].get_color() == report.figures.model_color("ViT") and list(ax.lines[1].get_ydata()) == [1.0, 1.0]
-    assert fig.get_size_inches()[0] <= 6.9 and all(t.get_fontsize() >= 9 for t in ax.get_legend().get_texts())
+    assert fig.get_size_inches()[0] <= 6.9 and all(t.get_fontsize() >= 9 for t in legend.get_texts())
 
 
 def test_a_fitted_line_prints_as_a_formula():
@@ -499,11 +500,12 @@ def test_csv_downloads_escape_formulas_and_list_only_used_results(isolated_resul
     from vixnb.report.claims import csv_link, runs_table
     from vixnb.results import ResultsStore
 
-    frame = pd.DataFrame({"=cmd": ["=HYPERLINK(1)", "+1", "-15.85: does not hold", "@SUM(A1)", "\tx", "\rx", "plain"],
-                          "n": [-1.5, 2, 3, 4, 5, 6, 7]})
+    frame = pd.DataFrame({"=cmd": ["=HYPERLINK(1)", "+A1", "-15.85: does not hold", "@SUM(A1)", "\tx", "\rx", "plain",
+                                   "-41.59"], "n": [-1.5, 2, 3, 4, 5, 6, 7, 8]})
     text = base64.b64decode(re.search(r"base64,([^\"]+)", csv_link(frame, "x.csv")).group(1)).decode()
     rows = text.splitlines()
     assert rows[0] == "'=cmd,n" and rows[1] == "'=HYPERLINK(1),-1.5" and "'-15.85: does not hold" in text
+    assert rows[-1] == "-41.59,8.0"  # a plain number stays a number (issue 56), never '-41.59
     assert all(not line.startswith(("=", "+", "@")) for line in rows)
     store = ResultsStore(isolated_results)
     config = runspec.run_config("fnet", profile="budget")

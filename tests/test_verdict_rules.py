@@ -4,6 +4,7 @@ import pytest
 
 from vixnb.report.claims import verdicts as C
 from vixnb.report.claims import rules as V
+from vixnb.report.claims.parts import AUTHORS
 from vixnb.report.claims.schema import ClaimError
 
 
@@ -30,19 +31,19 @@ def claim(a, b, *, metric="top1", method="point_gain", op="greater", value=0.0, 
 
 
 def test_a_run_at_chance_or_with_dead_gradients_decides_nothing():
-    at_chance = figures({"fnet": [record(10.9, train_acc=9.83)], "vit": [record(40.0)]})
-    got = C.evaluate("vix", claim("vit", "fnet"), at_chance, profile="budget")
+    at_chance = figures({"vil": [record(10.9, train_acc=9.83)], "vit": [record(40.0)]})
+    got = C.evaluate("vix", claim("vit", "vil"), at_chance, profile="budget")
     assert got["our_verdict"] == V.FAILED == "not decided: run failed"
-    assert got["why"] == "FNet: training accuracy 9.83 %, test top-1 10.90 %: at chance (10 %)"
-    dead = figures({"fnet": [record(30.0, grads=(0.0, 0.0))], "vit": [record(40.0)]})
-    got = C.evaluate("vix", claim("vit", "fnet"), dead, profile="budget")
-    assert (got["our_verdict"], got["why"]) == (V.FAILED, "FNet: gradients all zero from epoch 1")
+    assert got["why"] == "ViL: training accuracy 9.83 %, test top-1 10.90 %: at chance (10 %)"
+    dead = figures({"vil": [record(30.0, grads=(0.0, 0.0))], "vit": [record(40.0)]})
+    got = C.evaluate("vix", claim("vit", "vil"), dead, profile="budget")
+    assert (got["our_verdict"], got["why"]) == (V.FAILED, "ViL: gradients all zero from epoch 1")
     # 12.1 % is outside the 2-point margin of chance: a run that learned a little decides
-    learned = figures({"fnet": [record(12.1, train_acc=12.1)], "vit": [record(40.0)]})
-    assert C.evaluate("vix", claim("vit", "fnet"), learned, profile="budget")["our_verdict"] == "holds"
+    learned = figures({"vil": [record(12.1, train_acc=12.1)], "vit": [record(40.0)]})
+    assert C.evaluate("vix", claim("vit", "vil"), learned, profile="budget")["our_verdict"] == "holds"
     # a parameter count does not rest on the run: the failed run does not matter there
-    assert C.evaluate("vix", claim("vit", "fnet", metric="params", method="ratio", value=1.0),
-                      V.Figures({"cifar10": {"vit": {"params": 2.0}, "fnet": {"params": 1.0}}},
+    assert C.evaluate("vix", claim("vit", "vil", metric="params", method="ratio", value=1.0),
+                      V.Figures({"cifar10": {"vit": {"params": 2.0}, "vil": {"params": 1.0}}},
                                 facts=at_chance.facts), profile="budget")["our_verdict"] == "holds"
 
 
@@ -52,9 +53,18 @@ def test_a_magnitude_needs_the_papers_epochs_a_sign_says_each_sides_fraction():
                        ours, profile="budget")
     assert about["our_verdict"] == V.PROTOCOL
     assert about["why"] == "a magnitude is judged only at the paper's epochs (FNet 10 of 100 epochs, ViT 10 of 40)"
-    sign = C.evaluate("vix", claim("vit", "fnet"), ours, profile="budget")
-    assert (sign["our_verdict"], sign["why"], sign["seeds"]) == ("holds", "FNet 10 of 100 epochs, ViT 10 of 40"[:0] or
-                                                                 "ViT 10 of 40 epochs, FNet 10 of 100", 1)
+    # a sign: every side at the same share of its own paper's protocol (ViT and ViL: 10 of 40 epochs each)
+    both = figures({"vil": [record(30.0)], "vit": [record(40.0)]})
+    sign = C.evaluate("vix", claim("vit", "vil"), both, profile="budget")
+    assert (sign["our_verdict"], sign["why"], sign["seeds"]) == ("holds", "ViT 10 of 40 epochs, ViL 10 of 40", 1)
+    # FNet at 10 of its 100 epochs against ViT at 10 of 40: different shares decide not even a sign (issue 56, vix 41)
+    unequal = C.evaluate("vix", claim("vit", "fnet"), ours, profile="budget")
+    assert (unequal["our_verdict"], unequal["why"]) == (V.PROTOCOL, "the sides ran different shares of their own "
+                                                        "paper's protocol (ViT 10 of 40 epochs (25%), FNet 10 of 100 "
+                                                        "(10%))")
+    # both at the paper's epochs or beyond: the shares are whole
+    whole = figures({"fnet": [record(30.0, epochs=100)], "vit": [record(40.0, epochs=40)]})
+    assert C.evaluate("vix", claim("vit", "fnet"), whole, profile="paper")["our_verdict"] == "holds"
     # the paper's own epochs judge the magnitude
     full = figures({"fnet": [record(30.0, epochs=100)], "vit": [record(40.0, epochs=40)]})
     got = C.evaluate("vix", claim("fnet", "vit", method="relative_gain", op="approx", value=-10.0, tolerance=30),
@@ -184,9 +194,9 @@ LEARNED = dict(first_acc=30.4, last_acc=64.7, first_loss=1.9, last_loss=1.0)
 
 def stall_figures(stalled_seeds=1, fp32=()):
     ours = figures({"vit": [curve(**STALLED, seed=s) for s in range(stalled_seeds)],
-                    "fnet": [curve(**LEARNED, seed=s) for s in range(stalled_seeds)]})
+                    "vil": [curve(**LEARNED, seed=s) for s in range(stalled_seeds)]})
     ours["cifar10"]["vit"]["train_acc_final"] = 20.4
-    ours["cifar10"]["fnet"]["train_acc_final"] = 64.7
+    ours["cifar10"]["vil"]["train_acc_final"] = 64.7
     ours.facts["cifar10"]["vit"]["runs"] = V.run_facts([curve(**STALLED, seed=s) for s in range(stalled_seeds)], 10,
                                                        name="vit", fp32_records=fp32)
     return ours
@@ -198,20 +208,20 @@ def test_a_run_that_did_not_learn_decides_nothing_and_is_named():
     assert V.failed_reason(curve(**STALLED), 10) == ""  # not at chance
     assert V.not_learned_reason(curve(**LEARNED)) == ""
     for metric in ("top1", "train_acc_final"):
-        got = C.evaluate("vix", claim("fnet", "vit", metric=metric), stall_figures(), profile="budget")
+        got = C.evaluate("vix", claim("vil", "vit", metric=metric), stall_figures(), profile="budget")
         assert got["our_verdict"] == V.NOT_LEARNED == "not decided: a run did not learn"
         assert got["why"] == "ViT: training accuracy 21.2 -> 20.4 %, loss 2.07 -> 2.10 over 10 epochs (seed 0)"
     # every seed stalls, but no fp32 run shows that the stall is the model's and recipe's: still nothing decided
-    got = C.evaluate("vix", claim("fnet", "vit"), stall_figures(3), profile="budget")
+    got = C.evaluate("vix", claim("vil", "vit"), stall_figures(3), profile="budget")
     assert got["our_verdict"] == V.NOT_LEARNED and got["why"].endswith("; 3 of 3 seeds")
     # three seeds and fp32 too: it decides, and says so in its own words
     shown = stall_figures(3, fp32=[curve(**STALLED, precision="fp32")])
-    got = C.evaluate("vix", claim("fnet", "vit"), shown, profile="budget")
+    got = C.evaluate("vix", claim("vil", "vit"), shown, profile="budget")
     assert got["our_verdict"] == "holds" and got["seeds"] == 3
     assert got["why"].startswith("ViT did not learn in this setting (3 of 3 seeds, fp32 too (1 of 1))")
     # one of the fp32 runs learned: the stall is not the model's
     mixed = stall_figures(3, fp32=[curve(**STALLED, precision="fp32"), curve(**LEARNED, precision="fp32")])
-    assert C.evaluate("vix", claim("fnet", "vit"), mixed, profile="budget")["our_verdict"] == V.NOT_LEARNED
+    assert C.evaluate("vix", claim("vil", "vit"), mixed, profile="budget")["our_verdict"] == V.NOT_LEARNED
 
 
 def test_a_claim_that_predicts_a_failure_is_decided_by_its_measure():
@@ -224,9 +234,20 @@ def test_a_claim_that_predicts_a_failure_is_decided_by_its_measure():
                            profile="budget")
     assert predicted["our_verdict"] == "holds"
     assert predicted["why"].startswith("the claim predicts the failure of FNet: training accuracy 9.83 %")
-    stalled = C.evaluate("vix", claim("vit", "fnet", op="less", predicts_failure=["vit"]), stall_figures(),
+    stalled = C.evaluate("vix", claim("vit", "vil", op="less", predicts_failure=["vit"]), stall_figures(),
                          profile="budget")
     assert stalled["our_verdict"] == "holds" and "predicts the failure of ViT" in stalled["why"]
+    # a magnitude of the failed run's own measure (shaped 12: the gradient ratio below a tenth) is decided at its last
+    # epoch, not held back for the paper's epochs
+    vanishing = {"id": "vix-rule", "section": "5.1", "text": "t", "op": "less", "value": 0.1, "method": "value",
+                 "metric": "grad_norm_first_last", "a": "fnet", "dataset": "cifar10", "predicts_failure": ["fnet"]}
+    at_chance["cifar10"]["fnet"]["grad_norm_first_last"] = 1.8e-7
+    got = C.evaluate("vix", vanishing, at_chance, profile="budget")
+    assert got["our_verdict"] == "holds" and got["why"].endswith("decided by its measure at the last epoch (FNet 10 of "
+                                                                 "100 epochs)")
+    without = C.evaluate("vix", {k: v for k, v in vanishing.items() if k != "predicts_failure"}, at_chance,
+                         profile="budget")
+    assert without["our_verdict"] == V.FAILED
     with pytest.raises(ClaimError, match="`predicts_failure` must list runs the claim compares"):
         C.evaluate("vix", claim("vit", "fnet", predicts_failure=["vin"]), at_chance, profile="budget")
 
@@ -238,12 +259,165 @@ def test_a_claim_with_two_parts_is_judged_on_both():
     two = dict(also=[{"op": "at_most", "value": 2}])
 
     def ours(a, b, epochs=10):  # three seeds each: one seed's noise is not what is tested here
-        return figures({"vit": [record(a, epochs=epochs)] * 3, "fnet": [record(b, epochs=epochs)] * 3})
+        return figures({"vit": [record(a, epochs=epochs)] * 3, "vil": [record(b, epochs=epochs)] * 3})
 
-    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2), profile="budget")["our_verdict"] == \
+    assert C.evaluate("vix", claim("vit", "vil", **two), ours(50.0, 39.2), profile="budget")["our_verdict"] == \
         V.PROTOCOL
-    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(38.0, 39.2), profile="budget")["our_verdict"] == C.FAILS
-    assert C.evaluate("vix", claim("vit", "fnet", **two), ours(50.0, 39.2, 100), profile="paper")["our_verdict"] == \
+    assert C.evaluate("vix", claim("vit", "vil", **two), ours(38.0, 39.2), profile="budget")["our_verdict"] == C.FAILS
+    assert C.evaluate("vix", claim("vit", "vil", **two), ours(50.0, 39.2, 40), profile="paper")["our_verdict"] == \
         C.FAILS
-    at_paper = C.evaluate("vix", claim("vit", "fnet", **two), ours(40.5, 39.2, 100), profile="paper")
+    at_paper = C.evaluate("vix", claim("vit", "vil", **two), ours(40.5, 39.2, 40), profile="paper")
     assert at_paper["our_verdict"] == C.HOLDS and at_paper["claimed"] == "> 0 points and ≤ 2 points"
+
+
+def test_a_time_is_never_undecided_by_what_a_run_learned():
+    """Issue 56 (shaped 5 and 8): an epoch's time does not depend on whether the run learned; a stalled run's time
+    is compared like any other (the time rules decide)."""
+    ours = stall_figures()
+    got = C.evaluate("vix", claim("vil", "vit", metric="epoch_s", method="ratio", op="at_most", value=1.0), ours,
+                     profile="budget")
+    assert got["our_verdict"] == "holds" and "did not learn" not in got["why"]
+
+
+def test_times_from_two_machine_sessions_decide_nothing_and_name_them():
+    """Issue 56 (shaped 8): two runs of one GPU model on two lent machines differ by a fifth in the same
+    configuration's epoch time: times are compared only within one session (device, day, commit)."""
+    def timed(day, commit):
+        made = record(50.0, seconds=4.0)
+        made["provenance"] = {"device": "NVIDIA H100 80GB HBM3", "finished": f"{day}T10:00:00Z", "commit": commit,
+                              "torch": "2.11.0"}
+        return made
+
+    sign = claim("exp1_simplified", "exp1_vanilla", key="shaped", metric="epoch_s", method="ratio", op="less",
+                 value=1.0)
+    one = figures({"exp1_simplified": [timed("2026-11-26", "d50e197")],
+                   "exp1_vanilla": [timed("2026-11-26", "d50e197")]})
+    one["cifar10"]["exp1_simplified"]["epoch_s"] = 3.0
+    assert C.evaluate("shaped", sign, one, profile="budget")["our_verdict"] == "holds"
+    two = figures({"exp1_simplified": [timed("2026-11-25", "d5fec8a")],
+                   "exp1_vanilla": [timed("2026-11-26", "d50e197")]})
+    two["cifar10"]["exp1_simplified"]["epoch_s"] = 3.0
+    got = C.evaluate("shaped", sign, two, profile="budget")
+    assert got["our_verdict"] == V.DEVICE == "not decided: times from different machines or precisions"
+    assert got["why"] == ("times from 2 machine sessions, not one: Simplified (exp1_simplified) in H100, 2026-11-25, "
+                          "d5fec8a against Vanilla (exp1_vanilla) in H100, 2026-11-26, d50e197")
+
+
+def test_the_figure_shown_is_the_worst_pair_on_every_bound():
+    """Issue 56 (vix 23): "more, and at most a quarter more" over six pairs: the pair that fails the second bound is
+    shown (1.35), not the one nearest the first (1.01)."""
+    bounded = {"id": "vix-rule", "section": "5.2", "text": "t", "op": "greater", "value": 1, "method": "ratio",
+               "metric": "params", "a": ["hybrid_vit", "hybrid_fnet"], "b": ["vit", "fnet"], "pairs": "zip",
+               "over": "all", "also": [{"op": "at_most", "value": 1.25}], "dataset": "cifar10"}
+    ours = {"cifar10": {"hybrid_vit": {"params": 101.0}, "vit": {"params": 100.0}, "hybrid_fnet": {"params": 135.0},
+                        "fnet": {"params": 100.0}}}
+    got = C.evaluate("vix", bounded, ours)
+    assert (round(got["our_figure"], 2), got["our_verdict"]) == (1.35, C.FAILS)
+    ours["cifar10"]["hybrid_fnet"]["params"] = 120.0  # both hold: the pair nearest to failing either bound
+    got = C.evaluate("vix", bounded, ours)
+    assert (round(got["our_figure"], 2), got["our_verdict"]) == (1.01, C.HOLDS)
+
+
+def test_a_claim_about_the_authors_build_is_judged_on_it_or_says_how_ours_differs():
+    """Issue 56 (vix 69 and 70): their ViL-RoPE (one_kv_head=False) has 49,152 parameters more than ViL: judged on
+    their build, ours beside it; where ours cannot be built their way, "not decided: our build differs"."""
+    same = {"id": "vix-rule", "section": "5.4", "text": "t", "op": "approx", "value": 1, "tolerance": 0,
+            "method": "ratio", "metric": "params", "a": ["vil_rope"], "b": ["vil"], "dataset": "cifar10",
+            "authors_build": {"how": "one_kv_head=False", "settings": {"vil_rope": {"mixer_options": {
+                "one_kv_head": False}}}}}
+    ours = V.Figures({"cifar10": {"vil_rope": {"params": 100.0}, "vil": {"params": 100.0},
+                                  f"vil_rope{AUTHORS}": {"params": 149.0}}})
+    got = C.evaluate("vix", same, ours, profile="budget")
+    assert (got["our_verdict"], round(got["our_figure"], 2)) == (C.FAILS, 1.49)
+    assert got["why"] == "judged on the authors' build (one_kv_head=False); our build: 1.00, holds"
+    differs = {**same, "authors_build": {"how": "their size counts a module's output"}}
+    got = C.evaluate("vix", differs, ours, profile="budget")
+    assert (got["our_verdict"], got["our_figure"]) == (V.BUILD, 1.0)
+    assert got["why"] == "their size counts a module's output; our build's figure: holds"
+    with pytest.raises(ClaimError, match="`authors_build` applies to counted metrics"):
+        C.evaluate("vix", {**same, "metric": "top1"}, ours, profile="budget")
+
+
+def test_a_claim_with_a_part_stated_elsewhere_holds_only_where_both_do(monkeypatch):
+    """Issue 56 (favor 1, vix 41): "the strongest link" orders the claim's figure above other claims' (``exceeds``);
+    "with fewer parameters" is another claim's (``rests_on``): each part decides."""
+    from vixnb import papers
+
+    base = {"section": "s", "text": "t", "method": "correlation", "x": "gflops", "y": "train_gb",
+            "models": ["vit", "vil", "fnet"], "op": "approx", "value": 0.95, "tolerance": 0.1, "dataset": "cifar10"}
+    strong, weak = ({"table": "table2", "row": row, "column": "Train Mem"} for row in ("FLOPS", "θ"))
+    entries = [{**base, "id": "favor-strong", "exceeds": ["favor-weak"], "printed": strong},
+               {**base, "id": "favor-weak", "x": "params", "op": "at_most", "value": 0.5, "tolerance": None,
+                "printed": weak},
+               {**base, "id": "favor-both", "rests_on": ["favor-weak"], "printed": strong}]
+    for entry in entries:
+        entry.pop("tolerance") if entry["tolerance"] is None else None
+    monkeypatch.setattr(papers, "claims", lambda key: entries if key == "favor" else [])
+    figures_of = lambda flops, params: {"cifar10": {  # noqa: E731
+        "vit": {"gflops": 1.0, "train_gb": 1.0, "params": params[0]}, "vil": {"gflops": 2.0, "train_gb": 2.1,
+                                                                              "params": params[1]},
+        "fnet": {"gflops": 3.0, "train_gb": flops, "params": params[2]}}}
+    frame = C.claims("favor", figures_of(3.0, (3.0, 1.0, 2.0)))  # r(flops) ~1, r(params) -0.5
+    assert frame.loc["favor-strong", "paper bears it out"] == "yes"  # the printed 0.85 above the printed 0.18
+    assert frame.loc["favor-strong", "our verdict"] == C.HOLDS
+    assert frame.loc["favor-strong", "why no verdict"] == "its ordering part holds: above each of favor-weak"
+    assert frame.loc["favor-both", "our verdict"] == C.HOLDS
+    frame = C.claims("favor", figures_of(3.0, (1.0, 2.0, 3.0)))  # r(params) = 1: stronger than flops', not weak
+    assert frame.loc["favor-strong", "our verdict"] == C.FAILS
+    assert frame.loc["favor-both", "our verdict"] == C.FAILS
+    assert frame.loc["favor-both", "why no verdict"] == "its other part, favor-weak: does not hold"
+    missing = figures_of(3.0, (1.0, 2.0, 3.0))
+    for model in missing["cifar10"].values():
+        del model["params"]
+    frame = C.claims("favor", missing)
+    assert frame.loc["favor-strong", "our verdict"] == frame.loc["favor-both", "our verdict"] == C.NOT_RUN
+    # its own figure is shown beside what its other part waits for (the page marked it "not yet run" alone)
+    assert C.verdict_text(frame.loc["favor-strong"]).startswith("1.00: not yet run (its ordering part (above each of "
+                                                                 "the 1 claims it names) needs 1 of their figures")
+
+
+def test_a_trend_over_layers_is_read_on_the_learned_layers():
+    """Issue 56 (shaped 19): 9 of 12 layers end at their 0.5 initialisation: the trend is read on the 3 that moved,
+    and a run none of whose layers moved did not learn what the claim measures."""
+    from vixnb.report.records.metrics import METRICS
+
+    def shaped(shares):
+        history = [{"epoch": 1, "train_acc": 50.0, "train_loss": 1.0, "select_top1": 50.0,
+                    "alpha_beta": [[s, 1 - s] for s in shares]}]
+        return {"status": "done", "top1": 50.0, "history": history, "provenance": {"device": "GPU"},
+                "config": {"epochs": 10, "precision": "bf16", "seed": 0, "model_overrides": {}}}
+
+    learned = shaped([0.624, 0.59, 0.498, 0.642] + [0.5] * 8)
+    metric = METRICS["identity_share_first_last"]
+    assert round(metric.per_seed(learned), 1) == -1.8  # 62.4 - 64.2: layers 1, 2 and 4, never the last at 0.5
+    assert metric.note([learned]) == ("layers 1, 2 and 4 of 12 moved at least 2 points of share from their "
+                                      "initialisation (seed 0); the 9 others sit at it and are left out")
+    flat = shaped([0.5] * 12)
+    assert metric.per_seed(flat) is None
+    fades = {"id": "shaped-rule", "section": "s", "text": "t", "op": "greater", "value": 0, "method": "value",
+             "metric": "identity_share_first_last", "a": "exp3_simplified", "dataset": "cifar10"}
+    ours = V.Figures({"cifar10": {"exp3_simplified": {}}})
+    ours.facts["cifar10"] = {"exp3_simplified": {"runs": V.run_facts([flat], 10, name="exp3_simplified")}}
+    got = C.evaluate("shaped", fades, ours, profile="budget")
+    assert (got["our_verdict"], got["why"]) == (V.NOT_LEARNED, "Simplified (exp3_simplified): none of its 12 layers "
+                                                "moved 2 points of share from its initialisation (seed 0)")
+
+
+def test_one_statement_of_the_rules_on_the_intro_and_the_results_page():
+    """Issue 56: the intro and the results page printed two texts of the rules, neither with "did not learn"; both
+    now print ``rules_statement`` (the intro through the file ``write_contents`` writes, the page from its cell)."""
+    import json
+
+    from vixnb.book import build
+    from vixnb.paths import repo_root
+
+    text = V.rules_statement()
+    for words in ("did not learn", "ended within 2 points of chance", "machine session", "same share",
+                  "one seed", "authors' build", "two parts", "a time, a memory or a count does not depend on it"):
+        assert words in text, words
+    intro = (repo_root() / "book" / "intro.md").read_text(encoding="utf-8")
+    assert f"{{include}} {build.RULES.relative_to('book').as_posix()}" in intro and "decide nothing." not in intro
+    cells = json.loads((repo_root() / "notebooks" / "results.ipynb").read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    assert sum("report.claims.rules_statement()" in s for s in sources) == 1
+    assert not any("*not decided*" in s or "ended at chance" in s for s in sources)

@@ -26,13 +26,18 @@ def markdown_text(value):
 
 #: what a spreadsheet reads as the start of a formula (or a field separator it acts on) in a cell of text
 CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+#: a plain number written as text ("-41.59", "+3", "1e-07"): a spreadsheet reads it as that number, never a formula
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def csv_cell(value):
     """``value`` safe as a CSV cell a spreadsheet opens: text that starts like a formula (``CSV_FORMULA``: "=", "+",
     "-", "@", a tab or a carriage return) gets a leading apostrophe, which spreadsheets show as text and never
-    evaluate; numbers and other text are left as they are."""
-    return f"'{value}" if isinstance(value, str) and value.startswith(CSV_FORMULA) else value
+    evaluate; numbers, text that is a plain number ("-41.59": ``PLAIN_NUMBER``) and other text are left as they
+    are, so that a number stays a number for a spreadsheet or ``pandas.read_csv``."""
+    if isinstance(value, str) and value.startswith(CSV_FORMULA) and not PLAIN_NUMBER.fullmatch(value):
+        return f"'{value}"
+    return value
 
 
 def csv_frame(frame):

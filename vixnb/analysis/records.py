@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .. import layers
-from ..data import DatasetNotFoundError, load_split, normalize
+from ..data import DatasetNotFoundError, dataset_spec, load_split, normalize
 from ..models import meta_model, model_fact
 from ..runs.profiles import get_profile, small_sizes
 from ..results import provenance
@@ -79,7 +80,9 @@ def model_maps(model, images, *, prominence_images=None):
 def attention_record(runs, *, dataset, profile, compute="never", store=None, images=5, prominence_images=1000):
     """The measurement record of ``runs`` ``{name: RunSpec}``: for each, its trained model's
     ``model_maps`` on the panel's first ``images`` images and the first ``prominence_images`` test images, the
-    training run it comes from, and where it was measured. A run whose weights are not stored (and cannot be
+    training run it comes from, and where it was measured; the panel's images themselves (``images``: (h, w, 3)
+    uint8 as lists, a few kB each at 32 x 32) and their ``labels``, so that a page shows them where the data set is
+    not. A run whose weights are not stored (and cannot be
     trained under ``compute``) gets ``{"status": "not yet run", "reason": ...}``."""
     used, test_x, test_y, shown = _panel_split(dataset, profile, images)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -90,6 +93,7 @@ def attention_record(runs, *, dataset, profile, compute="never", store=None, ima
             out[name].update(model_maps(module, test_x[shown].to(device),
                                         prominence_images=test_x[:prominence_images].to(device)))
     return {"dataset": used, "panel": shown, "prominence_images": min(prominence_images, len(test_x)),
+            "images": test_x[shown].permute(0, 2, 3, 1).tolist(), "labels": [int(test_y[i]) for i in shown],
             "runs": out, "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset)}
 
 
@@ -209,13 +213,26 @@ def study_runs(record):
 
 
 def panel_images(record, count=None):
-    """The first ``count`` panel images of a measurement record (``record["dataset"]``, ``record["panel"]``) as
-    (h, w, 3) uint8 arrays, or None where that dataset is not on this machine (the record holds only measures)."""
+    """The first ``count`` panel images of a measurement record as (h, w, 3) uint8 arrays: those it keeps
+    (``images``), else read from its data set (``record["dataset"]``, ``record["panel"]``), or None where it keeps
+    none and that data set is not on this machine."""
+    if record.get("images"):
+        return [np.asarray(image, dtype=np.uint8) for image in record["images"][:count]]
     try:
         test_x, _ = load_split(record["dataset"], "test")
     except DatasetNotFoundError:
         return None
     return [test_x[i].permute(1, 2, 0).numpy() for i in record["panel"][:count]]
+
+
+def panel_labels(record, count=None):
+    """The class of each of the first ``count`` panel images of a measurement record: its ``labels`` where it keeps
+    them, else by the panel's own order (``panel``: the first image of every class in class order, then the second of
+    every class, ...); class indices."""
+    if record.get("labels"):
+        return list(record["labels"][:count])
+    classes = dataset_spec(record["dataset"]).num_classes
+    return [k % classes for k in range(len(record["panel"][:count]))]
 
 
 def trained(label, profile, compute, store):

@@ -28,8 +28,10 @@ from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, err
                         run_notebook)
 from ..runs.profiles import get_profile, gpu_profile, list_profiles
 from ..plan.plan import counts
-from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger
+from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger, rules_statement
 from ..report.records import book_plans, book_totals, status_counts
+from ..report.tables.glance import RECORDS_DIR
+from ..results import ResultsStore
 from ..validate import checked
 
 __all__ = ["toc_notebooks", "published_toc", "pipeline_check_toc", "chapter_run", "copy_book_sources", "build_book"]
@@ -272,6 +274,9 @@ def build_book(
     html = build_dir / "html"
     if not (html / "index.html").is_file():
         raise RuntimeError(f"jupyter-book exited 0 but {relative_path(html / 'index.html')} is missing")
+    if _published(profile):
+        served = serve_records(html, profile)
+        say(f"book: {served} stored records served under {relative_path(html / RECORDS_DIR)}/")
     say(
         f"book: built {relative_path(html)} in {time.monotonic() - t1:.1f} s "
         f"(total {time.monotonic() - t0:.1f} s); open {relative_path(html / 'index.html')}"
@@ -279,10 +284,26 @@ def build_book(
     return html
 
 
+def serve_records(html: Path, profile: str, store: ResultsStore | None = None) -> int:
+    """Copy the results store's records of ``profile`` (its training results, its measurements) and its benchmarks
+    into the built book, ``<html>/records/`` (``report.tables.glance.RECORDS_DIR``), under their paths in the store,
+    so that a page's link to a record (``record_href``) opens the JSON the number came from. Returns how many."""
+    store = store if store is not None else ResultsStore()
+    copied = 0
+    for folder in (store.root / profile, store.root / profile / "measure", store.root / "bench"):
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            target = html / RECORDS_DIR / path.relative_to(store.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            copied += 1
+    return copied
+
+
 # ----- the intro's generated part: the pages of this build and what the store holds ------------------------
 
 CONTENTS = EXECUTED_DIR / "contents.md"
 FINDINGS = EXECUTED_DIR / "findings.md"  # the intro's "What this study found", written with the contents
+RULES = EXECUTED_DIR / "rules.md"  # the verdict rules as the intro prints them (``report.claims.rules_statement``)
 #: the errata page of the published book: ``book/errata.template.md`` with its chapter links in the book's profile,
 #: and the linattn report's inconsistencies as its paper file lists them (``notes``), which it includes
 ERRATA, ERRATA_TEMPLATE, LINATTN_NOTES = (EXECUTED_DIR / "errata.md", Path("book/errata.template.md"),
@@ -379,6 +400,7 @@ def write_contents(root: Path, toc_path: Path, profile: str = "budget") -> Path:
 
     (root / FINDINGS).parent.mkdir(parents=True, exist_ok=True)
     (root / FINDINGS).write_text(findings(frames, link) + "\n", encoding="utf-8")
+    (root / RULES).write_text(rules_statement() + "\n", encoding="utf-8")
     shown = totals["per_profile"].get(profile) or counts(plans.get(profile, []))
     others = "; ".join(f"`{p}`: of its {t['entries']} entries, {status_counts(t)}, {t['gpu_hours_left']:.1f} GPU-hours "
                        "left" for p, t in totals["per_profile"].items() if p != profile)

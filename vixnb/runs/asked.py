@@ -164,6 +164,15 @@ def row_specs(key, chapter, table, profile, seeds=None):
             for row, model, settings, run_seeds in table_runs(key, chapter, table, profile, seeds)]
 
 
+def book_rows(profile):
+    """``[(paper, chapter, table, row, [RunSpec per seed])]``: every row of every table the chapters of every paper
+    file train (their ``train`` lists, in the files' order; ``row_specs``), the one walk over them that the glance page,
+    the run palette and their tests share."""
+    return [(key, chapter, table, row, specs) for key in papers.DOCUMENTS if key in papers.list_papers()
+            for chapter in papers.book_chapters(key) for table in chapter.get("train") or []
+            for row, specs in row_specs(key, chapter, table, profile)]
+
+
 def kept_specs(key, notebook, profile):
     """``{row: RunSpec}``: the runs whose weights chapter ``notebook`` of paper ``key`` keeps (the first seed of each
     row of its ``keep_weights`` tables, as ``table_specs`` keeps them), which its measurements of trained weights

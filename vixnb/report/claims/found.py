@@ -10,7 +10,6 @@ import re
 import pandas as pd
 
 from ... import papers
-from ...analysis.first_steps import arms_ahead, ordered_arms
 from ...errors import StoreError
 from ...escape import csv_frame, html_text, markdown_text
 from ...paths import repo_root
@@ -18,11 +17,15 @@ from ...runs.asked import row_specs
 from ...results import ResultsStore, made_on, read_json
 from ...runs.policy import unusable
 from .schema import FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES
-from .verdicts import claim_anchor, claims, verdict_text
+from .verdicts import VERDICT_PLURALS, claim_anchor, claims, verdict_text
 from .standing import count_checks
 from .synthesis import SOFTMAX, VIX_TOKENS, fused_costs, left_out_note
+from ..tables.glance import DECIMALS, RUN_COLUMNS, run_columns
+from ..tables.questions import arm_outcomes
 from ..tables.pages import page_table
 from .rules import NOT_DECIDED, NOT_LEARNED, why_not_decided
+from ..records.learning import at_chance
+from ...data import dataset_spec
 
 
 def _fused(costs, link):
@@ -52,16 +55,18 @@ def _counts(link):
 
 def earlier_reading(store, profile="budget"):
     """``(at chance, stored)``: how many stored runs of the `shaped` paper's earlier reading (table ``earlier_reading``:
-    the one-LayerNorm vanilla and the sequential simplified block) ended within 2 points of chance (10 %)."""
+    the one-LayerNorm vanilla and the sequential simplified block) ended at chance (``records.learning.at_chance``,
+    the test the chapter's table of what died reads)."""
     store = store if store is not None else ResultsStore()
     chapter = papers.book_chapter("shaped", "simplified")
-    tops = []
+    done = []
     for _, specs in row_specs("shaped", chapter, "earlier_reading", profile):
         for spec in specs:
             stored = store.get(spec.config)
             if stored and stored.get("status") == "done":
-                tops.append(stored["top1"])
-    return sum(abs(t - 10.0) <= 2.0 for t in tops), len(tops)
+                done.append(stored)
+    dataset = papers.table("shaped", "earlier_reading")["dataset"]
+    return sum(at_chance(r, dataset_spec(dataset).num_classes) for r in done), len(done)
 
 
 def _shaped(frame, link, store=None):
@@ -79,32 +84,40 @@ def _shaped(frame, link, store=None):
     if dead:
         text += (f"{dead} of the {made} runs of our earlier reading (one LayerNorm per vanilla block; the formula "
                  "MLP(S(X)) as the simplified block) ended at chance. ")
-    if not holding.empty:
-        where = ", ".join(dict.fromkeys(str(s) for s in holding["section"]))
-        text += (f"With SAS-P and the two-LayerNorm vanilla block, {len(holding)} of the blog's {len(accuracy)} "
-                 f"accuracy claims {'holds' if len(holding) == 1 else 'hold'} on our runs ({where}). ")
+    if len(accuracy):  # every accuracy claim of the blog, each named with our verdict
+        by_verdict = {}
+        for _, row in accuracy.iterrows():
+            by_verdict.setdefault(row["our verdict"], []).append(str(row["section"]))
+        order = list(VERDICT_PLURALS)
+        said = [f"{len(where)} {verdict if len(where) == 1 else VERDICT_PLURALS.get(verdict, verdict)} "
+                f"({', '.join(where)})" for verdict, where in sorted(
+                    by_verdict.items(), key=lambda vw: order.index(vw[0]) if vw[0] in order else len(order))]
+        text += (f"Of the blog's {len(accuracy)} accuracy claims, with SAS-P and the two-LayerNorm vanilla block: "
+                 + "; ".join(said) + ". ")
     if stalled:
-        text += (f"{stalled} are not decided: the two-LayerNorm vanilla does not learn at width 128 in our budget "
-                 "runs. ")
+        text += "The two-LayerNorm vanilla does not learn at width 128 in our budget runs. "
     text += _stall_finding(store)
-    return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')})."
+    return text.rstrip().rstrip(".") + f" ({link('simplified', 'the simplified chapter')}: what we know so far)."
 
 
 def _stall_finding(store):
     """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
-    plateau within their first steps on the CPU ("" where the record is not stored)."""
+    plateau within their first steps on the CPU, and which did not, every arm the record holds ("" where the record is
+    not stored)."""
     store = store if store is not None else ResultsStore()
     record = store.load_record("measure", "shaped-first-steps-vanilla_stall_w128", profile="budget")
     if record is None:
         return ""
-    ahead, others = arms_ahead(record), list(ordered_arms(record))[1:]
+    outcomes = arm_outcomes(record)
+    ahead = {a: o for a, o in outcomes.items() if o["ahead"]}
+    others = [a for a in outcomes if a not in ahead]
+    steps = " or ".join(map(str, sorted({o["steps"] for o in outcomes.values()})))
     if not ahead:
-        return (f"In its first {record['steps']} steps on a CPU, none of {len(others)} one-change arms (other seeds, "
-                "fp32, ...) lets it leave its plateau. ")
-    return (f"In its first {record['steps']} steps on a CPU, of {len(others)} one-change arms only "
-            + ", ".join(f"{a} (+{d:.1f} points)" for a, d in ahead.items())
-            + " left its plateau; other seeds, fp32, a float32 loss, biased LayerNorms and the rest did not: the "
-              "whole runs that decide it are in the plan. ")
+        return (f"In its first {steps} steps on a CPU, none of {len(outcomes)} one-change arms ("
+                + ", ".join(others) + ") lets it leave its plateau. ")
+    return (f"In its first {steps} steps on a CPU, of {len(outcomes)} one-change arms only "
+            + ", ".join(f"{a} (+{o['lead']:.1f} points)" for a, o in ahead.items())
+            + " left its plateau; " + ", ".join(others) + " did not: the whole runs that decide it are in the plan. ")
 
 
 def verdicts_finding(frames, link):
@@ -189,8 +202,8 @@ def _chapters_of_sections(root):
 def results_frame(frames, *, root=None):
     """One row per claim of ``frames`` (``{paper: claims frame}``): document, claim, the paper's value (as claimed,
     and its own tables' figure), ours (figure, seeds and what it rests on: ``verdicts.verdict_text``), a status
-    (holds, does not hold, not decided: failed run / protocol / one seed / devices, not run, not testable), the
-    chapter that shows it and the claim's id (its anchor there: ``claim_anchor``)."""
+    (holds, does not hold, one of ``rules.NOT_DECIDED``, not run, not testable), the chapter that shows it, the
+    claim's id (its anchor there: ``claim_anchor``) and the numbers themselves (``FIGURES``), for the CSV."""
     where = _chapters_of_sections(root or repo_root())
     rows = []
     for key, frame in frames.items():
@@ -200,18 +213,26 @@ def results_frame(frames, *, root=None):
             printed = isinstance(figure, numbers.Real) and figure == figure
             paper = f"{row['claimed']}" + (f" (tables: {figure:,.2f}, {row['paper bears it out']})" if printed else
                                            " (its tables print no figure for it)")
-            ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) else \
+            ours = verdict_text(row) if row["our verdict"] not in (NOT_RUN, NOT_TESTABLE) or \
+                row["our figure"] is not None else \
                 f"{row['our verdict']}: {row['why no verdict']}" if row["why no verdict"] else row["our verdict"]
             rows.append({"document": key, "claim": f"{row['claim']} (§{row['section']})", "paper": paper,
-                         "ours": ours,
-                         "status": row["our verdict"], "chapter": chapter, "claim id": cid})
-    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id"])
+                         "ours": ours, "status": row["our verdict"], "chapter": chapter, "claim id": cid,
+                         **{name: _rounded(row[column]) for name, column in FIGURES.items()}})
+    return pd.DataFrame(rows, columns=["document", "claim", "paper", "ours", "status", "chapter", "claim id",
+                                       *FIGURES])
+
+
+#: the numbers of a ``results_frame`` row, for its CSV (the page's text columns carry them as words): the paper's
+#: figure, ours and the seeds behind ours
+FIGURES = {"paper figure": "paper figure", "our figure": "our figure", "seeds": "seeds"}
 
 
 def results_table(rows):
-    """The results page's table of ``results_frame`` ``rows`` (one document's): numbered, without the document and
-    the claim id, its chapter column a link to the claim's row on that chapter's page (``claim_anchor``)."""
-    shown = rows.drop(columns=["document", "claim id"]).reset_index(drop=True).rename(index=lambda i: i + 1)
+    """The results page's table of ``results_frame`` ``rows`` (one document's): numbered, without the document, the
+    claim id and the bare numbers (``FIGURES``: its text columns give them), its chapter column a link to the claim's
+    row on that chapter's page (``claim_anchor``)."""
+    shown = rows.drop(columns=["document", "claim id", *FIGURES]).reset_index(drop=True).rename(index=lambda i: i + 1)
     shown["chapter"] = [f"{stem}#{claim_anchor(cid)}" for stem, cid in zip(rows["chapter"], rows["claim id"])]
     styler = page_table(shown, wrap=["claim", "paper", "ours"])
 
@@ -226,8 +247,12 @@ def results_table(rows):
 
 def runs_table(profile, *, store=None):
     """Every stored training run of ``profile``, one row each, for ``results.csv``: model, settings beyond the
-    profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file."""
+    profile's, dataset, seed, epochs, top-1, top-5, device, precision, commit, date and the result file; then, where a
+    published table row names it (``tables.glance.run_columns``), its paper, table(s), row, reading, the paper's
+    top-1, its final training accuracy where the paper shows it, its status and the command that remakes it. Numbers
+    stay numbers, rounded as the pages round them."""
     store = store if store is not None else ResultsStore()
+    named = run_columns(profile, store=store)
     rows = []
     for path in sorted((store.root / profile).glob("*.json")):
         try:
@@ -237,14 +262,19 @@ def runs_table(profile, *, store=None):
         config, prov = record.get("config") or {}, record.get("provenance") or {}
         if record.get("status") != "done" or unusable(record):  # what the store does not use is no result
             continue
+        file = path.relative_to(store.root).as_posix()
         rows.append({"model": config.get("model"), "settings": " ".join(
             f"{k}={v}" for k, v in sorted((config.get("model_overrides") or {}).items())),
             "dataset": config.get("dataset"), "seed": config.get("seed"), "epochs": record.get("epochs_run"),
-            "top1": record.get("top1"), "top5": record.get("top5"), "device": prov.get("device"),
+            "top1": _rounded(record.get("top1")), "top5": _rounded(record.get("top5")), "device": prov.get("device"),
             "precision": config.get("precision"), "commit": str(prov.get("commit", ""))[:10],
-            "date": made_on(prov), "file": path.relative_to(store.root).as_posix()})
+            "date": made_on(prov), "file": file, **named.get(file, {})})
     return pd.DataFrame(rows, columns=["model", "settings", "dataset", "seed", "epochs", "top1", "top5", "device",
-                                       "precision", "commit", "date", "file"])
+                                       "precision", "commit", "date", "file", *RUN_COLUMNS])
+
+
+def _rounded(value):
+    return round(float(value), DECIMALS) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
 
 
 def csv_link(frame, filename):

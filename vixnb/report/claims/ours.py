@@ -17,8 +17,9 @@ from ...runs.asked import row_runs, run_of
 from ...results import ResultsStore
 from ...runs.policy import check_compute, unusable
 from .schema import in_sections, paper_claims, parse_claim
+from .parts import AUTHORS
 from .verdicts import (FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_YES, UNDECIDED, claims, claims_page,
-                             claims_readings, claims_summary)
+                       claims_readings, claims_summary)
 from ..records.collect import collect_runs, current_counts
 from ..records.metrics import COUNTED_METRICS, RUN_STATISTICS, SEED_METRICS, number_or_none as _number_or_none
 from ..records.provenance import provenance_line
@@ -49,10 +50,11 @@ def claim_list():
 
 
 def _needs(paper_key, sections=None):
-    """{dataset: {"models": [...], "metrics": set, "runs": {name: (model, settings)}}} that the testable claims of
-    a paper (in ``sections``, or all) need from our results; the models are every row of each table the claims
-    read (in printed order), plus those they name; ``runs`` gives each its model and settings
-    (``papers.row_run``: a row name is the model itself unless the paper file says otherwise)."""
+    """{dataset: {"models": [...], "metrics": set, "runs": {name: (model, settings)}, "authors": {twin: (model,
+    settings)}}} that the testable claims of a paper (in ``sections``, or all) need from our results; the models are
+    every row of each table the claims read (in printed order), plus those they name; ``runs`` gives each its model
+    and settings (``papers.row_run``: a row name is the model itself unless the paper file says otherwise);
+    ``authors`` the authors' build of a model a claim's ``authors_build`` names (``verdicts.AUTHORS``), counted only."""
     needs = {}
     for claim in paper_claims(paper_key):
         if not in_sections(claim, sections):
@@ -60,7 +62,7 @@ def _needs(paper_key, sections=None):
         claim = parse_claim(paper_key, claim)
         if not claim["testable"]:
             continue
-        need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set(), "runs": {}})
+        need = needs.setdefault(claim["dataset"], {"models": [], "metrics": set(), "runs": {}, "authors": {}})
         named = claim["models"] or [m for pair in claim["pair_list"] for m in pair if m is not None]
         tables = ([claim["table"]] if isinstance(claim["table"], str) else claim["table"]) if claim.get("table") else []
         for name in tables:
@@ -73,6 +75,9 @@ def _needs(paper_key, sections=None):
         metrics = {claim["x"], claim["y"]} if claim["method"] == "correlation" else \
             {claim["metric"], claim.get("metric_b", claim["metric"])}
         need["metrics"] |= metrics
+        for model, settings in ((claim.get("authors_build") or {}).get("settings") or {}).items():
+            name, base = need["runs"].get(model, (model, {}))
+            need["authors"][f"{model}{AUTHORS}"] = (name, {**base, **settings})
     return needs
 
 
@@ -168,6 +173,10 @@ def ours_from_store(paper_key, profile, *, compute="never", store=None, count_fl
                     counts = current_counts(name, dataset, **settings)
                     figures[model].update({m: float(counts[k if m != "params" else f"params_{convention}"])
                                            for m, k in COUNTED_METRICS.items()})
+            for twin, (name, settings) in need["authors"].items():  # the authors' build, counted, never trained
+                counts = current_counts(name, dataset, **settings)
+                figures[twin] = {m: float(counts[k if m != "params" else f"params_{convention}"])
+                                 for m, k in COUNTED_METRICS.items()}
         measured = False
         # the measurements are stored under the paper the models belong to (``vixnb.models.model_cfg``)
         owner = next((model_cfg(m)["paper"] for m in models if m in list_models()), paper_key)

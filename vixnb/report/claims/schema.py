@@ -64,6 +64,20 @@ A paper file (``vixnb/papers/<key>.yaml``) ends with a ``claims:`` list, one map
 ``predicts_failure`` (optional)
     the runs (rows of ``a``/``b``) whose failure the claim predicts ("without skips the model does not train"): their
     failing or not learning is the claim's measure, not a reason to decide nothing (``rules``).
+``rests_on`` (optional)
+    the ids of the claims (of the same file) that state the sentence's other parts, each judged on its own ("more
+    accurate, with fewer parameters": the parameter part is its own claim): this claim holds only where they all hold
+    too; where one does not, is not yet run or decides nothing, so does this claim, saying which.
+``exceeds`` (optional)
+    the ids of the claims (of the same file) whose figures this claim's figure must exceed in size (absolute value):
+    a part of the sentence that orders it above them ("the strongest link": r of FLOPs and training memory above
+    every other correlation of a theoretical metric with a measured cost), on the paper's side and on ours.
+``authors_build`` (optional)
+    the claim is about the authors' build of its models, which ours differs from: ``how`` (text: what differs) and,
+    where ours can be built their way, ``settings`` (``{model: create_model settings}``: the authors' build of each
+    model that differs; the figure is then ours on their build, our build's beside it). Without ``settings``: "not
+    decided: our build differs", saying how, our build's figure beside it. Counted metrics only (parameters, size):
+    no run is made of the authors' build.
 ``question`` (optional, true)
     a question of ours set beside the paper's claims (the same correlation on our fused path), not a claim the paper
     makes: listed apart, with its own status words (``QUESTION_WORDS``), and counted in no tally of the paper's
@@ -97,7 +111,7 @@ PAIRINGS = ("zip", "cross")
 OVERS = ("mean", "all", "max", "min")
 FIELDS = {"id", "section", "text", "op", "value", "tolerance", "method", "metric", "metric_b", "a", "b", "pairs",
           "over", "x", "y", "models", "table", "dataset", "printed", "reading", "not_testable", "spread", "also",
-          "predicts_failure", "question"}
+          "predicts_failure", "question", "rests_on", "exceeds", "authors_build"}
 
 PAPER_YES, PAPER_NO, PAPER_NONE = "yes", "no", "—"
 HOLDS, FAILS, NOT_RUN, NOT_TESTABLE = "holds", "does not hold", "not yet run", "not testable here"
@@ -322,6 +336,24 @@ def parse_claim(key, claim):
         if not isinstance(predicted, list) or not predicted or not set(predicted) <= named:
             _fail(key, claim, f"`predicts_failure` must list runs the claim compares ({', '.join(sorted(named))}), "
                               f"not {predicted!r}")
+    for field in ("rests_on", "exceeds"):
+        ids = claim.get(field)
+        if ids is not None and (not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids)
+                                or claim["id"] in ids):
+            _fail(key, claim, f"`{field}` must be a list of the ids of other claims of the file, not {ids!r}")
+    build = claim.get("authors_build")
+    if build is not None:
+        named = {m for pair in out["pair_list"] or [] for m in pair if m is not None} | set(out["models"] or [])
+        settings = build.get("settings") if isinstance(build, dict) else None
+        if not isinstance(build, dict) or set(build) - {"how", "settings"} or not isinstance(build.get("how"), str) \
+                or not build["how"] or (settings is not None and not (
+                    isinstance(settings, dict) and settings and set(settings) <= named
+                    and all(isinstance(v, dict) for v in settings.values()))):
+            _fail(key, claim, "`authors_build` must be {how: what differs[, settings: {model: settings}]}, the models "
+                              f"among those the claim compares ({', '.join(sorted(named))})")
+        if method == "correlation" or any(METRICS[m].origin != "counted" for m in
+                                          {claim.get("metric"), claim.get("metric_b", claim.get("metric"))} - {None}):
+            _fail(key, claim, "`authors_build` applies to counted metrics (parameters, size) of pairwise claims only")
     out["claimed"] = _claimed(out)
     return out
 
@@ -400,4 +432,9 @@ def paper_claims(key):
         if parsed["id"] in seen:
             _fail(key, claim, "the id is used twice in the file")
         seen.add(parsed["id"])
+    for claim in entries:
+        for field in ("rests_on", "exceeds"):
+            unknown = [i for i in claim.get(field) or [] if i not in seen]
+            if unknown:
+                _fail(key, claim, f"`{field}` names {', '.join(unknown)}, no claim of the file")
     return entries

@@ -10,6 +10,7 @@ A model's mechanism is read from the model itself: the ``mechanism`` its token m
 ``map_description``, built on the meta device (no memory, no random numbers drawn)."""
 import json
 import math
+import statistics
 
 import pandas as pd
 
@@ -184,14 +185,24 @@ DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny-imagenet"
 VIX_TOKENS = 1025
 
 
+#: where a mixer's form today is measured once its rows of a ``vixnb bench mixers`` record are superseded: the
+#: benchmark (``results/bench/<name>-N.json``, the newest) and, per precision, the row of the form its ``auto`` setting
+#: runs today (``layers.nystrom``: the residual as a convolution in bf16, as the banded matrix in fp32 on a GPU)
+CURRENT_FORMS = {"nystrom": ("nystrom-variants", {
+    "bf16": ("nystrom: conv residual", "the residual as a convolution"),
+    "fp32": ("nystrom: toeplitz residual (auto on GPU)", "the residual as the banded matrix")})}
+
+
 def fused_costs(tokens=VIX_TOKENS, *, store=None):
     """One row per mechanism: one mixer layer's forward and backward step (ms) and its peak memory (MB) on the fused
     path at ``tokens`` tokens, from each stored ``vixnb bench mixers`` record (``results/bench/mixers-*.json``: one
     column pair per record, named by its precision and device; a materialised or unfused variant is left out). A row
     the record marks superseded (``record["superseded"]``: a later change of the mixer) is never quoted: it is left
-    out, and ``attrs["left out"]`` says which and why, for the page to say so."""
+    out, and ``attrs["left out"]`` says which and why, for the page to say so, with ``attrs["current"]``: the form the
+    mixer runs today as its own benchmark stores it (``CURRENT_FORMS``), a time from another session than the rows
+    above, so quoted apart with its own record's fused softmax beside it."""
     store = store if store is not None else ResultsStore()
-    columns, left_out = {}, []
+    columns, left_out, current = {}, [], {}
     for path in sorted((store.root / "bench").glob("mixers-*.json")):
         record = read_json(path)
         prov = record.get("provenance") or {}
@@ -204,6 +215,8 @@ def fused_costs(tokens=VIX_TOKENS, *, store=None):
             if row.get("kind") in (superseded.get("rows") or []):
                 mech = declared_mechanism(MIXERS[row["kind"]]) if row.get("kind") in MIXERS else row.get("kind")
                 left_out.append((mech, where, superseded.get("reason", "")))
+                if row["kind"] in CURRENT_FORMS and mech not in current:
+                    current[mech] = _current_form(row["kind"], tokens, store)
                 continue
             mech = declared_mechanism(MIXERS[row["kind"]]) if row.get("kind") in MIXERS else None
             if mech:
@@ -211,16 +224,39 @@ def fused_costs(tokens=VIX_TOKENS, *, store=None):
                 columns.setdefault(f"peak MB ({where})", {})[mech] = round(row["peak_mb"])
     frame = pd.DataFrame(columns)
     frame.attrs["left out"] = left_out
+    frame.attrs["current"] = {mech: text for mech, text in current.items() if text}
     return frame
 
 
+def _current_form(kind, tokens, store):
+    """The form mixer ``kind`` runs today, as its newest stored benchmark (``CURRENT_FORMS``) measured it at ``tokens``
+    tokens: "5.67 ms, 390 MB in bf16 (3.15× that record's fused softmax) ... (nystrom-variants-2, H100)"; "" where
+    none is stored."""
+    prefix, rows = CURRENT_FORMS[kind]
+    name = store.newest_record("bench", prefix)
+    record = store.load_record("bench", name) if name else None
+    if not record or (record.get("config") or {}).get("tokens", tokens) != tokens:
+        return ""
+    found = {(r.get("mechanism"), r.get("dtype")): r for r in record.get("rows") or [] if r.get("status") == "ok"}
+    parts = [f"{found[(row, dtype)]['ms']:.2f} ms, {found[(row, dtype)]['peak_mb']:,.0f} MB in {dtype} ({words}; "
+             f"{found[(row, dtype)]['x_fused_softmax']:.2f}× that record's fused softmax)"
+             for dtype, (row, words) in rows.items() if (row, dtype) in found]
+    device = str((record.get("provenance") or {}).get("device", "?")).replace("NVIDIA ", "").split(" ")[0]
+    batch = (record.get("config") or {}).get("batch")
+    return "; ".join(parts) + f" (`{name}`, {device}" + (f", batch {batch}" if batch else "") + ")" if parts else ""
+
+
 def left_out_note(costs):
-    """One sentence naming the stored rows ``fused_costs`` did not quote, and why ("" where none)."""
+    """One sentence naming the stored rows ``fused_costs`` did not quote, and why, with the mixer's form today as
+    its own stored benchmark measured it (``attrs["current"]``) where one is stored ("" where none is left out)."""
     grouped = {}
     for mech, where, reason in costs.attrs.get("left out") or []:
         grouped.setdefault((mech, reason), []).append(where)
-    return "".join(f" {mech}'s stored rows ({'; '.join(wheres)}) are not quoted: superseded ({reason}); `vixnb bench "
-                   "mixers` measures them again." for (mech, reason), wheres in grouped.items())
+    current = costs.attrs.get("current") or {}
+    return "".join(f" {mech}'s stored rows ({'; '.join(wheres)}) are not quoted: superseded ({reason})"
+                   + (f"; its form today, measured in another session: {current[mech]}." if mech in current else
+                      "; `vixnb bench mixers` measures them again.")
+                   for (mech, reason), wheres in grouped.items())
 
 
 def practitioners_answer(costs):
@@ -260,8 +296,7 @@ def _spread(values):
     values = sorted(v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
     if not values:
         return "—"
-    middle = (values[len(values) // 2] if len(values) % 2
-              else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2)
+    middle = statistics.median(values)
     return f"{values[0]:+.1f} / {middle:+.1f} / {values[-1]:+.1f}" if len(values) > 1 else f"{values[0]:+.1f}"
 
 
@@ -280,7 +315,7 @@ def mechanism_summary(rows, claimed, costs=None):
     for mech in [*dict.fromkeys([*rows.get("mechanism", []), *claimed.get("mechanism", [])])]:
         mine = rows[rows["mechanism"] == mech] if len(rows) else rows
         said = claimed[claimed["mechanism"] == mech] if len(claimed) else claimed
-        ratios = sorted(v for v in mine.get("GPU memory ×", []) if v == v and v is not None)
+        memory = median_memory_ratio(rows, mech) if len(rows) else "not printed"  # the "Reading it" figure too
         verdicts = said["ours"].value_counts() if len(said) else {}
         documents = mine["document"].str.split().str[0].nunique() if len(mine) else 0
         undecided = sum(int(n) for v, n in dict(verdicts).items()
@@ -288,7 +323,7 @@ def mechanism_summary(rows, claimed, costs=None):
         out[mech] = {
             (PRINTED, "rows (documents)"): f"{len(mine)} ({documents})" if len(mine) else "—",
             (PRINTED, "Δ top-1 vs softmax: least / median / most"): _spread(mine.get("Δ top-1", [])),
-            (PRINTED, "GPU memory vs softmax (median)"): f"{ratios[len(ratios) // 2]:.2f}×" if ratios else "—",
+            (PRINTED, "GPU memory vs softmax (median)"): f"{memory}×" if memory != "not printed" else "—",
             (PRINTED, "claims the paper bears out / not"): (f"{int((said[PAPER_SIDE] == 'yes').sum())} / "
                                                            f"{int((said[PAPER_SIDE] == 'no').sum())}"
                                                            if len(said) else "—"),
@@ -310,7 +345,7 @@ def median_memory_ratio(rows, mechanism):
     """The median printed GPU-memory ratio against softmax of ``mechanism``'s rows of ``comparisons``, as the page
     writes it (two decimals), or "not printed" where no row of it prints one."""
     values = rows.loc[rows["mechanism"] == mechanism, "GPU memory ×"].dropna()
-    return f"{values.median():.2f}" if len(values) else "not printed"
+    return f"{statistics.median(values):.2f}" if len(values) else "not printed"
 
 
 def conv_embedding_gain(rows):

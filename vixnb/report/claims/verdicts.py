@@ -11,7 +11,6 @@ import pandas as pd
 
 from ... import papers
 from ...escape import html_text
-from ...models import list_models
 from ...runs.profiles import get_profile
 from .schema import (COLUMNS, FAILS, HOLDS, NOT_RUN, NOT_TESTABLE, PAPER_NO, PAPER_NONE, PAPER_YES, PAIRWISE,
                            UNDECIDED, MissingFigures, printed_figure, claim_unit, claim_table, in_sections,
@@ -20,6 +19,7 @@ from ..records.metrics import MODEL_METRICS, STEP_METRICS, metric_label, metric_
 from ..tables.pages import label as _model_label
 from ..tables.pages import page_table
 from . import rules
+from .parts import authors_claim, authors_label, authors_verdict, run_label, with_other_parts
 
 
 # --------------------------------------------------------------------------------------------------
@@ -31,11 +31,14 @@ def _satisfies(claim, figure):
 
 
 def _distance(claim, figure):
-    """How far a figure is from satisfying the claim (larger = worse); picks the pair shown for ``over: all``."""
-    op, value = claim["op"], claim["value"]
-    if op == "approx":
-        return abs(figure - value)
-    return value - figure if op in ("at_least", "greater") else figure - value
+    """How far a figure is from satisfying the claim (larger = worse), on the worst of its parts (``also``: every
+    bound it states); picks the pair shown for ``over: all``, the one that decides."""
+    def part(op, value, tolerance):
+        if op == "approx":
+            return abs(figure - value) - tolerance
+        return value - figure if op in ("at_least", "greater") else figure - value
+
+    return max(part(p["op"], p["value"], p.get("tolerance") or 0.0) for p in rules.claim_parts(claim))
 
 
 def _evaluate(claim, get):
@@ -121,17 +124,6 @@ def _ours_getter(figures):
             raise MissingFigures([(metric, model)])
         return float(value)
     return get
-
-
-def run_label(name, key=None):
-    """A model's label, or for a run that paper ``key``'s tables name (a row with a ``model`` and ``settings``), the
-    label of its first row with its name beside it ("no padding in the embedding (cnv_no_pad)")."""
-    if key is not None and name not in list_models():
-        for table in papers.load(key)["tables"]:
-            entry = papers.table(key, table)["rows"].get(name)
-            if isinstance(entry, dict) and entry.get("label"):
-                return f"{entry['label']} ({name})"
-    return _model_label(name)
 
 
 def _model_order(key, claim):
@@ -303,12 +295,15 @@ def evaluate(key, claim, ours=None, *, profile=None):
     # (b) ours
     our_figure, our_pair, why, seeds = None, None, "", None
     facts = rules.facts_for(ours, claim.get("dataset"))
+    label = lambda m: authors_label(m, key)  # noqa: E731
     if not claim["testable"]:
         our_verdict, why = NOT_TESTABLE, claim["not_testable"]
     else:
+        get = _ours_getter(_ours_for(ours, claim["dataset"]))
+        build = claim.get("authors_build")
+        judged = authors_claim(claim) if build and build.get("settings") else claim
         try:
-            get = _ours_getter(_ours_for(ours, claim["dataset"]))
-            our_figure, holds, our_pair = _evaluate(claim, get)
+            our_figure, holds, our_pair = _evaluate(judged, get)
             our_verdict = HOLDS if holds else FAILS
             if isinstance(our_figure, float) and math.isnan(our_figure):
                 our_figure, our_verdict, why = None, FAILS, "the figure is undefined (a zero or constant metric)"
@@ -316,12 +311,15 @@ def evaluate(key, claim, ours=None, *, profile=None):
                 decided, why = protocol_note(key, raw, profile)
                 our_verdict = our_verdict if decided else (UNDECIDED if profile == "smoke" else rules.PROTOCOL)
             else:
-                our_verdict, why, seeds = rules.judge(key, claim, our_verdict, get, facts,
-                                                      label=lambda m: run_label(m, key),
+                our_verdict, why, seeds = rules.judge(key, judged, our_verdict, get, facts, label=label,
                                                       seed_spread=claim.get("spread"),
-                                                      sign_failed=_sign_failed(claim, get))
+                                                      sign_failed=_sign_failed(judged, get))
+            if build and our_verdict != UNDECIDED:
+                our_verdict, why = authors_verdict(claim, judged, lambda c: _evaluate(c, get), our_verdict, why)
         except MissingFigures as e:
-            our_verdict, why = NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key)
+            unlearned = rules.unlearned_figures(e.args[0], facts, label) if facts else ""
+            our_verdict, why = (rules.NOT_LEARNED, unlearned) if unlearned else \
+                (NOT_RUN, _missing_text(e.args[0], _model_order(key, claim), key))
     return {"id": claim["id"], "section": claim["section"], "text": claim["text"], "claimed": claim["claimed"],
             "paper_figure": paper_figure, "paper_verdict": paper_verdict, "our_figure": our_figure,
             "our_verdict": our_verdict, "why": why, "seeds": seeds,
@@ -348,6 +346,15 @@ def claims(paper_key, ours=None, *, sections=None, profile=None, questions=False
         raise ValueError(f"sections={list(sections)}: paper {paper_key!r} makes no claim there; its sections: "
                          f"{', '.join(dict.fromkeys(str(c.get('section')) for c in paper_claims(paper_key)))}")
     rows = [evaluate(paper_key, claim, ours, profile=profile) for claim in chosen]
+    done = {r["id"]: r for r in rows}
+
+    def other(cid):  # a claim another claim's parts name, evaluated once
+        if cid not in done:
+            done[cid] = evaluate(paper_key, next(c for c in paper_claims(paper_key) if c["id"] == cid), ours,
+                                 profile=profile)
+        return done[cid]
+
+    rows = with_other_parts(chosen, rows, other)
     if questions:
         rows = [{**r, "our_verdict": QUESTION_WORDS.get(r["our_verdict"], r["our_verdict"])} for r in rows]
     frame = pd.DataFrame([{"id": r["id"], "section": r["section"], "claim": r["text"], "claimed": r["claimed"],
@@ -387,8 +394,8 @@ def claims_summary(frame):
 def verdict_text(row):
     """Our verdict of one ``claims`` row as the page shows it: figure, mark, verdict, seeds and what it rests on
     ("-15.85: ✗ does not hold (1 seed; Hybrid FNet 10 of 100 epochs, Hybrid ViL 10 of 40)")."""
-    if row["our verdict"] == NOT_RUN:  # the table marks it, and the to-run list says what to run
-        return NOT_RUN
+    if row["our verdict"] == NOT_RUN and row["our figure"] is None:  # the table marks it; the to-run list says what
+        return NOT_RUN  # (a figure of ours with a part not yet run is shown, with what its other part waits for)
     verdict = f"{MARKS.get(row['our verdict'], '')}{row['our verdict']}"
     text = f"{_figure_text(row['our figure'])}: {verdict}" if row["our figure"] is not None else verdict
     seeds = row.get("seeds")

@@ -10,13 +10,12 @@ import numpy as np
 import pandas as pd
 from IPython import get_ipython
 from IPython.display import HTML, display
-from matplotlib.ticker import FixedLocator, LogFormatter, MaxNLocator, NullLocator, ScalarFormatter
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
 from ...analysis.first_steps import ordered_arms, windows
 from ...data import dataset_spec
 from ...escape import plain_text
-from ...layers import shaped_init
-from .colors import palette
+from .colors import BLACK, CHANCE_GREY, palette
 
 MARKERS = ("s", "^", "o", "D", "v", "P")
 #: a figure's width at the page's column width (inches at the figures' 100 dpi: about 690 px, shown unscaled), and
@@ -34,7 +33,7 @@ def chance_level(records) -> float | None:
 def chance_line(ax, level):
     """A dashed grey line at the chance accuracy ``level`` (%), in the legend as "chance"."""
     if level is not None:
-        ax.axhline(level, color="grey", lw=0.9, ls="--", label=f"chance ({level:g} %)", zorder=1)
+        ax.axhline(level, color=CHANCE_GREY, lw=0.9, ls="--", label=f"chance ({level:g} %)", zorder=1)
 
 
 class MissingPanel:
@@ -132,6 +131,23 @@ def fit_around(fig, notes=()):
         top -= share(legend) + 0.005
     fig.tight_layout(rect=(0, min(bottom, 0.6), 1, max(top, bottom + 0.3)))
 
+
+def legend_below(fig, *, ncol=None, notes=()):
+    """One legend under the figure's axes, outside its data: the entries of every axis's legend (each label once),
+    each axis's own legend removed; then the figure laid out around it (``fit_around``)."""
+    keys = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if not label.startswith("_"):
+                keys.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if keys:
+        fig.legend(list(keys.values()), list(keys), loc="lower center", ncol=ncol or min(3, len(keys)),
+                   frameon=False, fontsize=TEXT_PT)
+    fit_around(fig, notes)
+    return fig
+
 def _limits(values, pad=0.12):
     lo, hi = min(values), max(values)
     span = (hi - lo) or max(abs(hi), 1.0)
@@ -204,7 +220,8 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
     owned = ax is None
     fig, ax = (plt.subplots(figsize=(PAGE_WIDTH, 3.8)) if ax is None else (ax.figure, ax))
     named = {model: labels.get(model, model) if labels else model for model in curves}
-    colors = palette(named.values(), runs={named[m]: runs for m, runs in groups})  # a run's colour on every page
+    colors = palette(named.values(), runs={named[m]: runs for m, runs in groups},  # a run's colour on every page
+                     avoid=(CHANCE_GREY,))
     for model, runs in curves.items():  # a model without a run has no line and no legend entry
         color, name = colors[named[model]], named[model]
         if not runs:
@@ -229,7 +246,7 @@ def training_curves(results, *, metric="select_top1", labels=None, title=None, y
         if any(w in metric for w in ("acc", "top1", "top5")):  # accuracy: the chance level of the runs' data set
             chance_line(ax, chance_level([r for runs in dict(groups).values() for r in runs]))
         ax.legend(fontsize=TEXT_PT, ncol=2 if sum(map(bool, curves.values())) > 3 else 1, loc="best")
-    return _finished(fig, ax, title, owned)
+    return finish_figure(fig, ax, title, owned)
 
 
 @plain_text
@@ -241,7 +258,7 @@ def curves_beside_paper(groups, printed, *, metric="train_acc", y_label="trainin
     highest), ``printed`` ``{name: [value per epoch]}`` as the paper prints them (a name it lacks is left out there).
     Returns the figure."""
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6), sharey=sharey)
-    colours = palette([*groups, *printed], runs=groups)
+    colours = palette([*groups, *printed], runs=groups, avoid=(CHANCE_GREY,))
     done = {name: runs for name, runs in groups.items()
             if any(r.get("status") == "done" and r.get("history") for r in runs)}
     for name, runs in done.items():  # drawn one by one so that a name keeps its colour in both panels
@@ -301,35 +318,7 @@ def bars_beside_paper(ours, printed, *, y_label, title=None, panel_titles=("ours
     return without_empty_panels(fig)
 
 
-@plain_text
-def per_layer_lines(series, *, y_label, title=None, reference=None, ax=None, log=False, runs=None):
-    """One line per name over layers 1..L: ``series`` is ``{name: [value per layer]}`` (a name without values is
-    left out and named in the title's place when none has any); ``reference``: a horizontal line (e.g. 1, the
-    uniform map's diagonal prominence); ``runs``: ``{name: [records]}`` of the runs the names are, for their colour
-    (``palette``). Returns the figure."""
-    owned = ax is None
-    fig, ax = (plt.subplots(figsize=(PAGE_WIDTH, 3.6)) if ax is None else (ax.figure, ax))
-    drawn = {name: values for name, values in series.items() if values}
-    colours = palette(series, runs=runs)
-    for i, (name, values) in enumerate(drawn.items()):
-        ax.plot(range(1, len(values) + 1), values, marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.2,
-                color=colours[name], label=name)
-    if reference is not None:
-        ax.axhline(reference, color="grey", lw=0.8, ls="--")
-    if log:  # plain tick labels (matplotlib's default 10^k ones need TeX fonts the book's machines may lack)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if drawn:
-        ax.set_xlim(0.5, max(len(v) for v in drawn.values()) + 0.5)
-    if drawn and all(0 <= v <= 1 for values in drawn.values() for v in values) and "/" in y_label:
-        ax.set_ylim(0, 1)  # a fraction, on its range
-    _label(ax, "layer", y_label, legend=bool(drawn))
-    return _finished(fig, ax, title, owned)
-
-
-def _label(ax, x_label, y_label, *, legend):
+def label_axes(ax, x_label, y_label, *, legend):
     """Axis labels, a light grid, and the legend where anything was drawn."""
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
@@ -360,61 +349,6 @@ def training_panels(groups, *, title):
 
 
 @plain_text
-def identity_share_trajectories(groups):
-    """One panel per name of ``groups`` (``{name: [records]}`` of shaped-attention runs): the identity's share
-    |alpha|/(|alpha|+|beta|) of every layer over training (a fraction, drawn on 0 to 1: alpha and beta may change
-    sign), mean over the seeds, epoch 0 being the initialisation (the scheme in each run's ``alpha_beta`` setting,
-    ``layers.shaped_init``), one line per layer from dark (first) to light (last)."""
-    cols = min(3, len(groups))
-    rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 2.5 * rows), sharey=True, squeeze=False)
-    for ax in axes.flat[len(groups):]:
-        ax.set_visible(False)
-    for ax, (name, records) in zip(axes.flat, groups.items()):
-        done = [r for r in records if r.get("status") == "done" and r["history"][0].get("alpha_beta")]
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        if not done:
-            continue
-        scheme = done[0]["config"]["model_overrides"].get("alpha_beta", "uniform")
-        depth, epochs = len(done[0]["history"][0]["alpha_beta"]), min(len(r["history"]) for r in done)
-        for layer in range(depth):
-            a0, b0 = shaped_init(scheme, layer_index=layer + 1, depth=depth)
-            share = [_share(a0, b0)] + [math.fsum(_share(*r["history"][e]["alpha_beta"][layer]) for r in done)
-                                        / len(done) for e in range(epochs)]
-            ax.plot(range(epochs + 1), share, color=plt.cm.viridis(layer / max(depth - 1, 1)), lw=1.1,
-                    label=f"layer {layer + 1}" if layer in (0, depth - 1) else None)
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=TEXT_PT)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("|α| / (|α| + |β|)")
-    fig.tight_layout()
-    return without_empty_panels(fig)
-
-
-def _share(alpha, beta):
-    """The identity's share of shaped attention, |alpha| / (|alpha| + |beta|) (0.5 where both are 0)."""
-    total = abs(alpha) + abs(beta)
-    return abs(alpha) / total if total else 0.5
-
-
-@plain_text
-def per_layer_panels(panels, *, title=None):
-    """Side by side, one ``per_layer_lines`` panel per entry of ``panels`` ``{y label: {name: [value per layer]}}``
-    (e.g. row entropy, diagonal prominence and attention distance, one line per mechanism). Returns the figure."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(PAGE_WIDTH, 3.4), squeeze=False)
-    for ax, (y_label, series) in zip(axes[0], panels.items()):
-        per_layer_lines(series, y_label=y_label, ax=ax)
-        if ax.get_legend() is not None and ax is not axes[0][0]:
-            ax.get_legend().remove()
-    if title:
-        fig.suptitle(title, fontsize=TEXT_PT + 1)
-    fig.tight_layout()
-    return without_empty_panels(fig)
-
-
-@plain_text
 def band_curves(panels, *, x_label, title=None, log_x=False):
     """Curves with a band of one standard deviation: ``panels`` is ``{y label: {name: (x, [curve per sample])}}``
     (e.g. the top-1 probability against the fraction of pixels deleted, one curve per image; or a distance against
@@ -437,10 +371,10 @@ def band_curves(panels, *, x_label, title=None, log_x=False):
             ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.xaxis.set_minor_locator(NullLocator())
             ax.tick_params(axis="x", labelrotation=90, labelsize=TEXT_PT)  # neighbours such as 110 and 128 apart
-        _label(ax, x_label, y_label, legend=bool(drawn))
+        label_axes(ax, x_label, y_label, legend=bool(drawn))
     if title:
         fig.suptitle(title, fontsize=TEXT_PT + 1)
-    fig.tight_layout()
+    legend_below(fig)
     return without_empty_panels(fig)
 
 
@@ -450,14 +384,15 @@ def accuracy_points(memory, top1, labels):
     return pd.DataFrame({"GB": memory, "top-1": top1}).rename(index=labels)
 
 
-def _finished(fig, ax, title, owned):
-    """A one-axes figure finished: its ``title``; laid out and its empty panels dropped where the figure is ours
-    (``owned``), left to the caller where the caller passed its own axes."""
+def finish_figure(fig, ax, title, owned):
+    """A one-axes figure finished: its ``title``; where the figure is ours (``owned``), its legend under the axes
+    (outside the data: ``legend_below``), laid out and its empty panels dropped; left to the caller where the caller
+    passed its own axes."""
     if title:
         ax.set_title(title, fontsize=TEXT_PT + 1)
     if not owned:  # the caller's figure: its layout is the caller's
         return fig
-    fig.tight_layout()
+    legend_below(fig)
     return without_empty_panels(fig)
 
 
@@ -469,7 +404,7 @@ def first_steps_curves(record, *, title=None):
     arms = ordered_arms(record)
     window = record.get("window", 20)
     fig, axes = plt.subplots(1, 2, figsize=(PAGE_WIDTH, 3.6))
-    colours = palette([a for a in arms if a != "base"])
+    colours = palette([a for a in arms if a != "base"], avoid=(BLACK, CHANCE_GREY))
     for ax, metric, y_label in ((axes[0], "loss", "training loss"), (axes[1], "acc", "training accuracy (%)")):
         for i, (name, arm) in enumerate(arms.items()):
             values = windows(arm[metric], window)
@@ -480,7 +415,7 @@ def first_steps_curves(record, *, title=None):
                     label=name if not base else "the row's run (base)")
         if metric == "acc" and record.get("chance") is not None:
             chance_line(ax, record["chance"])
-        _label(ax, "optimizer step", y_label, legend=False)
+        label_axes(ax, "optimizer step", y_label, legend=False)
     keys = {}
     for handle, label in zip(*axes[1].get_legend_handles_labels()):
         keys.setdefault(label, handle)

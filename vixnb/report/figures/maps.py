@@ -9,82 +9,127 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ...analysis.records import panel_images
-from ...data import CIFAR10_CLASSES
+from ...analysis.records import panel_images, panel_labels
+from ...data import CIFAR10_CLASSES, dataset_spec
 from ...escape import plain_text
-from .charts import TEXT_PT, per_layer_lines
+from .charts import TEXT_PT, fit_around
+from .colors import CHANCE_GREY, palette
+from .per_layer import per_layer_lines
 
 #: the least size of a map's tile, in inches at the figure's 100 dpi: at least 96 pixels on the page
 MAP_TILE = 1.2
 
 
 @plain_text
-def map_grid(rows, *, columns, images=None, title=None, cell=MAP_TILE):
+def map_grid(rows, *, columns, images=None, title=None, cell=MAP_TILE, scale=None):
     """A grid of square maps, nearest interpolation: ``rows`` is ``{row label: [map per column]}`` (each map a
     2-D array-like; None leaves the cell empty; a string is written in the cell instead, e.g. "no attention
     map"), ``columns`` the column titles; ``images``: an image per row (h, w, 3 uint8) drawn in a first column;
-    ``cell``: inches per cell (never under ``MAP_TILE``). Returns the figure."""
+    ``cell``: inches per cell (never under ``MAP_TILE``); ``scale``: the label of one colour scale for every map of the
+    grid (from 0 to the largest value), drawn beside it (None: each map on its own scale, no colour bar). Returns
+    the figure."""
     cell = max(cell, MAP_TILE)
     titles = (["image"] if images is not None else []) + list(columns)
     n_rows, n_cols = len(rows), len(titles)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6, cell * n_rows + 0.5), squeeze=False,
-                             dpi=100)
-    for r, (label, maps) in enumerate(rows.items()):
-        cells = ([images[r]] if images is not None else []) + list(maps)
-        for c, shown in enumerate(cells):
+    maps = [np.asarray(m, dtype=float) for values in rows.values() for m in values
+            if m is not None and not isinstance(m, str)]
+    top = max((float(m.max()) for m in maps), default=1.0) if scale else None
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell * n_cols + 0.6 + (0.9 if scale else 0),
+                                                      cell * n_rows + 0.5), squeeze=False, dpi=100)
+    shown = None
+    for r, (label, values) in enumerate(rows.items()):
+        cells = ([images[r]] if images is not None else []) + list(values)
+        for c, drawn in enumerate(cells):
             ax = axes[r][c]
             ax.set_xticks([])
             ax.set_yticks([])
-            if isinstance(shown, str):  # a word a line: the cell is small
-                ax.text(0.5, 0.5, "\n".join(shown.split()), ha="center", va="center", fontsize=TEXT_PT,
+            if isinstance(drawn, str):  # a word a line: the cell is small
+                ax.text(0.5, 0.5, "\n".join(drawn.split()), ha="center", va="center", fontsize=TEXT_PT,
                         transform=ax.transAxes)
-            elif shown is not None:
-                ax.imshow(np.asarray(shown), interpolation="nearest",
-                          cmap=None if images is not None and c == 0 else "viridis")
+            elif drawn is not None:
+                image = images is not None and c == 0
+                made = ax.imshow(np.asarray(drawn), interpolation="nearest", cmap=None if image else "viridis",
+                                 **({} if image or not scale else {"vmin": 0.0, "vmax": top}))
+                shown = shown if image else made
             if r == 0:
                 ax.set_title(titles[c], fontsize=TEXT_PT)
         axes[r][0].set_ylabel(label, fontsize=TEXT_PT, rotation=0, ha="right", va="center")
     if title:
         fig.suptitle(title, fontsize=TEXT_PT + 1)
-    fig.tight_layout()
+    width = fig.get_size_inches()[0]
+    fig.tight_layout(rect=(0, 0, 1 - 0.9 / width, 1) if scale else (0, 0, 1, 1))
+    if scale and shown is not None:  # one bar in the 0.9 inch kept at the right, as tall as the grid
+        top, bottom = axes[0][0].get_position().y1, axes[-1][0].get_position().y0
+        bar = fig.colorbar(shown, cax=fig.add_axes((1 - 0.75 / width, bottom, 0.15 / width, top - bottom)))
+        bar.set_label(scale, fontsize=TEXT_PT)
+        bar.ax.tick_params(labelsize=TEXT_PT)
     return fig
 
 
-def attention_map_panels(record, *, labels=None, images=None):
+def attention_map_panels(record, *, labels=None, images=None, flags=None):
     """One ``map_grid`` per run of an attention record (``vixnb.analysis.attention_record``): the class token's
     attention over the patch grid in the first, a quarter, half, three quarters and the last layer, for each
-    panel image; ``images``: the panel's images (h, w, 3), drawn first where given. Returns the figures."""
+    panel image, every map of a run on one colour scale (its bar beside the grid), each row named by its image's class
+    (``analysis.panel_labels``); ``images``: the panel's images (h, w, 3), drawn first where given; ``flags``: ``{row:
+    why}`` of a run that did not learn (``records.learning_flags``), said in its title: its maps are an untrained
+    model's. Returns the figures."""
     figures = []
+    names = CIFAR10_CLASSES if record.get("dataset") == "cifar10" else None
+    classes = panel_labels(record)
     for row, run in record["runs"].items():
         depth = len(run["class_token"][0])
         shown = sorted({1, max(1, depth // 4), max(1, depth // 2), max(1, 3 * depth // 4), depth})
         side = math.isqrt(len(run["class_token"][0][0]))
-        grid = {f"image {k + 1}": [[run["class_token"][k][layer - 1][i * side:(i + 1) * side] for i in range(side)]
-                                   for layer in shown] for k in range(len(record["panel"]))}
+        rows = [names[c] if names else f"class {c}" for c in classes[:len(run["class_token"])]]
+        rows = [f"{name} ({k + 1})" if rows.count(name) > 1 else name for k, name in enumerate(rows)]
+        grid = {rows[k]: [[run["class_token"][k][layer - 1][i * side:(i + 1) * side] for i in range(side)]
+                          for layer in shown] for k in range(len(run["class_token"]))}
         name = labels.get(row, row) if labels else row
-        figures.append(map_grid(grid, columns=[f"layer {l}" for l in shown], images=images,
-                                title=f"{name} (depth {depth}), seed {run['seed']}"))
+        flag = (flags or {}).get(row)
+        title = f"{name} (depth {depth}), seed {run['seed']}" + (
+            f"\ndid not learn, its maps are an untrained model's:\n{flag}" if flag else "")
+        figures.append(map_grid(grid, columns=[f"layer {l}" for l in shown], images=images, title=title,
+                                scale="class token's attention"))
     return figures
 
 
 def prominence_figures(record, *, labels=None):
-    """Diagonal prominence per layer (heads averaged) of every run of an attention record: the applied map, and
-    for shaped attention its softmax part; then the learned alpha/(alpha+beta) per layer (of the kept weights:
-    the selected epoch's). Returns the figures."""
+    """Diagonal prominence per layer (heads averaged) of every run of an attention record: the applied map (a solid
+    line), and for shaped attention its softmax part (dashed, the run's colour: the run palette, ``palette``); then the
+    learned alpha/(alpha+beta) per layer (of the kept weights: the selected epoch's). Under the first, what is so by
+    construction: the applied map of shaped attention, alpha I + beta A with its rows divided by alpha + beta, has a
+    diagonal prominence of n s + (1 - s) p, n the tokens (class token and patches), s its identity share and p its
+    softmax part's: about n s, whatever attention learned. Returns the figures."""
     def over_heads(rows):
         return [math.fsum(heads) / len(heads) for heads in rows]
 
     name = (lambda row: labels.get(row, row)) if labels else (lambda row: row)
-    series, share = {}, {}
+    runs = {name(row): [{"config": run["config"]}] for row, run in record["runs"].items() if run.get("config")}
+    colours = palette(list(runs) or [name(row) for row in record["runs"]], runs=runs, avoid=(CHANCE_GREY,))
+    series, share, of_run = {}, {}, {}
     for row, run in record["runs"].items():
         series[f"{name(row)}: applied map"] = over_heads(run["prominence"])
+        of_run[f"{name(row)}: applied map"] = name(row)
         if run["identity_share"]:
             series[f"{name(row)}: softmax part"] = over_heads(run["prominence_softmax"])
+            of_run[f"{name(row)}: softmax part"] = name(row)
             share[name(row)] = run["identity_share"]
-    figures = [per_layer_lines(series, y_label="diagonal prominence", reference=1, log=True,
-                               title=f"diagonal prominence, {record['prominence_images']} test images")]
+    figure = per_layer_lines(series, y_label="diagonal prominence", reference=1, log=True,
+                             colours_of=lambda line: colours.get(of_run[line]),
+                             styles=lambda line: line.endswith("softmax part"),
+                             title=f"diagonal prominence, {record['prominence_images']} test images")
+    patch = next((run.get("settings", {}).get("patch") for run in record["runs"].values()), None)
+    if share and patch and hasattr(figure, "axes"):
+        n = (dataset_spec(record["dataset"]).image_size // patch) ** 2 + 1
+        note = figure.text(0.5, 0.005, f"By construction, shaped attention's applied map (αI + βA)/(α + β) has a "
+                           f"prominence of {n} s + (1 − s) p, s = α/(α + β) its identity share and p its softmax "
+                           f"part's: about {n} × s whatever attention learned. 1 (grey) is a uniform map, {n} a map "
+                           "of each token to itself.", ha="center", va="bottom", fontsize=TEXT_PT, wrap=True)
+        fit_around(figure, [note])  # under the legend ``per_layer_lines`` put under the axes
+    figures = [figure]
     if share:
-        figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, selected epoch"))
+        figures.append(per_layer_lines(share, y_label="α / (α + β)", title="learned identity share, selected epoch",
+                                       colours_of=lambda run: colours.get(run)))
     return figures
 
 

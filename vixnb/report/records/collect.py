@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ... import papers
 from ...analysis.records import STUDY_RECORDS
 from ...runs.asked import runs_of, table_specs
-from ...data import DatasetNotFoundError
+from ...data import DatasetNotFoundError, dataset_spec
 from ...models import model_fact
 from ...models.counting import recorded_counts
 from ...record_kinds import Request, kind_of, obtain, record_name, study_requests
@@ -19,6 +19,7 @@ from ...results import ResultsStore, StoreError, made_on
 from ...runs.policy import other_code
 from ...runs.make import run
 from ...runs.spec import Keep
+from .learning import CHANCE_MARGIN, at_chance, failed_reason, not_learned_reason
 from .metrics import METRICS, PER_SEED
 from .provenance import short_device
 
@@ -258,18 +259,17 @@ def runs_done(runs):
     return sum(r.get("status") == "done" and not r.get("stale") for r in runs)
 
 
-def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
+def runs_at_chance(runs, labels, *, num_classes=10, margin=CHANCE_MARGIN):
     """The rows of ``runs`` (``{row: [records]}``) whose done seeds ended at chance: the last epoch's training
     accuracy and test top-1 both within ``margin`` points of 100 / ``num_classes``. One row each: the label
     (``labels``), how many of its done seeds, the last training accuracy (mean), and the first epoch after which every
     layer's recorded gradient norm was exactly zero (a dead network; "—" where the norms never all vanished or were not
     recorded). Empty where every run learned."""
-    chance = 100.0 / num_classes
-    train_acc, top1 = METRICS["train_acc_final"].per_seed, METRICS["top1_last"].per_seed
+    train_acc = METRICS["train_acc_final"].per_seed
     rows = {}
     for row, results in runs.items():
         done = [r for r in results if r.get("status") == "done" and r.get("history")]
-        stuck = [r for r in done if abs(train_acc(r) - chance) <= margin and abs(top1(r) - chance) <= margin]
+        stuck = [r for r in done if at_chance(r, num_classes, margin)]
         if not stuck:
             continue
         dead = [next((h["epoch"] for h in r["history"] if h.get("grad_norms") and not any(h["grad_norms"])), None)
@@ -280,6 +280,26 @@ def runs_at_chance(runs, labels, *, num_classes=10, margin=2.0):
             "last training accuracy (%)": round(statistics.fmean(train_acc(r) for r in stuck), 2),
             "gradients all zero from epoch": ", ".join(str(e) for e in dead if e is not None) or "—"}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def learning_flags(record, *, store=None):
+    """``{row: why}`` of each run a measurement of trained weights read (``record["runs"]``, each with its training
+    ``config``) whose stored training run failed or did not learn (``learning.failed_reason``,
+    ``learning.not_learned_reason``): its maps are an untrained model's, and a figure of them says so."""
+    store = store if store is not None else ResultsStore()
+    flags = {}
+    for row, entry in (record or {}).get("runs", {}).items():
+        config = entry.get("config")
+        try:
+            trained = store.get(config) if isinstance(config, dict) else None
+        except StoreError:
+            trained = None
+        if trained and trained.get("status") == "done":
+            classes = dataset_spec(config["dataset"]).num_classes
+            why = failed_reason(trained, classes) or not_learned_reason(trained)
+            if why:
+                flags[row] = why
+    return flags
 
 
 def runs_overview(runs):

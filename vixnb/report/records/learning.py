@@ -13,6 +13,18 @@ CHANCE_MARGIN = 2.0  # points of accuracy around 100 / classes
 LEARN_EPOCHS, LEARN_POINTS, LEARN_LOSS_DROP = 3, 5.0, 0.05
 
 
+def at_chance(record, num_classes, margin=CHANCE_MARGIN):
+    """Whether one done training record ended at chance: its last epoch's training accuracy and test top-1 both
+    within ``margin`` points of 100 / ``num_classes`` (the one test of it: the verdict rules, the chapters' "what
+    died" tables and the intro's count read it)."""
+    history = record.get("history") or []
+    if not history:
+        return False
+    train, top1 = history[-1].get("train_acc"), history[-1].get("select_top1")
+    chance = 100.0 / num_classes
+    return train is not None and top1 is not None and abs(train - chance) <= margin and abs(top1 - chance) <= margin
+
+
 def failed_reason(record, num_classes):
     """Why one done training record decides nothing ("training accuracy 9.83 %, test top-1 9.97 %: at chance";
     "gradients all zero from epoch 2"), or "" for a run that learned."""
@@ -22,12 +34,9 @@ def failed_reason(record, num_classes):
         return f"gradients all zero from epoch {dead}"
     if not history:
         return ""
-    chance = 100.0 / num_classes
-    train, top1 = history[-1].get("train_acc"), history[-1].get("select_top1")
-    if train is None or top1 is None:
-        return ""
-    if abs(train - chance) <= CHANCE_MARGIN and abs(top1 - chance) <= CHANCE_MARGIN:
-        return f"training accuracy {train:.2f} %, test top-1 {top1:.2f} %: at chance ({chance:g} %)"
+    if at_chance(record, num_classes):
+        train, top1 = history[-1]["train_acc"], history[-1]["select_top1"]
+        return f"training accuracy {train:.2f} %, test top-1 {top1:.2f} %: at chance ({100.0 / num_classes:g} %)"
     return ""
 
 
