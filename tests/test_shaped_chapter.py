@@ -291,7 +291,8 @@ def test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_or
     and a stored record (its JSON sorted) shows the row's own run first, then the arms in the question's order."""
     import json as _json
 
-    from vixnb.analysis.first_steps import arms_ahead, arms_frame, first_steps, first_steps_record, ordered_arms
+    from vixnb.analysis.first_steps import arms_frame, first_steps, first_steps_record, ordered_arms
+    from vixnb.report.tables import arm_outcomes
     from vixnb.runs.spec import run_config
     from vixnb.engine.train import train
 
@@ -307,7 +308,7 @@ def test_first_steps_are_the_engines_own_steps_and_a_record_keeps_its_arms_in_or
     assert list(record["arms"]) == sorted(record["arms"]) and list(record["arms"])[0] != "base"  # sorted by the JSON
     assert list(ordered_arms(record))[:3] == ["base", "seed 1", "seed 2"]
     assert arms_frame(record).index[0] == "base" and arms_frame(record).iloc[0, 0] == "none: the row's own run"
-    assert "base" not in arms_ahead(record)
+    assert "base" not in arm_outcomes(record)
 
 
 def test_a_first_steps_record_keeps_the_arms_that_still_answer_and_makes_only_the_others(monkeypatch):

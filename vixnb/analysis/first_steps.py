@@ -148,38 +148,7 @@ LEAD_POINTS = 5.0
 
 def common_steps(record, arms=None):
     """The steps every arm of a first-steps record reached (the question's ``first_steps``; an arm read further has
-    more, ``further``; a short run ends before its steps): where arms are compared."""
+    more: ``arm_steps``; a short run ends before its steps): where the page's table compares them (each arm's lead
+    over the row's own run: ``report.tables.questions.arm_outcomes``)."""
     arms = ordered_arms(record) if arms is None else arms
     return min([record["steps"], *(len(a["loss"]) for a in arms.values())])
-
-
-def arms_ahead(record, lead=LEAD_POINTS):
-    """``{arm: lead}``: the arms of a first-steps record whose mean training accuracy over the last ``WINDOW`` of the
-    steps every arm reached (``common_steps``) leads the row's own run's by at least ``lead`` points (the base is the
-    record's first arm)."""
-    arms = ordered_arms(record)
-    if not arms:
-        return {}
-    window, end = record.get("window", WINDOW), common_steps(record, arms)
-    last = {name: sum(a["acc"][max(end - window, 0):end]) / max(len(a["acc"][max(end - window, 0):end]), 1)
-            for name, a in arms.items()}
-    base = next(iter(last.values()))
-    return {name: value - base for name, value in list(last.items())[1:] if value - base >= lead}
-
-
-def further(record):
-    """``{arm: {"steps", "acc", "loss", "acc_at_common", "best_acc"}}`` of the arms read past the steps every arm
-    reached (``common_steps``): the mean training accuracy and loss over its last ``WINDOW`` steps, over the ``WINDOW``
-    steps up to the common end, and the best ``WINDOW``-step mean it reached."""
-    arms, out = ordered_arms(record), {}
-    if not arms:
-        return out
-    window, end = record.get("window", WINDOW), common_steps(record, arms)
-    for name, arm in arms.items():
-        if len(arm["acc"]) <= end:
-            continue
-        means = windows(arm["acc"], window)
-        out[name] = {"steps": len(arm["acc"]), "acc": sum(arm["acc"][-window:]) / len(arm["acc"][-window:]),
-                     "loss": sum(arm["loss"][-window:]) / len(arm["loss"][-window:]),
-                     "acc_at_common": sum(arm["acc"][end - window:end]) / window, "best_acc": max(means)}
-    return out
