@@ -181,10 +181,10 @@ class MeasureEntry(RecordEntry):
     job = "measure"
 
     def run(self, store, *, deadline=None, download=False):
-        """Make it (``record_kinds.obtain``; again where it is stale); the runs whose weights it reads were trained by
-        their own entries, so it trains nothing."""
-        compute = "always" if self.status == "stale" else "missing"
-        record = obtain(self.request, profile=self.profile, compute=compute, train="never", required=True,
+        """Make it (``record_kinds.obtain`` under ``missing``: made where absent or stale, its kind's maker keeping what
+        of a stale record still answers: a question's arms); the runs whose weights it reads were trained by their own
+        entries, so it trains nothing."""
+        record = obtain(self.request, profile=self.profile, compute="missing", train="never", required=True,
                         store=store)
         if record is None:
             raise RuntimeError(f"{self.name}: this measurement needs a CUDA GPU")
