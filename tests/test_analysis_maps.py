@@ -529,3 +529,14 @@ def test_spearman_helper():
     torch.testing.assert_close(sanity_checks.spearman(a, a), torch.ones(3, dtype=torch.float64))
     torch.testing.assert_close(sanity_checks.spearman(a, -a), -torch.ones(3, dtype=torch.float64))
     torch.testing.assert_close(sanity_checks.spearman(a, a.exp()), torch.ones(3, dtype=torch.float64))  # ranks only
+
+
+def test_a_maps_record_without_its_panel_images_is_stale_and_made_again():
+    """A page shows the panel's images beside the maps (Fig. 8) where the data set is not: a record made before records
+    kept them says so, and the plan makes it again on the CPU (its maps from the same stored weights)."""
+    from vixnb.analysis.records import record_stale
+    from vixnb.results import ResultsStore
+
+    store = ResultsStore()
+    assert "keeps no panel images" in record_stale({"panel": [0, 1], "runs": {}}, store)
+    assert record_stale({"panel": [0, 1], "images": [[[[0, 0, 0]]]] * 2, "runs": {}}, store) is None

@@ -153,8 +153,10 @@ def _trained_run(spec, *, compute, store):
 
 def record_stale(record, store):
     """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
-    retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed), or
-    None."""
+    retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed; a record
+    of maps kept without its panel's images, which a page shows beside them where the data set is not), or None."""
+    if record.get("panel") and not record.get("images"):
+        return "it keeps no panel images (made before records kept them: a page shows them beside the maps)"
     measurement = record.get("study")
     if measurement in STUDY_RECORDS:
         profile = (record.get("provenance") or {}).get("profile")
