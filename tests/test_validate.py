@@ -104,10 +104,12 @@ def test_every_environment_variable_treats_empty_as_unset(monkeypatch, tmp_path)
 
 
 def test_results_store_variable_pointing_at_a_file_is_named(monkeypatch, tmp_path, capsys):
+    """A variable of the environment given wrong is a usage error (exit 2), as every other value a person gives
+    (issue 57, class 9: it exited 1)."""
     file = tmp_path / "results.txt"
     file.write_text("not a folder")
     monkeypatch.setenv("VIXNB_RESULTS", str(file))
-    assert main(["plan", "--profile", "budget"]) == 1
+    assert main(["plan", "--profile", "budget"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"vixnb plan: error: VIXNB_RESULTS={file} is a file, not a folder; point VIXNB_RESULTS at the "
                    "results store's folder (or unset it for results/ of the checkout)")

@@ -31,6 +31,13 @@ def one_line(error):
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
 
 
+def printable(value):
+    """``value`` as text of one line that a terminal prints as it is: each character that is not printable (a
+    newline, a carriage return, an escape sequence's ESC) written as its Python escape, so that a file's name can
+    never forge a line of a command's output."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
 def is_usage_error(error):
     """A bad name or value given by the caller: a ``ValueError`` (a data set or paper file that is wrong raises
     ``DataError`` or ``PaperFileError``, runtime errors)."""

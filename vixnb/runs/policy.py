@@ -30,7 +30,7 @@ from ..paths import results_root
 from .profiles import get_profile, gpu_profile
 from .spec import config_keys, run_model_settings, warm_start_spec
 from ..results.provenance import ENGINE_VERSION, source_hashes
-from ..results.store import config_key, damage
+from ..results.layout import LEDGER, config_key, damage
 
 COMPUTE = ("never", "missing", "always")
 ACTIONS = ("read", "make", "skip")
@@ -234,8 +234,7 @@ def model_source_hashes(model):
     return source_hashes(model_modules(model.default_cfg["name"], model))
 
 
-#: the behavioural probe's committed ledger, in the results store's folder (``runs.probe``)
-LEDGER = "probe-ledger.json"
+#: the behavioural probe's committed ledger, in the results store's folder (``runs.probe``): ``results.store.LEDGER``
 
 
 def ledger_key(config):
