@@ -100,7 +100,10 @@ def test_bad_numbers_are_usage_errors_naming_the_option(capsys, option, value, s
 
 def test_unknown_names_are_usage_errors(capsys):
     assert "unknown model 'vitt'; valid names:" in cli(capsys, "train", "vitt", code=2)
-    assert "unknown profile 'full'; valid profiles:" in cli(capsys, "train", "vit", "--profile", "full", code=2)
+    with pytest.raises(SystemExit) as exit_:  # the one rule of every command's --profile (validate.PROFILE)
+        main(["train", "vit", "--profile", "full"])
+    assert exit_.value.code == 2
+    assert "argument --profile: 'full' is not one; give a profile: 'budget'" in capsys.readouterr().err
 
 
 def test_debug_shows_the_traceback(capsys, monkeypatch):
@@ -164,7 +167,7 @@ def test_an_image_of_another_size_is_refused_unless_resizing_is_allowed(cpu_data
 def test_vixnb_data_pointing_at_a_file(tmp_path, monkeypatch):
     monkeypatch.setenv("VIXNB_DATA", str(tmp_path / "a-file"))
     (tmp_path / "a-file").write_text("")
-    with pytest.raises(data.DataError, match="is a file, not a folder; point VIXNB_DATA at the folder"):
+    with pytest.raises(ValueError, match="is a file, not a folder; point VIXNB_DATA at the folder"):  # a usage error
         data.load_split("cifar10", "test")
 
 
@@ -975,3 +978,83 @@ def test_a_full_disk_names_the_path_from_every_writer(tmp_path, monkeypatch, wri
         assert list(out.parent.iterdir()) == []  # nothing half-written left beside it
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
 
+
+# ----- issue 57, class 9: everything a command needs is checked before it works --------------------------------
+
+def test_a_toc_entry_without_a_notebook_is_found_before_any_chapter_runs(tmp_path, monkeypatch):
+    """A `_toc.yml` entry naming no notebook was found after the chapters before it had run; a broken `_toc.yml`
+    gave "an unexpected error" without the file's name."""
+    import yaml
+
+    from vixnb.book import build
+
+    root = build.copy_book_sources(tmp_path / "book")
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    part = next(p for p in toc["parts"] if all("/" not in c["file"].split("book/executed/")[-1] for c in p["chapters"]))
+    part["chapters"].append({"file": "book/executed/no_such_chapter"})
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    monkeypatch.setattr(build, "run_notebook", lambda *a, **k: pytest.fail("a chapter ran first"))
+    monkeypatch.setattr(build, "write_contents", lambda *a, **k: pytest.fail("the contents were built first"))
+    with pytest.raises(ValueError, match=r"_toc\.yml names chapter\(s\) with no notebook in notebooks/: "
+                                         "no_such_chapter"):
+        build.build_book("smoke", book_root=root)
+    (root / "_toc.yml").write_text("root: book/intro\nparts: [\n")
+    with pytest.raises(ValueError, match=r"_toc\.yml: not valid YAML at line 3, column 1"):
+        build.build_book("smoke", book_root=root)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["batch", "--folder", "README.md", "--dry-run"], "argument --folder: README.md is a file"),
+    (["plan", "--gpus", "300000000"], "argument --gpus: 300000000 is above 4096"),
+    (["batch", "--clock-from", "99999999999"], "argument --clock-from: 99999999999 is "),
+    (["batch", "--pack-since", "99999999999", "--pack", "x.tar.gz"], "argument --pack-since: 99999999999 is "),
+])
+def test_an_option_a_command_would_meet_late_is_refused_at_once(argv, says, capsys, monkeypatch):
+    """--folder naming a file was found after the plan; --gpus 300000000 ended in a MemoryError after minutes;
+    --clock-from in the future printed "trained 4 s of -2306511284 s", --pack-since in the future packed nothing."""
+    from vixnb.plan import plan as planning
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    monkeypatch.setattr(planning, "build", lambda *a, **k: pytest.fail("the plan was built first"))
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_bench_mixers_fails_when_every_row_failed(capsys, monkeypatch, tmp_path):
+    import vixnb.bench as bench
+
+    rows = [{"mechanism": m, "kind": m, "tokens": 8, "batch": 1, "device": "cpu", "dtype": "fp32", "ms": None,
+             "peak_mb": None, "memory": None, "params": None, "ratio_vs_materialized_softmax": None,
+             "memory_ratio_vs_materialized_softmax": None, "status": "error", "error": "RuntimeError: broken"}
+            for m in ("softmax", "nystrom")]
+    monkeypatch.setattr(bench, "bench_mixers", lambda **k: rows)
+    err = cli(capsys, "bench", "mixers", "--json", str(tmp_path / "m.json"), code=1)
+    assert "every mixer failed (2 rows" in err and not (tmp_path / "m.json").exists()
+
+
+def test_a_model_setting_too_large_for_this_machine_names_the_setting(capsys, monkeypatch):
+    from vixnb.runs import make
+
+    monkeypatch.setattr(make, "run", lambda *a, **k: pytest.fail("a model was built"))
+    err = cli(capsys, "train", "vit", "--override", "dim=60000", "--override", "mlp_dim=240000", code=2)
+    assert "--override dim=60000 --override mlp_dim=240000: model 'vit' would hold " in err
+    assert "of memory this machine has available; give smaller settings" in err
+
+
+def test_vixnb_run_never_writes_over_a_source_notebook(capsys):
+    source = Path(__file__).resolve().parents[1] / "notebooks" / "vix_rope.ipynb"
+    before = source.read_bytes()
+    for out in (source, source.with_name("vix_table1.ipynb")):
+        err = cli(capsys, "run", "vix_rope", "-o", str(out), code=2)
+        assert "is a source notebook (the one run, or another of notebooks/); give another path" in err
+    assert source.read_bytes() == before
+
+
+def test_an_image_too_large_to_decode_is_named(cpu_data, monkeypatch):
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # a 32x32 image is then a "decompression bomb"
+    path = cpu_data / "test" / "cat" / "0000.jpg"
+    with pytest.raises(data.DataError, match=rf"{re.escape(str(path))}: unreadable image \(DecompressionBombError"):
+        data.decode_image_files([path], 32, "test", allow_resize=True)
