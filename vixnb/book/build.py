@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, err
                         run_notebook)
 from ..runs.profiles import get_profile, gpu_profile, list_profiles
 from ..plan.plan import counts
+from ..plan.stopping import descendants
 from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger
 from ..report.records import book_plans, book_totals, status_counts
 from ..validate import checked
@@ -173,6 +175,16 @@ def _kernel_threads(threads: int | None):
             os.environ["OMP_NUM_THREADS"] = before
 
 
+def _end_kernels() -> None:
+    """Stop the kernels this process started (its child processes: a chapter's kernel), so that the chapters
+    running in other threads end (their executed copies removed, ``run_notebook``) when the build is stopped."""
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def copy_book_sources(dest: str | os.PathLike) -> Path:
     """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without ``book/executed/``) into ``dest``:
     a book root for ``build_book(..., book_root=dest)`` that leaves the checkout's book alone."""
@@ -260,8 +272,14 @@ def build_book(
         raise ValueError(f"jobs={jobs!r}: give 1 or more (chapters run at once, each in its own kernel)")
     with _kernel_threads(max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None), \
             ThreadPoolExecutor(max_workers=jobs) as pool:  # each chapter in its own kernel process
-        for future in [pool.submit(run, name) for name in todo]:
-            future.result()  # the first failure, in the toc's order, after the chapters already started end
+        futures = [pool.submit(run, name) for name in todo]
+        try:
+            for future in futures:
+                future.result()  # the first failure, in the toc's order, after the chapters already started end
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the chapters running in the other threads end now too
+            pool.shutdown(wait=False, cancel_futures=True)
+            _end_kernels()
+            raise
     missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
     if missing:
         raise RuntimeError(

@@ -305,7 +305,8 @@ def parser():
 
 def main(argv=None):
     """Run one command. Every failure ends here: one line ``vixnb <command>: error: <what>; <what to do>`` and
-    exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
+    exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, by Ctrl-C, SIGTERM or SIGHUP,
+    saying how to resume);
     ``--verbose`` (``--debug``) or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
     args = parser().parse_args(argv)
     try:
@@ -313,7 +314,8 @@ def main(argv=None):
     except ValueError as e:
         return errors.report(args.command, e)
     try:
-        args.fn(args)
+        with errors.stopped_by_signals():  # SIGTERM and SIGHUP end every command as Ctrl-C does
+            args.fn(args)
     except SystemExit:
         raise
     except BrokenPipeError:  # the reader went away (`vixnb plan | head`): nothing more to say
