@@ -121,7 +121,7 @@ def test_a_pack_with_a_refused_later_member_writes_nothing(tmp_path):
         pack_file = _tar(tmp_path / "p.tar.gz", {f"results/budget/{R}.json": b"{}", bad.decode(): b"x"})
         with pytest.raises(ValueError, match=rf"^p\.tar\.gz: .*{why}.*; nothing was unpacked"):
             unpack([pack_file], root=here)
-        assert _store_files(here) == before and not list(here.glob(".unpack-*"))
+        assert _store_files(here) == before and not list(here.glob(".unpack.*"))
 
 
 def test_a_member_larger_than_a_pack_holds_is_refused_before_it_is_read(tmp_path, monkeypatch):
