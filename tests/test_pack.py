@@ -359,3 +359,15 @@ def test_unpack_takes_only_the_shapes_pack_writes_and_refuses_the_rest_whole(tmp
                                          r"was unpacked"):
         unpack([pack_file], root=here)
     assert _store_files(here) == {}
+
+
+def test_a_link_to_nothing_here_is_never_written_through_and_the_packs_copy_is_kept(tmp_path):
+    """Class 1: where the store holds a link to nothing at a result's name, unpack neither follows it nor replaces
+    it: the pack's copy is kept beside, named."""
+    here = tmp_path / "here"
+    (here / "budget").mkdir(parents=True)
+    (here / "budget" / f"{R}.json").symlink_to(tmp_path / "gone.json")
+    report = unpack([_tar(tmp_path / "p.tar.gz", {f"results/budget/{R}.json": b'{"top1": 1}'})], root=here)
+    (_, beside, message), = report["conflicts"]
+    assert open(beside).read() == '{"top1": 1}' and "cannot be read" in message
+    assert (here / "budget" / f"{R}.json").is_symlink() and not (tmp_path / "gone.json").exists()

@@ -377,11 +377,14 @@ def unpack(files, *, root=None):
                 continue
             except FileExistsError:
                 pass
-            here = target.read_bytes()
+            try:
+                here = target.read_bytes()
+            except OSError:  # a link to nothing here: the pack's copy is kept beside it, never over it
+                here = None
             if here == data:
                 report["same"].append(name)
                 continue
-            if ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
+            if here is not None and ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
                 atomic_write(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
                 os.utime(target, (mtime, mtime))
                 report["replaced"].append(name)
@@ -389,8 +392,10 @@ def unpack(files, *, root=None):
             beside = write_new(root / ".conflicts" / stamp / name, lambda f, data=data: f.write(data), binary=True,
                                size=len(data), alternatives=_beside(root / ".conflicts" / stamp / name))
             os.utime(beside, (mtime, mtime))
-            when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, mtime)
-            newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"
+            when_here = _when(here, target.stat().st_mtime) if here is not None else "unreadable here"
+            when_packed = _when(data, mtime)
+            newer = ("the one here cannot be read" if here is None else
+                     "the pack's is newer" if when_packed > when_here else "the one here is newer")
             report["conflicts"].append((str(target), str(beside), f"{target} differs from the pack's copy: kept "
                                         f"both, the one here ({when_here}) in place and the pack's ({when_packed}) "
                                         f"as {beside} ({newer}); keep one and delete the other"))
