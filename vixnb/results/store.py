@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import StoreError, say_once
+from ..errors import StoreError, printable, say_once
 from ..files import atomic_write, temp_prefix
 from ..paths import results_root
 from ..validate import Invalid, env_text
@@ -300,10 +300,22 @@ class ResultsStore:
         return atomic_write(self.record_path(group, name, profile=profile), lambda f: f.write(data),
                             size=len(data.encode()))
 
-    def load_record(self, group, name, *, profile=None):
-        """The saved record, or None when there is none."""
+    def load_record(self, group, name, *, profile=None, strict=False):
+        """The saved record, or None when there is none, or where its file cannot be used (``read_json``'s check:
+        named once on stderr as not used, and kept as it is). ``strict``: such a file is an ``UnusableFile`` (a
+        ``StoreError``) instead: for the plan, which lists it as damaged, and the compute policy, which never makes
+        a record over it."""
         path = self.record_path(group, name, profile=profile)
-        return read_json(path) if path.exists() else None
+        if not (path.exists() or path.is_symlink()):
+            return None
+        try:
+            return read_json(path)
+        except UnusableFile as e:
+            if strict:
+                raise
+            say_once(f"not used {path}", f"not used: {printable(path)}: {printable(e.why)}; it is left as it is "
+                                         "(move or delete it to silence this)")
+            return None
 
     def newest_record(self, group, prefix, *, profile=None):
         """The name of the saved record ``prefix-N`` with the largest N, or ``prefix`` when there is none."""

@@ -87,7 +87,8 @@ def obtain_record(store, group, name, make, *, profile=None, compute="missing", 
     a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
     profile (a GPU-memory measurement); ``cpu_ok``: a CPU makes it in any profile (it times nothing). None where
     nothing is stored and nothing can be made here."""
-    stored = store.load_record(group, name, profile=profile)
+    # a file that cannot be used is named and never made over: where a record would be made (``strict``)
+    stored = store.load_record(group, name, profile=profile, strict=check_compute(compute) != "never")
     why = stale(stored) if stale is not None and stored is not None else None
     decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
     if decision.action == "read":
