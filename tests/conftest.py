@@ -180,6 +180,9 @@ SLOW = {
     "test_pack.py": {
         "test_a_40_mib_checkpoint_travels_in_parts_and_comes_back_byte_for_byte",  # about 3 s: 40 MiB through gzip
     },
+    "test_leftovers.py": {
+        "test_sigterm_ends_vixnb_run_as_ctrl_c_does",  # about 6 s: starts `vixnb run` and its kernel, then stops them
+    },
     "test_runtime.py": {
         "test_install_cell_installs_vixnb_into_a_fresh_venv_and_keeps_its_torch",
         "test_a_chapter_opened_as_on_colab_shows_the_stored_results_of_its_release",  # installs vixnb, runs a chapter

@@ -268,10 +268,10 @@ def test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store(isola
     try:
         deadline = time.time() + 180
         while scratch is None and process.poll() is None and time.time() < deadline:
-            for pid in _processes_naming("vixnb-rehearsal-"):
+            for pid in _processes_naming(".vixnb-rehearsal.pid"):
                 line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
                 if "submitit" in line:
-                    scratch = next(w for w in line.split() if "vixnb-rehearsal-" in w).split("/budget-rehearsal")[0]
+                    scratch = next(w for w in line.split() if ".vixnb-rehearsal.pid" in w).split("/budget-rehearsal")[0]
             time.sleep(0.2)
         assert scratch, "the rehearsal started no job in 180 s"
         time.sleep(2)  # the job is training

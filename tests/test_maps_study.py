@@ -152,15 +152,16 @@ def test_after_needs_moves_a_measurement_behind_the_runs_it_reads():
 def test_pack_since_brings_back_only_what_this_call_wrote(tmp_path):
     folder = ResultsStore().root / "budget"
     (folder / "weights").mkdir(parents=True)
-    old, new = folder / "old.json", folder / "new.json"
-    for path in (old, folder / "weights" / "old.pt", new, folder / "weights" / "new.pt"):
+    old, new = "vit-cifar10-seed0-00000000000000aa", "vit-cifar10-seed1-00000000000000bb"  # stored runs' names
+    for path in (folder / f"{old}.json", folder / "weights" / f"{old}.pt", folder / f"{new}.json",
+                 folder / "weights" / f"{new}.pt"):
         path.write_text("{}")
     start = time.time()
     long_ago = start - 3600
-    for path in (old, folder / "weights" / "old.pt"):  # the store that travelled with the tree
+    for path in (folder / f"{old}.json", folder / "weights" / f"{old}.pt"):  # the store that travelled with the tree
         os.utime(path, (long_ago, long_ago))
     _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget", since=start - 1)
-    assert packed == ["results/budget/new.json", "results/budget/weights/new.pt"]
+    assert packed == [f"results/budget/{new}.json", f"results/budget/weights/{new}.pt"]
     _, packed, _ = batch.pack(tmp_path / "all.tar.gz", "budget")
     assert len(packed) == 4
 

@@ -326,16 +326,20 @@ def test_batch_dry_run_runs_nothing(capsys):
     assert not any(ResultsStore().root.rglob("*.json"))
 
 
+#: stored runs' names (``<model>-<dataset>-seed<N>-<key>``: a pack carries only the store's shapes)
+RUN, BIG = "vit-cifar10-seed0-00000000000000aa", "fnet-cifar10-seed0-00000000000000bb"
+
+
 def test_pack_keeps_checkpoints_under_the_limit(tmp_path):
     store = ResultsStore()
     folder = store.root / "budget"
     (folder / ".checkpoints").mkdir(parents=True)
-    (folder / "run.json").write_text("{}")
-    (folder / ".checkpoints" / "small.pt").write_bytes(b"x" * 1000)
-    (folder / ".checkpoints" / "big.pt").write_bytes(os.urandom(2 * 1024 * 1024))
+    (folder / f"{RUN}.json").write_text("{}")
+    (folder / ".checkpoints" / f"{RUN}.pt").write_bytes(b"x" * 1000)
+    (folder / ".checkpoints" / f"{BIG}.pt").write_bytes(os.urandom(2 * 1024 * 1024))
     path, packed, left = batch.pack(tmp_path / "out.tar.gz", "budget", limit_mb=1)
-    assert "results/budget/run.json" in packed and "results/budget/.checkpoints/small.pt" in packed
-    assert len(left) == 1 and "big.pt" in left[0] and "over the 1 MiB limit" in left[0]
+    assert f"results/budget/{RUN}.json" in packed and f"results/budget/.checkpoints/{RUN}.pt" in packed
+    assert len(left) == 1 and f"{BIG}.pt" in left[0] and "over the 1 MiB limit" in left[0]
 
 
 def test_seeds_share_one_ensemble_job_only_where_it_is_exact():
@@ -412,20 +416,20 @@ def test_an_interrupted_job_keeps_its_checkpoint(monkeypatch):
 def test_pack_brings_back_the_kept_weights_of_the_packed_results(tmp_path):
     folder = ResultsStore().root / "budget"
     (folder / "weights").mkdir(parents=True)
-    (folder / "run.json").write_text("{}")
-    (folder / "weights" / "run.pt").write_bytes(b"w")
-    (folder / "weights" / "orphan.pt").write_bytes(b"w")  # no result of its own: not packed
+    (folder / f"{RUN}.json").write_text("{}")
+    (folder / "weights" / f"{RUN}.pt").write_bytes(b"w")
+    (folder / "weights" / f"{BIG}.pt").write_bytes(b"w")  # no result of its own: not packed
     _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget")
-    assert packed == ["results/budget/run.json", "results/budget/weights/run.pt"]
+    assert packed == [f"results/budget/{RUN}.json", f"results/budget/weights/{RUN}.pt"]
 
 
 def test_pack_leaves_the_previous_checkpoint_out(tmp_path):
     folder = ResultsStore().root / "budget" / ".checkpoints"
     folder.mkdir(parents=True)
-    (folder / "run.pt").write_bytes(b"x")
-    (folder / "run.previous.pt").write_bytes(b"x")
+    (folder / f"{RUN}.pt").write_bytes(b"x")
+    (folder / f"{RUN}.previous.pt").write_bytes(b"x")
     _, packed, _ = batch.pack(tmp_path / "out.tar.gz", "budget")
-    assert packed == ["results/budget/.checkpoints/run.pt"]
+    assert packed == [f"results/budget/.checkpoints/{RUN}.pt"]
 
 
 def test_a_run_whose_checkpoint_cannot_come_back_starts_only_if_it_fits_whole():

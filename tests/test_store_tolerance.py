@@ -13,7 +13,8 @@ from vixnb.runs import spec as runspec
 import importlib
 provenance_module = importlib.import_module("vixnb.results.provenance")  # the module (the package exports its function)
 from vixnb.cli import main
-from vixnb.results import ResultsStore
+from vixnb.results import ResultsStore, StoreError
+from vixnb.results.store import result_path
 from vixnb.runs.policy import unusable
 from vixnb.runs.spec import OPTIONAL_CONFIG_KEYS
 
@@ -40,17 +41,12 @@ def unusable_store(isolated_results):
     folder.mkdir(parents=True)
     (folder / real.name).write_text(real.read_text())
     config = result["config"]
-    kinds = {
-        "gone_model-cifar10-seed0-0000000000000000.json": ({**config, "model": "gone_model"},
-                                                            "model 'gone_model' is not registered in this vixnb"),
-        "vit-cifar10-seed0-1111111111111111.json": ({**config, "model": "vit", "mystery": 1},
-                                                    "configuration key(s) mystery unknown to this vixnb"),
-        "vit-cifar10-seed0-2222222222222222.json": ({**config, "model": "vit",
-                                                     "engine_version": provenance_module.ENGINE_VERSION + 1},
-                                                    "made by a newer vixnb (engine version "
-                                                    f"{provenance_module.ENGINE_VERSION + 1}, this one has "
-                                                    f"{provenance_module.ENGINE_VERSION}); upgrade vixnb to use it"),
-    }
+    kinds = [({**config, "model": "gone_model"}, "model 'gone_model' is not registered in this vixnb"),
+             ({**config, "model": "vit", "mystery": 1}, "configuration key(s) mystery unknown to this vixnb"),
+             ({**config, "model": "vit", "engine_version": provenance_module.ENGINE_VERSION + 1},
+              f"made by a newer vixnb (engine version {provenance_module.ENGINE_VERSION + 1}, this one has "
+              f"{provenance_module.ENGINE_VERSION}); upgrade vixnb to use it")]
+    kinds = {result_path(cfg).split("/")[1]: (cfg, why) for cfg, why in kinds}  # each named as its config says
     for name, (cfg, _) in kinds.items():
         (folder / name).write_text(json.dumps({**result, "config": cfg}))
     (folder / "vit-cifar10-seed0-3333333333333333.json").write_text("{ not json")
@@ -169,3 +165,74 @@ def test_a_lock_that_is_a_folder_is_named_and_the_run_goes_on(isolated_results, 
     with store.lock(config) as waited:
         assert waited is False
     assert "cannot be used as a lock" in capsys.readouterr().err
+
+
+# ----- issue 57, class 4: one validation of a store file, used by every reader ------------------------------------
+
+def _impossible(result):
+    """``{file name: (record or bytes or a link's target, what "not used" says)}``: files of a budget store each of
+    which a reader must refuse, named as their configuration gives (each another seed), but for the misplaced."""
+    from vixnb.results.store import result_path
+
+    def seed(n, **change):
+        config = {**result["config"], "seed": n}
+        return result_path(config).split("/")[1], {**result, "config": config, **change}
+
+    prov = result["provenance"]
+    cases = [seed(1, top1=150.0), seed(2, top5=-5.0), seed(3, seconds=-1.0),
+             seed(4, provenance={**prov, "finished": "2099-01-01T00:00:00Z"}),
+             seed(5, provenance={**prov, "finished": "yesterday"}), seed(6, source_hash="abc"), seed(7, transfer=[1]),
+             seed(8, params_paper="12"), seed(9, history=[{"epoch": 1, "select_top1": 101.0}])]
+    whys = ["top1 is 150.0, not a share in percent", "top5 is -5.0, not a share in percent",
+            "seconds is -1.0, not a number of seconds", "its provenance's finished 2099-01-01T00:00:00Z is later than "
+            "now", "its provenance's finished 'yesterday' is not a date", "source_hash is a str, not a dict",
+            "transfer is a list, not a dict", "params_paper is '12', not a whole number >= 0",
+            "epoch 1's select_top1 is 101.0, not a share in percent"]
+    out = {name: (record, why) for (name, record), why in zip(cases, whys)}
+    key = result_path(result["config"]).rsplit("-", 1)[1]
+    out[result_path(result["config"]).replace(key, "0123456789abcdef.json").split("/")[1]] = \
+        (result, "it holds a different configuration than its name says")  # a copy under another name
+    smoke = {**result, "config": {**result["config"], "profile": "smoke"}}
+    out[result_path(smoke["config"]).split("/")[1]] = (smoke, "its config's profile is 'smoke', and it is in the "
+                                                              "folder of 'budget'")
+    name, twice = seed(10)
+    out[name] = (json.dumps(twice).replace('"top1":', '"top1": 99.0, "top1":', 1).encode(),
+                 "the key 'top1' is given twice")
+    out[seed(11)[0]] = (Path("nothing-here.json"), "a link to nothing")
+    out[seed(12)[0]] = (Path(seed(12)[0]), "a loop of links")
+    out["x\nvixnb: not used: forged.json"] = (result, "it holds a different configuration than its name says")
+    return out
+
+
+def test_a_misnamed_or_impossible_result_is_listed_once_and_shown_nowhere(isolated_results):
+    """Class 4 (the store believed a file's name and folder, and any value that parses): a result whose key or
+    profile does not match its place, a share in percent outside 0-100, negative seconds, a date in the future or
+    not a date, a key given twice, a field of the wrong type, a link to nothing or a loop: each is listed once as
+    not used, with why (a name that holds a newline printed on one line), and the listing, ``get`` and results.csv go
+    on with the rest (`vixnb plan` prints the same list, once each: ``test_plan_lists_each_unusable_file...``)."""
+    from vixnb.report.claims.found import runs_table
+
+    real = next(p for p in sorted(REPO_RESULTS.glob("fnet-*.json")))
+    result = json.loads(real.read_text())
+    folder = isolated_results / "budget"
+    folder.mkdir(parents=True)
+    (folder / real.name).write_text(real.read_text())
+    bad = _impossible(result)
+    for name, (content, _) in bad.items():
+        if isinstance(content, Path):
+            (folder / name).symlink_to(content)
+        else:
+            (folder / name).write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    before = _store_hash(isolated_results)
+    store = ResultsStore()
+    found = {path.split("/", 1)[1]: why for path, why in store.unusable_files("budget", unusable=unusable)}
+    assert set(found) == set(bad)
+    assert all(found[n].startswith(why) for n, (_, why) in bad.items()), found
+    assert [r["config"] for r in store.results("budget", unusable=unusable)] == [result["config"]]
+    assert list(runs_table("budget", store=store)["file"]) == [f"budget/{real.name}"]  # results.csv: once
+    with pytest.raises(StoreError, match="top1 is 150.0, not a share in percent"):
+        store.get({**result["config"], "seed": 1})
+    from vixnb.errors import printable  # what `vixnb plan` prints each with (test_plan_lists_each_unusable_file...)
+
+    assert printable("budget/x\nvixnb: not used: forged.json") == "budget/x\\nvixnb: not used: forged.json"
+    assert _store_hash(isolated_results) == before

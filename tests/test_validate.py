@@ -104,10 +104,12 @@ def test_every_environment_variable_treats_empty_as_unset(monkeypatch, tmp_path)
 
 
 def test_results_store_variable_pointing_at_a_file_is_named(monkeypatch, tmp_path, capsys):
+    """A variable of the environment given wrong is a usage error (exit 2), as every other value a person gives
+    (issue 57, class 9: it exited 1)."""
     file = tmp_path / "results.txt"
     file.write_text("not a folder")
     monkeypatch.setenv("VIXNB_RESULTS", str(file))
-    assert main(["plan", "--profile", "budget"]) == 1
+    assert main(["plan", "--profile", "budget"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"vixnb plan: error: VIXNB_RESULTS={file} is a file, not a folder; point VIXNB_RESULTS at the "
                    "results store's folder (or unset it for results/ of the checkout)")
@@ -288,3 +290,66 @@ def test_every_whole_number_is_bounded_by_its_consumers_range():
         runs.run(RunSpec.of("vit", seed=SEED_MAX + 1))
     with pytest.raises(ValueError, match=r"^seeds=.*element 0"):
         parameter_rule("seeds", [0])([SEED_MAX + 1], "seeds")
+
+
+# ----- issue 57, class 5: lists of identities are sets ----------------------------------------------------------
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "vix_table1", "-p", "seeds", "[0, 0, 0]"], "notebook parameter seeds=[0, 0, 0]: 0 is given twice"),
+    (["run", "vix_table1", "-p", "models", "[fnet, fnet]"], "'fnet' is given twice"),
+    (["run", "efficiency", "-p", "accuracy_models", "vit,vit"], "'vit' is given twice"),
+])
+def test_a_seed_or_model_given_twice_to_a_notebook_exits_2_before_any_kernel(argv, says, capsys, monkeypatch):
+    """Class 5: -p seeds '[0, 0, 0]' showed "3/3 seeds" and "± 0.00", one run passed off as three; -p models
+    '[fnet, fnet]' failed inside the kernel. A list of identities is a set: a repeat is refused, naming the
+    parameter, before a kernel starts."""
+    import papermill
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a kernel started"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "give each once" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["measure", "vit", "vit"], ["batch", "--only", "vit", "fnet", "vit", "--dry-run"],
+                                  ["batch", "--chapter", "linattn", "linattn", "--dry-run"],
+                                  ["bench", "mixers", "--mixers", "nystrom", "nystrom"],
+                                  ["papers", "check", "vix", "vix"], ["bench", "fill", "--models", "vit", "vit"]])
+def test_a_name_given_twice_on_the_command_line_is_a_usage_error_naming_the_option(argv, capsys):
+    """Class 5: models, records, chapters, mixers and papers given twice are refused (exit 2) naming the option."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "is given twice; give each once" in capsys.readouterr().err
+
+
+def test_the_api_takes_a_list_of_seeds_as_a_set():
+    with pytest.raises(Invalid, match=r"seeds=\[1, 2, 1\]: 1 is given twice; give each once"):
+        SEEDS([1, 2, 1], "seeds")
+    from vixnb.book.build import build_book
+
+    with pytest.raises(ValueError, match="is given twice"):
+        build_book("smoke", notebooks=["vix_table1", "vix_table1"], book_root="/nonexistent-book-root")
+
+
+# ----- issue 57, class 6: one vocabulary for every command's arguments -----------------------------------------
+
+def test_every_command_refuses_an_unknown_profile_by_one_rule(capsys):
+    """Class 6: `vixnb probe --profile budgte --check` exited 0 ("0 of 0 current"): a CI gate on it checked nothing.
+    Every command's --profile (and every --dataset) is the vocabulary's one rule: exit 2, naming the valid ones."""
+    profiled = sorted(" ".join(where[1:]) for where, a in _actions(parser()) if "--profile" in a.option_strings)
+    assert profiled == ["batch", "book", "plan", "probe", "run", "train"]
+    for argv in (["probe", "--profile", "budgte", "--check"], ["plan", "--profile", "budgte"],
+                 ["train", "vit", "--profile", "budgte"], ["batch", "--profile", "budgte"],
+                 ["run", "vix_table1", "--profile", "budgte"], ["book", "--profile", "budgte"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert "argument --profile: 'budgte' is not one; give a profile: 'budget', 'paper', 'smoke'" in \
+            capsys.readouterr().err
+    from vixnb.cli import commands
+
+    assert all(a.type is commands.profile_name for _, a in _actions(parser()) if "--profile" in a.option_strings)
+    assert all(a.type is commands.dataset_name for _, a in _actions(parser()) if "--dataset" in a.option_strings)
+    with pytest.raises(SystemExit):
+        main(["models", "--dataset", "cifar11"])
+    assert "argument --dataset: 'cifar11' is not one; give a dataset: 'cifar10'" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from .data_files import (DECODING, DataError, class_folders, counted_files, folder_times, images_in, is_image,
                          listing_digest, rgb_pixels)
 from .files import atomic_write
-from .validate import checked, env_text
+from .validate import Invalid, checked, env_text
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,8 @@ def data_root():
     """Where datasets live: ``$VIXNB_DATA`` if set, else ``~/.cache/vixnb/data``."""
     env = env_text("VIXNB_DATA")  # set to the empty string is unset
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "vixnb" / "data"
-    if root.exists() and not root.is_dir():
-        raise DataError(f"VIXNB_DATA={env} is a file, not a folder; "
-                        "point VIXNB_DATA at the folder that holds the data sets")
+    if root.exists() and not root.is_dir():  # a variable of the environment given wrong: a usage error (exit 2)
+        raise Invalid(f"VIXNB_DATA={env} is a file, not a folder; point VIXNB_DATA at the folder holding the data sets")
     return root
 
 
@@ -299,9 +298,10 @@ def decode_image_files(paths, image_size, desc, *, allow_resize=False):
     images = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
     for i, path in enumerate(tqdm(paths, desc=desc, unit="img", disable=len(paths) < 5000)):
         try:
-            with Image.open(path) as image:
+            with Image.open(path) as image:  # an image too large to decode is named as any unreadable one
                 pixels = rgb_pixels(image, path)  # its true 8-bit RGB values, or a DataError naming it
-        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError, MemoryError,
+                Image.DecompressionBombError) as e:
             raise DataError(f"{path}: unreadable image ({type(e).__name__}: {e}); "
                             "replace or restore the file") from None
         if pixels.shape[:2] != (image_size, image_size):

@@ -2,7 +2,10 @@
 
 The command line (``vixnb.cli.main``) is the one error boundary; a batch job's failure is reported in the same
 one-line form (``vixnb.plan.batch``)."""
+import contextlib
+import signal
 import sys
+import threading
 
 
 class StoreError(OSError):
@@ -31,6 +34,13 @@ def one_line(error):
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
 
 
+def printable(value):
+    """``value`` as text of one line that a terminal prints as it is: each character that is not printable (a
+    newline, a carriage return, an escape sequence's ESC) written as its Python escape, so that a file's name can
+    never forge a line of a command's output."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
 def is_usage_error(error):
     """A bad name or value given by the caller: a ``ValueError`` (a data set or paper file that is wrong raises
     ``DataError`` or ``PaperFileError``, runtime errors)."""
@@ -57,6 +67,32 @@ def report(command, error, *, debug=False, file=None):
     hint = "" if debug or expected(error) else " (an unexpected error: run again with --verbose for the traceback)"
     print(f"vixnb {command}: error: {one_line(error)}{hint}", file=file)
     return USAGE if is_usage_error(error) else ERROR
+
+
+#: the signals that stop a command as SIGINT (Ctrl-C) does: ``timeout`` and a batch system send SIGTERM, a closed
+#: terminal SIGHUP
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """``STOP_SIGNALS`` raise ``KeyboardInterrupt`` ("stopped by signal SIGTERM") in the main thread while this holds,
+    as SIGINT does, so that a command stopped by them ends as Ctrl-C ends it: what it holds is cleaned up on the way
+    out, one line says so, and the exit is ``INTERRUPTED`` (``report``); the handlers before are restored after.
+    Elsewhere than the main thread nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+    before = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 _SAID = set()

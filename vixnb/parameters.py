@@ -13,10 +13,10 @@ import numbers
 
 import yaml
 
-from .data import DATASETS
 from .models import list_models
+from .data import DATASETS
 from .runs.profiles import REHEARSAL, list_profiles
-from .validate import COUNT_MAX, NAMED, Choice, Invalid, ListOf, Real, Rule, Whole
+from .validate import COUNT_MAX, NAMED, Choice, Invalid, ListOf, OneOfNames, Real, Whole
 
 #: how papermill's injected cell starts (its translators' ``codify`` with the default comment)
 INJECTED_HEAD = "# Parameters"
@@ -69,27 +69,14 @@ def _of_type(item, item_type, name):
 SINGULAR = {"seeds": "seed", "tokens": "tokens"}
 
 
-class OneOfNames(Rule):
-    """One of the names ``names()`` gives when a value is checked (the registry's models, the profiles: read then,
-    as a notebook may register a model of its own); ``extra``: further values it takes ("auto")."""
-
-    def __init__(self, what, names, extra=()):
-        self.what, self.names, self.extra = what, names, tuple(extra)
-        self.allows = f"a {what}" + (f" or {', '.join(map(repr, self.extra))}" if self.extra else "")
-
-    def describe(self):
-        return f"{self.allows}: {', '.join(map(repr, (*self.extra, *self.names())))}"
-
-    def _check(self, value, name):
-        if not isinstance(value, str) or (value not in self.extra and value not in self.names()):
-            self.refuse(value, name, f"{value!r} is not one")
-        return value
-
-
 def _profiles():
     return [*list_profiles(), *(p + REHEARSAL for p in list_profiles())]
 
 
+#: the names every command (``vixnb.cli``: each --profile, --dataset) and every notebook takes: a run profile (or its
+#: dress rehearsal), a data set
+PROFILE = OneOfNames("profile", _profiles)
+DATASET = OneOfNames("dataset", lambda: list(DATASETS))
 MODEL = OneOfNames("registered model (`vixnb models`)", list_models)
 #: every parameter the notebooks declare, once, with what it takes (numbers by the vocabulary's ``NAMED``); the
 #: same rule checks it before a kernel starts (``vixnb run``) and inside the notebook (plain papermill:
@@ -97,10 +84,10 @@ MODEL = OneOfNames("registered model (`vixnb models`)", list_models)
 PARAMETERS = {
     "profile": OneOfNames("profile", _profiles, extra=("auto",)),
     "compute": Choice(("auto", "never", "missing", "always")),
-    "dataset": OneOfNames("dataset", lambda: list(DATASETS)),
-    "models": ListOf(MODEL),
-    "accuracy_models": ListOf(MODEL),
-    "seeds": ListOf(NAMED["seed"]),  # an empty list: the profile's seeds (a notebook's default)
+    "dataset": DATASET,
+    "models": ListOf(MODEL, distinct=True),  # identities: each once
+    "accuracy_models": ListOf(MODEL, distinct=True),
+    "seeds": ListOf(NAMED["seed"], distinct=True),  # an empty list: the profile's seeds (a notebook's default)
 }
 
 

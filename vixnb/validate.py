@@ -1,13 +1,16 @@
 """One vocabulary for what a person gives vixnb: the command line's options, the Python API's arguments, a notebook's
 parameters and the environment's variables are checked by the same rules.
 
-A rule (``Whole``, ``Real``, ``Choice``, ``ListOf``) checks one value: ``rule(value, name)`` returns it (a whole
-number as an ``int``, a real as a ``float``) or raises ``Invalid`` naming ``name``, the value and what is allowed.
+A rule (``Whole``, ``Real``, ``Choice``, ``ListOf``, ``OneOfNames``, ``Past``, ``FolderPath``) checks one value:
+``rule(value, name)`` returns it (a whole number as an ``int``, a real as a ``float``) or raises ``Invalid`` naming
+``name``, the value and what is allowed.
 ``Invalid`` is both a ``TypeError`` and a ``ValueError``, so the command line reports it as a usage error (exit 2,
 ``vixnb.errors``). Each rule says what ``None`` means where it takes it (``none="the profile's"``), so no value is
 accepted without a documented meaning.
 
-- the command line: ``option(rule)`` is an argparse ``type`` (argparse names the option: exit 2);
+- the command line: ``option(rule)`` is an argparse ``type`` (argparse names the option: exit 2); ``Distinct`` is
+  the action of an option of several identities (a value given twice is refused: a list of identities is a set, as
+  ``ListOf(..., distinct=True)``);
 - the Python API: ``@checked(seed=SEED, lr=POSITIVE.or_none(...))`` checks arguments before the function runs and
   keeps the rules as ``fn.__checks__`` (the audit test reads them);
 - notebooks: ``vixnb.parameters`` checks a notebook's parameters through ``parameter_rule`` (by name);
@@ -22,6 +25,7 @@ import functools
 import inspect
 import numbers
 import os
+import time
 from pathlib import Path
 
 from .files import check_writable_file
@@ -144,12 +148,13 @@ class Choice(Rule):
 
 class ListOf(Rule):
     """A list (or tuple) of values that each pass ``item``, at least ``least`` of them; a single value is refused
-    (a list parameter given as one value is ``vixnb.parameters.as_list``'s to turn into a list first)."""
+    (a list parameter given as one value is ``vixnb.parameters.as_list``'s to turn into a list first). ``distinct``:
+    a list of identities (seeds, models, chapters), a set: a value given twice is refused (one run is not three)."""
 
-    def __init__(self, item, least=0):
-        self.item, self.least = item, least
+    def __init__(self, item, least=0, *, distinct=False):
+        self.item, self.least, self.distinct = item, least, distinct
         self.allows = f"a list of {'at least ' + str(least) + ' ' if least else ''}value{'' if least == 1 else 's'}, " \
-                      f"each {item.allows}"
+                      f"each {item.allows}{', none given twice' if distinct else ''}"
 
     def _read(self, text):
         return [self.item._read(part) for part in text.split(",") if part.strip()]
@@ -166,7 +171,20 @@ class ListOf(Rule):
             except Invalid:
                 raise Invalid(f"{name + '=' if name else ''}{list(value)!r}: element {i}, {item!r}, is not "
                               f"{self.item.allows}; give {self.describe()}") from None
+        if self.distinct and (twice := repeated(out)):
+            raise Invalid(f"{name + '=' if name else ''}{list(value)!r}: {twice[0]!r} is given twice; give each "
+                          "once")
         return out
+
+
+def repeated(values):
+    """The values given more than once in ``values``, in their order."""
+    seen, twice = set(), []
+    for v in values:
+        if v in seen and v not in twice:
+            twice.append(v)
+        seen.add(v)
+    return twice
 
 
 class OneOf(Rule):
@@ -185,6 +203,59 @@ class OneOf(Rule):
         self.refuse(value, name, f"{value!r} is none of them")
 
 
+class OneOfNames(Rule):
+    """One of the names ``names()`` gives when a value is checked (the registry's models, the profiles, the data
+    sets: read then, as a notebook may register a model of its own, and so that the command line's parser imports
+    none of their modules); ``extra``: further values it takes ("auto")."""
+
+    def __init__(self, what, names, extra=()):
+        self.what, self.names, self.extra = what, names, tuple(extra)
+        self.allows = f"a {what}" + (f" or {', '.join(map(repr, self.extra))}" if self.extra else "")
+
+    def describe(self):
+        return f"{self.allows}: {', '.join(map(repr, (*self.extra, *self.names())))}"
+
+    def _check(self, value, name):
+        if not isinstance(value, str) or (value not in self.extra and value not in self.names()):
+            self.refuse(value, name, f"{value!r} is not one")
+        return value
+
+
+class Past(Real):
+    """A time in seconds since the epoch, no later than now (a clock counted from the future reads negative; files
+    written since then are none)."""
+
+    def __init__(self):
+        super().__init__(least=0, allows="seconds since the epoch (e.g. $(date +%s)), not later than now")
+
+    def _check(self, value, name):
+        number = super()._check(value, name)
+        if number > time.time() + 1:
+            self.refuse(value, name, f"{number:.0f} is {number - time.time():.0f} s later than now")
+        return number
+
+
+class FolderPath(Rule):
+    """The path of a folder that is there or can be made: no file at it or at a folder above it (checked before
+    any work; the text is returned as given)."""
+    allows = "the path of a folder (not of a file, nor under one)"
+
+    def _check(self, value, name):
+        if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+            self.refuse(value, name, f"{value!r} is not a path")
+        path = Path(value).expanduser()
+        for place in (path, *path.parents):
+            if place.exists() or place.is_symlink():
+                if not place.is_dir():
+                    where = "a file" if place == path else f"under the file {place}"
+                    self.refuse(value, name, f"{path} is {where}")
+                break
+        return value
+
+
+FOLDER = FolderPath()  # where a command writes its folder of files (vixnb batch --folder)
+
+
 #: the ranges of the numbers' consumers: a seed goes to torch's generators (64 bits) plus offsets (the augmentation
 #: generator's ``AUGMENT_SEED_OFFSET``, an ensemble's members), and to numpy's (32 bits); a count becomes a tensor
 #: size or index, a loop bound, a thread or worker count or a CUDA launch dimension, of which the narrowest take a
@@ -198,7 +269,7 @@ COUNT = Whole(least=1, most=COUNT_MAX)          # epochs, steps, batch sizes, it
 NON_NEGATIVE = Whole(least=0, most=COUNT_MAX)   # warm-up steps, workers, post-training epochs: 0 is none
 POSITIVE = Real(above=0)        # learning rates, seconds, megabytes
 PROBABILITY = Real(least=0, most=1)
-SEEDS = ListOf(SEED, least=1)
+SEEDS = ListOf(SEED, least=1, distinct=True)
 
 #: the rule of each numeric argument name of the public API (``checked("seed", "batch")``): one meaning per name
 NAMED = {
@@ -212,6 +283,16 @@ NAMED = {
     "pinv_iterations": COUNT, "per_class": COUNT, "images": COUNT, "prominence_images": COUNT, "layers": COUNT,
     "classes": COUNT, "train_per_class": COUNT, "val_per_class": COUNT, "optimizer_states": NON_NEGATIVE,
 }
+
+
+class Distinct(argparse.Action):
+    """An argparse action for an option of several identities (``nargs``): a value given twice is argparse's usage
+    error (exit 2), naming the option, before any work."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if twice := repeated(values or []):
+            parser.error(f"argument {option_string or self.dest}: {twice[0]!r} is given twice; give each once")
+        setattr(namespace, self.dest, values)
 
 
 def option(rule):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from .execute import (BOOK_SOURCES, EXECUTED_DIR, NOTEBOOK_DIR, STORED_ONLY, err
                         run_notebook)
 from ..runs.profiles import get_profile, gpu_profile, list_profiles
 from ..plan.plan import counts
+from ..plan.stopping import descendants
 from ..report.claims import contradicted_claims, contradicted_markdown, dashboard, findings, ledger, rules_statement
 from ..report.records import book_plans, book_totals, status_counts
 from ..report.tables.glance import RECORDS_DIR
@@ -50,12 +52,31 @@ def _toc_files(node: Any) -> Iterable[str]:
             yield from _toc_files(item)
 
 
+def read_toc(path: Path) -> dict:
+    """A table of contents (``_toc.yml``) as a mapping, or a ``ValueError`` naming the file and what is wrong: it
+    cannot be read, is not YAML (with the line), or is not a mapping."""
+    try:
+        toc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{relative_path(path)}: cannot be read ({getattr(e, 'strerror', None) or e}); restore it "
+                         "from git") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(f"{relative_path(path)}: not valid YAML{where} ({getattr(e, 'problem', None) or e}); fix it, "
+                         "or restore it from git") from None
+    if not isinstance(toc, dict) or "root" not in toc:
+        raise ValueError(f"{relative_path(path)}: not a Jupyter Book table of contents (a mapping with a root); "
+                         "restore it from git")
+    return toc
+
+
 def published_toc(profile: str, root: Path | None = None) -> dict:
     """The table of contents of the published book of GPU profile ``profile``: the intro, then every chapter of
     ``_toc.yml`` (each once, in its order) as ``book/executed/<profile>/<stem>``, rendered from the results
     store (``make book PROFILE=budget`` or ``paper``)."""
     root = root or repo_root()
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    toc = read_toc(root / "_toc.yml")
     prefix = EXECUTED_DIR.as_posix() + "/"
     stems = []
     for entry in _toc_files(toc):
@@ -75,7 +96,7 @@ def pipeline_check_toc(root: Path | None = None) -> dict:
     intro, then the parts of ``_toc.yml`` whose chapters run in the book's profile (``book/executed/<stem>``).
     The published part, rendered from the store, is left to the published book: one build renders it once."""
     root = root or repo_root()
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    toc = read_toc(root / "_toc.yml")
     prefix = EXECUTED_DIR.as_posix() + "/"
 
     def plain(entry):
@@ -103,7 +124,7 @@ def toc_notebooks(root: Path | None = None, *, toc: Path | None = None) -> list[
     any other folder.
     """
     root = root or repo_root()
-    toc = yaml.safe_load(Path(toc or root / "_toc.yml").read_text(encoding="utf-8"))
+    toc = read_toc(Path(toc or root / "_toc.yml"))
     prefix = EXECUTED_DIR.as_posix() + "/"
     names: list[str] = []
     for entry in _toc_files(toc):
@@ -156,6 +177,16 @@ def _kernel_threads(threads: int | None):
             os.environ["OMP_NUM_THREADS"] = before
 
 
+def _end_kernels() -> None:
+    """Stop the kernels this process started (its child processes: a chapter's kernel), so that the chapters
+    running in other threads end (their executed copies removed, ``run_notebook``) when the build is stopped."""
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def copy_book_sources(dest: str | os.PathLike) -> Path:
     """Copy the book's sources (``BOOK_SOURCES`` of the checkout, without ``book/executed/``) into ``dest``:
     a book root for ``build_book(..., book_root=dest)`` that leaves the checkout's book alone."""
@@ -206,6 +237,8 @@ def build_book(
     its own kernel (a store's runs are locked, so two chapters that train one run train it once).
     """
     get_profile(profile)  # unknown names are refused with the list of valid ones
+    if notebooks is not None and (twice := [s for i, s in enumerate(notebooks) if s in notebooks[:i]]):
+        raise ValueError(f"notebooks={list(notebooks)!r}: {twice[0]!r} is given twice; give each once")  # a set
     root = Path(book_root).resolve() if book_root is not None else repo_root()
     sources = repo_root() / NOTEBOOK_DIR
     toc_path = root / EXECUTED_DIR / f"_toc.{profile}.yml"
@@ -219,6 +252,10 @@ def build_book(
         raise ValueError(
             f"not chapters of the book (_toc.yml): {', '.join(extra)}; chapters: {', '.join(chapters)}"
         )
+    unknown = [name for name in todo if not (sources / f"{chapter_run(name, profile)[0]}.ipynb").is_file()]
+    if unknown:  # found before any chapter runs, not after those before it
+        raise ValueError(f"_toc.yml names chapter(s) with no notebook in {NOTEBOOK_DIR}/: {', '.join(unknown)}; "
+                         f"fix the entries, or add the notebooks")
     t0 = time.monotonic()
     # first: it builds the GPU profiles' plans, whose models' facts (``models.facts``) the chapters then read kept
     write_contents(root, toc_path, profile)
@@ -237,8 +274,14 @@ def build_book(
         raise ValueError(f"jobs={jobs!r}: give 1 or more (chapters run at once, each in its own kernel)")
     with _kernel_threads(max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None), \
             ThreadPoolExecutor(max_workers=jobs) as pool:  # each chapter in its own kernel process
-        for future in [pool.submit(run, name) for name in todo]:
-            future.result()  # the first failure, in the toc's order, after the chapters already started end
+        futures = [pool.submit(run, name) for name in todo]
+        try:
+            for future in futures:
+                future.result()  # the first failure, in the toc's order, after the chapters already started end
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the chapters running in the other threads end now too
+            pool.shutdown(wait=False, cancel_futures=True)
+            _end_kernels()
+            raise
     missing = [s for s in chapters if not (root / EXECUTED_DIR / f"{s}.ipynb").is_file()]
     if missing:
         raise RuntimeError(

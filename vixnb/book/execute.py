@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from papermill.exceptions import PapermillExecutionError
 from papermill.translators import PythonTranslator
 
 from .. import RELEASE_TAG, REPOSITORY_URL
+from ..files import remove_leftovers, temp_prefix, writing
 from ..parameters import as_list, check_parameter
 from ..paths import checkout_root, repo_root
 from ..runs.profiles import get_profile, gpu_profile
@@ -372,26 +374,27 @@ def run_notebook(
         out = repo_root() / EXECUTED_DIR / f"{src.stem}.ipynb"
     else:
         out = Path(output).expanduser().resolve()
+    sources = (repo_root() / NOTEBOOK_DIR).resolve()
+    if out == src.resolve() or (out.parent == sources and out.exists()):  # the executed copy would replace a source
+        raise ValueError(f"--output {relative_path(out)} is a source notebook (the one run, or another of "
+                         f"{NOTEBOOK_DIR}/); give another path (default: {EXECUTED_DIR}/{src.stem}.ipynb)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    # the run writes beside the executed copy; the copy is replaced only when the run succeeds, and a failed
-    # run is kept for inspection as <stem>.failed.ipynb (the previous good copy stays as it was)
-    running, failed = out.with_name(f".{out.stem}.running.ipynb"), out.with_name(f"{out.stem}.failed.ipynb")
+    # the run writes beside the executed copy, under a name of this process (``files.temp_prefix``: the next run
+    # there removes what a killed one left); the copy is replaced only when the run succeeds, and a failed run is
+    # kept for inspection as <stem>.failed.ipynb (the previous good copy stays as it was)
+    remove_leftovers(out.parent, name=out.stem)
+    running = out.with_name(f"{temp_prefix(out.stem)}{secrets.token_hex(4)}.running.ipynb")
+    failed = out.with_name(f"{out.stem}.failed.ipynb")
     kernel = kernel_name or ensure_kernel()
 
     shown = " ".join(f"{k}={v!r}" for k, v in params.items())
     say(f"run {relative_path(src)} [{shown}] -> {relative_path(out)}")
     t0 = time.monotonic()
     try:
-        papermill.execute_notebook(
-            str(src),
-            str(running),
-            parameters=params,
-            kernel_name=kernel,
-            language="python",
-            cwd=str(src.parent),
-            progress_bar=progress,
-            log_output=log_output,
-        )
+        with writing(out, fix="free some space, and run it again"):  # a full disk names the executed copy
+            papermill.execute_notebook(str(src), str(running), parameters=params, kernel_name=kernel,
+                                       language="python", cwd=str(src.parent), progress_bar=progress,
+                                       log_output=log_output)
     except PapermillExecutionError as exc:
         where = f"cell {exc.cell_index}" + (
             f" (In [{exc.exec_count}])" if exc.exec_count is not None else ""
@@ -415,9 +418,13 @@ def run_notebook(
             f"notebook {relative_path(src)} has {len(errors)} error output(s); first in cell {idx}: {msg}\n"
             f"  executed copy kept for inspection: {relative_path(failed)}"
         )
-    os.replace(running, out)
+    try:  # marked before it takes its name: the executed copy is replaced whole
+        with writing(out, fix="free some space, and run it again"):
+            mark_executed_copy(running, profile, stored_only=params.get("compute") == "never")
+        os.replace(running, out)
+    finally:
+        running.unlink(missing_ok=True)
     failed.unlink(missing_ok=True)
-    mark_executed_copy(out, profile, stored_only=params.get("compute") == "never")
     say(f"done {relative_path(src)} in {time.monotonic() - t0:.1f} s")
     return out
 

@@ -10,7 +10,7 @@ import sys
 
 from . import commands
 from .. import errors
-from ..validate import COUNT_MAX, NON_NEGATIVE, POSITIVE, SEED, Real, Whole, option
+from ..validate import COUNT_MAX, FOLDER, NON_NEGATIVE, POSITIVE, SEED, Distinct, Past, Whole, option
 
 DTYPE_NAMES = ("bf16", "bfloat16", "float16", "float32", "fp16", "fp32")  # vixnb.measure.DTYPES
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # vixnb.layers.nystrom
@@ -19,6 +19,10 @@ PRECISIONS, STOPS = ("fp32", "bf16", "fp16"), ("epochs", "patience")  # vixnb.ru
 ORDERS = ("chapters", "rows", "claims")  # vixnb.plan.plan.ORDERS (a test checks they agree)
 GPUS = ("h100", "a100", "l4", "t4", "p100")  # vixnb.measure.flops.GPUS
 TRAVEL_MB = 60  # vixnb.results.pack
+#: the most GPUs ``vixnb plan --gpus`` shares the plan out to (a GPU beyond the plan's entries would take none): the
+#: bound of its consumer, ``plan.hours_on``, which keeps a clock per GPU
+GPUS_MAX = 4096
+PROFILE_NAME, DATASET_NAME = commands.profile_name, commands.dataset_name  # every command's, by one rule each
 
 
 def whole_number(least):
@@ -45,15 +49,15 @@ def _together(text):
 def _models_arguments(sub):
     s = sub.add_parser("models", help="list registered models with their label, paper and parameter counts")
     s.add_argument("pattern", nargs="?", default="*", help="glob over model names, e.g. 'hybrid_*'")
-    s.add_argument("--dataset", default="cifar10")
+    s.add_argument("--dataset", type=DATASET_NAME, default="cifar10")
     s.set_defaults(fn=commands.models)
 
 
 def _train_arguments(sub):
     s = sub.add_parser("train", help="train one model (or load its stored result)")
     s.add_argument("model")
-    s.add_argument("--dataset", default="cifar10")
-    s.add_argument("--profile", default="smoke")
+    s.add_argument("--dataset", type=DATASET_NAME, default="cifar10")
+    s.add_argument("--profile", type=PROFILE_NAME, default="smoke")
     s.add_argument("--seed", type=option(SEED), default=0)
     s.add_argument("--epochs", type=whole_number(1), help="default: the profile's, else the paper protocol's")
     s.add_argument("--batch-size", type=whole_number(1), help="default: the profile's, else the paper protocol's")
@@ -96,7 +100,7 @@ def _train_arguments(sub):
 def _notebook_arguments(sub):
     s = sub.add_parser("run", help="execute a notebook with papermill after validating its parameters")
     s.add_argument("notebook", help="notebook stem in notebooks/ (e.g. vix_table1) or a path")
-    s.add_argument("--profile", default="smoke")
+    s.add_argument("--profile", type=PROFILE_NAME, default="smoke")
     s.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="notebook parameter; VALUE is parsed as YAML (e.g. -p seeds '[0, 1, 2]')")
     s.add_argument("-o", "--output", metavar="FILE.ipynb",
@@ -104,7 +108,7 @@ def _notebook_arguments(sub):
     s.set_defaults(fn=commands.run_notebook)
 
     s = sub.add_parser("book", help="run every chapter of _toc.yml and build the Jupyter Book")
-    s.add_argument("--profile", default="smoke",
+    s.add_argument("--profile", type=PROFILE_NAME, default="smoke",
                    help="smoke: _toc.yml as it stands (the pipeline check, and the GPU chapters from the store); "
                         "budget or paper: the published book, every chapter in that profile from the committed "
                         "results store, nothing trained or measured")
@@ -115,8 +119,8 @@ def _notebook_arguments(sub):
 
 def _measure_arguments(sub):
     s = sub.add_parser("measure", help="efficiency figures of models by the favor paper's protocol")
-    s.add_argument("models", nargs="+", help="registered model names (see `vixnb models`)")
-    s.add_argument("--dataset", default="cifar10")
+    s.add_argument("models", nargs="+", action=Distinct, help="registered model names (see `vixnb models`)")
+    s.add_argument("--dataset", type=DATASET_NAME, default="cifar10")
     s.add_argument("--json", action="store_true", help="print the records as JSON (one object per model)")
     s.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     s.add_argument("--batch-size", type=whole_number(1), default=None,
@@ -143,7 +147,7 @@ def _bench_arguments(sub):
     s.add_argument("--compile", nargs="?", const="default", default=None, choices=COMPILE_MODES,
                    help="time every mechanism through torch.compile, optionally in a mode "
                         "(reduce-overhead: CUDA graphs)")
-    s.add_argument("--mixers", nargs="*", default=None,
+    s.add_argument("--mixers", nargs="*", default=None, action=Distinct,
                    help="labels of the mechanisms to run (default: all; an unknown label lists the valid ones)")
     s.add_argument("--in-process", action="store_true",
                    help="measure every mechanism in this process, as on a GPU (on a CPU, whose memory is measured in a "
@@ -154,7 +158,7 @@ def _bench_arguments(sub):
     s.set_defaults(fn=commands.bench_mixers)
 
     s = bench.add_parser("train", help="training images/s of the Table 1 models, ours vs a straightforward loop")
-    s.add_argument("models", nargs="*", help="default: the twelve Table 1 models")
+    s.add_argument("models", nargs="*", action=Distinct, help="default: the twelve Table 1 models")
     s.add_argument("--device")
     s.add_argument("--dtype", help="autocast dtype for our path (default bf16 on a GPU, fp32 on a CPU)")
     s.add_argument("--batch", type=whole_number(1), help="default: each model's paper batch size")
@@ -176,7 +180,7 @@ def _bench_arguments(sub):
     s.set_defaults(fn=commands.bench_train)
 
     s = bench.add_parser("fill", help="training images/s of one seed, of several seeds as one ensemble, and compiled")
-    s.add_argument("--models", nargs="+", help="default: the twelve Table 1 models")
+    s.add_argument("--models", nargs="+", action=Distinct, help="default: the twelve Table 1 models")
     s.add_argument("--seeds", type=whole_number(1), default=3, metavar="K",
                    help="seeds the ensemble trains at once (default 3)")
     s.add_argument("--device")
@@ -201,18 +205,18 @@ def _order_argument(s):
 
 def _plan_arguments(sub):
     s = sub.add_parser("plan", help="every run and measurement the book needs: status, GPU minutes, priority")
-    s.add_argument("--profile", default="budget")
+    s.add_argument("--profile", type=PROFILE_NAME, default="budget")
     s.add_argument("--json", action="store_true", help="one JSON object per entry (a JSON list)")
     s.add_argument("--all", action="store_true", help="list stored entries too (default: what is left to run)")
     s.add_argument("--gpu", choices=GPUS, help="estimate the GPU minutes for this GPU (the stored figures are an "
                    "H100's, scaled by peak throughput at the precision it would use)")
-    s.add_argument("--gpus", type=whole_number(1), default=1, metavar="N",
+    s.add_argument("--gpus", type=option(Whole(least=1, most=GPUS_MAX)), default=1, metavar="N",
                    help="also the wall-clock hours of what is left on N such GPUs (a local batch, a Slurm array)")
     _order_argument(s)
     s.set_defaults(fn=commands.plan)
 
     s = sub.add_parser("batch", help="run the plan's missing entries in priority order (submitit: local or Slurm)")
-    s.add_argument("--profile", default="budget")
+    s.add_argument("--profile", type=PROFILE_NAME, default="budget")
     _order_argument(s)
     s.add_argument("--budget", type=positive_float, metavar="SECONDS",
                    help="stop training at an epoch boundary when time is up (checkpoint kept; the next call resumes)")
@@ -225,8 +229,8 @@ def _plan_arguments(sub):
     s.add_argument("--rehearse", action="store_true", help="the dress rehearsal: every model, protocol, measurement "
                    "and benchmark of the plan for a couple of steps on this machine, into a scratch store (nothing "
                    "enters results/); a table, and exit 1 on a failure")
-    s.add_argument("--only", nargs="+", metavar="NAME", help="only these models or records")
-    s.add_argument("--chapter", nargs="+", metavar="NOTEBOOK",
+    s.add_argument("--only", nargs="+", action=Distinct, metavar="NAME", help="only these models or records")
+    s.add_argument("--chapter", nargs="+", action=Distinct, metavar="NOTEBOOK",
                    help="only these chapters' entries (and the runs whose weights their measurements read)")
     s.add_argument("--max-jobs", type=whole_number(1), help="run at most this many jobs")
     s.add_argument("--ensemble", choices=("auto", "never", "always"), default="auto",
@@ -255,9 +259,9 @@ def _plan_arguments(sub):
                    help="the optimizer steps each mode trains in the probe (default 20; the CPU's dry run takes fewer)")
     s.add_argument("--engine-choice", metavar="FILE.json",
                    help="train in the modes an earlier probe chose (its FILE.json), without probing again")
-    s.add_argument("--clock-from", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
+    s.add_argument("--clock-from", type=option(Past()), default=None, metavar="EPOCH_S",
                    help="the time the `trained N s of M s` line counts M from (default: the batch's start)")
-    s.add_argument("--pack-since", type=option(Real(least=0)), default=None, metavar="EPOCH_S",
+    s.add_argument("--pack-since", type=option(Past()), default=None, metavar="EPOCH_S",
                    help="pack only files written from this time on "
                         "(seconds since the epoch; default: the batch's start)")
     s.add_argument("--partition", help="slurm: partition")
@@ -265,12 +269,13 @@ def _plan_arguments(sub):
                    help="slurm: time limit per job in minutes (default: from the estimates)")
     s.add_argument("--gpus-per-job", type=whole_number(0), help="slurm: GPUs per job (default 1 for a GPU profile)")
     s.add_argument("--max-parallel", type=whole_number(1), help="slurm: jobs of the array running at once")
-    s.add_argument("--folder", help="submitit's folder for job logs (default results/<profile>/.batch/<job id>)")
+    s.add_argument("--folder", type=option(FOLDER), help="submitit's folder for job logs (default "
+                   "results/<profile>/.batch/<job id>)")
     s.set_defaults(fn=commands.batch)
 
     s = sub.add_parser("probe", help="the behavioural probe: whether today's code still makes each stored result "
                        "whose code changed (a few CPU fp32 steps at its commit and today, compared bitwise)")
-    s.add_argument("--profile", default="budget")
+    s.add_argument("--profile", type=PROFILE_NAME, default="budget")
     s.add_argument("--all", action="store_true", help="every stored result, not only those whose source changed")
     s.add_argument("--check", action="store_true", help="write no ledger; exit 1 where a result is not current (CI)")
     s.set_defaults(fn=commands.probe)
@@ -286,7 +291,7 @@ def _papers_arguments(sub):
     verbs = s.add_subparsers(dest="verb", required=True)
     c = verbs.add_parser("check", help="every problem of every paper file, in one run (schema, claims, models, "
                                        "record kinds); exit 1 where there is one")
-    c.add_argument("keys", nargs="*", metavar="KEY", help="only these papers (default: all)")
+    c.add_argument("keys", nargs="*", action=Distinct, metavar="KEY", help="only these papers (default: all)")
     c.set_defaults(fn=commands.papers_check)
 
 
@@ -311,7 +316,8 @@ def parser():
 
 def main(argv=None):
     """Run one command. Every failure ends here: one line ``vixnb <command>: error: <what>; <what to do>`` and
-    exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, saying how to resume);
+    exit 1 (2 for a usage error: a bad name or value given; 130 when interrupted, by Ctrl-C, SIGTERM or SIGHUP,
+    saying how to resume);
     ``--verbose`` (``--debug``) or ``VIXNB_DEBUG=1`` also prints the traceback (``vixnb.errors``)."""
     args = parser().parse_args(argv)
     try:
@@ -319,7 +325,8 @@ def main(argv=None):
     except ValueError as e:
         return errors.report(args.command, e)
     try:
-        args.fn(args)
+        with errors.stopped_by_signals():  # SIGTERM and SIGHUP end every command as Ctrl-C does
+            args.fn(args)
     except SystemExit:
         raise
     except BrokenPipeError:  # the reader went away (`vixnb plan | head`): nothing more to say

@@ -4,7 +4,22 @@ import json
 import time
 from pathlib import Path
 
-from ..errors import StoreError
+from ..errors import StoreError, printable
+from ..validate import option
+
+
+def profile_name(text):
+    """The argparse type of every command's --profile: the one rule of a profile's name (``parameters.PROFILE``, read
+    when a value is checked: the parser imports no torch); a refusal is argparse's usage error, naming the option."""
+    from .. import parameters
+
+    return option(parameters.PROFILE)(text)
+
+
+def dataset_name(text):
+    """The argparse type of every command's --dataset: ``parameters.DATASET``, as ``profile_name``."""
+    from .. import parameters
+    return option(parameters.DATASET)(text)
 
 
 def models(args):
@@ -42,7 +57,7 @@ def train(args):
     if clash := sorted(set(settings) & (set(options) | {"keep_weights", "seed", "profile", "dataset"})):
         raise ValueError(f"--override {clash[0]}=...: {clash[0]} is a training option; pass "
                          f"--{clash[0].replace('_', '-')} instead")
-    _check_overrides(args.model, settings)
+    _check_overrides(args.model, settings, args.dataset)
     spec = run_of(args.model, {**overrides, **settings}, dataset=args.dataset, profile=args.profile, seed=args.seed,
                   keep=Keep.of(keep))  # a run named on the command line
     result = run(spec, compute="always" if args.recompute else "missing", progress=not args.quiet,
@@ -77,13 +92,44 @@ def _yaml_values(pairs):
     return values
 
 
-def _check_overrides(model, settings):
-    """``--override`` settings checked against what ``model`` takes (``models.registry.check_settings``)."""
+def _check_overrides(model, settings, dataset="cifar10"):
+    """``--override`` settings checked against what ``model`` takes (``models.registry.check_settings``), and the
+    model they make against this machine's memory (``_check_memory``), before any work."""
     from ..models import list_models
     from ..models.registry import check_settings
 
     if model in list_models():
         check_settings(model, settings, option="--override", build=True)
+        if settings:
+            _check_memory(model, settings, dataset)
+
+
+TRAINING_COPIES = 4  # what training keeps per parameter, in float32: the weight, its gradient, AdamW's two moments
+
+
+def _check_memory(model, settings, dataset):
+    """A usage error naming the ``--override`` settings where the model they make (built on the meta device: no
+    memory) needs more memory to train (``TRAINING_COPIES`` float32 copies of its parameters) than this machine has
+    available (``MemAvailable``), rather than an allocator's error that names none."""
+    import torch
+
+    from ..data import dataset_spec
+    from ..models.registry import MODELS
+
+    spec = dataset_spec(dataset)
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        built = MODELS[model](image_size=spec.image_size, num_classes=spec.num_classes, channels=spec.channels,
+                              **settings)
+    count = sum(p.numel() for p in built.parameters())
+    try:
+        available = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                         if line.startswith("MemAvailable:"))
+    except (OSError, ValueError, IndexError, StopIteration):  # not Linux: not checked
+        return
+    if TRAINING_COPIES * 4 * count > available:
+        raise ValueError(f"{' '.join(f'--override {k}={v}' for k, v in settings.items())}: model {model!r} would hold "
+                         f"{count:,} parameters, about {TRAINING_COPIES * 4 * count / 1e9:.1f} GB to train, more than "
+                         f"the {available / 1e9:.1f} GB of memory this machine has available; give smaller settings")
 
 
 def parse_overrides(items):
@@ -130,7 +176,7 @@ def measure(args):
     if unknown:
         raise ValueError(f"unknown model(s) {', '.join(unknown)}; valid names: {', '.join(list_models())}")
     for name in args.models:
-        _check_overrides(name, parse_overrides(args.override))
+        _check_overrides(name, parse_overrides(args.override), args.dataset)
     records = measure_many(args.models, dataset=args.dataset, device=args.device, batch_size=args.batch_size,
                            dtype=args.dtype, iters=args.iters, **parse_overrides(args.override))
     if args.json:
@@ -162,6 +208,9 @@ def bench_mixers(args):
                warmup=args.warmup, mechanisms=args.mixers, threads=args.threads, compile=args.compile,
                isolate=False if args.in_process else None)
     print(mixers_table(rows))
+    if rows and not any(str(r.get("status", "")).startswith("ok") for r in rows):  # every row failed (error, oom)
+        raise RuntimeError(f"every mixer failed ({len(rows)} rows; see the table above): nothing is written; run "
+                           "with --verbose, or fewer --mixers, a smaller --batch or --tokens")
     if args.json:
         write(args.json, benchmark_record("mixers", rows, device=rows[0]["device"], dtype=args.dtype))
     return rows
@@ -248,13 +297,14 @@ def _not_used(profile):
     rest goes on, and nothing is deleted."""
     import sys
 
+    from ..errors import printable
     from ..results import ResultsStore
     from ..runs.policy import unusable
 
     store = ResultsStore()
-    for path, why in store.unusable_files(profile, unusable=unusable):
-        print(f"vixnb: not used: {path}: {why}; it is left as it is (move or delete it to silence this)",
-              file=sys.stderr)
+    for path, why in store.unusable_files(profile, unusable=unusable):  # a name of one line: it forges no other
+        print(f"vixnb: not used: {printable(path)}: {printable(why)}; it is left as it is (move or delete it to "
+              "silence this)", file=sys.stderr)
 
 
 def _check_runnable(jobs, args, runner):
@@ -418,7 +468,7 @@ def probe(args):
     entries = probe_store(store, args.profile, only_changed=not args.all, write=not args.check)
     for entry in entries.values():
         state = {True: "current", False: "stale", None: "unverified"}[entry["equal"]]
-        print(f"{state:<10}  {entry['file']}" + (f"  ({entry['why']})" if entry["why"] else ""))
+        print(f"{state:<10}  {printable(entry['file'])}" + (f"  ({entry['why']})" if entry["why"] else ""))
     bad = [e["file"] for e in entries.values() if e["equal"] is not True]
     print(f"vixnb probe: {len(entries) - len(bad)} of {len(entries)} current" +
           ("" if args.check else f"; ledger {ResultsStore().root.name}/probe-ledger.json"))

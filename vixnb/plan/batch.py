@@ -44,7 +44,8 @@ from ..record_kinds import missing_script
 from ..results import ResultsStore, default_root, provenance
 from ..results.pack import TRAVEL_MB, pack  # noqa: F401  (batch.pack: what a lent machine sends back)
 from ..runs.policy import cannot_make_here
-from .stopping import STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stopped_by_signals
+from .stopping import (STOP_GRACE_S, BatchStopped, local_executor, stop_jobs, stop_when_orphaned,
+                       stopped_by_signals)
 
 EXECUTORS = ("local", "slurm", "inline")
 ENSEMBLE_MODES = ("auto", "never", "always")
@@ -67,6 +68,7 @@ def run_job(job, deadline=None, *, store=None, download=False, executor=None, st
     result's provenance."""
     if stop_on_sigterm:
         signal.signal(signal.SIGTERM, _interrupt_once)
+        stop_when_orphaned()  # a batch killed without stopping its jobs: the job ends itself
     return job.run(ResultsStore(store), deadline, download, executor)
 
 

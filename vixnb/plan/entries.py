@@ -154,7 +154,8 @@ class RecordEntry(Entry):
         or ``damaged``."""
         kind = kind_of(self.request)
         try:
-            record = store.load_record(kind.group, self.path.rsplit("/", 1)[1][:-len(".json")], profile=self.profile)
+            record = store.load_record(kind.group, self.path.rsplit("/", 1)[1][:-len(".json")], profile=self.profile,
+                                       strict=True)
         except StoreError as e:
             return "damaged", one_line(e)
         if record is None:

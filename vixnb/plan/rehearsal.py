@@ -32,6 +32,7 @@ from . import plan as planning
 from ..runs.make import can_ensemble_run
 from .entries import BenchEntry, TrainEntry
 from ..errors import one_line
+from ..files import remove_leftovers, temp_prefix
 from .jobs import Job, RecordJob, TrainJob
 from ..runs.profiles import REHEARSAL, REHEARSAL_CPU_DEPTH, get_profile, gpu_profile
 from ..results import ResultsStore
@@ -137,7 +138,7 @@ class RehearsalJob(Job):
 MEMORY_FOLDER_GIB = 8
 
 
-def _memory_folder():
+def memory_folder():
     """``/dev/shm`` where it is a folder with ``MEMORY_FOLDER_GIB`` free, else None (the system's temporary folder)."""
     try:
         return "/dev/shm" if shutil.disk_usage("/dev/shm").free >= MEMORY_FOLDER_GIB * 2**30 else None
@@ -148,9 +149,12 @@ def _memory_folder():
 @contextlib.contextmanager
 def scratch_store():
     """A temporary results store for the rehearsal, named by ``VIXNB_RESULTS`` while it runs (its jobs' processes
-    inherit it); the variable is restored after."""
+    inherit it); the variable is restored after. Named with this process's PID (``files.temp_prefix``): the next
+    rehearsal removes the store of one that was killed."""
     before = os.environ.get("VIXNB_RESULTS")
-    with tempfile.TemporaryDirectory(prefix="vixnb-rehearsal-", dir=_memory_folder()) as root:
+    folder = memory_folder()
+    remove_leftovers(folder or tempfile.gettempdir(), name="vixnb-rehearsal")  # a killed rehearsal's store
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("vixnb-rehearsal"), dir=folder) as root:
         os.environ["VIXNB_RESULTS"] = root
         try:
             yield ResultsStore(root)

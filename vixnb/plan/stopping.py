@@ -5,7 +5,6 @@ Nothing keeps running after it. A local job runs in a session of its own (``loca
 Ctrl-C reaches the batch alone and the batch stops its jobs, each once."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import signal
@@ -14,6 +13,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from .. import errors as _errors
+from ..files import process_alive
 
 
 class BatchStopped(KeyboardInterrupt):
@@ -26,28 +28,10 @@ class BatchStopped(KeyboardInterrupt):
 STOP_GRACE_S = 20
 
 
-#: the signals that stop a batch as SIGINT does: ``timeout`` and a batch system send SIGTERM, a closed terminal SIGHUP
-#: (its jobs, in sessions of their own, would not get it)
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-@contextlib.contextmanager
-def stopped_by_signals():
-    """``STOP_SIGNALS`` raise ``KeyboardInterrupt`` in the main thread while this holds, as SIGINT does; the handlers
-    before are restored after. Elsewhere than the main thread nothing is changed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
-
-    before = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
+#: the signals that stop a batch as SIGINT does, and the handlers that make them (``errors.stopped_by_signals``, every
+#: command's): ``timeout`` and a batch system send SIGTERM, a closed terminal SIGHUP (its jobs, in sessions of their
+#: own, would not get it)
+STOP_SIGNALS, stopped_by_signals = _errors.STOP_SIGNALS, _errors.stopped_by_signals
 
 
 def local_executor(folder, **kwargs):
@@ -77,12 +61,40 @@ def _own_session_executor():
                    "SUBMITIT_LOCAL_NODEID": "0", "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
                    "SUBMITIT_STDERR_TO_STDOUT": "1" if p.get("stderr_to_stdout") else "", "SUBMITIT_EXECUTOR": "local",
                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus) if visible == () else visible[:gpus])),
-                   "SUBMITIT_LOCAL_WITH_SHELL": ""}
+                   "SUBMITIT_LOCAL_WITH_SHELL": "", BATCH_PID: str(os.getpid())}
             process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)], env=env,
                                        start_new_session=True)
             return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
 
     return OwnSessionExecutor
+
+
+#: the variable through which a local job learns its batch's PID (``local_executor``), to end itself when the batch
+#: has ended without stopping it (``stop_when_orphaned``)
+BATCH_PID = "VIXNB_BATCH_PID"
+#: how often a local job looks whether its batch still runs
+ORPHAN_POLL_S = 1.0
+
+
+def stop_when_orphaned(poll_s=ORPHAN_POLL_S):
+    """In a local job's process: a daemon thread that stops the job (SIGTERM to itself, which stops it as Ctrl-C
+    does: a training run keeps its last whole epoch's checkpoint) once the batch that started it (``BATCH_PID``) has
+    ended without stopping it: killed (SIGKILL, out of memory), it could not stop its jobs, which would train on
+    for nothing, holding the GPU and a scratch store. Returns the thread, or None outside a batch's job."""
+    batch = os.environ.get(BATCH_PID, "")
+    if not batch.isdigit() or int(batch) == os.getpid():
+        return None
+
+    def watch():
+        while process_alive(int(batch)):
+            time.sleep(poll_s)
+        print(f"vixnb: the batch that started this job (PID {batch}) has ended; stopping the job", file=sys.stderr,
+              flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="vixnb-batch-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def stop_jobs(running):
@@ -96,7 +108,7 @@ def stop_jobs(running):
         time.sleep(0.2)
     for h in handles:
         if h._process.poll() is None:
-            for pid in _descendants(h._process.pid) + [h._process.pid]:
+            for pid in descendants(h._process.pid) + [h._process.pid]:
                 _signal(pid, signal.SIGKILL)
             h._process.wait()
 
@@ -108,7 +120,7 @@ def _signal(pid, sig):
         pass
 
 
-def _descendants(pid):
+def descendants(pid):
     """The process ids below ``pid`` (children first), read from ``/proc`` (Linux); [] elsewhere."""
     out, todo = [], [pid]
     while todo:

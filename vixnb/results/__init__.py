@@ -5,7 +5,8 @@ from .provenance import device_name, git_commit, made_on, provenance
 from .checkpoints import (has_checkpoint, load_checkpoint, previous_path, remove_checkpoints,
                           remove_failed_checkpoints, save_checkpoint)
 from ..errors import StoreError
-from .store import ResultsStore, config_key, default_root, read_json
+from .layout import config_key, read_json
+from .store import ResultsStore, default_root
 
 __all__ = ["ResultsStore", "StoreError", "read_json", "load_checkpoint", "previous_path", "remove_checkpoints",
            "has_checkpoint", "remove_failed_checkpoints",

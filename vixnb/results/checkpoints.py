@@ -25,10 +25,23 @@ def previous_path(path):
 def save_checkpoint(path, state):
     """Write ``state`` to ``path`` (atomically), keeping the checkpoint it replaces at ``previous_path``."""
     # straight into the file: no copy in memory (a ViT-B/16's state with AdamW's moments is about 1 GB; serialising
-    # it into a buffer first took about twice as long); a full disk names the bytes written so far as a lower bound
+    # it into a buffer first took about twice as long); a full disk (which torch's writer reports as "unexpected
+    # pos") names the path and about the size of its tensors (``files.atomic_write``)
     # the checkpoint it replaces moves to previous_path only once the new one is whole: a signal during the write
     # leaves the last whole epoch's checkpoint at ``path``
-    atomic_write(path, lambda f: torch.save(state, f), binary=True, keep_previous=previous_path(path))
+    atomic_write(path, lambda f: torch.save(state, f), binary=True, keep_previous=previous_path(path),
+                 size=tensor_bytes(state))
+
+
+def tensor_bytes(state):
+    """The bytes of the tensors in ``state`` (nested in mappings, lists and tuples): about a checkpoint's size."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(tensor_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(tensor_bytes(v) for v in state)
+    return 0
 
 
 def _say(message):

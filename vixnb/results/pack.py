@@ -13,10 +13,12 @@ dates (the one here stays in place, whichever is newer); a paused run's checkpoi
 """
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
 import re
+import secrets
 import tarfile
 import tempfile
 import time
@@ -24,7 +26,9 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 from ..errors import StoreError
-from ..files import atomic_write
+from ..files import (FULL_DISK, atomic_write, no_space, remove_leftovers, replace_set, temp_prefix, write_new,
+                     writing)
+from .layout import LEDGER, store_kind
 from .store import default_root, writable_folder
 
 RETURN_FILES = 8  # the most files a device call brings back
@@ -92,21 +96,23 @@ def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_
          part_bytes=PART_BYTES):
     """Write what a session must bring back as ``path`` (one part) or ``path.part1ofN``... (at most ``max_parts``
     files of at most ``part_bytes`` each; default: the device's limits, two files left for the session's log and the
-    engine probe's record, ``engine_choice.json``): the
-    profile's results with their kept weights, its measurements, the benchmark records and failed jobs' logs, then
+    engine probe's record, ``engine_choice.json``): the profile's results with their kept weights, its measurements,
+    the benchmark records, the probe's ledger and failed jobs' logs, then
     paused runs' checkpoints while they fit (``limit_mb``: at most that many MiB in all). ``since`` (seconds since the
     epoch): only what was written from then on. Paths inside are the checkout's (``results/...``): ``unpack`` them.
     Returns ``(part paths, packed names, left-out names with why)``; a result is never left out (a ``RuntimeError``
     names them where they alone would not fit)."""
     root = default_root()
     base = root  # the store's folder: its files are packed as results/...
+    unfit = []  # what unpack would refuse: named, never packed
     new = (lambda f: True) if since is None else (lambda f: f.stat().st_mtime >= since)
-    results = [f for f in sorted((root / profile).glob("*.json")) if new(f)]
-    records = [f for f in sorted((root / profile / "measure").glob("*.json")) + sorted((root / "bench").glob("*.json"))
-               if new(f)]
+    results = [f for f in _packable(sorted((root / profile).glob("*.json")), root, unfit) if new(f)]
+    ledger = [root / LEDGER] if (root / LEDGER).exists() or (root / LEDGER).is_symlink() else []
+    records = [f for f in _packable(sorted((root / profile / "measure").glob("*.json")) +
+                                    sorted((root / "bench").glob("*.json")) + ledger, root, unfit) if new(f)]
     logs = [Path(j.log) for j in jobs if j.outcome == "failed" and j.log and Path(j.log).is_file()]
     weights = [w for r in results if (w := root / profile / "weights" / f"{r.stem}.pt").is_file() and new(w)]
-    checkpoints = sorted((p for p in (root / profile / ".checkpoints").glob("*.pt")
+    checkpoints = sorted((p for p in _packable(sorted((root / profile / ".checkpoints").glob("*.pt")), root, unfit)
                           if not p.name.endswith(".previous.pt")),
                          key=lambda p: p.stat().st_size)
     capacity = max_parts * part_bytes * 0.995 - 65536  # gzip of incompressible data grows it a little
@@ -120,17 +126,38 @@ def pack(path, profile, *, limit_mb=None, jobs=(), since=None, max_parts=RETURN_
         raise RuntimeError(f"the results alone do not fit in {limit_note}: {len(chosen)} files; pack fewer "
                            "(--pack-since) or bring them back in several calls")
     while True:
-        parts, packed = _write(path, chosen, base, part_bytes)
-        if len(parts) <= max_parts:
+        staged, packed = _stage(path, chosen, base, part_bytes)
+        if len(staged) <= max_parts:
             break
+        for part in staged:
+            part.unlink(missing_ok=True)
         droppable = [f for f in chosen if f.suffix == ".pt"]  # the estimate was short: drop the largest optional file
         if not droppable:
-            raise RuntimeError(f"the results alone took {len(parts)} parts, over {max_parts}")
+            raise RuntimeError(f"the results alone took {len(staged)} parts, over {max_parts}")
         drop = max(droppable, key=lambda f: (".checkpoints" in f.parts, f.stat().st_size))
         chosen.remove(drop)
         left.append((drop, "kept weights" if "weights" in drop.parts else "paused run's checkpoint"))
-    notes = [f"{_name(f, base)} ({f.stat().st_size / 2**20:.0f} MiB {what}: over {limit_note})" for f, what in left]
+    parts = _commit(path, staged)
+    notes = unfit + [f"{_name(f, base)} ({f.stat().st_size / 2**20:.0f} MiB {what}: over {limit_note})"
+                     for f, what in left]
     return parts, packed, notes
+
+
+def _packable(files, root, unfit):
+    """Those of ``files`` (of the store at ``root``) that ``unpack`` takes: a file of one of the store's shapes
+    (``store_kind``), a link to a file being packed as the file it links to; each other one is named in ``unfit``
+    (a link to nothing, a folder, a name of no shape), and left here as it is."""
+    out = []
+    for f in files:
+        name = _name(f, root)
+        if store_kind(f.relative_to(root).as_posix()) is None:
+            unfit.append(f"{name} (its name is none of a stored file's: left here)")
+        elif not f.is_file():
+            why = "a link to nothing" if f.is_symlink() and not f.exists() else "not a file"
+            unfit.append(f"{name} ({why}: left here)")
+        else:
+            out.append(f)
+    return out
 
 
 def _name(f, root):
@@ -139,26 +166,41 @@ def _name(f, root):
     return f"results/{f.relative_to(root).as_posix()}" if f.is_relative_to(root) else f"logs/{f.name}"
 
 
-def _write(path, files, base, part_bytes):
-    """Write ``files`` as one tar.gz stream into parts; ``(final part paths, names)``."""
+def _stage(path, files, base, part_bytes):
+    """Write ``files`` as one tar.gz stream into parts beside ``path``, under temporary names of this process
+    (``files.temp_prefix``; ``_commit`` gives them their names): ``(staged part paths, names)``. A link is packed as
+    the file it links to (a regular file: ``unpack`` takes no link). A full disk names ``path``; what was staged is
+    removed on any failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for old in path.parent.glob(f"{path.name}.part*"):  # a pack written before into the same place
-        old.unlink()
-    path.unlink(missing_ok=True)
-    stream, names = _Parts(path, part_bytes), []
-    with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as tar:
-        for f in files:
-            names.append(_name(f, base))
-            tar.add(f, arcname=names[-1])
-    stream.close()
-    if len(stream.paths) == 1:
-        os.replace(stream.paths[0], path)
-        return [path], names
-    final = [p.with_name(f"{path.name}.part{i}of{len(stream.paths)}") for i, p in enumerate(stream.paths, 1)]
-    for p, q in zip(stream.paths, final):
-        os.replace(p, q)
-    return final, names
+    remove_leftovers(path.parent, name=path.name)  # the staged parts of an earlier pack that was killed
+    stream, names = _Parts(path.with_name(temp_prefix(path.name) + secrets.token_hex(4)), part_bytes), []
+    try:
+        with writing(path, sum(_tar_bytes(f.stat().st_size) for f in files)), \
+                tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as tar:
+            for f in files:
+                names.append(_name(f, base))
+                with open(f, "rb") as source:  # what it holds, a link's target's (fstat): a regular file
+                    tar.addfile(tar.gettarinfo(arcname=names[-1], fileobj=source), source)
+        stream.close()
+    except BaseException:
+        stream.close()
+        for part in stream.paths:
+            part.unlink(missing_ok=True)
+        raise
+    return stream.paths, names
+
+
+def _commit(path, staged):
+    """Give the staged parts their names (``path`` alone, or ``path.partKofN``) and remove the pack written there
+    before, whole (``files.replace_set``: a reader finds the old pack or the new one, never a part of each)."""
+    path = Path(path)
+    final = [path] if len(staged) == 1 else \
+        [path.with_name(f"{path.name}.part{i}of{len(staged)}") for i, _ in enumerate(staged, 1)]
+    old = [p for p in (path, *path.parent.glob(f"{glob.escape(path.name)}.part*"))
+           if p.is_file() and (p == path or _PART.match(p.name))]
+    replace_set(old, list(zip(staged, final)))
+    return final
 
 
 # ----- unpacking ---------------------------------------------------------------------------------------------
@@ -209,12 +251,23 @@ class _Joined(io.RawIOBase):
             self._file = None
 
 
+#: a failed job's log in a pack: ``logs/<name>``, one plain name
+_LOG = re.compile(r"^logs/[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
 def _target(name, root):
-    """Where the archive member ``name`` goes (``results/...`` into the results store ``root``, ``logs/...`` beside
-    it), or a ``ValueError`` for a name outside those."""
+    """Where the archive member ``name`` goes, or a ``ValueError`` for any other name than those ``pack`` writes:
+    ``results/<a file of the store's shapes>`` (``store.store_kind``: a result, a measurement, a benchmark, kept
+    weights, a paused run's checkpoint, the ledger) into the results store ``root``, ``logs/<name>`` beside it."""
     parts = PurePosixPath(name).parts
     if not parts or parts[0] not in ("results", "logs") or ".." in parts or PurePosixPath(name).is_absolute():
         raise ValueError(f"archive member {name!r}: not a results/ or logs/ path; not a pack of vixnb batch")
+    if parts[0] == "results" and store_kind(name[len("results/"):]) is None:
+        raise ValueError(f"archive member {name!r}: not a file of the store's shapes (a profile's results, "
+                         "measurements, weights or checkpoints, the benchmarks, the probe's ledger); not a pack of "
+                         "vixnb batch")
+    if parts[0] == "logs" and not _LOG.match(name):
+        raise ValueError(f"archive member {name!r}: not a log's name; not a pack of vixnb batch")
     return root.joinpath(*parts[1:]) if parts[0] == "results" else root.parent.joinpath(*parts)
 
 
@@ -280,7 +333,11 @@ def _read_packs(files, root, staging):
                     if staged.stat().st_size != member.size:
                         raise _Refused(f"member {member.name!r} is cut short")
                     planned.append((member.name, target, staged, member.mtime))
+        except StoreError:
+            raise
         except UNPACK_ERRORS as e:
+            if isinstance(e, OSError) and e.errno in FULL_DISK:  # the staging folder's disk is full
+                raise no_space(staging, total) from None
             why = e if isinstance(e, _Refused) else \
                 f"not a pack of vixnb batch, or a part is truncated or out of order ({type(e).__name__}: {e})"
             raise ValueError(f"{shown}: {why}; nothing was unpacked. Give the .tar.gz that `vixnb batch --pack` "
@@ -288,15 +345,13 @@ def _read_packs(files, root, staging):
     return planned
 
 
-def _free(path):
-    """``path``, or where it is taken, ``path`` with ``.2``, ``.3`` ... before its suffixes: two conflicts of one
-    command never share a place."""
-    if not path.exists():
-        return path
+def _beside(path):
+    """``path`` with ``.2``, ``.3`` ... before its suffixes: the names a differing copy may take where ``path`` is
+    taken (``files.write_new`` takes the first free one, so that two unpacks at once never share one)."""
     n = 2
-    while (found := path.with_name(f"{path.name.split('.')[0]}.{n}{''.join(path.suffixes)}")).exists():
+    while True:
+        yield path.with_name(f"{path.name.split('.')[0]}.{n}{''.join(path.suffixes)}")
         n += 1
-    return found
 
 
 def unpack(files, *, root=None):
@@ -311,28 +366,36 @@ def unpack(files, *, root=None):
                          "folder: move the file away and unpack again")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     report = {"written": [], "same": [], "replaced": [], "conflicts": []}
-    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=root) as staging:
+    remove_leftovers(root, name="unpack")  # the staging folder of an unpack that was killed
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("unpack"), dir=root) as staging:
         for name, target, staged, mtime in _read_packs(files, root, Path(staging)):
             data = staged.read_bytes()
-            if not target.exists():
-                atomic_write(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
+            try:  # claimed only where no file is: another unpack at once may have written it first
+                write_new(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
                 os.utime(target, (mtime, mtime))
                 report["written"].append(name)
                 continue
-            here = target.read_bytes()
+            except FileExistsError:
+                pass
+            try:
+                here = target.read_bytes()
+            except OSError:  # a link to nothing here: the pack's copy is kept beside it, never over it
+                here = None
             if here == data:
                 report["same"].append(name)
                 continue
-            if ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
+            if here is not None and ".checkpoints" in target.parts and mtime > target.stat().st_mtime:
                 atomic_write(target, lambda f, data=data: f.write(data), binary=True, size=len(data))
                 os.utime(target, (mtime, mtime))
                 report["replaced"].append(name)
                 continue
-            beside = _free(root / ".conflicts" / stamp / name)
-            atomic_write(beside, lambda f, data=data: f.write(data), binary=True, size=len(data))
+            beside = write_new(root / ".conflicts" / stamp / name, lambda f, data=data: f.write(data), binary=True,
+                               size=len(data), alternatives=_beside(root / ".conflicts" / stamp / name))
             os.utime(beside, (mtime, mtime))
-            when_here, when_packed = _when(here, target.stat().st_mtime), _when(data, mtime)
-            newer = "the pack's is newer" if when_packed > when_here else "the one here is newer"
+            when_here = _when(here, target.stat().st_mtime) if here is not None else "unreadable here"
+            when_packed = _when(data, mtime)
+            newer = ("the one here cannot be read" if here is None else
+                     "the pack's is newer" if when_packed > when_here else "the one here is newer")
             report["conflicts"].append((str(target), str(beside), f"{target} differs from the pack's copy: kept "
                                         f"both, the one here ({when_here}) in place and the pack's ({when_packed}) "
                                         f"as {beside} ({newer}); keep one and delete the other"))

@@ -10,6 +10,8 @@ Layout:
 - measurements: ``<root>/<profile>/measure/<name>.json``;
 - benchmarks: ``<root>/bench/<name>.json``.
 
+Where each file goes and the one check of a file that every reader makes (``read_json``) are ``layout``'s.
+
 What a caller reads or makes is the compute policy's (``runs.policy``). Results of GPU profiles live in
 the repository's ``results/`` (so the book can be rebuilt on a CPU from them); ``results/smoke/`` is
 git-ignored. Writes are atomic (temporary file + ``os.replace``), so a crash never leaves half a file
@@ -18,8 +20,6 @@ and two processes finishing the same run leave one complete file.
 import hashlib
 import io
 import json
-import math
-import numbers
 import os
 import sys
 import tempfile
@@ -28,77 +28,24 @@ from pathlib import Path
 
 import torch
 
-from ..errors import StoreError, say_once
-from ..files import atomic_write
+from ..errors import StoreError, printable, say_once
+from ..files import atomic_write, temp_prefix
 from ..paths import results_root
+from ..validate import Invalid, env_text
+from .layout import config_key  # noqa: F401  (the store's key, ``store.config_key`` to its readers)
+from .layout import RECORD_GROUPS, UnusableFile, check_file, damage, damaged_result, read_json, result_path
 
 
 BATCH_LOCK = ".locks/batch.lock"  # in the store's root (git-ignored, as the runs' locks): held by its running batch
-RECORD_GROUPS = ("measure", "bench")  # where a record lives: a profile's measure/ folder, or bench/ (RecordKind.group)
-
-
-def read_json(path):
-    """A stored JSON file, or a ``StoreError`` naming it when it is truncated or not JSON."""
-    if Path(path).is_dir():
-        raise StoreError(f"unreadable result file {path} (a folder, not a file); move it out of the results store")
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StoreError(f"unreadable result file {path} ({type(e).__name__}: {e}); delete it and run again to "
-                         "recompute it, or restore it from git") from None
-
-
-#: what a stored training run's fields hold where present (``damage``); ``top1`` must be there
-RESULT_NUMBERS = ("top1", "top5", "final_top1", "seconds")
-RESULT_TYPES = {"config": dict, "history": list, "provenance": dict, "weights": dict}
-
-
-def damage(result):
-    """Why a stored training run's JSON (``result``, read back) cannot be a result vixnb wrote, or None: not a
-    mapping, a ``status`` other than ``"done"``, no ``top1``, a metric that is not a finite number (NaN from a
-    damaged or hand-edited file), a field of the wrong type."""
-    if not isinstance(result, dict):
-        return f"it holds a JSON {type(result).__name__}, not a mapping"
-    if result.get("status") != "done":
-        return f"status {result.get('status')!r}, where vixnb stores only 'done'"
-    if "top1" not in result:
-        return "it has no top1"
-    for key in RESULT_NUMBERS:
-        value = result.get(key)
-        if key in result and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                              or not math.isfinite(value)):
-            return f"{key} is {value!r}, not a finite number"
-    for key, expected in RESULT_TYPES.items():
-        if key in result and not isinstance(result[key], expected):
-            return f"{key} is a {type(result[key]).__name__}, not a {expected.__name__}"
-    return None
-
-
-def config_key(config):
-    """A training run's key in the store: 16 hex digits of SHA-256 over its whole configuration (``runs.spec``'s
-    ``run_config``), which names its result file."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def result_path(config):
-    """The path in the store of run config ``config``'s result: ``<profile>/<model>-<dataset>-seed<seed>-<key>.json``
-    (``ResultsStore.path`` is the store's root joined with it)."""
-    return f"{config['profile']}/{config['model']}-{config['dataset']}-seed{config['seed']}-{config_key(config)}.json"
-
-
-def damaged_result(path, why):
-    """The ``StoreError`` of a damaged result file: it names the file and keeps it (never deleted nor used)."""
-    return StoreError(f"damaged result file {path} ({why}); it is kept as it is and not used: delete it and run "
-                      "again to recompute it, or restore it from git")
-
-
 def default_root():
-    """``$VIXNB_RESULTS`` if set (empty is unset; a file there is a ``StoreError`` naming it), else ``results/`` of
-    the checkout (``paths.checkout_root``), else of the cwd (``paths.results_root``)."""
+    """``$VIXNB_RESULTS`` if set (empty is unset; a file there is a usage error naming it, ``validate.Invalid``, as
+    every variable of the environment), else ``results/`` of the checkout (``paths.checkout_root``), else of the cwd
+    (``paths.results_root``; a file there is a ``StoreError``)."""
     root = results_root()
     if root.exists() and not root.is_dir():
-        raise StoreError(f"VIXNB_RESULTS={root} is a file, not a folder; point VIXNB_RESULTS at the results "
-                         "store's folder (or unset it for results/ of the checkout)")
+        message = (f"VIXNB_RESULTS={root} is a file, not a folder; point VIXNB_RESULTS at the results store's folder "
+                   "(or unset it for results/ of the checkout)")
+        raise Invalid(message) if env_text("VIXNB_RESULTS") is not None else StoreError(message)
     return root
 
 
@@ -107,7 +54,7 @@ def writable_folder(where):
     ``StoreError`` naming it and the fix."""
     try:
         where.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=where, prefix=".writable-"):
+        with tempfile.NamedTemporaryFile(dir=where, prefix=temp_prefix("writable")):
             pass
     except OSError as e:
         raise StoreError(f"results store folder {where} is not writable ({e.strerror or e}); fix its "
@@ -172,10 +119,10 @@ class ResultsStore:
         path = self.path(config)
         if not path.exists():
             return None
-        result = read_json(path)
+        result = read_json(path, check=False)
         if isinstance(result, dict) and result.get("config") != config:
             raise StoreError(f"{path} holds a different configuration than its name says; delete it and run again")
-        if (why := damage(result)) is not None:
+        if (why := check_file(path, result)) is not None:
             raise damaged_result(path, why)
         return result
 
@@ -286,8 +233,8 @@ class ResultsStore:
     def results(self, profile=None, *, unusable=damage):
         """Every stored training run of ``profile`` (default: of every profile) that ``unusable`` (why a run read back
         cannot be used, or None; default ``damage``; ``runs.policy.unusable`` adds what this vixnb cannot use) lets
-        through; an unreadable file is left out (``get`` names it where a run asks for it; ``vixnb plan`` shows it as
-        damaged)."""
+        through; a file that cannot be used is left out (``read_json`` and its ``check_file``: ``get`` names it where
+        a run asks for it, ``unusable_files`` lists it, ``vixnb plan`` shows it as not used)."""
         folders = [self.root / profile] if profile else sorted(p for p in self.root.glob("*") if p.is_dir())
         found = []
         for path in (p for folder in folders for p in sorted(folder.glob("*.json"))):
@@ -301,8 +248,9 @@ class ResultsStore:
 
     def unusable_files(self, profile, *, unusable=damage):
         """``[(path relative to the store, why)]``: each file of ``profile``'s training runs, measurements (and of
-        the benchmarks) that cannot be used (not JSON, a folder, or what ``unusable`` says of a training run: damaged,
-        and with ``runs.policy.unusable`` a model no longer registered, a newer engine, an unknown configuration key).
+        the benchmarks) that cannot be used (what ``read_json`` refuses: not JSON, a folder, a link to nothing, a key
+        given twice, what ``check_file`` finds; or what ``unusable`` says of a training run: with
+        ``runs.policy.unusable`` a model no longer registered, a newer engine, an unknown configuration key).
         Nothing is deleted: ``vixnb plan`` lists each as "not used"."""
         out = []
         for folder, training in ((self.root / profile, True), (self.root / profile / "measure", False),
@@ -310,11 +258,9 @@ class ResultsStore:
             for path in sorted(folder.glob("*.json")):
                 try:
                     record = read_json(path)
-                    why = unusable(record) if training else None if isinstance(record, dict) else \
-                        f"it holds a JSON {type(record).__name__}, not a mapping"
-                except StoreError as e:
-                    why = "not a file" if path.is_dir() else "not JSON" if "JSONDecodeError" in str(e) else \
-                        str(e).split(" (", 1)[-1].split(");", 1)[0]
+                    why = unusable(record) if training else None
+                except UnusableFile as e:
+                    why = e.why
                 if why:
                     out.append((path.relative_to(self.root).as_posix(), why))
         return out
@@ -354,10 +300,22 @@ class ResultsStore:
         return atomic_write(self.record_path(group, name, profile=profile), lambda f: f.write(data),
                             size=len(data.encode()))
 
-    def load_record(self, group, name, *, profile=None):
-        """The saved record, or None when there is none."""
+    def load_record(self, group, name, *, profile=None, strict=False):
+        """The saved record, or None when there is none, or where its file cannot be used (``read_json``'s check:
+        named once on stderr as not used, and kept as it is). ``strict``: such a file is an ``UnusableFile`` (a
+        ``StoreError``) instead: for the plan, which lists it as damaged, and the compute policy, which never makes
+        a record over it."""
         path = self.record_path(group, name, profile=profile)
-        return read_json(path) if path.exists() else None
+        if not (path.exists() or path.is_symlink()):
+            return None
+        try:
+            return read_json(path)
+        except UnusableFile as e:
+            if strict:
+                raise
+            say_once(f"not used {path}", f"not used: {printable(path)}: {printable(e.why)}; it is left as it is "
+                                         "(move or delete it to silence this)")
+            return None
 
     def newest_record(self, group, prefix, *, profile=None):
         """The name of the saved record ``prefix-N`` with the largest N, or ``prefix`` when there is none."""

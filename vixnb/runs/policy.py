@@ -30,7 +30,7 @@ from ..paths import results_root
 from .profiles import get_profile, gpu_profile
 from .spec import config_keys, run_model_settings, warm_start_spec
 from ..results.provenance import ENGINE_VERSION, source_hashes
-from ..results.store import config_key, damage
+from ..results.layout import LEDGER, config_key, damage
 
 COMPUTE = ("never", "missing", "always")
 ACTIONS = ("read", "make", "skip")
@@ -87,7 +87,8 @@ def obtain_record(store, group, name, make, *, profile=None, compute="missing", 
     a stale one read anyway says why under ``"stale"``. ``needs_gpu``: making it needs a CUDA GPU whatever the
     profile (a GPU-memory measurement); ``cpu_ok``: a CPU makes it in any profile (it times nothing). None where
     nothing is stored and nothing can be made here."""
-    stored = store.load_record(group, name, profile=profile)
+    # a file that cannot be used is named and never made over: where a record would be made (``strict``)
+    stored = store.load_record(group, name, profile=profile, strict=check_compute(compute) != "never")
     why = stale(stored) if stale is not None and stored is not None else None
     decision = decide(compute, stored=stored, profile=profile, stale=why, needs_gpu=needs_gpu, cpu_ok=cpu_ok)
     if decision.action == "read":
@@ -234,8 +235,7 @@ def model_source_hashes(model):
     return source_hashes(model_modules(model.default_cfg["name"], model))
 
 
-#: the behavioural probe's committed ledger, in the results store's folder (``runs.probe``)
-LEDGER = "probe-ledger.json"
+#: the behavioural probe's committed ledger, in the results store's folder (``runs.probe``): ``results.store.LEDGER``
 
 
 def ledger_key(config):

@@ -29,11 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..files import atomic_write
+from ..errors import StoreError
+from ..files import atomic_write, remove_leftovers, temp_prefix
 from ..paths import checkout_root
-from .policy import LEDGER, config_overrides_json, code_changed, ledger_key, read_ledger, source_today
+from .policy import (LEDGER, config_overrides_json, code_changed, ledger_key, read_ledger, source_today,
+                     unusable)
 from ..results.provenance import now
-from ..results.store import read_json
+from ..results.layout import read_json
 
 STEPS = 3
 #: the probe's batch: two fixed images (four took twice the time and found nothing more: a numeric change shows in
@@ -133,7 +135,8 @@ def code_at(commit, repo=None):
     unknown here (no clone, a commit it lacks)."""
     repo = repo or checkout_root()
     commit = str(commit or "").removesuffix("-dirty")
-    with tempfile.TemporaryDirectory(prefix="vixnb-probe-") as folder:
+    remove_leftovers(tempfile.gettempdir(), name="vixnb-probe")  # a killed probe's copy of the code
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("vixnb-probe")) as folder:
         if repo is None or not commit or commit == "unknown":
             yield None
             return
@@ -188,7 +191,12 @@ def probe_store(store, profile, *, only_changed=True, write=True):
     ``only_changed=False``), update the ledger (``write``) and return the new entries."""
     results = {}
     for path in sorted((Path(store.root) / profile).glob("*.json")):
-        stored = read_json(path)
+        try:
+            stored = read_json(path)
+        except StoreError:  # a file the store does not use (``vixnb plan`` lists it as not used): nothing to probe
+            continue
+        if unusable(stored):  # nor one this vixnb cannot use (a model no longer registered, a newer engine)
+            continue
         rel = path.relative_to(store.root).as_posix()
         if not only_changed or code_changed(stored, store.root):
             results[rel] = stored
@@ -196,5 +204,5 @@ def probe_store(store, profile, *, only_changed=True, write=True):
     if write and entries:
         ledger = {**read_ledger(store.root), **entries}
         text = json.dumps(ledger, indent=1, sort_keys=True) + "\n"
-        atomic_write(ledger_path(store), lambda f: f.write(text))
+        atomic_write(ledger_path(store), lambda f: f.write(text), size=len(text.encode()))
     return entries
