@@ -240,15 +240,18 @@ def _make_study(measurement):
 def _make_first_steps(request, *, profile, compute="missing", store=None, **_):
     """``analysis.first_steps_record`` of the request's question (its ``name``), on the CPU; a profile of small sizes
     (smoke, a CPU rehearsal) takes ``REHEARSED_STEPS`` steps. The stored record's arms that still answer are kept as
-    they were made (not under ``compute="always"``): a new arm costs its own steps only."""
-    earlier = None
-    if compute != "always" and store is not None:
+    they were made (not under ``compute="always"``): a new arm costs its own steps only, and each arm made is
+    stored as it ends (a run stopped part way keeps the arms it made)."""
+    earlier, keep = None, None
+    if compute != "always" and store is not None:  # "always" replaces the stored record only once it is whole
+        name = record_name(request, store)
+        keep = lambda record: store.save_record("measure", name, record, profile=profile)  # noqa: E731
         try:
-            earlier = store.load_record("measure", record_name(request, store), profile=profile)
+            earlier = store.load_record("measure", name, profile=profile)
         except StoreError:  # a damaged record is no evidence: every arm is made again
             earlier = None
     return first_steps_record(request.paper, request.name, profile, device="cpu",
-                              steps=REHEARSED_STEPS if small_sizes(profile) else None, earlier=earlier)
+                              steps=REHEARSED_STEPS if small_sizes(profile) else None, earlier=earlier, keep=keep)
 
 
 REHEARSED_STEPS = 3

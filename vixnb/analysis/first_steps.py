@@ -60,16 +60,25 @@ def arm_steps(spec, arm, steps=None):
     return max(int(spec["first_steps"]), int((spec.get("arm_steps") or {}).get(arm, 0)))
 
 
-def first_steps_record(key, question, profile, *, device="cpu", steps=None, earlier=None):
+def first_steps_record(key, question, profile, *, device="cpu", steps=None, earlier=None, keep=None):
     """The question's arms (``question_arms``) each trained for its steps (``arm_steps``; ``steps``: fewer, a dress
     rehearsal's) on ``device`` (``first_steps``): ``{"question", "steps", "window", "chance", "arms": {arm: {"key",
     "settings", "command", "steps", "loss", "acc", "seconds", "provenance"}}, "provenance"}``. ``earlier``: a stored
     record of the question, whose arms of the same run and at least as many steps are kept as they were made (with
-    their own provenance: the first N steps of a run are the N steps of a shorter one), so that a new arm costs only
-    its own steps."""
+    its own steps. ``keep``: called with the record so far (the arms made, and the earlier record's arms not yet
+    reached) after each arm it makes, so that a run stopped part way loses only the arm it was making."""
     spec = question_spec(key, question)
     arms, out = question_arms(key, question, profile), {}
     held = (earlier or {}).get("arms") or {}
+    steps = int(steps or spec["first_steps"])
+    dataset = papers.table(key, spec["table"])["dataset"]
+
+    def record(arms_now):
+        return {"paper": key, "question": question, "text": spec["question"], "steps": steps, "window": WINDOW,
+                "chance": 100.0 / dataset_spec(dataset).num_classes, "arms": arms_now,
+                "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset,
+                                         threads=torch.get_num_threads())}
+
     for arm, run in arms.items():
         want, old = arm_steps(spec, arm, steps), held.get(arm) or {}
         if old.get("key") == run.key and len(old.get("loss") or []) >= want:
@@ -80,12 +89,9 @@ def first_steps_record(key, question, profile, *, device="cpu", steps=None, earl
         out[arm] = {"key": run.key, "seed": run.seed, "settings": dict(run.settings), "command": run_command(run),
                     "steps": want, **made, "provenance": provenance(device, stamp="measured", profile=profile,
                                                                     threads=torch.get_num_threads())}
-    steps = int(steps or spec["first_steps"])
-    dataset = papers.table(key, spec["table"])["dataset"]
-    return {"paper": key, "question": question, "text": spec["question"], "steps": steps, "window": WINDOW,
-            "chance": 100.0 / dataset_spec(dataset).num_classes, "arms": out,
-            "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset,
-                                     threads=torch.get_num_threads())}
+        if keep is not None:
+            keep(record({**held, **out}))
+    return record(out)
 
 
 def windows(values, window=WINDOW):
