@@ -534,9 +534,14 @@ def test_spearman_helper():
 def test_a_maps_record_without_its_panel_images_is_stale_and_made_again():
     """A page shows the panel's images beside the maps (Fig. 8) where the data set is not: a record made before records
     kept them says so, and the plan makes it again on the CPU (its maps from the same stored weights)."""
-    from vixnb.analysis.records import record_stale
+    from vixnb.analysis.records import maps_record_stale, record_stale
+    from vixnb.record_kinds import KINDS
     from vixnb.results import ResultsStore
 
     store = ResultsStore()
-    assert "keeps no panel images" in record_stale({"panel": [0, 1], "runs": {}}, store)
-    assert record_stale({"panel": [0, 1], "images": [[[[0, 0, 0]]]] * 2, "runs": {}}, store) is None
+    assert "keeps no panel images" in maps_record_stale({"panel": [0, 1], "runs": {}}, store)
+    assert maps_record_stale({"panel": [0, 1], "images": [[[[0, 0, 0]]]] * 2, "runs": {}}, store) is None
+    # only the maps record keeps them: a prediction record or a maps-study record is not stale without them
+    assert record_stale({"panel": [0, 1], "runs": {}}, store) is None
+    assert KINDS["attention_maps"].stale.__name__ == "maps_record_stale"
+    assert KINDS["predictions"].stale is record_stale

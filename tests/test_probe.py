@@ -53,7 +53,7 @@ def test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_ex
          "def normalize(images, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):  # a comment\n    pixels = images"),
         ("models/vit_small.py", "self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)",
          "# where the tokens are\n        self.pos_embedding = nn.Parameter(torch.randn(1, tokens, width) * 0.02)"),
-        ("engine/train.py", "def adamw(params, config):\n",
+        ("engine/optimizers.py", "def adamw(params, config):\n",
          "def adamw(parameters, config):\n    params = parameters\n"),
     ])
     assert changed(refactor) == set()
@@ -63,7 +63,7 @@ def test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_ex
     assert vit_small & set(sample) and changed(init, sample) == vit_small & set(sample)
     std = _tree(tmp_path, "std", [("data.py", "std=(0.5, 0.5, 0.5)):", "std=(0.25, 0.25, 0.25)):")])
     assert changed(std, sample) == set(sample)
-    beta2 = _tree(tmp_path, "beta2", [("engine/train.py", 'betas=tuple(config["betas"])',
+    beta2 = _tree(tmp_path, "beta2", [("engine/optimizers.py", 'betas=tuple(config["betas"])',
                                        'betas=(config["betas"][0], 0.98)')])
     assert changed(beta2, sample) == {n for n in sample if results[n]["config"]["betas"][1] != 0.98}
     dropout = changed(_tree(tmp_path, "dropout",

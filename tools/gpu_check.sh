@@ -113,12 +113,13 @@ stamp "phase 3: budget runs at CIFAR-10's sizes (synthetic images)"
 timeout "$(limit 150)" $PY - "$DRY" <<'EOF' || stamp "phase 3 FAILED"
 import functools, sys, time
 import torch
+import vixnb.engine.build as build
 import vixnb.engine.train as engine
 from vixnb.engine.concurrent import train_concurrently
 from vixnb.runs.spec import run_config
 
 dry = sys.argv[1] == "1"
-engine.load_split = functools.lru_cache(engine.load_split)  # this script's runs share one synthetic set
+build.load_split = functools.lru_cache(build.load_split)  # this script's runs share one synthetic set
 TINY = dict(width=16, depth=2, heads=2, patch=8)
 same = lambda a, b: engine.without_timings(a["history"]) == engine.without_timings(b["history"])
 

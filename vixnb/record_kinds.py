@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from . import measure, papers
-from .analysis import attention_record, class_token_entropy, prediction_record, record_stale
+from .analysis import attention_record, class_token_entropy, maps_record_stale, prediction_record, record_stale
 from .analysis.first_steps import arm_steps, arms_frame, first_steps_record
 from .analysis.records import STUDY_RECORDS, study_labels, study_record
 from .runs.asked import kept_specs, question_arms, question_spec, row_specs, study, study_run
@@ -322,7 +322,7 @@ KINDS = {
     "speed": RecordKind(lambda r: f"{r.paper}-speed-{r.dataset}", _make_speed, minutes=15, show=speed_table,
                         description="training memory and step time, inference images/s"),
     "attention_maps": RecordKind(lambda r: f"{r.paper}-attention-maps-{r.dataset}", _of_kept_weights(attention_record),
-                                 minutes=5, cpu_ok=True, stale=record_stale, runs_read=_kept_weights_read,
+                                 minutes=5, cpu_ok=True, stale=maps_record_stale, runs_read=_kept_weights_read,
                                  metrics={"class_token_entropy": ClaimMetric(
                                      "class token's attention entropy", "nats", "the entropy of the class token's "
                                      "attention over the patches, per layer, mean over the panel's images and the "

@@ -17,8 +17,9 @@ from .attribution import (TokensToGrid, attribute, attribution_measures, deletio
 from .map_measures import (attention_distance, attention_rollout, centre_query, class_token_entropy, class_token_map,
                            diagonal_prominence, rollout, row_entropy)
 from .maps import attention_maps, collect_attention_maps, has_skip, map_description
-from .records import (attention_record, model_maps, panel, panel_images, panel_labels, prediction_record, record_stale,
-                      study_runs, study_maps, study_record, study_record_name, study_settings)
+from .records import (attention_record, maps_record_stale, model_maps, panel, panel_images, panel_labels,
+                      prediction_record, record_stale, study_runs, study_maps, study_record, study_record_name,
+                      study_settings)
 from ..runs.asked import study
 from .sanity_checks import randomisation_check
 
@@ -27,7 +28,8 @@ __all__ = ["TokensToGrid", "attribute", "attribution_measures", "deletion_insert
            "attention_rollout", "centre_query", "class_token_entropy", "class_token_map", "collect_attention_maps",
            "diagonal_prominence",
            "exact_softmax_map", "has_skip", "map_distance", "map_description", "model_maps",
-           "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check", "record_stale",
+           "maps_record_stale", "nystrom_map", "panel", "performer_map", "prediction_record", "randomisation_check",
+           "record_stale",
            "rollout", "row_entropy",
            "study", "study_maps", "study_runs", "panel_images", "panel_labels", "study_record", "study_record_name",
            "study_settings"]

@@ -151,12 +151,18 @@ def _trained_run(spec, *, compute, store):
                     "training": {k: prov.get(k) for k in ("commit", "device", "finished", "profile", "seed")}}
 
 
-def record_stale(record, store):
-    """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
-    retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed; a record
-    of maps kept without its panel's images, which a page shows beside them where the data set is not), or None."""
+def maps_record_stale(record, store):
+    """``record_stale`` of an ``attention_record``, which is also stale kept without its panel's images (a page shows
+    them beside the maps where the data set is not), or None."""
     if record.get("panel") and not record.get("images"):
         return "it keeps no panel images (made before records kept them: a page shows them beside the maps)"
+    return record_stale(record, store)
+
+
+def record_stale(record, store):
+    """Why a stored attention record no longer answers (a run's weights are not the ones it was measured from:
+    retrained, or gone; for a maps-study record, also its runs or its profile's sizes in study.yaml changed), or
+    None."""
     measurement = record.get("study")
     if measurement in STUDY_RECORDS:
         profile = (record.get("provenance") or {}).get("profile")

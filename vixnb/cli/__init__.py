@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from . import commands
+from . import batch, commands
 from .. import errors
 from ..validate import COUNT_MAX, FOLDER, NON_NEGATIVE, POSITIVE, SEED, Distinct, Past, Whole, option
 
@@ -271,7 +271,7 @@ def _plan_arguments(sub):
     s.add_argument("--max-parallel", type=whole_number(1), help="slurm: jobs of the array running at once")
     s.add_argument("--folder", type=option(FOLDER), help="submitit's folder for job logs (default "
                    "results/<profile>/.batch/<job id>)")
-    s.set_defaults(fn=commands.batch)
+    s.set_defaults(fn=batch.batch)
 
     s = sub.add_parser("probe", help="the behavioural probe: whether today's code still makes each stored result "
                        "whose code changed (a few CPU fp32 steps at its commit and today, compared bitwise)")
