@@ -173,8 +173,8 @@ SLOW = {
         "test_timeout_on_a_rehearsal_ends_its_job_and_removes_its_scratch_store",  # about 40 s
     },
     "test_probe.py": {
-        # ~95 s on one core before the probe shared its configs among the cores (probe.digests): estimated 60 s on two
-        "test_refactors_leave_every_stored_result_current_and_numeric_changes_mark_exactly_the_runs_they_touch",
+        # ~50 s on one core: six trees, one stored result of each model
+        "test_refactors_leave_each_models_stored_result_current_and_numeric_changes_mark_exactly_the_runs_they_touch",
         "test_every_stored_result_is_made_the_same_by_its_commits_code_and_todays",  # CI's probe: ~40 s on one core
     },
     "test_pack.py": {

@@ -334,3 +334,16 @@ def test_a_first_steps_record_keeps_the_arms_that_still_answer_and_makes_only_th
     assert made == [3] * len(record["arms"])  # too few steps: every arm is made again
     assert module.arm_steps({"first_steps": 400, "arm_steps": {"warm-up 300 steps": 800}}, "warm-up 300 steps") == 800
     assert module.arm_steps({"first_steps": 400}, "base") == 400 and longer["steps"] == 3
+    # the question's own steps (400; the warm-up read to 800): a record whose every arm ran 400 steps makes only the
+    # warm-up again, and each arm made is kept as it ends (a run stopped part way keeps it)
+    made.clear()
+    monkeypatch.setattr(module, "first_steps", lambda config, steps, **_: made.append(steps) or {
+        "loss": [2.0] * steps, "acc": [10.0] * steps, "seconds": 1.0})
+    at_400 = {**record, "steps": 400, "arms": {k: {**v, "steps": 400, "loss": v["loss"] * 200, "acc": v["acc"] * 200}
+                                               for k, v in record["arms"].items()}}
+    kept = []
+    whole = module.first_steps_record("shaped", "vanilla_stall_w128", "smoke", earlier=at_400, keep=kept.append)
+    assert made == [800] and whole["steps"] == 400 and len(whole["arms"]["warm-up 300 steps"]["loss"]) == 800
+    assert len(kept) == 1 and set(kept[0]["arms"]) == set(whole["arms"])
+    assert {k: len(v["loss"]) for k, v in whole["arms"].items() if k != "warm-up 300 steps"} == \
+        {k: 400 for k in whole["arms"] if k != "warm-up 300 steps"}

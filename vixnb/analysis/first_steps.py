@@ -65,16 +65,17 @@ def first_steps_record(key, question, profile, *, device="cpu", steps=None, earl
     rehearsal's) on ``device`` (``first_steps``): ``{"question", "steps", "window", "chance", "arms": {arm: {"key",
     "settings", "command", "steps", "loss", "acc", "seconds", "provenance"}}, "provenance"}``. ``earlier``: a stored
     record of the question, whose arms of the same run and at least as many steps are kept as they were made (with
+    their own provenance: the first N steps of a run are the N steps of a shorter one), so that a new arm costs only
     its own steps. ``keep``: called with the record so far (the arms made, and the earlier record's arms not yet
     reached) after each arm it makes, so that a run stopped part way loses only the arm it was making."""
     spec = question_spec(key, question)
     arms, out = question_arms(key, question, profile), {}
     held = (earlier or {}).get("arms") or {}
-    steps = int(steps or spec["first_steps"])
+    common = int(steps or spec["first_steps"])  # the record's steps: every arm's, or more (``arm_steps``)
     dataset = papers.table(key, spec["table"])["dataset"]
 
     def record(arms_now):
-        return {"paper": key, "question": question, "text": spec["question"], "steps": steps, "window": WINDOW,
+        return {"paper": key, "question": question, "text": spec["question"], "steps": common, "window": WINDOW,
                 "chance": 100.0 / dataset_spec(dataset).num_classes, "arms": arms_now,
                 "provenance": provenance(device, stamp="measured", profile=profile, dataset=dataset,
                                          threads=torch.get_num_threads())}
