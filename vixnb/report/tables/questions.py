@@ -104,10 +104,11 @@ def _whole(paper, question, spec, profile, compute, store, name):
 
 
 def arm_outcomes(record):
-    """``{arm: {"change", "steps", "lead", "at", "end", "seconds", "ahead", "settings"}}`` of every arm of a
-    first-steps record beside its base (the row's own run): its change, the steps it ran, its lead in training accuracy
-    over the base on the last window both ran (``at``: "381–400"), its own mean over its last window (``end``), its
-    CPU seconds (None where the record keeps none), whether it leads by at least ``LEAD_POINTS`` and its settings."""
+    """``{arm: {"change", "steps", "lead", "at", "at_mean", "end", "seconds", "ahead", "settings"}}`` of every arm of
+    a first-steps record beside its base (the row's own run): its change, the steps it ran, its lead in training
+    accuracy over the base on the last window both ran (``at``: "381–400"; ``at_mean``: its own mean there), its own
+    mean over its last window (``end``), its CPU seconds (None where the record keeps none), whether it leads by at
+    least ``LEAD_POINTS`` and its settings."""
     arms = ordered_arms(record)
     if not arms:
         return {}
@@ -119,24 +120,28 @@ def arm_outcomes(record):
         lo = max(0, common - window)
         lead = _mean(arm["acc"][lo:common]) - _mean(base["acc"][lo:common]) if common else None
         out[name] = {"change": arm_change(arm, base), "steps": len(arm["acc"]), "lead": lead,
-                     "at": f"{lo + 1}–{common}", "end": _mean(arm["acc"][-window:]), "seconds": arm.get("seconds"),
+                     "at": f"{lo + 1}–{common}", "at_mean": _mean(arm["acc"][lo:common]) if common else None,
+                     "end": _mean(arm["acc"][-window:]), "seconds": arm.get("seconds"),
                      "ahead": lead is not None and lead >= LEAD_POINTS, "settings": arm.get("settings") or {}}
     return out
 
 
-def _warmup_note(outcome, window):
-    """Where a warm-up arm is read against its peak: "read at steps 381–400, 81 to 100 steps after its learning rate
-    reached its peak at step 300"; for an arm that ran longer than its base, where it ended."""
+def _warmup_note(arm, outcome, window):
+    """Where an arm with a warm-up is read against its peak: "*warm-up 300 steps*: its lead is read at steps 381–400,
+    81 to 100 steps after its learning rate reached its peak at step 300"; for an arm that ran longer than its base,
+    where it ended; read sooner after the peak than the warm-up took to reach it, that a longer run is to tell."""
     warmup = next((v for k, v in outcome["settings"].items() if recipe_part(k) == "warmup"), None)
     if not warmup:
         return ""
     start, end = (int(x) for x in outcome["at"].split("–"))
-    text = (f" Its lead is read at steps {outcome['at']}, {max(start - warmup, 0)} to {end - warmup} steps after its "
-            f"learning rate reached its peak at step {warmup}")
+    text = (f" *{markdown_text(arm)}*: its lead is read at steps {outcome['at']}, {max(start - warmup, 0)} to "
+            f"{end - warmup} steps after its learning rate reached its peak at step {warmup}")
     if outcome["steps"] > end:
         return text + (f"; it ran on to step {outcome['steps']}, where its last {window} steps average "
                        f"{outcome['end']:.1f} % training accuracy.")
-    return text + ": whether it stays ahead well past the peak takes a longer run."
+    if start - warmup < warmup:
+        return text + ": whether it stays ahead well past the peak takes a longer run."
+    return text + "."
 
 
 def _arms(record, question, profile, stalled):
@@ -158,12 +163,12 @@ def _arms(record, question, profile, stalled):
     moved = "left the plateau of the row's own run" if stalled else "gained on the row's own run"
     steps = sorted({o["steps"] for o in outcomes.values()})
     text = (f"On the CPU, each arm's first {' or '.join(map(str, steps))} optimizer steps (record {link}): of "
-            f"{len(outcomes)} one-change arms, "
+            f"{len(outcomes)} arms, "
             + (f"{len(ahead)} {moved}, leading it by at least {LEAD_POINTS:g} points of training accuracy over the "
                f"last {window} steps both ran: {said(ahead)}" if ahead else
                f"none led it by {LEAD_POINTS:g} points of training accuracy")
             + (f"; {len(behind)} did not: {said(behind)}." if behind else "."))
-    text += "".join(_warmup_note(o, window) for o in ahead.values())
+    text += "".join(_warmup_note(a, o, window) for a, o in ahead.items())
     return [text + " " + seconds_line({a: arm.get("seconds") for a, arm in ordered_arms(record).items()})]
 
 
@@ -220,11 +225,36 @@ def _recipe(paper, studied):
             line += "Arms that tell \"too high a learning rate\" from \"needs a warm-up\": " + "; ".join(
                 f"{RECIPE_PARTS[p]} (" + ", ".join(f"*{markdown_text(a)}* {o['lead']:+.1f}" for a, o in outcomes.items()
                                                    if p in parts(o)) + ")" for p in apart) + "."
+            if stalled:
+                line += _rate_or_warmup(outcomes, parts)
         elif stalled:
             line += ("No arm lowers the peak learning rate, clips the gradients or changes the initial scale, so "
                      "\"too high a learning rate\" and \"needs a warm-up\" are not told apart.")
         lines.append(line.rstrip())
     return lines
+
+
+def _rate_or_warmup(outcomes, parts):
+    """What the arms that change the learning rate alone and the warm-up alone say of a stalled run, in words: a
+    warm-up arm that kept learning at the paper's peak rate well past its warm-up (as long again) tells that the
+    peak does not stall the run once reached gradually; "" where the record cannot say it."""
+    alone = {part: [(a, o) for a, o in outcomes.items() if parts(o) == {part}] for part in ("lr", "warmup")}
+    warm = next(((a, o) for a, o in alone["warmup"] if o["ahead"]), None)
+    if warm is None:
+        return ""
+    name, outcome = warm
+    peak = next(v for k, v in outcome["settings"].items() if recipe_part(k) == "warmup")
+    end = int(outcome["at"].split("–")[1])
+    if outcome["steps"] < 2 * peak or outcome["end"] <= outcome["at_mean"]:
+        return ""
+    lower = ", ".join(f"*{markdown_text(a)}* {o['lead']:+.1f}" for a, o in alone["lr"] if o["ahead"])
+    return (f" *{markdown_text(name)}* kept learning for {outcome['steps'] - peak} steps at the paper's peak learning "
+            f"rate ({outcome['end']:.1f} % at step {outcome['steps']} against {outcome['at_mean']:.1f} % at steps "
+            f"{outcome['at']}, step {end} being {end - peak} after the peak): in these first steps the peak does not "
+            "stall the run once it is reached gradually, so the stall reads as the missing warm-up's (full-size steps "
+            "from the first), not the rate's" + (
+                f"; a lower peak from the first step ({lower}) avoids those steps too." if lower else ".")
+            + " Whole runs on a GPU are to confirm it.")
 
 
 def known_so_far(paper, notebook, first_steps, profile, *, names=None, compute="never", store=None):
