@@ -47,11 +47,12 @@ def test_the_plan_makes_every_experiment_with_its_seeds_and_kept_weights():
                "exp2_simplified_sequential", "exp4_identity_sequential", "exp4_attention_sequential",
                "exp3_vanilla_one_norm", "exp3_simplified_sequential")
     # our stall question's arms trained whole (gpu_arms), every seed, beside the row's own seeds
-    arms = ("exp2_vanilla: fp32", "exp2_vanilla: warm-up 300 steps", "exp1_vanilla: warm-up 300 steps")
+    arms = ("exp2_vanilla: fp32", "exp2_vanilla: warm-up 300 steps", "exp2_vanilla: lr 1e-3",
+            "exp2_vanilla: He and Hofmann's recipe", "exp2_vanilla: init std 0.02", "exp1_vanilla: warm-up 300 steps")
     assert {k: sorted(v) for k, v in seeds.items()} == {
         **{r: [0, 1, 2] for r in three}, **{r: [0] for r in earlier},
         **{r: [0, 1, 2, 3, 4] for r in ("exp3_vanilla", "exp3_simplified")}, **{a: [0, 1, 2] for a in arms}}
-    assert len(runs) == 46 + 9 and all(e.level == 2 for e in runs if e.name in arms)
+    assert len(runs) == 55 + 9 and all(e.level == 2 for e in runs if e.name in arms)
     kept = sorted((e.name, e.seed) for e in runs if e.keep_weights == "store")
     # Experiment 3's first seeds for Fig. 8 and 11; the alpha/beta variants' for the maps study (study.yaml)
     assert kept == [("exp3_simplified", 0), ("exp3_vanilla", 0), ("exp4_attention", 0), ("exp4_identity", 0),
