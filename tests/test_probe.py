@@ -28,7 +28,7 @@ def _tree(tmp_path, name, edits):
     return root
 
 
-def test_refactors_leave_each_models_stored_result_current_and_numeric_changes_mark_exactly_the_runs_they_touch(tmp_path):
+def test_refactors_leave_each_models_stored_result_current_and_numeric_changes_mark_the_runs_they_touch(tmp_path):
     results = {p.name: json.loads(p.read_text()) for p in STORED}
     assert len(results) >= 25
     # one result of each model (its first), which tells whether a change reaches that model's runs as well as all of
