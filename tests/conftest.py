@@ -174,7 +174,7 @@ SLOW = {
     },
     "test_probe.py": {
         # ~50 s on one core: six trees, one stored result of each model
-        "test_refactors_leave_each_models_stored_result_current_and_numeric_changes_mark_exactly_the_runs_they_touch",
+        "test_refactors_leave_each_models_stored_result_current_and_numeric_changes_mark_the_runs_they_touch",
         "test_every_stored_result_is_made_the_same_by_its_commits_code_and_todays",  # CI's probe: ~40 s on one core
     },
     "test_pack.py": {
