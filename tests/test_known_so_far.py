@@ -36,6 +36,9 @@ def test_the_section_says_what_the_stored_records_give(records):
     assert "*warm-up 300 steps* (warmup\\_steps=300: +12.0), *standard block* (layout=standard: +6.9)" in text
     assert "Vanilla did not learn (1 of 1 seed: training accuracy 21.2 -> 20.4 %" in text
     assert "of 12 arms, 4 left the plateau of the row's own run" in text
+    # the GPU arms still to run, in one line (none has a stored whole run yet)
+    assert "Whole runs of its arms *fp32*, *warm-up 300 steps*, *lr 1e-3*, *He and Hofmann's recipe*, *init std " \
+           "0.02*: not yet run (the plan holds them: `vixnb plan --profile budget`)." in text
     for arm in ("*warm-up 300 steps* (warmup\\_steps=300: +24.4)", "*lr 1e-3* (lr=0.001: +29.1)",
                 "*init std 0.02* (init\\_std=0.02: +10.7)", "*clipping at 1* (grad\\_clip=1.0: +1.2)"):
         assert arm in text, arm

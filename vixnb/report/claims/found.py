@@ -101,7 +101,7 @@ def _shaped(frame, link, store=None):
 
 
 def _stall_finding(store):
-    """The stall question's answer so far, from its stored first-steps record: which one-change arms left the
+    """The stall question's answer so far, from its stored first-steps record: which arms left the
     plateau within their first steps on the CPU, and which did not, every arm the record holds ("" where the record is
     not stored)."""
     store = store if store is not None else ResultsStore()
@@ -113,11 +113,13 @@ def _stall_finding(store):
     others = [a for a in outcomes if a not in ahead]
     steps = " or ".join(map(str, sorted({o["steps"] for o in outcomes.values()})))
     if not ahead:
-        return (f"In its first {steps} steps on a CPU, none of {len(outcomes)} one-change arms ("
+        return (f"In its first {steps} steps on a CPU, none of {len(outcomes)} arms ("
                 + ", ".join(others) + ") lets it leave its plateau. ")
-    return (f"In its first {steps} steps on a CPU, of {len(outcomes)} one-change arms only "
+    return (f"In its first {steps} steps on a CPU, of {len(outcomes)} arms, "
             + ", ".join(f"{a} (+{o['lead']:.1f} points)" for a, o in ahead.items())
-            + " left its plateau; " + ", ".join(others) + " did not: the whole runs that decide it are in the plan. ")
+            + f" left its plateau (read at steps {' or '.join(sorted({o['at'] for o in ahead.values()}))}, beside its "
+            "own run); " + ", ".join(others)
+            + " did not: the whole runs that decide it are in the plan. ")
 
 
 def verdicts_finding(frames, link):

@@ -93,13 +93,17 @@ def _whole(paper, question, spec, profile, compute, store, name):
                              f"{len(rs)} against {_seeds(len(mine))}) and by {abs(top):.2f} points of test top-1")
             text = "; ".join(parts) + "." if parts else f"{labels[row]} learned ({_seeds(len(mine))})."
         texts.append(head + text)
-        asked = question_specs(paper, spec, profile)
+        asked, unrun = question_specs(paper, spec, profile), []
         for arm in spec.get("gpu_arms") or []:
             done = _done(asked[f"{row}: {arm}"], compute, store)
-            texts.append(f"Whole runs of its arm *{markdown_text(arm)}*: " + (
-                f"{_seeds(len(done))}, final training accuracy {train(done):.2f} %, test top-1 "
-                f"{_mean([r['top1'] for r in done]):.2f} %." if done else
-                f"not yet run (the plan holds them: `vixnb plan --profile {profile}`)."))
+            if done:
+                texts.append(f"Whole runs of its arm *{markdown_text(arm)}*: {_seeds(len(done))}, final training "
+                             f"accuracy {train(done):.2f} %, test top-1 {_mean([r['top1'] for r in done]):.2f} %.")
+            else:
+                unrun.append(f"*{markdown_text(arm)}*")
+        if unrun:  # one line for every arm still to run
+            texts.append(f"Whole runs of its arm{'s' if len(unrun) > 1 else ''} {', '.join(unrun)}: not yet run (the "
+                         f"plan holds them: `vixnb plan --profile {profile}`).")
     return texts, stalled_any
 
 
