@@ -165,6 +165,7 @@ SLOW = {
     "test_modes.py": {
         "test_a_failed_check_switches_its_mode_off_and_the_batch_trains_in_another_saying_why",  # the probe: ~20 s
         "test_the_session_script_runs_the_probe_and_a_short_batch_on_the_cpu",  # the probe and a batch: ~40 s
+        "test_the_plans_estimates_refit_from_a_gpus_probe_of_the_modes",  # a copy of the store, two plans: ~15 s
     },
     "test_loan.py": {
         "test_timeout_on_a_batch_stops_its_local_job_and_keeps_its_checkpoint",  # about 30 s: waits for the timeout
