@@ -1058,3 +1058,22 @@ def test_an_image_too_large_to_decode_is_named(cpu_data, monkeypatch):
     path = cpu_data / "test" / "cat" / "0000.jpg"
     with pytest.raises(data.DataError, match=rf"{re.escape(str(path))}: unreadable image \(DecompressionBombError"):
         data.decode_image_files([path], 32, "test", allow_resize=True)
+
+
+def test_a_stop_signal_during_a_checkpoint_write_waits_for_the_write(tmp_path, monkeypatch):
+    """Ctrl-C or a batch's SIGTERM landing inside torch's writer came out as a RuntimeError ("unexpected pos"), a
+    failed run, whose job then removed the checkpoints a stopped run keeps: the write ends first, then the signal acts
+    (a KeyboardInterrupt), and the checkpoint is whole."""
+    import signal
+
+    real = torch.save
+
+    def save_with_a_signal(obj, f):
+        os.kill(os.getpid(), signal.SIGINT)  # what a terminal's Ctrl-C sends, in the middle of the save
+        real(obj, f)
+
+    monkeypatch.setattr(torch, "save", save_with_a_signal)
+    path = tmp_path / "run.pt"
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"w": torch.arange(3.0)})
+    assert torch.load(path, weights_only=True)["w"].tolist() == [0.0, 1.0, 2.0]

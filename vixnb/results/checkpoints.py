@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..files import atomic_write
+from ..files import atomic_write, signals_held
 
 #: what every checkpoint of the training engine holds
 CHECKPOINT_KEYS = ("model", "optimizer", "scaler", "shuffle", "cpu_rng", "history", "best_state", "elapsed", "switch")
@@ -27,10 +27,12 @@ def save_checkpoint(path, state):
     # straight into the file: no copy in memory (a ViT-B/16's state with AdamW's moments is about 1 GB; serialising
     # it into a buffer first took about twice as long); a full disk (which torch's writer reports as "unexpected
     # pos") names the path and about the size of its tensors (``files.atomic_write``)
-    # the checkpoint it replaces moves to previous_path only once the new one is whole: a signal during the write
-    # leaves the last whole epoch's checkpoint at ``path``
-    atomic_write(path, lambda f: torch.save(state, f), binary=True, keep_previous=previous_path(path),
-                 size=tensor_bytes(state))
+    # the checkpoint it replaces moves to previous_path only once the new one is whole; a stop signal (Ctrl-C, a
+    # batch's SIGTERM) waits for the write to end (``signals_held``): raised inside torch's writer it came out as a
+    # RuntimeError, a failed run, whose job then removed the checkpoints a stopped run keeps
+    with signals_held():
+        atomic_write(path, lambda f: torch.save(state, f), binary=True, keep_previous=previous_path(path),
+                     size=tensor_bytes(state))
 
 
 def tensor_bytes(state):
