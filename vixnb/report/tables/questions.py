@@ -122,22 +122,34 @@ def arm_outcomes(record):
     for name, arm in list(arms.items())[1:]:
         common = min(len(arm["acc"]), len(base["acc"]))
         lo = max(0, common - window)
-        lead = _mean(arm["acc"][lo:common]) - _mean(base["acc"][lo:common]) if common else None
+        at_mean = _mean(arm["acc"][lo:common]) if common else None
+        lead = at_mean - _mean(base["acc"][lo:common]) if common else None
         out[name] = {"change": arm_change(arm, base), "steps": len(arm["acc"]), "lead": lead,
-                     "at": f"{lo + 1}–{common}", "at_mean": _mean(arm["acc"][lo:common]) if common else None,
+                     "at": f"{lo + 1}–{common}", "at_mean": at_mean,
                      "end": _mean(arm["acc"][-window:]), "seconds": arm.get("seconds"),
                      "ahead": lead is not None and lead >= LEAD_POINTS, "settings": arm.get("settings") or {}}
     return out
+
+
+def _warmup_steps(outcome):
+    """The warm-up an arm's settings set (its steps), or None."""
+    return next((v for k, v in outcome["settings"].items() if recipe_part(k) == "warmup"), None)
+
+
+def _read_at(outcome):
+    """The first and last step of the window an arm's lead is read on (``at``: "381–400")."""
+    start, end = (int(x) for x in outcome["at"].split("–"))
+    return start, end
 
 
 def _warmup_note(arm, outcome, window):
     """Where an arm with a warm-up is read against its peak: "*warm-up 300 steps*: its lead is read at steps 381–400,
     81 to 100 steps after its learning rate reached its peak at step 300"; for an arm that ran longer than its base,
     where it ended; read sooner after the peak than the warm-up took to reach it, that a longer run is to tell."""
-    warmup = next((v for k, v in outcome["settings"].items() if recipe_part(k) == "warmup"), None)
+    warmup = _warmup_steps(outcome)
     if not warmup:
         return ""
-    start, end = (int(x) for x in outcome["at"].split("–"))
+    start, end = _read_at(outcome)
     text = (f" *{markdown_text(arm)}*: its lead is read at steps {outcome['at']}, {max(start - warmup, 0)} to "
             f"{end - warmup} steps after its learning rate reached its peak at step {warmup}")
     if outcome["steps"] > end:
@@ -247,8 +259,7 @@ def _rate_or_warmup(outcomes, parts):
     if warm is None:
         return ""
     name, outcome = warm
-    peak = next(v for k, v in outcome["settings"].items() if recipe_part(k) == "warmup")
-    end = int(outcome["at"].split("–")[1])
+    peak, (_, end) = _warmup_steps(outcome), _read_at(outcome)
     if outcome["steps"] < 2 * peak or outcome["end"] <= outcome["at_mean"]:
         return ""
     lower = ", ".join(f"*{markdown_text(a)}* {o['lead']:+.1f}" for a, o in alone["lr"] if o["ahead"])
